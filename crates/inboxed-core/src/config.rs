@@ -1,0 +1,164 @@
+//! Processor settings: a plain struct, every field documented with its default.
+
+use std::time::Duration;
+
+use crate::backoff::Backoff;
+use crate::store::{BeginParams, Isolation};
+
+/// What to do when a key arrives again with a *different* payload hash: a producer id
+/// collision or an id reused for another message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ConflictPolicy {
+    /// Log at WARN, count, and write a dead letter with both hashes, then ack. The default:
+    /// a collision discards a real message, and nothing else would ever report it.
+    #[default]
+    DeadLetter,
+    /// Log at WARN, count, and treat as a duplicate.
+    TreatAsDuplicate,
+}
+
+/// Where the attempt number of a delivery comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AttemptCounting {
+    /// The broker's delivery count when the delivery has one, otherwise a durable counter in
+    /// the attempts table. The default.
+    #[default]
+    Auto,
+    /// Always the durable counter: one extra short transaction per delivery, but the count
+    /// survives brokers that lose or reset theirs.
+    Durable,
+}
+
+/// Settings for [`Processor`](crate::Processor).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ProcessorConfig {
+    /// Isolation of the inbox transaction. Defaults to [`Isolation::ReadCommitted`].
+    pub isolation: Isolation,
+    /// `lock_timeout` inside the inbox transaction: the longest a duplicate waits on another
+    /// delivery's uncommitted claim. Defaults to 5 s.
+    pub lock_timeout: Duration,
+    /// `statement_timeout` inside the inbox transaction. Defaults to 30 s.
+    pub statement_timeout: Duration,
+    /// `idle_in_transaction_session_timeout` inside the inbox transaction, so a process that
+    /// hangs between statements releases its claim. Defaults to 60 s.
+    pub idle_in_transaction_timeout: Duration,
+    /// Deadline for one handler call; past it the transaction is rolled back and the attempt
+    /// fails as transient. Defaults to 30 s.
+    pub handler_timeout: Duration,
+    /// Deliveries (attempts) before a message goes to the dead-letter path. An attempt is
+    /// counted before the handler runs, so a message that crashes the process still gets there.
+    /// Defaults to 5.
+    pub max_attempts: u32,
+    /// In-process retries of one delivery after a serialization failure, deadlock or lock
+    /// timeout; these are contention, not a fault of the message, and count no attempt.
+    /// Defaults to 5.
+    pub contention_retries: u32,
+    /// Backoff between those in-process retries. Defaults to 5 ms base, 500 ms cap.
+    pub contention_backoff: Backoff,
+    /// Delay the consumer loop asks the broker for when it requeues a failed delivery.
+    /// Defaults to 1 s base, 5 min cap, by attempt number.
+    pub requeue_backoff: Backoff,
+    /// Same key, different payload. Defaults to [`ConflictPolicy::DeadLetter`].
+    pub conflict_policy: ConflictPolicy,
+    /// Source of attempt numbers. Defaults to [`AttemptCounting::Auto`].
+    pub attempt_counting: AttemptCounting,
+    /// Run even when the database can lose acknowledged commits (`synchronous_commit = off`,
+    /// `fsync = off`, SQLite `synchronous` below FULL). Commit-then-ack is void on such a
+    /// setting. Defaults to `false`.
+    pub allow_non_durable_commits: bool,
+}
+
+impl Default for ProcessorConfig {
+    fn default() -> Self {
+        Self {
+            isolation: Isolation::ReadCommitted,
+            lock_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(30),
+            idle_in_transaction_timeout: Duration::from_secs(60),
+            handler_timeout: Duration::from_secs(30),
+            max_attempts: 5,
+            contention_retries: 5,
+            contention_backoff: Backoff {
+                base: Duration::from_millis(5),
+                max: Duration::from_millis(500),
+            },
+            requeue_backoff: Backoff {
+                base: Duration::from_secs(1),
+                max: Duration::from_secs(300),
+            },
+            conflict_policy: ConflictPolicy::DeadLetter,
+            attempt_counting: AttemptCounting::Auto,
+            allow_non_durable_commits: false,
+        }
+    }
+}
+
+impl ProcessorConfig {
+    /// Sets [`ProcessorConfig::isolation`].
+    #[must_use]
+    pub fn isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
+    /// Sets [`ProcessorConfig::max_attempts`] (at least 1).
+    #[must_use]
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n.max(1);
+        self
+    }
+
+    /// Sets [`ProcessorConfig::handler_timeout`].
+    #[must_use]
+    pub fn handler_timeout(mut self, timeout: Duration) -> Self {
+        self.handler_timeout = timeout;
+        self
+    }
+
+    /// Sets [`ProcessorConfig::lock_timeout`].
+    #[must_use]
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// Sets [`ProcessorConfig::conflict_policy`].
+    #[must_use]
+    pub fn conflict_policy(mut self, policy: ConflictPolicy) -> Self {
+        self.conflict_policy = policy;
+        self
+    }
+
+    /// Sets [`ProcessorConfig::attempt_counting`].
+    #[must_use]
+    pub fn attempt_counting(mut self, counting: AttemptCounting) -> Self {
+        self.attempt_counting = counting;
+        self
+    }
+
+    /// Sets [`ProcessorConfig::requeue_backoff`].
+    #[must_use]
+    pub fn requeue_backoff(mut self, backoff: Backoff) -> Self {
+        self.requeue_backoff = backoff;
+        self
+    }
+
+    /// Sets [`ProcessorConfig::allow_non_durable_commits`]. Read its documentation first.
+    #[must_use]
+    pub fn allow_non_durable_commits(mut self, allow: bool) -> Self {
+        self.allow_non_durable_commits = allow;
+        self
+    }
+
+    pub(crate) fn begin_params(&self) -> BeginParams {
+        BeginParams {
+            isolation: self.isolation,
+            lock_timeout: self.lock_timeout,
+            statement_timeout: self.statement_timeout,
+            idle_in_transaction_timeout: self.idle_in_transaction_timeout,
+        }
+    }
+}

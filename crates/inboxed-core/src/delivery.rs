@@ -1,0 +1,72 @@
+//! What a broker adapter gives the consumer loop: one delivery and the ways to settle it.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::envelope::{Envelope, EnvelopeError};
+use crate::error::BoxError;
+
+/// How a broker acknowledges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AckOrdering {
+    /// Each delivery is acked on its own (RabbitMQ, NATS, Redis Streams, SQS). The default.
+    #[default]
+    Individual,
+    /// Acking a position acks everything before it in its partition (Kafka offsets). The
+    /// consumer loop settles such deliveries one at a time, in arrival order, so a later ack can
+    /// never cover an earlier message that is not committed yet.
+    InOrder,
+}
+
+/// One delivery from a broker. Settling consumes it: exactly one of `ack`, `requeue` or
+/// `reject` is called, and only after the database commit (or the dead letter) is durable.
+pub trait Delivery: Send + Sync + 'static {
+    /// Builds the envelope. The adapter decides where the key comes from (a message-id
+    /// property, a header, a JSON field, CloudEvents `source`+`id`); never from an offset,
+    /// receipt handle or delivery counter.
+    ///
+    /// # Errors
+    /// [`EnvelopeError`] when the delivery has no usable key; it is then dead-lettered.
+    fn envelope(&self) -> Result<Envelope, EnvelopeError>;
+
+    /// The raw body, kept on the dead-letter path when no envelope can be built.
+    fn payload(&self) -> &[u8];
+
+    /// The broker's count of deliveries of this message including this one, when it has one
+    /// (RabbitMQ quorum `x-delivery-count` + 1, NATS `delivered`, SQS `ApproximateReceiveCount`).
+    fn delivery_count(&self) -> Option<u32> {
+        None
+    }
+
+    /// How this broker acknowledges.
+    fn ack_ordering(&self) -> AckOrdering {
+        AckOrdering::Individual
+    }
+
+    /// Acknowledges: the broker forgets the message.
+    fn ack(self) -> impl Future<Output = Result<(), BoxError>> + Send;
+
+    /// Returns the message to the broker, to be redelivered now (`None`) or after `delay`.
+    fn requeue(self, delay: Option<Duration>) -> impl Future<Output = Result<(), BoxError>> + Send;
+
+    /// Rejects terminally (the broker's own dead-letter route, NATS `Term`). The consumer loop
+    /// acks instead once inboxed has written its own dead letter, so this is for adapters.
+    fn reject(self) -> impl Future<Output = Result<(), BoxError>> + Send;
+
+    /// Extends the broker's in-progress deadline (visibility timeout, NATS `Progress`) while a
+    /// long handler runs. The default does nothing.
+    fn extend_deadline(&self, by: Duration) -> impl Future<Output = Result<(), BoxError>> + Send {
+        let _ = by;
+        async { Ok(()) }
+    }
+}
+
+/// A stream of deliveries.
+pub trait DeliverySource: Send {
+    /// The delivery type.
+    type Delivery: Delivery;
+
+    /// The next delivery; `None` when the source is closed.
+    fn next(&mut self) -> impl Future<Output = Option<Result<Self::Delivery, BoxError>>> + Send;
+}

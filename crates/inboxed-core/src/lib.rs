@@ -1,0 +1,35 @@
+//! Engine of [inboxed](https://docs.rs/inboxed): exactly-once processing on top of
+//! at-least-once delivery. Use the `inboxed` crate; this one holds the types, the processor,
+//! the consumer loop and the store seam, and contains no SQL and no broker client.
+//!
+//! # Layout
+//! - [`envelope`]: message id, consumer name, payload hash (key format v1).
+//! - [`handler`]: the trait your business code implements.
+//! - [`processor`]: begin → claim → handle → commit, with retries and dead letters.
+//! - [`consumer`] and [`delivery`]: ack only after commit, for any broker.
+//! - [`store`]: the internal seam the database backends implement.
+//! - [`error`], [`config`], [`metrics`], [`backoff`].
+
+pub mod backoff;
+pub mod config;
+pub mod consumer;
+pub mod delivery;
+pub mod envelope;
+pub mod error;
+pub mod handler;
+pub mod metrics;
+pub mod migration;
+pub mod namespace;
+pub mod processor;
+pub mod store;
+
+pub use backoff::Backoff;
+pub use config::{AttemptCounting, ConflictPolicy, ProcessorConfig};
+pub use consumer::{Consumer, ConsumerConfig, Settled, settle};
+pub use delivery::{AckOrdering, Delivery, DeliverySource};
+pub use envelope::{ConsumerName, Envelope, EnvelopeError, MessageId, PayloadHash};
+pub use error::{BoxError, Error, HandlerError, ResultExt, StoreError};
+pub use handler::Handler;
+pub use namespace::Namespace;
+pub use processor::{Outcome, Processor};
+pub use store::{DeadLetterReason, Isolation, Store};

@@ -1,0 +1,27 @@
+//! Metric names. The library records through the `metrics` facade and never installs an
+//! exporter; the application (or `inboxed serve`) does.
+//!
+//! | name | type | labels | meaning |
+//! |---|---|---|---|
+//! | `inboxed_messages_total` | counter | `consumer`, `outcome` | settled messages: `processed`, `duplicate`, `conflict`, `dead_lettered`, `already_dead_lettered` |
+//! | `inboxed_failures_total` | counter | `consumer`, `kind` | deliveries returned for requeue: `handler`, `store` |
+//! | `inboxed_retries_total` | counter | `consumer` | in-process retries after serialization failures, deadlocks and timeouts |
+//! | `inboxed_dead_letters_total` | counter | `consumer`, `reason` | dead letters written: `permanent`, `attempts_exhausted`, `conflict`, `invalid_message` |
+//! | `inboxed_handler_duration_seconds` | histogram | `consumer` | time inside the handler |
+//! | `inboxed_claim_wait_seconds` | histogram | `consumer` | time the claim statement took, including waiting on a concurrent duplicate |
+//!
+//! The dedup hit rate is `duplicate / (processed + duplicate)` over `inboxed_messages_total`:
+//! a duplicate writes nothing, so only these counters can show it.
+
+/// Counter of settled messages, labelled `consumer` and `outcome`.
+pub const MESSAGES_TOTAL: &str = "inboxed_messages_total";
+/// Counter of deliveries returned for requeue, labelled `consumer` and `kind`.
+pub const FAILURES_TOTAL: &str = "inboxed_failures_total";
+/// Counter of in-process retries of the inbox transaction, labelled `consumer`.
+pub const RETRIES_TOTAL: &str = "inboxed_retries_total";
+/// Counter of dead letters written, labelled `consumer` and `reason`.
+pub const DEAD_LETTERS_TOTAL: &str = "inboxed_dead_letters_total";
+/// Histogram of handler time in seconds, labelled `consumer`.
+pub const HANDLER_DURATION_SECONDS: &str = "inboxed_handler_duration_seconds";
+/// Histogram of claim statement time in seconds, labelled `consumer`.
+pub const CLAIM_WAIT_SECONDS: &str = "inboxed_claim_wait_seconds";

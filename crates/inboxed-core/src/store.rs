@@ -1,0 +1,191 @@
+//! The seam between the engine and a database dialect.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::envelope::{ConsumerName, Envelope, MessageId, PayloadHash};
+use crate::error::StoreError;
+
+/// Transaction isolation for the inbox transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Isolation {
+    /// The claim's unique index alone makes a concurrent duplicate wait and then see the
+    /// conflict; enough for the inbox itself. The default.
+    #[default]
+    ReadCommitted,
+    /// Repeatable read (PostgreSQL snapshot isolation). A concurrent duplicate gets 40001 and is
+    /// retried.
+    RepeatableRead,
+    /// Serializable, for handlers whose own invariants need it. Losers get 40001 and are retried.
+    Serializable,
+}
+
+/// Bounds on the inbox transaction, applied with `SET LOCAL` so they never leak into the
+/// application's other transactions on a shared pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BeginParams {
+    /// Isolation level.
+    pub isolation: Isolation,
+    /// Longest wait for a row lock, including a concurrent duplicate's uncommitted claim.
+    pub lock_timeout: Duration,
+    /// Longest single statement.
+    pub statement_timeout: Duration,
+    /// Longest idle gap inside the transaction before the server ends the session, so a hung
+    /// process cannot hold a claim (and block its duplicate) forever.
+    pub idle_in_transaction_timeout: Duration,
+}
+
+/// Parameters of [`Store::claim`].
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimParams<'a> {
+    /// Which consumer claims.
+    pub consumer: &'a ConsumerName,
+    /// The message being claimed, with its metadata and payload hash.
+    pub envelope: &'a Envelope,
+}
+
+/// What [`Store::claim`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Claim {
+    /// The row was inserted in this transaction: run the handler.
+    New,
+    /// A committed row exists; `stored_hash` is its payload hash, when one was recorded.
+    Duplicate {
+        /// Hash stored with the first processing.
+        stored_hash: Option<PayloadHash>,
+    },
+    /// The key sits on the dead-letter path; it is not reprocessed until an operator retries
+    /// or discards it.
+    DeadLettered,
+}
+
+/// The message key within one consumer.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyParams<'a> {
+    /// The consumer.
+    pub consumer: &'a ConsumerName,
+    /// The message.
+    pub message_id: &'a MessageId,
+}
+
+/// Why a message was put on the dead-letter path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeadLetterReason {
+    /// The handler returned [`HandlerError::Permanent`](crate::HandlerError::Permanent).
+    Permanent,
+    /// `max_attempts` deliveries failed, crashed or hung.
+    AttemptsExhausted,
+    /// The key was already processed with a different payload.
+    Conflict,
+    /// The delivery had no usable key.
+    InvalidMessage,
+}
+
+impl DeadLetterReason {
+    /// The value stored in the `reason` column.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Permanent => "permanent",
+            Self::AttemptsExhausted => "attempts_exhausted",
+            Self::Conflict => "conflict",
+            Self::InvalidMessage => "invalid_message",
+        }
+    }
+}
+
+/// Parameters of [`Store::dead_letter`].
+#[derive(Debug, Clone, Copy)]
+pub struct DeadLetterParams<'a> {
+    /// The consumer.
+    pub consumer: &'a ConsumerName,
+    /// The key, absent when the delivery had none (then the row is never deduplicated).
+    pub message_id: Option<&'a MessageId>,
+    /// Type metadata.
+    pub message_type: Option<&'a str>,
+    /// Correlation metadata.
+    pub correlation_id: Option<&'a str>,
+    /// Raw payload, kept so that an operator can retry it.
+    pub payload: &'a [u8],
+    /// Payload hash.
+    pub payload_hash: Option<PayloadHash>,
+    /// Why.
+    pub reason: DeadLetterReason,
+    /// The error and its source chain.
+    pub error: &'a str,
+    /// Attempts made so far.
+    pub attempts: u32,
+}
+
+/// What [`Store::dead_letter`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeadLettered {
+    /// The dead-letter row is written (or its counters updated) and committed.
+    Written,
+    /// A processed row exists for the key, so it was not dead-lettered: it is a duplicate.
+    AlreadyProcessed,
+}
+
+/// How the store's durability settings were found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurabilityReport {
+    /// `(setting, value)` pairs as read from the database.
+    pub settings: Vec<(&'static str, String)>,
+}
+
+/// Database operations the inbox engine needs.
+///
+/// Implemented by `inboxed-postgres` and `inboxed-sqlite`. This trait is the seam between the
+/// engine and a dialect. It is **not** meant to be implemented outside this workspace, and its
+/// methods may change in minor releases; depend on [`Processor`](crate::Processor) instead.
+pub trait Store: Clone + Send + Sync + 'static {
+    /// The sqlx database this store talks to.
+    type Db: sqlx::Database;
+
+    /// Turns a `sqlx::Error` into a classified [`StoreError`] by the backend's own codes.
+    fn classify(err: sqlx::Error) -> StoreError;
+
+    /// Applies the embedded migrations that are missing. Idempotent.
+    fn migrate(&self) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send;
+
+    /// Reads the settings that decide whether a commit survives a crash, and fails with
+    /// [`StoreError::NonDurable`] when one can lose acknowledged commits.
+    fn check_durability(&self) -> impl Future<Output = Result<DurabilityReport, StoreError>> + Send;
+
+    /// Begins the transaction that the claim and the handler share.
+    fn begin(
+        &self,
+        params: &BeginParams,
+    ) -> impl Future<Output = Result<sqlx::Transaction<'static, Self::Db>, StoreError>> + Send;
+
+    /// Records the key unless it exists. A concurrent, uncommitted claim of the same key makes
+    /// this wait until that transaction ends: that wait is the whole concurrency argument.
+    fn claim(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        params: &ClaimParams<'_>,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
+
+    /// Counts one more attempt in its own committed transaction and returns the new count.
+    fn record_attempt(
+        &self,
+        params: &KeyParams<'_>,
+    ) -> impl Future<Output = Result<u32, StoreError>> + Send;
+
+    /// Forgets the attempt counter of a key, inside the caller's transaction.
+    fn clear_attempts(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        params: &KeyParams<'_>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Writes a dead letter in its own committed transaction, unless the key was processed.
+    fn dead_letter(
+        &self,
+        params: &DeadLetterParams<'_>,
+    ) -> impl Future<Output = Result<DeadLettered, StoreError>> + Send;
+}

@@ -1,0 +1,23 @@
+//! PostgreSQL store for [inboxed](https://docs.rs/inboxed).
+//!
+//! The claim is `INSERT … ON CONFLICT DO NOTHING` on the primary key
+//! `(consumer_name, message_id)`, decided by rows affected, inside the transaction that the
+//! handler writes through. SQL lives in `sql/*.sql` and `migrations/*.sql` beside this crate,
+//! one file per operation, each opening with a comment on its parameters and why it is written
+//! so.
+
+mod error;
+mod migrate;
+mod queries;
+mod store;
+
+pub use store::PgStore;
+
+/// Schema `public`, prefix `inboxed_`.
+#[must_use]
+pub fn default_namespace() -> inboxed_core::Namespace {
+    match inboxed_core::Namespace::new("public", "inboxed_") {
+        Ok(ns) => ns,
+        Err(_) => unreachable!("the default namespace is valid"),
+    }
+}

@@ -1,0 +1,65 @@
+//! A small runner over templated migrations: `sqlx::migrate!` embeds fixed SQL, and the
+//! schema and prefix here are chosen at run time.
+
+use sqlx::{AssertSqlSafe, PgPool};
+
+use inboxed_core::migration;
+use inboxed_core::{Namespace, StoreError};
+
+use crate::error::classify;
+use crate::queries::MIGRATIONS;
+
+/// Applies the missing migrations in one transaction, serialised across processes by a
+/// transaction-scoped advisory lock. Returns the versions applied now.
+pub(crate) async fn run(pool: &PgPool, ns: &Namespace) -> Result<Vec<i64>, StoreError> {
+    let mut tx = pool.begin().await.map_err(classify)?;
+    let lock_key = format!("inboxed:migrate:{}:{}", ns.schema(), ns.prefix());
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind(&lock_key)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+    let schema_exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+        .bind(ns.schema())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(classify)?;
+    if !schema_exists {
+        sqlx::raw_sql(AssertSqlSafe(ns.render("CREATE SCHEMA {{schema}}")))
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+    }
+    let table = ns.render(r#"{{schema}}."{{prefix}}migrations""#);
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE TABLE IF NOT EXISTS {table} (version bigint PRIMARY KEY, description text NOT NULL, \
+         checksum bytea NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+    )))
+    .execute(&mut *tx)
+    .await
+    .map_err(classify)?;
+    let applied: Vec<(i64, Vec<u8>)> =
+        sqlx::query_as(AssertSqlSafe(format!("SELECT version, checksum FROM {table} ORDER BY version")))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?;
+    let mut now = Vec::new();
+    for m in migration::pending(MIGRATIONS, &applied)? {
+        sqlx::raw_sql(AssertSqlSafe(ns.render(m.sql)))
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {table} (version, description, checksum) VALUES ($1, $2, $3)"
+        )))
+        .bind(m.version)
+        .bind(m.description)
+        .bind(m.checksum())
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        now.push(m.version);
+    }
+    tx.commit().await.map_err(classify)?;
+    Ok(now)
+}

@@ -1,0 +1,242 @@
+//! [`Store`] for PostgreSQL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres, Row};
+
+use inboxed_core::store::{
+    BeginParams, Claim, ClaimParams, DeadLetterParams, DeadLettered, DurabilityReport, KeyParams,
+};
+use inboxed_core::{Isolation, Namespace, PayloadHash, Store, StoreError};
+
+use crate::error::classify;
+use crate::queries::{CHECK_DURABILITY, Queries};
+
+/// The inbox on PostgreSQL, over the application's own pool so that handlers write to the
+/// same database in the same transaction as the claim.
+///
+/// Behind a transaction-pooling PgBouncer, turn off the statement cache with
+/// [`PgStore::persistent_statements`] unless the bouncer tracks prepared statements
+/// (PgBouncer 1.21+ with `max_prepared_statements`); every setting the inbox needs is applied
+/// with `SET LOCAL`, which is transaction-scoped and therefore safe there.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    ns: Namespace,
+    queries: Arc<Queries>,
+    persistent: bool,
+}
+
+impl PgStore {
+    /// A store in schema `public` with tables prefixed `inboxed_`.
+    #[must_use]
+    pub fn new(pool: PgPool) -> Self {
+        Self::with_namespace(pool, crate::default_namespace())
+    }
+
+    /// A store in a chosen schema and prefix (see [`Namespace::new`]).
+    #[must_use]
+    pub fn with_namespace(pool: PgPool, ns: Namespace) -> Self {
+        let queries = Arc::new(Queries::render(&ns));
+        Self {
+            pool,
+            ns,
+            queries,
+            persistent: true,
+        }
+    }
+
+    /// Connects a pool of up to `max_connections` (default 10 when 0) to `url`.
+    ///
+    /// # Errors
+    /// A malformed URL, or a database that cannot be reached.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        let options: PgConnectOptions = url.parse().map_err(classify)?;
+        let pool = PgPoolOptions::new()
+            .max_connections(if max_connections == 0 { 10 } else { max_connections })
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .map_err(classify)?;
+        Ok(Self::new(pool))
+    }
+
+    /// Whether statements are prepared once per connection and cached. Defaults to `true`;
+    /// set `false` behind a transaction-pooling proxy that does not track prepared statements.
+    #[must_use]
+    pub fn persistent_statements(mut self, persistent: bool) -> Self {
+        self.persistent = persistent;
+        self
+    }
+
+    /// The pool.
+    #[must_use]
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The schema and prefix.
+    #[must_use]
+    pub fn namespace(&self) -> &Namespace {
+        &self.ns
+    }
+
+    fn query(&self, sql: &Arc<str>) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {
+        sqlx::query(AssertSqlSafe(Arc::clone(sql))).persistent(self.persistent)
+    }
+}
+
+/// One round trip: the simple-query protocol runs `BEGIN` and the `SET LOCAL`s together.
+fn begin_statement(p: &BeginParams) -> String {
+    let level = match p.isolation {
+        Isolation::ReadCommitted => "READ COMMITTED",
+        Isolation::RepeatableRead => "REPEATABLE READ",
+        _ => "SERIALIZABLE",
+    };
+    format!(
+        "BEGIN ISOLATION LEVEL {level}; SET LOCAL lock_timeout = {}; SET LOCAL statement_timeout = {}; \
+         SET LOCAL idle_in_transaction_session_timeout = {}",
+        p.lock_timeout.as_millis(),
+        p.statement_timeout.as_millis(),
+        p.idle_in_transaction_timeout.as_millis()
+    )
+}
+
+impl Store for PgStore {
+    type Db = Postgres;
+
+    fn classify(err: sqlx::Error) -> StoreError {
+        classify(err)
+    }
+
+    async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        crate::migrate::run(&self.pool, &self.ns).await
+    }
+
+    async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
+        let row = sqlx::query(CHECK_DURABILITY).fetch_one(&self.pool).await.map_err(classify)?;
+        let sync: String = row.try_get(0).map_err(classify)?;
+        let fsync: String = row.try_get(1).map_err(classify)?;
+        if sync == "off" {
+            return Err(StoreError::NonDurable {
+                setting: "synchronous_commit",
+                value: sync,
+                hint: "Set synchronous_commit = on (ALTER DATABASE ... SET synchronous_commit = on), \
+                       or set ProcessorConfig::allow_non_durable_commits if losing the last \
+                       moments of work on a server crash is acceptable.",
+            });
+        }
+        if fsync == "off" {
+            return Err(StoreError::NonDurable {
+                setting: "fsync",
+                value: fsync,
+                hint: "Turn fsync on in postgresql.conf, or set \
+                       ProcessorConfig::allow_non_durable_commits knowingly.",
+            });
+        }
+        Ok(DurabilityReport {
+            settings: vec![("synchronous_commit", sync), ("fsync", fsync)],
+        })
+    }
+
+    async fn begin(&self, params: &BeginParams) -> Result<sqlx::Transaction<'static, Postgres>, StoreError> {
+        self.pool
+            .begin_with(AssertSqlSafe(begin_statement(params)))
+            .await
+            .map_err(classify)
+    }
+
+    async fn claim(&self, conn: &mut PgConnection, params: &ClaimParams<'_>) -> Result<Claim, StoreError> {
+        let env = params.envelope;
+        let consumer = params.consumer.as_str();
+        let id = env.id().as_str();
+        let inserted = self
+            .query(&self.queries.claim)
+            .bind(consumer)
+            .bind(id)
+            .bind(env.message_type())
+            .bind(env.correlation_id())
+            .bind(env.hash().as_bytes().as_slice())
+            .execute(&mut *conn)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+        if inserted == 1 {
+            return Ok(Claim::New);
+        }
+        let row = self
+            .query(&self.queries.lookup)
+            .bind(consumer)
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(classify)?;
+        let Some(row) = row else {
+            // The row that blocked the insert is gone already (purged or discarded between the
+            // two statements). Nothing was written: report contention so the caller retries.
+            return Err(StoreError::Timeout(sqlx::Error::RowNotFound));
+        };
+        let state: &str = row.try_get(0).map_err(classify)?;
+        if state == "dead_lettered" {
+            return Ok(Claim::DeadLettered);
+        }
+        let hash: Option<Vec<u8>> = row.try_get(1).map_err(classify)?;
+        Ok(Claim::Duplicate {
+            stored_hash: hash.as_deref().and_then(PayloadHash::from_slice),
+        })
+    }
+
+    async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
+        let n: i32 = self
+            .query(&self.queries.record_attempt)
+            .bind(params.consumer.as_str())
+            .bind(params.message_id.as_str())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(classify)?
+            .try_get(0)
+            .map_err(classify)?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
+    async fn clear_attempts(&self, conn: &mut PgConnection, params: &KeyParams<'_>) -> Result<(), StoreError> {
+        self.query(&self.queries.clear_attempts)
+            .bind(params.consumer.as_str())
+            .bind(params.message_id.as_str())
+            .execute(&mut *conn)
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    async fn dead_letter(&self, p: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(classify)?;
+        let written = self
+            .query(&self.queries.dead_letter)
+            .bind(p.consumer.as_str())
+            .bind(p.message_id.map(|m| m.as_str()))
+            .bind(p.message_type)
+            .bind(p.correlation_id)
+            .bind(p.payload)
+            .bind(p.payload_hash.as_ref().map(|h| h.as_bytes().as_slice()))
+            .bind(p.reason.as_str())
+            .bind(p.error)
+            .bind(i32::try_from(p.attempts).unwrap_or(i32::MAX))
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+        if let Some(message_id) = p.message_id {
+            let key = KeyParams { consumer: p.consumer, message_id };
+            self.clear_attempts(&mut tx, &key).await?;
+        }
+        tx.commit().await.map_err(classify)?;
+        Ok(if written == 0 {
+            DeadLettered::AlreadyProcessed
+        } else {
+            DeadLettered::Written
+        })
+    }
+}

@@ -1,0 +1,47 @@
+//! The migration runner: templated migrations applied under `BEGIN IMMEDIATE`, which holds
+//! SQLite's single write lock and so serialises concurrent migrators.
+
+use sqlx::{AssertSqlSafe, SqlitePool};
+
+use inboxed_core::migration;
+use inboxed_core::{Namespace, StoreError};
+
+use crate::error::classify;
+use crate::queries::MIGRATIONS;
+
+/// Applies the missing migrations in one transaction. Returns the versions applied now.
+pub(crate) async fn run(pool: &SqlitePool, ns: &Namespace) -> Result<Vec<i64>, StoreError> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(classify)?;
+    let table = ns.render(r#"{{schema}}."{{prefix}}migrations""#);
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE TABLE IF NOT EXISTS {table} (version INTEGER PRIMARY KEY, description TEXT NOT NULL, \
+         checksum BLOB NOT NULL, applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))) STRICT"
+    )))
+    .execute(&mut *tx)
+    .await
+    .map_err(classify)?;
+    let applied: Vec<(i64, Vec<u8>)> =
+        sqlx::query_as(AssertSqlSafe(format!("SELECT version, checksum FROM {table} ORDER BY version")))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?;
+    let mut now = Vec::new();
+    for m in migration::pending(MIGRATIONS, &applied)? {
+        sqlx::raw_sql(AssertSqlSafe(ns.render(m.sql)))
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {table} (version, description, checksum) VALUES (?1, ?2, ?3)"
+        )))
+        .bind(m.version)
+        .bind(m.description)
+        .bind(m.checksum())
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        now.push(m.version);
+    }
+    tx.commit().await.map_err(classify)?;
+    Ok(now)
+}

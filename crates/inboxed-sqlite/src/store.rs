@@ -1,0 +1,212 @@
+//! [`Store`] for SQLite.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{AssertSqlSafe, Row, Sqlite, SqliteConnection, SqlitePool};
+
+use inboxed_core::store::{
+    BeginParams, Claim, ClaimParams, DeadLetterParams, DeadLettered, DurabilityReport, KeyParams,
+};
+use inboxed_core::{Namespace, PayloadHash, Store, StoreError};
+
+use crate::error::classify;
+use crate::queries::{CHECK_DURABILITY, Queries};
+
+/// The inbox in an embedded SQLite file.
+///
+/// Every inbox transaction starts with `BEGIN IMMEDIATE`, taking SQLite's single write lock
+/// before the claim instead of upgrading a read lock halfway through the handler (which fails
+/// with `SQLITE_BUSY` and no wait). Writers therefore run one at a time; concurrent duplicates
+/// queue at `BEGIN` and find the first one's committed row.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    ns: Namespace,
+    queries: Arc<Queries>,
+}
+
+impl SqliteStore {
+    /// A store over an existing pool, with tables prefixed `inboxed_` in database `main`.
+    /// The pool's connections must use `synchronous = FULL` (see [`SqliteStore::open`]).
+    #[must_use]
+    pub fn new(pool: SqlitePool) -> Self {
+        Self::with_namespace(pool, crate::default_namespace())
+    }
+
+    /// A store in a chosen attached database and prefix.
+    #[must_use]
+    pub fn with_namespace(pool: SqlitePool, ns: Namespace) -> Self {
+        let queries = Arc::new(Queries::render(&ns));
+        Self { pool, ns, queries }
+    }
+
+    /// Opens (creating if missing) the database file at `path` with the settings the inbox
+    /// needs: WAL journal, `synchronous = FULL` (durable commits), a 10 s busy timeout.
+    ///
+    /// # Errors
+    /// The file cannot be opened or created.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::new().filename(path).create_if_missing(true);
+        Self::connect_with(options).await
+    }
+
+    /// Like [`SqliteStore::open`], from a `sqlite://` URL.
+    ///
+    /// # Errors
+    /// A malformed URL, or a file that cannot be opened.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::from_str(url).map_err(classify)?.create_if_missing(true);
+        Self::connect_with(options).await
+    }
+
+    async fn connect_with(options: SqliteConnectOptions) -> Result<Self, StoreError> {
+        let options = options
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .map_err(classify)?;
+        Ok(Self::new(pool))
+    }
+
+    /// The pool.
+    #[must_use]
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    fn query(&self, sql: &Arc<str>) -> sqlx::query::Query<'static, Sqlite, sqlx::sqlite::SqliteArguments> {
+        sqlx::query(AssertSqlSafe(Arc::clone(sql)))
+    }
+}
+
+impl Store for SqliteStore {
+    type Db = Sqlite;
+
+    fn classify(err: sqlx::Error) -> StoreError {
+        classify(err)
+    }
+
+    async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        crate::migrate::run(&self.pool, &self.ns).await
+    }
+
+    async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
+        let row = sqlx::query(CHECK_DURABILITY).fetch_one(&self.pool).await.map_err(classify)?;
+        let sync: i64 = row.try_get(0).map_err(classify)?;
+        let journal: String = row.try_get(1).map_err(classify)?;
+        if sync < 2 {
+            return Err(StoreError::NonDurable {
+                setting: "PRAGMA synchronous",
+                value: format!("{sync} ({})", if sync == 0 { "OFF" } else { "NORMAL" }),
+                hint: "Open the pool with synchronous = FULL (SqliteStore::open does), or set \
+                       ProcessorConfig::allow_non_durable_commits knowingly.",
+            });
+        }
+        Ok(DurabilityReport {
+            settings: vec![("synchronous", sync.to_string()), ("journal_mode", journal)],
+        })
+    }
+
+    async fn begin(&self, _params: &BeginParams) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
+        // SQLite transactions are serializable and there is no lock or statement timeout to
+        // set: the busy timeout bounds the wait for the write lock, the handler deadline the rest.
+        self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(classify)
+    }
+
+    async fn claim(&self, conn: &mut SqliteConnection, params: &ClaimParams<'_>) -> Result<Claim, StoreError> {
+        let env = params.envelope;
+        let consumer = params.consumer.as_str();
+        let id = env.id().as_str();
+        let inserted = self
+            .query(&self.queries.claim)
+            .bind(consumer)
+            .bind(id)
+            .bind(env.message_type())
+            .bind(env.correlation_id())
+            .bind(env.hash().as_bytes().as_slice())
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(classify)?;
+        if inserted.is_some() {
+            return Ok(Claim::New);
+        }
+        let row = self
+            .query(&self.queries.lookup)
+            .bind(consumer)
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(classify)?;
+        let Some(row) = row else {
+            // Cannot happen while we hold the write lock; report it as retryable, not as new.
+            return Err(StoreError::Timeout(sqlx::Error::RowNotFound));
+        };
+        let state: String = row.try_get(0).map_err(classify)?;
+        if state == "dead_lettered" {
+            return Ok(Claim::DeadLettered);
+        }
+        let hash: Option<Vec<u8>> = row.try_get(1).map_err(classify)?;
+        Ok(Claim::Duplicate {
+            stored_hash: hash.as_deref().and_then(PayloadHash::from_slice),
+        })
+    }
+
+    async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
+        let n: i64 = self
+            .query(&self.queries.record_attempt)
+            .bind(params.consumer.as_str())
+            .bind(params.message_id.as_str())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(classify)?
+            .try_get(0)
+            .map_err(classify)?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
+    async fn clear_attempts(&self, conn: &mut SqliteConnection, params: &KeyParams<'_>) -> Result<(), StoreError> {
+        self.query(&self.queries.clear_attempts)
+            .bind(params.consumer.as_str())
+            .bind(params.message_id.as_str())
+            .execute(&mut *conn)
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    async fn dead_letter(&self, p: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(classify)?;
+        let written = self
+            .query(&self.queries.dead_letter)
+            .bind(p.consumer.as_str())
+            .bind(p.message_id.map(|m| m.as_str()))
+            .bind(p.message_type)
+            .bind(p.correlation_id)
+            .bind(p.payload)
+            .bind(p.payload_hash.as_ref().map(|h| h.as_bytes().as_slice()))
+            .bind(p.reason.as_str())
+            .bind(p.error)
+            .bind(i64::from(p.attempts))
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(classify)?;
+        if let Some(message_id) = p.message_id {
+            let key = KeyParams { consumer: p.consumer, message_id };
+            self.clear_attempts(&mut tx, &key).await?;
+        }
+        tx.commit().await.map_err(classify)?;
+        Ok(if written.is_some() {
+            DeadLettered::Written
+        } else {
+            DeadLettered::AlreadyProcessed
+        })
+    }
+}

@@ -1,0 +1,89 @@
+//! The guarantee suite: one function per case, generic over the engine, each asserting on
+//! business state (rows in `ledger`, balances in `accounts`), instantiated per backend by
+//! [`conformance_tests!`](crate::conformance_tests).
+
+mod crash;
+mod duplicates;
+mod failures;
+mod input;
+mod stress;
+
+pub use crash::{
+    crash_before_commit_redoes_the_work, crash_between_commit_and_ack_does_not_reapply,
+    poison_that_kills_the_process_is_dead_lettered,
+};
+pub use duplicates::{
+    concurrent_duplicate_proceeds_after_first_rolls_back, concurrent_duplicates_commit_exactly_once,
+    sequential_duplicate_applies_effect_once,
+};
+pub use failures::{
+    handler_rollback_leaves_no_partial_state, non_durable_commit_setting_is_refused,
+    payload_conflict_is_reported, permanent_failure_is_dead_lettered_not_processed,
+    serializable_conflicts_are_retried, transient_failure_is_retried_then_dead_lettered,
+};
+pub use input::{custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written};
+pub use stress::concurrent_stress_ledger_is_exact;
+
+use inboxed_core::{ConsumerName, Processor, ProcessorConfig};
+
+use crate::backend::{Backend, TestDb};
+use crate::handler::Ledger;
+
+/// The consumer name most cases use.
+pub(crate) fn ledger() -> ConsumerName {
+    ConsumerName::new("ledger").expect("valid name")
+}
+
+/// A processor for consumer `ledger` over the test database, and its handler.
+pub(crate) fn processor<B: Backend>(
+    db: &TestDb<B>,
+    config: ProcessorConfig,
+) -> (Processor<B::Store, Ledger<B>>, Ledger<B>) {
+    let handler = Ledger::<B>::default();
+    (Processor::with_config(db.store.clone(), ledger(), handler.clone(), config), handler)
+}
+
+/// Rows and money in the ledger: `(rows, sum of amounts)`.
+pub(crate) async fn ledger_state<B: Backend>(db: &TestDb<B>) -> (i64, i64) {
+    (
+        db.scalar("SELECT count(*) FROM ledger").await,
+        db.scalar("SELECT CAST(coalesce(sum(amount), 0) AS BIGINT) FROM ledger").await,
+    )
+}
+
+
+/// Instantiates every conformance case as a `#[tokio::test]` for one backend
+/// (`inboxed_test::Pg` or `inboxed_test::Lite`).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($backend:ty) => {
+        $crate::conformance_tests!(@cases $backend;
+            sequential_duplicate_applies_effect_once,
+            concurrent_duplicates_commit_exactly_once,
+            concurrent_duplicate_proceeds_after_first_rolls_back,
+            crash_between_commit_and_ack_does_not_reapply,
+            crash_before_commit_redoes_the_work,
+            serializable_conflicts_are_retried,
+            payload_conflict_is_reported,
+            permanent_failure_is_dead_lettered_not_processed,
+            transient_failure_is_retried_then_dead_lettered,
+            handler_rollback_leaves_no_partial_state,
+            invalid_input_is_rejected_and_nothing_is_written,
+            custom_namespace_keeps_tables_apart,
+            concurrent_stress_ledger_is_exact,
+            poison_that_kills_the_process_is_dead_lettered,
+            non_durable_commit_setting_is_refused,
+        );
+    };
+    (@cases $backend:ty; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                // The libtest name of this test, which crash cases re-run as a child process.
+                let full = concat!(module_path!(), "::", stringify!($case));
+                let name = full.split_once("::").map_or(full, |(_, rest)| rest);
+                $crate::conformance::$case::<$backend>(name).await;
+            }
+        )*
+    };
+}

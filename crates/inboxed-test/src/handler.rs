@@ -1,0 +1,126 @@
+//! A ledger handler whose behaviour is scripted by the payload, so one handler serves every
+//! case: plain writes, read-modify-write, permanent and transient failures, panics, aborts,
+//! hangs and slow transactions.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use inboxed_core::{Envelope, Handler, HandlerError, MessageId, ResultExt, Store};
+
+use crate::backend::{Backend, Conn};
+
+/// What the handler does for one message. Serialized into the payload.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Script {
+    /// Account to credit.
+    pub account: String,
+    /// Amount.
+    pub amount: i64,
+    /// Credit through a read-modify-write of `accounts` instead of appending to `ledger`.
+    pub rmw: bool,
+    /// Sleep this long after writing, holding the transaction open.
+    pub sleep_ms: u64,
+    /// Fail transiently (after writing) while the handler's call count is at most this.
+    pub fail_first: u32,
+    /// Fail after writing: `permanent`, `transient` or `panic`.
+    pub fail: Option<String>,
+    /// Abort the whole process before writing (a poison message that kills its consumer).
+    pub abort: bool,
+    /// In a child process started with `INBOXED_HANG=1`: after writing, print `inboxed-child: in-handler <id>`
+    /// and hang, so the parent can kill the process before the commit.
+    pub hang: bool,
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Self {
+            account: "a".into(),
+            amount: 1,
+            rmw: false,
+            sleep_ms: 0,
+            fail_first: 0,
+            fail: None,
+            abort: false,
+            hang: false,
+        }
+    }
+}
+
+impl Script {
+    /// A message with this script as its payload.
+    #[must_use]
+    pub fn message(&self, id: &str) -> Envelope {
+        let payload = serde_json::to_vec(self).unwrap_or_default();
+        Envelope::new(MessageId::new(id).expect("valid test id"), payload)
+    }
+}
+
+/// A message crediting `amount` to account `a`.
+#[must_use]
+pub fn credit(id: &str, amount: i64) -> Envelope {
+    Script { amount, ..Script::default() }.message(id)
+}
+
+/// The scripted ledger handler. `calls` counts every invocation, across clones.
+#[derive(Debug)]
+pub struct Ledger<B> {
+    /// Invocations so far.
+    pub calls: Arc<AtomicU32>,
+    _backend: PhantomData<fn() -> B>,
+}
+
+impl<B> Clone for Ledger<B> {
+    fn clone(&self) -> Self {
+        Self { calls: Arc::clone(&self.calls), _backend: PhantomData }
+    }
+}
+
+impl<B> Default for Ledger<B> {
+    fn default() -> Self {
+        Self { calls: Arc::default(), _backend: PhantomData }
+    }
+}
+
+impl<B> Ledger<B> {
+    /// Invocations so far.
+    #[must_use]
+    pub fn calls(&self) -> u32 {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+impl<B: Backend> Handler<<B::Store as Store>::Db> for Ledger<B> {
+    async fn handle(&self, msg: &Envelope, conn: &mut Conn<B>) -> Result<(), HandlerError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let script: Script = msg.json().permanent()?;
+        if script.abort {
+            std::process::abort();
+        }
+        if script.rmw {
+            B::balance_rmw(conn, &script.account, script.amount).await?;
+        } else {
+            B::ledger_insert(conn, msg.id().as_str(), &script.account, script.amount).await?;
+        }
+        if script.sleep_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(script.sleep_ms)).await;
+        }
+        if script.hang && std::env::var_os("INBOXED_HANG").is_some() {
+            println!("inboxed-child: in-handler {}", msg.id());
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        if call <= script.fail_first {
+            return Err(HandlerError::transient(format!("scripted transient failure on call {call}")));
+        }
+        match script.fail.as_deref() {
+            Some("permanent") => Err(HandlerError::permanent("scripted permanent failure")),
+            Some("transient") => Err(HandlerError::transient("scripted transient failure")),
+            Some("panic") => panic!("scripted panic"),
+            _ => Ok(()),
+        }
+    }
+}

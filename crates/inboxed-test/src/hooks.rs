@@ -1,0 +1,89 @@
+//! A store wrapper that parks a task at a barrier just before `begin` or `claim`, so two
+//! deliveries reach the critical statement together. Everything else is delegated.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::Barrier;
+
+use inboxed_core::store::{
+    BeginParams, Claim, ClaimParams, DeadLetterParams, DeadLettered, DurabilityReport, KeyParams,
+};
+use inboxed_core::{Store, StoreError};
+
+/// Where the barrier sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookPoint {
+    /// Before the transaction begins (SQLite: writers serialize at `BEGIN IMMEDIATE`).
+    BeforeBegin,
+    /// Inside the transaction, just before the claim insert.
+    BeforeClaim,
+}
+
+/// `S` with a one-shot barrier at `point`.
+#[derive(Debug, Clone)]
+pub struct Hooked<S> {
+    inner: S,
+    barrier: Arc<Barrier>,
+    point: HookPoint,
+    armed: Arc<AtomicBool>,
+}
+
+impl<S> Hooked<S> {
+    /// Wraps `inner`; the first `begin` or `claim` (per `point`) waits at `barrier`.
+    pub fn new(inner: S, barrier: Arc<Barrier>, point: HookPoint) -> Self {
+        Self { inner, barrier, point, armed: Arc::new(AtomicBool::new(true)) }
+    }
+
+    async fn wait(&self, here: HookPoint) {
+        if here == self.point && self.armed.swap(false, Ordering::SeqCst) {
+            self.barrier.wait().await;
+        }
+    }
+}
+
+impl<S: Store> Store for Hooked<S> {
+    type Db = S::Db;
+
+    fn classify(err: sqlx::Error) -> StoreError {
+        S::classify(err)
+    }
+
+    async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        self.inner.migrate().await
+    }
+
+    async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
+        self.inner.check_durability().await
+    }
+
+    async fn begin(&self, params: &BeginParams) -> Result<sqlx::Transaction<'static, S::Db>, StoreError> {
+        self.wait(HookPoint::BeforeBegin).await;
+        self.inner.begin(params).await
+    }
+
+    async fn claim(
+        &self,
+        conn: &mut <S::Db as sqlx::Database>::Connection,
+        params: &ClaimParams<'_>,
+    ) -> Result<Claim, StoreError> {
+        self.wait(HookPoint::BeforeClaim).await;
+        self.inner.claim(conn, params).await
+    }
+
+    async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
+        self.inner.record_attempt(params).await
+    }
+
+    async fn clear_attempts(
+        &self,
+        conn: &mut <S::Db as sqlx::Database>::Connection,
+        params: &KeyParams<'_>,
+    ) -> Result<(), StoreError> {
+        self.inner.clear_attempts(conn, params).await
+    }
+
+    async fn dead_letter(&self, params: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
+        self.inner.dead_letter(params).await
+    }
+}

@@ -1,0 +1,13 @@
+//! Test support for inboxed: throwaway databases on the real engines, a scripted ledger
+//! handler, barrier hooks, a child-process crash harness, and the conformance suite.
+//!
+//! Internal to the workspace and not semver: it changes with the engine it tests.
+
+pub mod backend;
+pub mod child;
+pub mod conformance;
+pub mod handler;
+pub mod hooks;
+
+pub use backend::{Backend, Lite, Pg, TestDb, admin_url};
+pub use handler::{Ledger, Script, credit};

@@ -1,1 +1,25 @@
-fn main() {}
+//! The `inboxed` command-line tool. Everything lives in the `cli` module so that tests can
+//! run a command against a writer instead of the terminal.
+
+mod cli;
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args = cli::Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("INBOXED_LOG")
+        .unwrap_or_else(|_| args.default_log_filter().into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let mut out = std::io::stdout();
+    match cli::run(args, &mut out).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

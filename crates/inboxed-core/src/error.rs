@@ -76,8 +76,9 @@ impl StoreError {
     }
 
     /// Classifies errors that every backend reports alike: pool and I/O failures.
-    /// Returns `None` for database errors, which the backend classifies by its own codes.
-    #[must_use]
+    ///
+    /// # Errors
+    /// Gives the error back for database errors, which the backend classifies by its codes.
     pub fn classify_common(err: sqlx::Error) -> Result<Self, sqlx::Error> {
         match err {
             sqlx::Error::Io(_)

@@ -88,7 +88,12 @@ impl PgStore {
     }
 }
 
-/// One round trip: the simple-query protocol runs `BEGIN` and the `SET LOCAL`s together.
+/// One round trip: the simple-query protocol runs `BEGIN` and the `SET`s together.
+///
+/// The isolation level is set with `SET TRANSACTION` rather than `BEGIN ISOLATION LEVEL`: if a
+/// caller's future was dropped while an earlier `BEGIN` was in flight, sqlx returns that
+/// connection to the pool still inside a (still empty) transaction. A second `BEGIN …` would
+/// then only warn and keep READ COMMITTED; `SET TRANSACTION` applies either way.
 fn begin_statement(p: &BeginParams) -> String {
     let level = match p.isolation {
         Isolation::ReadCommitted => "READ COMMITTED",
@@ -96,8 +101,8 @@ fn begin_statement(p: &BeginParams) -> String {
         _ => "SERIALIZABLE",
     };
     format!(
-        "BEGIN ISOLATION LEVEL {level}; SET LOCAL lock_timeout = {}; SET LOCAL statement_timeout = {}; \
-         SET LOCAL idle_in_transaction_session_timeout = {}",
+        "BEGIN; SET TRANSACTION ISOLATION LEVEL {level}; SET LOCAL lock_timeout = {}; \
+         SET LOCAL statement_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = {}",
         p.lock_timeout.as_millis(),
         p.statement_timeout.as_millis(),
         p.idle_in_transaction_timeout.as_millis()

@@ -30,6 +30,7 @@ pub async fn concurrent_stress_ledger_is_exact<B: Backend>(_test: &str) {
     // so both workers reach the two deliveries at about the same moment.
     let mut planned: Vec<Vec<Envelope>> = vec![Vec::new(); WORKERS];
     let mut copies = 0;
+    #[allow(clippy::needless_range_loop, reason = "`i` addresses two workers' lists at once")]
     for i in 0..PER_WORKER {
         for (w, list) in planned.iter_mut().enumerate() {
             list.push(originals[w][i].clone());

@@ -1,0 +1,90 @@
+//! Picks the backend from the URL scheme at run time. The store trait is not object-safe, so
+//! this is an enum rather than a `dyn Store`.
+
+use anyhow::Context;
+
+use inboxed_core::Store;
+use inboxed_postgres::PgStore;
+use inboxed_sqlite::SqliteStore;
+
+/// A store of either backend.
+#[derive(Debug, Clone)]
+pub(crate) enum AnyStore {
+    Postgres(PgStore),
+    Sqlite(SqliteStore),
+}
+
+impl AnyStore {
+    /// `postgres://` or `postgresql://` for PostgreSQL; `sqlite://` or a plain file path for SQLite.
+    pub(crate) async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Self> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let store = PgStore::connect(url, max_connections)
+                .await
+                .with_context(|| format!("cannot connect to PostgreSQL at {}", redact(url)))?;
+            Ok(Self::Postgres(store))
+        } else {
+            let url = if url.starts_with("sqlite:") { url.to_owned() } else { format!("sqlite://{url}") };
+            let store = SqliteStore::connect(&url).await.with_context(|| format!("cannot open {url}"))?;
+            Ok(Self::Sqlite(store))
+        }
+    }
+
+    pub(crate) async fn migrate(&self) -> anyhow::Result<Vec<i64>> {
+        Ok(match self {
+            Self::Postgres(s) => s.migrate().await?,
+            Self::Sqlite(s) => s.migrate().await?,
+        })
+    }
+
+    /// Runs SQL built by this program (never from user input), possibly several statements.
+    pub(crate) async fn execute_script(&self, sql: String) -> anyhow::Result<()> {
+        match self {
+            Self::Postgres(s) => drop(sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(s.pool()).await?),
+            Self::Sqlite(s) => drop(sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(s.pool()).await?),
+        }
+        Ok(())
+    }
+
+    /// A query without parameters returning one integer.
+    pub(crate) async fn scalar(&self, sql: &'static str) -> anyhow::Result<i64> {
+        Ok(match self {
+            Self::Postgres(s) => sqlx::query_scalar(sql).fetch_one(s.pool()).await?,
+            Self::Sqlite(s) => sqlx::query_scalar(sql).fetch_one(s.pool()).await?,
+        })
+    }
+
+    /// A query without parameters returning `(text, integer)` rows.
+    pub(crate) async fn pairs(&self, sql: &'static str) -> anyhow::Result<Vec<(String, i64)>> {
+        Ok(match self {
+            Self::Postgres(s) => sqlx::query_as(sql).fetch_all(s.pool()).await?,
+            Self::Sqlite(s) => sqlx::query_as(sql).fetch_all(s.pool()).await?,
+        })
+    }
+
+    pub(crate) fn backend(&self) -> &'static str {
+        match self {
+            Self::Postgres(_) => "postgres",
+            Self::Sqlite(_) => "sqlite",
+        }
+    }
+}
+
+/// The URL with any password replaced, for messages and reports.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let Some((auth, host)) = rest.split_once('@') else { return url.to_owned() };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_are_never_printed() {
+        assert_eq!(super::redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(super::redact("sqlite://x.db"), "sqlite://x.db");
+    }
+}

@@ -1,0 +1,53 @@
+//! Command-line parsing and dispatch. Flags map onto the library's own config structs.
+
+mod database;
+mod demo;
+mod migrate;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub(crate) use database::AnyStore;
+
+/// Exactly-once processing on top of at-least-once delivery: the inbox pattern.
+///
+/// Exit codes: 0 success; 1 the command ran and found a problem (the demo's ledger did not
+/// match); 2 the command could not run (bad arguments, database unreachable).
+#[derive(Debug, Parser)]
+#[command(name = "inboxed", version, about, long_about = None)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create or upgrade the inbox tables (processed messages, dead letters, attempts).
+    /// Running it again is a no-op.
+    Migrate(migrate::Args),
+    /// Run the real processor through a simulated at-least-once broker that injects producer
+    /// retries, concurrent redeliveries, crashes before and after commit and poison messages,
+    /// then check the ledger against the expected balances.
+    Demo(demo::Args),
+}
+
+impl Cli {
+    /// Log filter when `INBOXED_LOG` is unset. The demo injects failures on purpose, so the
+    /// warnings they cause are expected there and would bury its report.
+    pub(crate) fn default_log_filter(&self) -> &'static str {
+        match self.command {
+            Command::Demo(_) => "error",
+            Command::Migrate(_) => "warn",
+        }
+    }
+}
+
+/// Runs one command, writing its report to `out`.
+pub(crate) async fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Migrate(args) => migrate::run(args, out).await,
+        Command::Demo(args) => demo::run(args, out).await,
+    }
+}

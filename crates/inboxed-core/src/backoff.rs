@@ -16,7 +16,9 @@ impl Backoff {
     /// Delay before retry number `n` (1-based): uniform in `[0, min(max, base * 2^(n-1))]`.
     #[must_use]
     pub fn delay(&self, n: u32) -> Duration {
-        let exp = self.base.saturating_mul(1u32 << n.saturating_sub(1).min(20));
+        let exp = self
+            .base
+            .saturating_mul(1u32 << n.saturating_sub(1).min(20));
         let cap = std::cmp::min(exp, self.max);
         cap.mul_f64(fastrand::f64())
     }
@@ -28,7 +30,10 @@ mod tests {
 
     #[test]
     fn delays_stay_under_the_cap() {
-        let b = Backoff { base: Duration::from_millis(10), max: Duration::from_millis(100) };
+        let b = Backoff {
+            base: Duration::from_millis(10),
+            max: Duration::from_millis(100),
+        };
         for n in 1..40 {
             let d = b.delay(n);
             assert!(d <= Duration::from_millis(100), "{d:?}");

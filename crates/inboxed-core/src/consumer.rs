@@ -60,7 +60,11 @@ impl ConsumerConfig {
 ///
 /// # Errors
 /// Only a failure to talk to the broker; processing failures become a requeue.
-pub async fn settle<S, H, D>(processor: &Processor<S, H>, delivery: D, extend_every: Option<Duration>) -> Result<Settled, Error>
+pub async fn settle<S, H, D>(
+    processor: &Processor<S, H>,
+    delivery: D,
+    extend_every: Option<Duration>,
+) -> Result<Settled, Error>
 where
     S: Store,
     H: Handler<S::Db>,
@@ -71,7 +75,11 @@ where
             let work = processor.process(&envelope, delivery.delivery_count());
             keep_alive(work, &delivery, extend_every).await
         }
-        Err(invalid) => processor.dead_letter_invalid(delivery.payload(), &invalid).await,
+        Err(invalid) => {
+            processor
+                .dead_letter_invalid(delivery.payload(), &invalid)
+                .await
+        }
     };
     match result {
         Ok(outcome) => {
@@ -90,7 +98,11 @@ where
     }
 }
 
-async fn keep_alive<T, D: Delivery>(work: impl Future<Output = T>, delivery: &D, every: Option<Duration>) -> T {
+async fn keep_alive<T, D: Delivery>(
+    work: impl Future<Output = T>,
+    delivery: &D,
+    every: Option<Duration>,
+) -> T {
     let Some(every) = every else {
         return work.await;
     };
@@ -127,7 +139,11 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
     ///
     /// # Errors
     /// The source failed to receive, or a delivery could not be acked or requeued.
-    pub async fn run<Src: DeliverySource>(&self, mut source: Src, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+    pub async fn run<Src: DeliverySource>(
+        &self,
+        mut source: Src,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), Error> {
         tokio::pin!(shutdown);
         let mut tasks: JoinSet<Result<Settled, Error>> = JoinSet::new();
         let result = loop {

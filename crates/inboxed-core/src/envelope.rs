@@ -132,7 +132,9 @@ impl MessageId {
             })?;
         match value.pointer(pointer) {
             Some(serde_json::Value::String(s)) => Self::new(s.clone()),
-            Some(serde_json::Value::Number(n)) if n.is_i64() || n.is_u64() => Self::new(n.to_string()),
+            Some(serde_json::Value::Number(n)) if n.is_i64() || n.is_u64() => {
+                Self::new(n.to_string())
+            }
             Some(_) => Err(EnvelopeError::JsonKey {
                 reason: format!("field {pointer} is neither a string nor an integer"),
             }),
@@ -347,7 +349,10 @@ mod tests {
             MessageId::new("ab\0c"),
             Err(EnvelopeError::IdContainsNul { offset: 2 })
         );
-        assert_eq!(MessageId::from_bytes(&[0xff, 0x00]), Err(EnvelopeError::IdNotUtf8));
+        assert_eq!(
+            MessageId::from_bytes(&[0xff, 0x00]),
+            Err(EnvelopeError::IdNotUtf8)
+        );
     }
 
     #[test]
@@ -357,7 +362,9 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.as_str(), "ce|a%7Cb|c");
         assert_eq!(
-            MessageId::from_cloudevent("/orders", "100%").unwrap().as_str(),
+            MessageId::from_cloudevent("/orders", "100%")
+                .unwrap()
+                .as_str(),
             "ce|/orders|100%25"
         );
     }
@@ -365,14 +372,23 @@ mod tests {
     #[test]
     fn uuid_keys_are_canonical() {
         let u = uuid::Uuid::parse_str("3F6C2A9E-8B1D-4E7A-9C55-0D2F1B7E4A10").unwrap();
-        assert_eq!(MessageId::from_uuid(u).as_str(), "3f6c2a9e-8b1d-4e7a-9c55-0d2f1b7e4a10");
+        assert_eq!(
+            MessageId::from_uuid(u).as_str(),
+            "3f6c2a9e-8b1d-4e7a-9c55-0d2f1b7e4a10"
+        );
     }
 
     #[test]
     fn json_field_keys() {
         let p = br#"{"order":{"id":"o-1","n":42,"f":1.5}}"#;
-        assert_eq!(MessageId::from_json_field(p, "/order/id").unwrap().as_str(), "o-1");
-        assert_eq!(MessageId::from_json_field(p, "/order/n").unwrap().as_str(), "42");
+        assert_eq!(
+            MessageId::from_json_field(p, "/order/id").unwrap().as_str(),
+            "o-1"
+        );
+        assert_eq!(
+            MessageId::from_json_field(p, "/order/n").unwrap().as_str(),
+            "42"
+        );
         assert!(MessageId::from_json_field(p, "/order/f").is_err());
         assert!(MessageId::from_json_field(p, "/nope").is_err());
         assert!(MessageId::from_json_field(b"not json", "/id").is_err());

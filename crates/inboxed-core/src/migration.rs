@@ -30,7 +30,10 @@ impl Migration {
 /// # Errors
 /// [`StoreError::MigrationChanged`] when an applied migration's checksum differs, and
 /// [`StoreError::MigrationUnknown`] when the database is ahead of this build.
-pub fn pending<'a>(embedded: &'a [Migration], applied: &[(i64, Vec<u8>)]) -> Result<Vec<&'a Migration>, StoreError> {
+pub fn pending<'a>(
+    embedded: &'a [Migration],
+    applied: &[(i64, Vec<u8>)],
+) -> Result<Vec<&'a Migration>, StoreError> {
     for (version, checksum) in applied {
         match embedded.iter().find(|m| m.version == *version) {
             None => return Err(StoreError::MigrationUnknown { version: *version }),
@@ -51,8 +54,16 @@ mod tests {
     use super::*;
 
     const M: &[Migration] = &[
-        Migration { version: 1, description: "a", sql: "create table a (x int)" },
-        Migration { version: 2, description: "b", sql: "create table b (x int)" },
+        Migration {
+            version: 1,
+            description: "a",
+            sql: "create table a (x int)",
+        },
+        Migration {
+            version: 2,
+            description: "b",
+            sql: "create table b (x int)",
+        },
     ];
 
     #[test]
@@ -60,7 +71,13 @@ mod tests {
         assert_eq!(pending(M, &[]).unwrap().len(), 2);
         let one = vec![(1, M[0].checksum())];
         assert_eq!(pending(M, &one).unwrap()[0].version, 2);
-        assert!(matches!(pending(M, &[(1, vec![0; 32])]), Err(StoreError::MigrationChanged { version: 1 })));
-        assert!(matches!(pending(M, &[(9, vec![])]), Err(StoreError::MigrationUnknown { version: 9 })));
+        assert!(matches!(
+            pending(M, &[(1, vec![0; 32])]),
+            Err(StoreError::MigrationChanged { version: 1 })
+        ));
+        assert!(matches!(
+            pending(M, &[(9, vec![])]),
+            Err(StoreError::MigrationUnknown { version: 9 })
+        ));
     }
 }

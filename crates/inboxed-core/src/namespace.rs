@@ -61,7 +61,11 @@ fn check(name: &str, max: usize, may_be_empty: bool) -> Result<(), StoreError> {
         })
     };
     if name.is_empty() {
-        return if may_be_empty { Ok(()) } else { fail("it is empty") };
+        return if may_be_empty {
+            Ok(())
+        } else {
+            fail("it is empty")
+        };
     }
     if name.len() > max {
         return fail("it is too long");

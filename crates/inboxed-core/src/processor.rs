@@ -100,7 +100,12 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     }
 
     /// A processor with explicit settings.
-    pub fn with_config(store: S, consumer: ConsumerName, handler: H, config: ProcessorConfig) -> Self {
+    pub fn with_config(
+        store: S,
+        consumer: ConsumerName,
+        handler: H,
+        config: ProcessorConfig,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -158,14 +163,21 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     /// # Errors
     /// A transient handler failure below `max_attempts`, a store failure that outlived the
     /// in-process retries, or a durability check that failed.
-    pub async fn process(&self, envelope: &Envelope, delivery_count: Option<u32>) -> Result<Outcome, Error> {
+    pub async fn process(
+        &self,
+        envelope: &Envelope,
+        delivery_count: Option<u32>,
+    ) -> Result<Outcome, Error> {
         let span = tracing::info_span!(
             "inboxed.process",
             message_id = %envelope.id(),
             consumer = %self.inner.consumer,
             correlation_id = envelope.correlation_id(),
         );
-        let result = self.process_inner(envelope, delivery_count).instrument(span).await;
+        let result = self
+            .process_inner(envelope, delivery_count)
+            .instrument(span)
+            .await;
         let consumer = self.inner.consumer.as_str().to_owned();
         match &result {
             Ok(outcome) => {
@@ -173,14 +185,23 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                     .increment(1);
             }
             Err(err) => {
-                let kind = if matches!(err, Error::Handler { .. }) { "handler" } else { "store" };
-                metrics::counter!(m::FAILURES_TOTAL, "consumer" => consumer, "kind" => kind).increment(1);
+                let kind = if matches!(err, Error::Handler { .. }) {
+                    "handler"
+                } else {
+                    "store"
+                };
+                metrics::counter!(m::FAILURES_TOTAL, "consumer" => consumer, "kind" => kind)
+                    .increment(1);
             }
         }
         result
     }
 
-    async fn process_inner(&self, envelope: &Envelope, delivery_count: Option<u32>) -> Result<Outcome, Error> {
+    async fn process_inner(
+        &self,
+        envelope: &Envelope,
+        delivery_count: Option<u32>,
+    ) -> Result<Outcome, Error> {
         self.ensure_ready().await?;
         let inner = &*self.inner;
         let key = KeyParams {
@@ -189,7 +210,11 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         };
         let (attempt, durable) = match (inner.config.attempt_counting, delivery_count) {
             (AttemptCounting::Auto, Some(n)) => (n.max(1), false),
-            _ => (self.with_contention_retries(|| inner.store.record_attempt(&key)).await?, true),
+            _ => (
+                self.with_contention_retries(|| inner.store.record_attempt(&key))
+                    .await?,
+                true,
+            ),
         };
         if attempt > inner.config.max_attempts {
             let err = format!(
@@ -198,7 +223,12 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 inner.config.max_attempts
             );
             return self
-                .dead_letter(envelope, DeadLetterReason::AttemptsExhausted, &err, attempt - 1)
+                .dead_letter(
+                    envelope,
+                    DeadLetterReason::AttemptsExhausted,
+                    &err,
+                    attempt - 1,
+                )
                 .await;
         }
         let mut retries = 0;
@@ -224,12 +254,18 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 Failure::Store(e) => Err(e.into()),
                 Failure::Handler(HandlerError::Permanent(e)) => {
                     let chain = error_chain(e.as_ref());
-                    self.dead_letter(envelope, DeadLetterReason::Permanent, &chain, attempt).await
+                    self.dead_letter(envelope, DeadLetterReason::Permanent, &chain, attempt)
+                        .await
                 }
                 Failure::Handler(source) if attempt >= inner.config.max_attempts => {
                     let chain = error_chain(&source);
-                    self.dead_letter(envelope, DeadLetterReason::AttemptsExhausted, &chain, attempt)
-                        .await
+                    self.dead_letter(
+                        envelope,
+                        DeadLetterReason::AttemptsExhausted,
+                        &chain,
+                        attempt,
+                    )
+                    .await
                 }
                 Failure::Handler(source) => Err(Error::Handler {
                     consumer: inner.consumer.clone(),
@@ -256,7 +292,13 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         let started = Instant::now();
         let claim = inner
             .store
-            .claim(&mut *tx, &ClaimParams { consumer: &inner.consumer, envelope })
+            .claim(
+                &mut *tx,
+                &ClaimParams {
+                    consumer: &inner.consumer,
+                    envelope,
+                },
+            )
             .await
             .map_err(Failure::Store)?;
         metrics::histogram!(m::CLAIM_WAIT_SECONDS, "consumer" => inner.consumer.as_str().to_owned())
@@ -272,21 +314,32 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 Ok(Ok(Err(e))) => return Err(Failure::Handler(e)),
                 Ok(Err(panic)) => {
                     let msg = panic_message(panic.as_ref());
-                    return Err(Failure::Handler(HandlerError::transient(format!("handler panicked: {msg}"))));
+                    return Err(Failure::Handler(HandlerError::transient(format!(
+                        "handler panicked: {msg}"
+                    ))));
                 }
                 Err(_) => {
-                    let msg = format!("handler exceeded its deadline of {:?}", inner.config.handler_timeout);
+                    let msg = format!(
+                        "handler exceeded its deadline of {:?}",
+                        inner.config.handler_timeout
+                    );
                     return Err(Failure::Handler(HandlerError::transient(msg)));
                 }
             }
         }
         if durable && claim != Claim::DeadLettered {
             // The key is settled now (processed or duplicate): its attempt counter is history.
-            inner.store.clear_attempts(&mut *tx, &key).await.map_err(Failure::Store)?;
+            inner
+                .store
+                .clear_attempts(&mut *tx, &key)
+                .await
+                .map_err(Failure::Store)?;
         }
         // A failed commit is ambiguous (it may have landed); requeueing is still right because
         // the redelivery's claim finds the row if it did.
-        tx.commit().await.map_err(|e| Failure::Store(S::classify(e)))?;
+        tx.commit()
+            .await
+            .map_err(|e| Failure::Store(S::classify(e)))?;
         Ok(claim)
     }
 
@@ -297,24 +350,36 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             Claim::Duplicate { stored_hash } => {
                 let received = envelope.hash();
                 match stored_hash {
-                    Some(stored) if stored != received => self.conflict(envelope, stored, received).await,
+                    Some(stored) if stored != received => {
+                        self.conflict(envelope, stored, received).await
+                    }
                     _ => Ok(Outcome::Duplicate),
                 }
             }
         }
     }
 
-    async fn conflict(&self, envelope: &Envelope, stored: PayloadHash, received: PayloadHash) -> Result<Outcome, Error> {
+    async fn conflict(
+        &self,
+        envelope: &Envelope,
+        stored: PayloadHash,
+        received: PayloadHash,
+    ) -> Result<Outcome, Error> {
         warn!(%stored, %received, "message id already processed with a different payload");
         let dead_lettered = match self.inner.config.conflict_policy {
             ConflictPolicy::TreatAsDuplicate => false,
             ConflictPolicy::DeadLetter => {
                 let err = format!("already processed with payload {stored}, received {received}");
-                self.dead_letter(envelope, DeadLetterReason::Conflict, &err, 1).await?;
+                self.dead_letter(envelope, DeadLetterReason::Conflict, &err, 1)
+                    .await?;
                 true
             }
         };
-        Ok(Outcome::Conflict { stored, received, dead_lettered })
+        Ok(Outcome::Conflict {
+            stored,
+            received,
+            dead_lettered,
+        })
     }
 
     async fn dead_letter(
@@ -336,10 +401,16 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             error,
             attempts,
         };
-        match self.with_contention_retries(|| inner.store.dead_letter(&params)).await? {
+        match self
+            .with_contention_retries(|| inner.store.dead_letter(&params))
+            .await?
+        {
             DeadLettered::AlreadyProcessed => Ok(Outcome::Duplicate),
             DeadLettered::Written => {
-                warn!(reason = reason.as_str(), attempts, error, "message dead-lettered");
+                warn!(
+                    reason = reason.as_str(),
+                    attempts, error, "message dead-lettered"
+                );
                 metrics::counter!(m::DEAD_LETTERS_TOTAL, "consumer" => inner.consumer.as_str().to_owned(), "reason" => reason.as_str())
                     .increment(1);
                 Ok(Outcome::DeadLettered { reason })
@@ -352,7 +423,11 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     ///
     /// # Errors
     /// A store failure; the delivery must then be requeued.
-    pub async fn dead_letter_invalid(&self, payload: &[u8], error: &(dyn std::error::Error + Send + Sync + 'static)) -> Result<Outcome, Error> {
+    pub async fn dead_letter_invalid(
+        &self,
+        payload: &[u8],
+        error: &(dyn std::error::Error + Send + Sync + 'static),
+    ) -> Result<Outcome, Error> {
         let inner = &*self.inner;
         let chain = error_chain(error);
         let params = DeadLetterParams {
@@ -366,11 +441,17 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             error: &chain,
             attempts: 1,
         };
-        self.with_contention_retries(|| inner.store.dead_letter(&params)).await?;
-        warn!(error = chain, "delivery without a usable message id dead-lettered");
+        self.with_contention_retries(|| inner.store.dead_letter(&params))
+            .await?;
+        warn!(
+            error = chain,
+            "delivery without a usable message id dead-lettered"
+        );
         metrics::counter!(m::DEAD_LETTERS_TOTAL, "consumer" => inner.consumer.as_str().to_owned(), "reason" => "invalid_message")
             .increment(1);
-        Ok(Outcome::DeadLettered { reason: DeadLetterReason::InvalidMessage })
+        Ok(Outcome::DeadLettered {
+            reason: DeadLetterReason::InvalidMessage,
+        })
     }
 
     async fn with_contention_retries<T, F, Fut>(&self, mut op: F) -> Result<T, StoreError>
@@ -397,7 +478,8 @@ fn is_contention(err: &(dyn std::error::Error + Send + Sync + 'static)) -> bool 
     let Some(sqlx::Error::Database(db)) = err.downcast_ref::<sqlx::Error>() else {
         return false;
     };
-    db.code().is_some_and(|c| c != "55P03" && c != "57014" && is_retryable_code(&c))
+    db.code()
+        .is_some_and(|c| c != "55P03" && c != "57014" && is_retryable_code(&c))
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {

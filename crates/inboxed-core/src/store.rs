@@ -154,7 +154,8 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// Reads the settings that decide whether a commit survives a crash, and fails with
     /// [`StoreError::NonDurable`] when one can lose acknowledged commits.
-    fn check_durability(&self) -> impl Future<Output = Result<DurabilityReport, StoreError>> + Send;
+    fn check_durability(&self)
+    -> impl Future<Output = Result<DurabilityReport, StoreError>> + Send;
 
     /// Begins the transaction that the claim and the handler share.
     fn begin(

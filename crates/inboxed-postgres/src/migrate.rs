@@ -19,11 +19,12 @@ pub(crate) async fn run(pool: &PgPool, ns: &Namespace) -> Result<Vec<i64>, Store
         .execute(&mut *tx)
         .await
         .map_err(classify)?;
-    let schema_exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
-        .bind(ns.schema())
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(classify)?;
+    let schema_exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+            .bind(ns.schema())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(classify)?;
     if !schema_exists {
         sqlx::raw_sql(AssertSqlSafe(ns.render("CREATE SCHEMA {{schema}}")))
             .execute(&mut *tx)
@@ -38,11 +39,12 @@ pub(crate) async fn run(pool: &PgPool, ns: &Namespace) -> Result<Vec<i64>, Store
     .execute(&mut *tx)
     .await
     .map_err(classify)?;
-    let applied: Vec<(i64, Vec<u8>)> =
-        sqlx::query_as(AssertSqlSafe(format!("SELECT version, checksum FROM {table} ORDER BY version")))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?;
+    let applied: Vec<(i64, Vec<u8>)> = sqlx::query_as(AssertSqlSafe(format!(
+        "SELECT version, checksum FROM {table} ORDER BY version"
+    )))
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(classify)?;
     let mut now = Vec::new();
     for m in migration::pending(MIGRATIONS, &applied)? {
         sqlx::raw_sql(AssertSqlSafe(ns.render(m.sql)))

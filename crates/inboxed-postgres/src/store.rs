@@ -55,7 +55,11 @@ impl PgStore {
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
         let options: PgConnectOptions = url.parse().map_err(classify)?;
         let pool = PgPoolOptions::new()
-            .max_connections(if max_connections == 0 { 10 } else { max_connections })
+            .max_connections(if max_connections == 0 {
+                10
+            } else {
+                max_connections
+            })
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await
@@ -83,7 +87,10 @@ impl PgStore {
         &self.ns
     }
 
-    fn query(&self, sql: &Arc<str>) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {
+    fn query(
+        &self,
+        sql: &Arc<str>,
+    ) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {
         sqlx::query(AssertSqlSafe(Arc::clone(sql))).persistent(self.persistent)
     }
 }
@@ -121,7 +128,10 @@ impl Store for PgStore {
     }
 
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
-        let row = sqlx::query(CHECK_DURABILITY).fetch_one(&self.pool).await.map_err(classify)?;
+        let row = sqlx::query(CHECK_DURABILITY)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(classify)?;
         let sync: String = row.try_get(0).map_err(classify)?;
         let fsync: String = row.try_get(1).map_err(classify)?;
         if sync == "off" {
@@ -146,14 +156,21 @@ impl Store for PgStore {
         })
     }
 
-    async fn begin(&self, params: &BeginParams) -> Result<sqlx::Transaction<'static, Postgres>, StoreError> {
+    async fn begin(
+        &self,
+        params: &BeginParams,
+    ) -> Result<sqlx::Transaction<'static, Postgres>, StoreError> {
         self.pool
             .begin_with(AssertSqlSafe(begin_statement(params)))
             .await
             .map_err(classify)
     }
 
-    async fn claim(&self, conn: &mut PgConnection, params: &ClaimParams<'_>) -> Result<Claim, StoreError> {
+    async fn claim(
+        &self,
+        conn: &mut PgConnection,
+        params: &ClaimParams<'_>,
+    ) -> Result<Claim, StoreError> {
         let env = params.envelope;
         let consumer = params.consumer.as_str();
         let id = env.id().as_str();
@@ -206,7 +223,11 @@ impl Store for PgStore {
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
-    async fn clear_attempts(&self, conn: &mut PgConnection, params: &KeyParams<'_>) -> Result<(), StoreError> {
+    async fn clear_attempts(
+        &self,
+        conn: &mut PgConnection,
+        params: &KeyParams<'_>,
+    ) -> Result<(), StoreError> {
         self.query(&self.queries.clear_attempts)
             .bind(params.consumer.as_str())
             .bind(params.message_id.as_str())
@@ -234,7 +255,10 @@ impl Store for PgStore {
             .map_err(classify)?
             .rows_affected();
         if let Some(message_id) = p.message_id {
-            let key = KeyParams { consumer: p.consumer, message_id };
+            let key = KeyParams {
+                consumer: p.consumer,
+                message_id,
+            };
             self.clear_attempts(&mut tx, &key).await?;
         }
         tx.commit().await.map_err(classify)?;

@@ -20,11 +20,12 @@ pub(crate) async fn run(pool: &SqlitePool, ns: &Namespace) -> Result<Vec<i64>, S
     .execute(&mut *tx)
     .await
     .map_err(classify)?;
-    let applied: Vec<(i64, Vec<u8>)> =
-        sqlx::query_as(AssertSqlSafe(format!("SELECT version, checksum FROM {table} ORDER BY version")))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?;
+    let applied: Vec<(i64, Vec<u8>)> = sqlx::query_as(AssertSqlSafe(format!(
+        "SELECT version, checksum FROM {table} ORDER BY version"
+    )))
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(classify)?;
     let mut now = Vec::new();
     for m in migration::pending(MIGRATIONS, &applied)? {
         sqlx::raw_sql(AssertSqlSafe(ns.render(m.sql)))

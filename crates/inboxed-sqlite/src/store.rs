@@ -50,7 +50,9 @@ impl SqliteStore {
     /// # Errors
     /// The file cannot be opened or created.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let options = SqliteConnectOptions::new().filename(path).create_if_missing(true);
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true);
         Self::connect_with(options).await
     }
 
@@ -59,7 +61,9 @@ impl SqliteStore {
     /// # Errors
     /// A malformed URL, or a file that cannot be opened.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let options = SqliteConnectOptions::from_str(url).map_err(classify)?.create_if_missing(true);
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(classify)?
+            .create_if_missing(true);
         Self::connect_with(options).await
     }
 
@@ -82,7 +86,10 @@ impl SqliteStore {
         &self.pool
     }
 
-    fn query(&self, sql: &Arc<str>) -> sqlx::query::Query<'static, Sqlite, sqlx::sqlite::SqliteArguments> {
+    fn query(
+        &self,
+        sql: &Arc<str>,
+    ) -> sqlx::query::Query<'static, Sqlite, sqlx::sqlite::SqliteArguments> {
         sqlx::query(AssertSqlSafe(Arc::clone(sql)))
     }
 }
@@ -99,7 +106,10 @@ impl Store for SqliteStore {
     }
 
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
-        let row = sqlx::query(CHECK_DURABILITY).fetch_one(&self.pool).await.map_err(classify)?;
+        let row = sqlx::query(CHECK_DURABILITY)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(classify)?;
         let sync: i64 = row.try_get(0).map_err(classify)?;
         let journal: String = row.try_get(1).map_err(classify)?;
         if sync < 2 {
@@ -115,13 +125,23 @@ impl Store for SqliteStore {
         })
     }
 
-    async fn begin(&self, _params: &BeginParams) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
+    async fn begin(
+        &self,
+        _params: &BeginParams,
+    ) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
         // SQLite transactions are serializable and there is no lock or statement timeout to
         // set: the busy timeout bounds the wait for the write lock, the handler deadline the rest.
-        self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(classify)
+        self.pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(classify)
     }
 
-    async fn claim(&self, conn: &mut SqliteConnection, params: &ClaimParams<'_>) -> Result<Claim, StoreError> {
+    async fn claim(
+        &self,
+        conn: &mut SqliteConnection,
+        params: &ClaimParams<'_>,
+    ) -> Result<Claim, StoreError> {
         let env = params.envelope;
         let consumer = params.consumer.as_str();
         let id = env.id().as_str();
@@ -172,7 +192,11 @@ impl Store for SqliteStore {
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
-    async fn clear_attempts(&self, conn: &mut SqliteConnection, params: &KeyParams<'_>) -> Result<(), StoreError> {
+    async fn clear_attempts(
+        &self,
+        conn: &mut SqliteConnection,
+        params: &KeyParams<'_>,
+    ) -> Result<(), StoreError> {
         self.query(&self.queries.clear_attempts)
             .bind(params.consumer.as_str())
             .bind(params.message_id.as_str())
@@ -183,7 +207,11 @@ impl Store for SqliteStore {
     }
 
     async fn dead_letter(&self, p: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(classify)?;
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(classify)?;
         let written = self
             .query(&self.queries.dead_letter)
             .bind(p.consumer.as_str())
@@ -199,7 +227,10 @@ impl Store for SqliteStore {
             .await
             .map_err(classify)?;
         if let Some(message_id) = p.message_id {
-            let key = KeyParams { consumer: p.consumer, message_id };
+            let key = KeyParams {
+                consumer: p.consumer,
+                message_id,
+            };
             self.clear_attempts(&mut tx, &key).await?;
         }
         tx.commit().await.map_err(classify)?;

@@ -41,9 +41,18 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// Runs a statement without parameters that returns one integer.
     fn scalar(store: &Self::Store, sql: &'static str) -> impl Future<Output = i64> + Send;
     /// Appends a ledger row, inside the inbox transaction.
-    fn ledger_insert(conn: &mut Conn<Self>, id: &str, account: &str, amount: i64) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+    fn ledger_insert(
+        conn: &mut Conn<Self>,
+        id: &str,
+        account: &str,
+        amount: i64,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
     /// Read-modify-write of an account balance, the shape that loses updates without isolation.
-    fn balance_rmw(conn: &mut Conn<Self>, account: &str, amount: i64) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+    fn balance_rmw(
+        conn: &mut Conn<Self>,
+        account: &str,
+        amount: i64,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
 }
 
 /// A database for one test. Dropped after a passing test by [`TestDb::finish`]; kept after a
@@ -70,14 +79,16 @@ impl<B: Backend> TestDb<B> {
     }
 }
 
-const LEDGER: &str = "CREATE TABLE ledger (message_id TEXT NOT NULL, account TEXT NOT NULL, amount BIGINT NOT NULL);
+const LEDGER: &str =
+    "CREATE TABLE ledger (message_id TEXT NOT NULL, account TEXT NOT NULL, amount BIGINT NOT NULL);
 CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL);
 INSERT INTO accounts (id, balance) VALUES ('a', 0), ('b', 0);";
 
 /// The server the suite creates its databases on: `DATABASE_URL`, or the local default.
 #[must_use]
 pub fn admin_url() -> String {
-    std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@localhost:5432/postgres".into())
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@localhost:5432/postgres".into())
 }
 
 /// PostgreSQL: a database per test on [`admin_url`].
@@ -86,13 +97,20 @@ pub struct Pg;
 
 impl Pg {
     async fn drop_db(db: TestDb<Self>) {
-        let name = db.store.pool().connect_options().get_database().map(str::to_owned);
+        let name = db
+            .store
+            .pool()
+            .connect_options()
+            .get_database()
+            .map(str::to_owned);
         db.store.pool().close().await;
         if let Some(name) = name {
             let mut admin = admin().await;
-            let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")))
-                .execute(&mut admin)
-                .await;
+            let _ = sqlx::query(AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+            )))
+            .execute(&mut admin)
+            .await;
         }
     }
 }
@@ -109,17 +127,27 @@ async fn admin() -> PgConnection {
 }
 
 async fn sweep(admin: &mut PgConnection) {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    let names: Vec<String> = sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'inboxed_test_%'")
-        .fetch_all(&mut *admin)
-        .await
-        .unwrap_or_default();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let names: Vec<String> =
+        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'inboxed_test_%'")
+            .fetch_all(&mut *admin)
+            .await
+            .unwrap_or_default();
     for name in names {
-        let born = name.split('_').nth(2).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+        let born = name
+            .split('_')
+            .nth(2)
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
         if now.saturating_sub(born) > 3600 {
-            let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")))
-                .execute(&mut *admin)
-                .await;
+            let _ = sqlx::query(AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+            )))
+            .execute(&mut *admin)
+            .await;
         }
     }
 }
@@ -137,23 +165,36 @@ impl Backend for Pg {
     type Store = PgStore;
     const NAME: &'static str = "postgres";
     const SERIAL_WRITERS: bool = false;
-    const NAMESPACED_PROCESSED_COUNT: &'static str = "SELECT count(*) FROM tenant_a.t2_processed_messages";
+    const NAMESPACED_PROCESSED_COUNT: &'static str =
+        "SELECT count(*) FROM tenant_a.t2_processed_messages";
 
     async fn create() -> TestDb<Self> {
         let mut admin = admin().await;
         sweep(&mut admin).await;
-        let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        let secs = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
         let name = format!("inboxed_test_{secs}_{:08x}", fastrand::u32(..));
         sqlx::query(AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
             .execute(&mut admin)
             .await
             .expect("create test database");
-        let options = PgConnectOptions::from_str(&admin_url()).expect("DATABASE_URL").database(&name);
+        let options = PgConnectOptions::from_str(&admin_url())
+            .expect("DATABASE_URL")
+            .database(&name);
         let locator = options.to_url_lossy().to_string();
         let store = PgStore::new(pg_pool(&locator).await);
         store.migrate().await.expect("migrate");
-        sqlx::raw_sql(LEDGER).execute(store.pool()).await.expect("ledger tables");
-        TestDb { store, locator, _dir: None }
+        sqlx::raw_sql(LEDGER)
+            .execute(store.pool())
+            .await
+            .expect("ledger tables");
+        TestDb {
+            store,
+            locator,
+            _dir: None,
+        }
     }
 
     async fn attach(locator: &str) -> PgStore {
@@ -170,19 +211,35 @@ impl Backend for Pg {
     }
 
     async fn make_non_durable(db: &TestDb<Self>) -> PgStore {
-        let name = db.store.pool().connect_options().get_database().unwrap_or_default().to_owned();
-        sqlx::query(AssertSqlSafe(format!("ALTER DATABASE \"{name}\" SET synchronous_commit = off")))
-            .execute(db.store.pool())
-            .await
-            .expect("alter database");
+        let name = db
+            .store
+            .pool()
+            .connect_options()
+            .get_database()
+            .unwrap_or_default()
+            .to_owned();
+        sqlx::query(AssertSqlSafe(format!(
+            "ALTER DATABASE \"{name}\" SET synchronous_commit = off"
+        )))
+        .execute(db.store.pool())
+        .await
+        .expect("alter database");
         PgStore::new(pg_pool(&db.locator).await)
     }
 
     async fn scalar(store: &PgStore, sql: &'static str) -> i64 {
-        sqlx::query_scalar::<_, i64>(sql).fetch_one(store.pool()).await.expect(sql)
+        sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(store.pool())
+            .await
+            .expect(sql)
     }
 
-    async fn ledger_insert(conn: &mut PgConnection, id: &str, account: &str, amount: i64) -> Result<(), sqlx::Error> {
+    async fn ledger_insert(
+        conn: &mut PgConnection,
+        id: &str,
+        account: &str,
+        amount: i64,
+    ) -> Result<(), sqlx::Error> {
         sqlx::query("INSERT INTO ledger (message_id, account, amount) VALUES ($1, $2, $3)")
             .bind(id)
             .bind(account)
@@ -192,7 +249,11 @@ impl Backend for Pg {
             .map(drop)
     }
 
-    async fn balance_rmw(conn: &mut PgConnection, account: &str, amount: i64) -> Result<(), sqlx::Error> {
+    async fn balance_rmw(
+        conn: &mut PgConnection,
+        account: &str,
+        amount: i64,
+    ) -> Result<(), sqlx::Error> {
         let balance: i64 = sqlx::query_scalar("SELECT balance FROM accounts WHERE id = $1")
             .bind(account)
             .fetch_one(&mut *conn)
@@ -210,7 +271,6 @@ impl Backend for Pg {
 /// SQLite: a file in a fresh temporary directory per test.
 #[derive(Debug)]
 pub struct Lite;
-
 
 fn lite_options(path: &str, sync: SqliteSynchronous) -> SqliteConnectOptions {
     SqliteConnectOptions::new()
@@ -237,12 +297,22 @@ impl Backend for Lite {
     const NAMESPACED_PROCESSED_COUNT: &'static str = "SELECT count(*) FROM t2_processed_messages";
 
     async fn create() -> TestDb<Self> {
-        let dir = tempfile::Builder::new().prefix("inboxed_test_").tempdir().expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("inboxed_test_")
+            .tempdir()
+            .expect("tempdir");
         let locator = dir.path().join("inbox.db").to_string_lossy().into_owned();
         let store = lite_store(&locator, SqliteSynchronous::Full).await;
         store.migrate().await.expect("migrate");
-        sqlx::raw_sql(LEDGER).execute(store.pool()).await.expect("ledger tables");
-        TestDb { store, locator, _dir: Some(dir) }
+        sqlx::raw_sql(LEDGER)
+            .execute(store.pool())
+            .await
+            .expect("ledger tables");
+        TestDb {
+            store,
+            locator,
+            _dir: Some(dir),
+        }
     }
 
     async fn attach(locator: &str) -> SqliteStore {
@@ -264,10 +334,18 @@ impl Backend for Lite {
     }
 
     async fn scalar(store: &SqliteStore, sql: &'static str) -> i64 {
-        sqlx::query_scalar::<_, i64>(sql).fetch_one(store.pool()).await.expect(sql)
+        sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(store.pool())
+            .await
+            .expect(sql)
     }
 
-    async fn ledger_insert(conn: &mut SqliteConnection, id: &str, account: &str, amount: i64) -> Result<(), sqlx::Error> {
+    async fn ledger_insert(
+        conn: &mut SqliteConnection,
+        id: &str,
+        account: &str,
+        amount: i64,
+    ) -> Result<(), sqlx::Error> {
         sqlx::query("INSERT INTO ledger (message_id, account, amount) VALUES (?1, ?2, ?3)")
             .bind(id)
             .bind(account)
@@ -277,7 +355,11 @@ impl Backend for Lite {
             .map(drop)
     }
 
-    async fn balance_rmw(conn: &mut SqliteConnection, account: &str, amount: i64) -> Result<(), sqlx::Error> {
+    async fn balance_rmw(
+        conn: &mut SqliteConnection,
+        account: &str,
+        amount: i64,
+    ) -> Result<(), sqlx::Error> {
         let balance: i64 = sqlx::query_scalar("SELECT balance FROM accounts WHERE id = ?1")
             .bind(account)
             .fetch_one(&mut *conn)

@@ -17,7 +17,10 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use inboxed_core::{BoxError, ConsumerName, Delivery, Envelope, EnvelopeError, MessageId, Processor, ProcessorConfig, settle};
+use inboxed_core::{
+    BoxError, ConsumerName, Delivery, Envelope, EnvelopeError, MessageId, Processor,
+    ProcessorConfig, settle,
+};
 
 use crate::backend::Backend;
 use crate::handler::Ledger;
@@ -58,7 +61,10 @@ impl Broker {
     /// A broker model; `broker_counts` says whether deliveries carry a delivery count.
     #[must_use]
     pub fn new(broker_counts: bool) -> Self {
-        Self { broker_counts, ..Self::default() }
+        Self {
+            broker_counts,
+            ..Self::default()
+        }
     }
 
     /// Queues a message.
@@ -100,7 +106,11 @@ impl Broker {
         for (id, payload, deliveries) in &mut self.pending {
             *deliveries += 1;
             let count = self.broker_counts.then_some(*deliveries);
-            let line = Line { id: id.clone(), payload: payload.clone(), count };
+            let line = Line {
+                id: id.clone(),
+                payload: payload.clone(),
+                count,
+            };
             input.push_str(&serde_json::to_string(&line).expect("line"));
             input.push('\n');
         }
@@ -111,7 +121,9 @@ impl Broker {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
         while let Ok(Ok(Some(line))) = tokio::time::timeout_at(deadline, lines.next_line()).await {
             // libtest may print "test <name> ... " on the same line before our output.
-            let Some((_, said)) = line.split_once("inboxed-child: ") else { continue };
+            let Some((_, said)) = line.split_once("inboxed-child: ") else {
+                continue;
+            };
             if let Some(id) = said.strip_prefix("acked ") {
                 self.pending.retain(|(p, _, _)| p != id);
                 self.acked.push(id.to_owned());
@@ -139,7 +151,10 @@ struct ChildDelivery {
 
 impl Delivery for ChildDelivery {
     fn envelope(&self) -> Result<Envelope, EnvelopeError> {
-        Ok(Envelope::new(MessageId::new(self.line.id.clone())?, self.line.payload.as_bytes().to_vec()))
+        Ok(Envelope::new(
+            MessageId::new(self.line.id.clone())?,
+            self.line.payload.as_bytes().to_vec(),
+        ))
     }
 
     fn payload(&self) -> &[u8] {
@@ -175,12 +190,20 @@ impl Delivery for ChildDelivery {
 pub async fn child_main<B: Backend>(locator: &str) {
     let store = B::attach(locator).await;
     let consumer = ConsumerName::new("ledger").expect("consumer name");
-    let processor = Processor::with_config(store, consumer, Ledger::<B>::default(), ProcessorConfig::default());
+    let processor = Processor::with_config(
+        store,
+        consumer,
+        Ledger::<B>::default(),
+        ProcessorConfig::default(),
+    );
     let pause_before_ack = std::env::var("INBOXED_FAULT").as_deref() == Ok("pause_before_ack");
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Ok(Some(text)) = lines.next_line().await {
         let line: Line = serde_json::from_str(&text).expect("delivery line");
-        let delivery = ChildDelivery { line, pause_before_ack };
+        let delivery = ChildDelivery {
+            line,
+            pause_before_ack,
+        };
         settle(&processor, delivery, None).await.expect("settle");
     }
 }

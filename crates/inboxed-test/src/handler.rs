@@ -63,7 +63,11 @@ impl Script {
 /// A message crediting `amount` to account `a`.
 #[must_use]
 pub fn credit(id: &str, amount: i64) -> Envelope {
-    Script { amount, ..Script::default() }.message(id)
+    Script {
+        amount,
+        ..Script::default()
+    }
+    .message(id)
 }
 
 /// The scripted ledger handler. `calls` counts every invocation, across clones.
@@ -76,13 +80,19 @@ pub struct Ledger<B> {
 
 impl<B> Clone for Ledger<B> {
     fn clone(&self) -> Self {
-        Self { calls: Arc::clone(&self.calls), _backend: PhantomData }
+        Self {
+            calls: Arc::clone(&self.calls),
+            _backend: PhantomData,
+        }
     }
 }
 
 impl<B> Default for Ledger<B> {
     fn default() -> Self {
-        Self { calls: Arc::default(), _backend: PhantomData }
+        Self {
+            calls: Arc::default(),
+            _backend: PhantomData,
+        }
     }
 }
 
@@ -114,7 +124,9 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Ledger<B> {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
         if call <= script.fail_first {
-            return Err(HandlerError::transient(format!("scripted transient failure on call {call}")));
+            return Err(HandlerError::transient(format!(
+                "scripted transient failure on call {call}"
+            )));
         }
         match script.fail.as_deref() {
             Some("permanent") => Err(HandlerError::permanent("scripted permanent failure")),

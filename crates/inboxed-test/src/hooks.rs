@@ -32,7 +32,12 @@ pub struct Hooked<S> {
 impl<S> Hooked<S> {
     /// Wraps `inner`; the first `begin` or `claim` (per `point`) waits at `barrier`.
     pub fn new(inner: S, barrier: Arc<Barrier>, point: HookPoint) -> Self {
-        Self { inner, barrier, point, armed: Arc::new(AtomicBool::new(true)) }
+        Self {
+            inner,
+            barrier,
+            point,
+            armed: Arc::new(AtomicBool::new(true)),
+        }
     }
 
     async fn wait(&self, here: HookPoint) {
@@ -57,7 +62,10 @@ impl<S: Store> Store for Hooked<S> {
         self.inner.check_durability().await
     }
 
-    async fn begin(&self, params: &BeginParams) -> Result<sqlx::Transaction<'static, S::Db>, StoreError> {
+    async fn begin(
+        &self,
+        params: &BeginParams,
+    ) -> Result<sqlx::Transaction<'static, S::Db>, StoreError> {
         self.wait(HookPoint::BeforeBegin).await;
         self.inner.begin(params).await
     }

@@ -23,8 +23,14 @@ impl AnyStore {
                 .with_context(|| format!("cannot connect to PostgreSQL at {}", redact(url)))?;
             Ok(Self::Postgres(store))
         } else {
-            let url = if url.starts_with("sqlite:") { url.to_owned() } else { format!("sqlite://{url}") };
-            let store = SqliteStore::connect(&url).await.with_context(|| format!("cannot open {url}"))?;
+            let url = if url.starts_with("sqlite:") {
+                url.to_owned()
+            } else {
+                format!("sqlite://{url}")
+            };
+            let store = SqliteStore::connect(&url)
+                .await
+                .with_context(|| format!("cannot open {url}"))?;
             Ok(Self::Sqlite(store))
         }
     }
@@ -39,8 +45,12 @@ impl AnyStore {
     /// Runs SQL built by this program (never from user input), possibly several statements.
     pub(crate) async fn execute_script(&self, sql: String) -> anyhow::Result<()> {
         match self {
-            Self::Postgres(s) => drop(sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(s.pool()).await?),
-            Self::Sqlite(s) => drop(sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(s.pool()).await?),
+            Self::Postgres(s) => {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(s.pool()).await?;
+            }
+            Self::Sqlite(s) => {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(s.pool()).await?;
+            }
         }
         Ok(())
     }
@@ -71,8 +81,12 @@ impl AnyStore {
 
 /// The URL with any password replaced, for messages and reports.
 pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let Some((auth, host)) = rest.split_once('@') else { return url.to_owned() };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((auth, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
     match auth.split_once(':') {
         Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
         None => url.to_owned(),
@@ -83,7 +97,10 @@ pub(crate) fn redact(url: &str) -> String {
 mod tests {
     #[test]
     fn passwords_are_never_printed() {
-        assert_eq!(super::redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(
+            super::redact("postgres://u:secret@h/db"),
+            "postgres://u:***@h/db"
+        );
         assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(super::redact("sqlite://x.db"), "sqlite://x.db");
     }

@@ -17,9 +17,17 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     let store = AnyStore::connect(&args.database_url, 2).await?;
     let applied = store.migrate().await?;
     if applied.is_empty() {
-        writeln!(out, "{}: inbox tables are up to date", redact(&args.database_url))?;
+        writeln!(
+            out,
+            "{}: inbox tables are up to date",
+            redact(&args.database_url)
+        )?;
     } else {
-        writeln!(out, "{}: applied migrations {applied:?}", redact(&args.database_url))?;
+        writeln!(
+            out,
+            "{}: applied migrations {applied:?}",
+            redact(&args.database_url)
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -17,14 +17,27 @@ pub async fn crash_between_commit_and_ack_does_not_reapply<B: Backend>(test: &st
     for (id, amount) in [("m-k1", 25), ("m-k2", 5), ("m-k3", 1)] {
         broker.publish(id, &credit(id, amount));
     }
-    assert!(broker.run_child(test, &db.locator, Fault::BetweenCommitAndAck).await, "child was killed");
+    assert!(
+        broker
+            .run_child(test, &db.locator, Fault::BetweenCommitAndAck)
+            .await,
+        "child was killed"
+    );
     assert_eq!(broker.unacked(), 3, "killed before its first ack");
-    assert_eq!(ledger_state(&db).await, (1, 25), "the first commit landed before the kill");
+    assert_eq!(
+        ledger_state(&db).await,
+        (1, 25),
+        "the first commit landed before the kill"
+    );
 
     assert!(!broker.run_child(test, &db.locator, Fault::None).await);
     assert_eq!(broker.unacked(), 0);
     assert_eq!(broker.acked, vec!["m-k1", "m-k2", "m-k3"]);
-    assert_eq!(ledger_state(&db).await, (3, 31), "m-k1 was not applied twice");
+    assert_eq!(
+        ledger_state(&db).await,
+        (3, 31),
+        "m-k1 was not applied twice"
+    );
     db.finish().await;
 }
 
@@ -36,11 +49,32 @@ pub async fn crash_before_commit_redoes_the_work<B: Backend>(test: &str) {
     }
     let db = B::create().await;
     let mut broker = Broker::new(true);
-    broker.publish("m-b", &Script { amount: 9, hang: true, ..Script::default() }.message("m-b"));
-    assert!(broker.run_child(test, &db.locator, Fault::BeforeCommit).await, "child was killed");
+    broker.publish(
+        "m-b",
+        &Script {
+            amount: 9,
+            hang: true,
+            ..Script::default()
+        }
+        .message("m-b"),
+    );
+    assert!(
+        broker
+            .run_child(test, &db.locator, Fault::BeforeCommit)
+            .await,
+        "child was killed"
+    );
     assert_eq!(broker.unacked(), 1);
-    assert_eq!(ledger_state(&db).await, (0, 0), "the uncommitted write died with the process");
-    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_processed_messages").await, 0);
+    assert_eq!(
+        ledger_state(&db).await,
+        (0, 0),
+        "the uncommitted write died with the process"
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_processed_messages")
+            .await,
+        0
+    );
 
     assert!(!broker.run_child(test, &db.locator, Fault::None).await);
     assert_eq!(broker.unacked(), 0);
@@ -58,7 +92,14 @@ pub async fn poison_that_kills_the_process_is_dead_lettered<B: Backend>(test: &s
     let db = B::create().await;
     let mut broker = Broker::new(false); // no broker count: the store counts attempts
     broker.publish("m-1", &credit("m-1", 1));
-    broker.publish("m-poison", &Script { abort: true, ..Script::default() }.message("m-poison"));
+    broker.publish(
+        "m-poison",
+        &Script {
+            abort: true,
+            ..Script::default()
+        }
+        .message("m-poison"),
+    );
     broker.publish("m-2", &credit("m-2", 10));
     broker.publish("m-3", &credit("m-3", 100));
     let mut runs = 0;
@@ -66,14 +107,21 @@ pub async fn poison_that_kills_the_process_is_dead_lettered<B: Backend>(test: &s
         broker.run_child(test, &db.locator, Fault::None).await;
         runs += 1;
     }
-    assert_eq!(runs, 6, "five crashed consumers, then the one that dead-letters the poison");
+    assert_eq!(
+        runs, 6,
+        "five crashed consumers, then the one that dead-letters the poison"
+    );
     assert_eq!(broker.unacked(), 0);
     assert_eq!(ledger_state(&db).await, (3, 111));
     assert_eq!(
         db.scalar("SELECT count(*) FROM inboxed_dead_letters WHERE message_id = 'm-poison' AND reason = 'attempts_exhausted' AND attempts = 5").await,
         1
     );
-    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_processed_messages").await, 3);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_processed_messages")
+            .await,
+        3
+    );
     assert_eq!(db.scalar("SELECT count(*) FROM inboxed_attempts").await, 0);
     db.finish().await;
 }

@@ -33,9 +33,16 @@ pub async fn sequential_duplicate_applies_effect_once<B: Backend>(_test: &str) {
     let other = Ledger::<B>::default();
     let notifications = ConsumerName::new("notifications").unwrap();
     let p2 = Processor::new(db.store.clone(), notifications, other.clone());
-    assert_eq!(p2.process(&credit("m-1", 10), Some(1)).await.unwrap(), Outcome::Processed);
+    assert_eq!(
+        p2.process(&credit("m-1", 10), Some(1)).await.unwrap(),
+        Outcome::Processed
+    );
     assert_eq!(ledger_state(&db).await, (3, 25));
-    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_processed_messages").await, 3);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_processed_messages")
+            .await,
+        3
+    );
     db.finish().await;
 }
 
@@ -44,13 +51,24 @@ pub async fn sequential_duplicate_applies_effect_once<B: Backend>(_test: &str) {
 /// settles as a duplicate.
 pub async fn concurrent_duplicates_commit_exactly_once<B: Backend>(_test: &str) {
     let db = B::create().await;
-    let msg = Script { amount: 7, sleep_ms: 300, ..Script::default() }.message("m-c");
+    let msg = Script {
+        amount: 7,
+        sleep_ms: 300,
+        ..Script::default()
+    }
+    .message("m-c");
     let (outcomes, handler, waited) = race::<B>(&db.store, &msg).await;
-    let mut outcomes: Vec<_> = outcomes.into_iter().map(|o| o.expect("both settle")).collect();
+    let mut outcomes: Vec<_> = outcomes
+        .into_iter()
+        .map(|o| o.expect("both settle"))
+        .collect();
     outcomes.sort_by_key(|o| o.as_str());
     assert_eq!(outcomes, vec![Outcome::Duplicate, Outcome::Processed]);
     assert_eq!(handler.calls(), 1);
-    assert!(waited >= Duration::from_millis(250), "the loser must wait for the winner's commit ({waited:?})");
+    assert!(
+        waited >= Duration::from_millis(250),
+        "the loser must wait for the winner's commit ({waited:?})"
+    );
     assert_eq!(ledger_state(&db).await, (1, 7));
     db.finish().await;
 }
@@ -59,26 +77,56 @@ pub async fn concurrent_duplicates_commit_exactly_once<B: Backend>(_test: &str) 
 /// applies the effect itself, still exactly once.
 pub async fn concurrent_duplicate_proceeds_after_first_rolls_back<B: Backend>(_test: &str) {
     let db = B::create().await;
-    let msg = Script { amount: 3, sleep_ms: 300, fail_first: 1, ..Script::default() }.message("m-r");
+    let msg = Script {
+        amount: 3,
+        sleep_ms: 300,
+        fail_first: 1,
+        ..Script::default()
+    }
+    .message("m-r");
     let (outcomes, handler, _) = race::<B>(&db.store, &msg).await;
-    let processed = outcomes.iter().filter(|o| matches!(o, Ok(Outcome::Processed))).count();
-    let failed = outcomes.iter().filter(|o| o.as_ref().is_err_and(|e| e.is_transient())).count();
+    let processed = outcomes
+        .iter()
+        .filter(|o| matches!(o, Ok(Outcome::Processed)))
+        .count();
+    let failed = outcomes
+        .iter()
+        .filter(|o| o.as_ref().is_err_and(|e| e.is_transient()))
+        .count();
     assert_eq!((processed, failed), (1, 1), "{outcomes:?}");
-    assert_eq!(handler.calls(), 2, "the second delivery ran the handler after the rollback");
+    assert_eq!(
+        handler.calls(),
+        2,
+        "the second delivery ran the handler after the rollback"
+    );
     assert_eq!(ledger_state(&db).await, (1, 3));
     db.finish().await;
 }
 
-
 /// Runs two deliveries of `msg` from a barrier; returns both results, the shared handler's
 /// call count holder and the longer of the two latencies.
-async fn race<B: Backend>(store: &B::Store, msg: &inboxed_core::Envelope) -> (Vec<Result<Outcome, inboxed_core::Error>>, Ledger<B>, Duration) {
-    let point = if B::SERIAL_WRITERS { HookPoint::BeforeBegin } else { HookPoint::BeforeClaim };
+async fn race<B: Backend>(
+    store: &B::Store,
+    msg: &inboxed_core::Envelope,
+) -> (
+    Vec<Result<Outcome, inboxed_core::Error>>,
+    Ledger<B>,
+    Duration,
+) {
+    let point = if B::SERIAL_WRITERS {
+        HookPoint::BeforeBegin
+    } else {
+        HookPoint::BeforeClaim
+    };
     let barrier = Arc::new(Barrier::new(2));
     let handler = Ledger::<B>::default();
     let mut tasks = Vec::new();
     for _ in 0..2 {
-        let p = Processor::new(Hooked::new(store.clone(), barrier.clone(), point), ledger(), handler.clone());
+        let p = Processor::new(
+            Hooked::new(store.clone(), barrier.clone(), point),
+            ledger(),
+            handler.clone(),
+        );
         p.ensure_ready().await.unwrap();
         let msg = msg.clone();
         tasks.push(tokio::spawn(async move {

@@ -16,21 +16,44 @@ use crate::handler::{Ledger, Script, credit};
 pub async fn permanent_failure_is_dead_lettered_not_processed<B: Backend>(_test: &str) {
     let db = B::create().await;
     let (p, handler) = processor(&db, ProcessorConfig::default());
-    let msg = Script { fail: Some("permanent".into()), ..Script::default() }.message("m-p");
+    let msg = Script {
+        fail: Some("permanent".into()),
+        ..Script::default()
+    }
+    .message("m-p");
     let reason = DeadLetterReason::Permanent;
-    assert_eq!(p.process(&msg, Some(1)).await.unwrap(), Outcome::DeadLettered { reason });
-    assert_eq!(p.process(&msg, Some(2)).await.unwrap(), Outcome::AlreadyDeadLettered);
+    assert_eq!(
+        p.process(&msg, Some(1)).await.unwrap(),
+        Outcome::DeadLettered { reason }
+    );
+    assert_eq!(
+        p.process(&msg, Some(2)).await.unwrap(),
+        Outcome::AlreadyDeadLettered
+    );
     assert_eq!(handler.calls(), 1);
     assert_eq!(ledger_state(&db).await, (0, 0));
-    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_processed_messages").await, 0);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_processed_messages")
+            .await,
+        0
+    );
     assert_eq!(
         db.scalar("SELECT count(*) FROM inboxed_dead_letters WHERE message_id = 'm-p' AND reason = 'permanent' AND error LIKE '%scripted permanent failure%'").await,
         1
     );
     // A payload that does not decode is permanent too, never a panic.
-    let garbage = inboxed_core::Envelope::new(inboxed_core::MessageId::new("m-g").unwrap(), b"{not json".to_vec());
-    assert_eq!(p.process(&garbage, Some(1)).await.unwrap(), Outcome::DeadLettered { reason });
-    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_dead_letters").await, 2);
+    let garbage = inboxed_core::Envelope::new(
+        inboxed_core::MessageId::new("m-g").unwrap(),
+        b"{not json".to_vec(),
+    );
+    assert_eq!(
+        p.process(&garbage, Some(1)).await.unwrap(),
+        Outcome::DeadLettered { reason }
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_dead_letters").await,
+        2
+    );
     db.finish().await;
 }
 
@@ -39,19 +62,36 @@ pub async fn permanent_failure_is_dead_lettered_not_processed<B: Backend>(_test:
 pub async fn transient_failure_is_retried_then_dead_lettered<B: Backend>(_test: &str) {
     let db = B::create().await;
     let (p, handler) = processor(&db, ProcessorConfig::default().max_attempts(3));
-    let msg = Script { fail: Some("transient".into()), ..Script::default() }.message("m-t");
+    let msg = Script {
+        fail: Some("transient".into()),
+        ..Script::default()
+    }
+    .message("m-t");
     for n in 1..=2 {
         let err = p.process(&msg, Some(n)).await.unwrap_err();
-        assert!(err.is_transient() && matches!(err, Error::Handler { attempt, .. } if attempt == n), "{err:?}");
+        assert!(
+            err.is_transient() && matches!(err, Error::Handler { attempt, .. } if attempt == n),
+            "{err:?}"
+        );
     }
-    let exhausted = Outcome::DeadLettered { reason: DeadLetterReason::AttemptsExhausted };
+    let exhausted = Outcome::DeadLettered {
+        reason: DeadLetterReason::AttemptsExhausted,
+    };
     assert_eq!(p.process(&msg, Some(3)).await.unwrap(), exhausted);
     assert_eq!(handler.calls(), 3);
 
-    let msg = Script { fail: Some("transient".into()), ..Script::default() }.message("m-d");
+    let msg = Script {
+        fail: Some("transient".into()),
+        ..Script::default()
+    }
+    .message("m-d");
     assert!(p.process(&msg, None).await.is_err());
     assert!(p.process(&msg, None).await.is_err());
-    assert_eq!(db.scalar("SELECT CAST(attempts AS BIGINT) FROM inboxed_attempts WHERE message_id = 'm-d'").await, 2);
+    assert_eq!(
+        db.scalar("SELECT CAST(attempts AS BIGINT) FROM inboxed_attempts WHERE message_id = 'm-d'")
+            .await,
+        2
+    );
     assert_eq!(p.process(&msg, None).await.unwrap(), exhausted);
     assert_eq!(db.scalar("SELECT count(*) FROM inboxed_attempts").await, 0);
     assert_eq!(db.scalar("SELECT count(*) FROM inboxed_dead_letters WHERE reason = 'attempts_exhausted' AND attempts = 3").await, 2);
@@ -66,19 +106,42 @@ pub async fn handler_rollback_leaves_no_partial_state<B: Backend>(_test: &str) {
     let config = ProcessorConfig::default().handler_timeout(Duration::from_millis(200));
     let (p, _) = processor(&db, config);
     for (n, script) in [
-        Script { fail: Some("transient".into()), ..Script::default() },
-        Script { fail: Some("panic".into()), ..Script::default() },
-        Script { sleep_ms: 2_000, ..Script::default() },
+        Script {
+            fail: Some("transient".into()),
+            ..Script::default()
+        },
+        Script {
+            fail: Some("panic".into()),
+            ..Script::default()
+        },
+        Script {
+            sleep_ms: 2_000,
+            ..Script::default()
+        },
     ]
     .into_iter()
     .enumerate()
     {
-        let err = p.process(&script.message("m-h"), Some(1)).await.unwrap_err();
+        let err = p
+            .process(&script.message("m-h"), Some(1))
+            .await
+            .unwrap_err();
         assert!(err.is_transient(), "case {n}: {err:?}");
-        assert_eq!(ledger_state(&db).await, (0, 0), "case {n} left a partial write");
-        assert_eq!(db.scalar("SELECT count(*) FROM inboxed_processed_messages").await, 0);
+        assert_eq!(
+            ledger_state(&db).await,
+            (0, 0),
+            "case {n} left a partial write"
+        );
+        assert_eq!(
+            db.scalar("SELECT count(*) FROM inboxed_processed_messages")
+                .await,
+            0
+        );
     }
-    assert_eq!(p.process(&credit("m-h", 4), Some(4)).await.unwrap(), Outcome::Processed);
+    assert_eq!(
+        p.process(&credit("m-h", 4), Some(4)).await.unwrap(),
+        Outcome::Processed
+    );
     assert_eq!(ledger_state(&db).await, (1, 4));
     db.finish().await;
 }
@@ -90,23 +153,42 @@ pub async fn payload_conflict_is_reported<B: Backend>(_test: &str) {
     let (p, handler) = processor(&db, ProcessorConfig::default());
     let first = credit("m-x", 10);
     let second = credit("m-x", 99);
-    assert_eq!(p.process(&first, Some(1)).await.unwrap(), Outcome::Processed);
+    assert_eq!(
+        p.process(&first, Some(1)).await.unwrap(),
+        Outcome::Processed
+    );
     let outcome = p.process(&second, Some(1)).await.unwrap();
     assert_eq!(
         outcome,
-        Outcome::Conflict { stored: first.hash(), received: second.hash(), dead_lettered: true }
+        Outcome::Conflict {
+            stored: first.hash(),
+            received: second.hash(),
+            dead_lettered: true
+        }
     );
     assert_eq!(handler.calls(), 1);
     assert_eq!(ledger_state(&db).await, (1, 10));
     assert_eq!(db.scalar("SELECT count(*) FROM inboxed_dead_letters WHERE reason = 'conflict' AND message_id = 'm-x'").await, 1);
     // The original payload is still an ordinary duplicate.
-    assert_eq!(p.process(&first, Some(2)).await.unwrap(), Outcome::Duplicate);
+    assert_eq!(
+        p.process(&first, Some(2)).await.unwrap(),
+        Outcome::Duplicate
+    );
 
     let lenient = ProcessorConfig::default().conflict_policy(ConflictPolicy::TreatAsDuplicate);
     let p = Processor::with_config(db.store.clone(), ledger(), Ledger::<B>::default(), lenient);
     let outcome = p.process(&credit("m-x", 77), Some(1)).await.unwrap();
-    assert!(matches!(outcome, Outcome::Conflict { dead_lettered: false, .. }));
-    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_dead_letters").await, 1);
+    assert!(matches!(
+        outcome,
+        Outcome::Conflict {
+            dead_lettered: false,
+            ..
+        }
+    ));
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_dead_letters").await,
+        1
+    );
     assert_eq!(ledger_state(&db).await, (1, 10));
     db.finish().await;
 }
@@ -126,7 +208,12 @@ pub async fn serializable_conflicts_are_retried<B: Backend>(_test: &str) {
         let p = p.clone();
         tasks.push(tokio::spawn(async move {
             for i in (w * 5)..(w * 5 + 5) {
-                let msg = Script { rmw: true, amount: i + 1, ..Script::default() }.message(&format!("m-s{i}"));
+                let msg = Script {
+                    rmw: true,
+                    amount: i + 1,
+                    ..Script::default()
+                }
+                .message(&format!("m-s{i}"));
                 // Past its in-process retries a delivery comes back transient; the broker then
                 // redelivers it, which this loop stands in for.
                 let mut delivery = 1;
@@ -144,12 +231,19 @@ pub async fn serializable_conflicts_are_retried<B: Backend>(_test: &str) {
         t.await.unwrap();
     }
     let expected = n * (n + 1) / 2;
-    assert_eq!(db.scalar("SELECT balance FROM accounts WHERE id = 'a'").await, expected);
+    assert_eq!(
+        db.scalar("SELECT balance FROM accounts WHERE id = 'a'")
+            .await,
+        expected
+    );
     let calls = i64::from(handler.calls());
     if B::SERIAL_WRITERS {
         assert_eq!(calls, n, "serial writers never need a retry");
     } else {
-        assert!(calls > n, "expected serialization failures to be retried ({calls} calls for {n} messages)");
+        assert!(
+            calls > n,
+            "expected serialization failures to be retried ({calls} calls for {n} messages)"
+        );
     }
     db.finish().await;
 }
@@ -161,13 +255,19 @@ pub async fn non_durable_commit_setting_is_refused<B: Backend>(_test: &str) {
     let store = B::make_non_durable(&db).await;
     let p = Processor::new(store.clone(), ledger(), Ledger::<B>::default());
     let err = p.process(&credit("m-n", 1), Some(1)).await.unwrap_err();
-    assert!(matches!(err, Error::Store(StoreError::NonDurable { .. })), "{err:?}");
+    assert!(
+        matches!(err, Error::Store(StoreError::NonDurable { .. })),
+        "{err:?}"
+    );
     assert!(!err.is_transient());
     assert!(err.to_string().contains("synchronous"), "{err}");
     assert_eq!(ledger_state(&db).await, (0, 0));
     let config = ProcessorConfig::default().allow_non_durable_commits(true);
     let p = Processor::with_config(store, ledger(), Ledger::<B>::default(), config);
-    assert_eq!(p.process(&credit("m-n", 1), Some(1)).await.unwrap(), Outcome::Processed);
+    assert_eq!(
+        p.process(&credit("m-n", 1), Some(1)).await.unwrap(),
+        Outcome::Processed
+    );
     assert_eq!(ledger_state(&db).await, (1, 1));
     db.finish().await;
 }

@@ -13,15 +13,17 @@ pub use crash::{
     poison_that_kills_the_process_is_dead_lettered,
 };
 pub use duplicates::{
-    concurrent_duplicate_proceeds_after_first_rolls_back, concurrent_duplicates_commit_exactly_once,
-    sequential_duplicate_applies_effect_once,
+    concurrent_duplicate_proceeds_after_first_rolls_back,
+    concurrent_duplicates_commit_exactly_once, sequential_duplicate_applies_effect_once,
 };
 pub use failures::{
     handler_rollback_leaves_no_partial_state, non_durable_commit_setting_is_refused,
     payload_conflict_is_reported, permanent_failure_is_dead_lettered_not_processed,
     serializable_conflicts_are_retried, transient_failure_is_retried_then_dead_lettered,
 };
-pub use input::{custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written};
+pub use input::{
+    custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written,
+};
 pub use stress::concurrent_stress_ledger_is_exact;
 
 use inboxed_core::{ConsumerName, Processor, ProcessorConfig};
@@ -40,17 +42,20 @@ pub(crate) fn processor<B: Backend>(
     config: ProcessorConfig,
 ) -> (Processor<B::Store, Ledger<B>>, Ledger<B>) {
     let handler = Ledger::<B>::default();
-    (Processor::with_config(db.store.clone(), ledger(), handler.clone(), config), handler)
+    (
+        Processor::with_config(db.store.clone(), ledger(), handler.clone(), config),
+        handler,
+    )
 }
 
 /// Rows and money in the ledger: `(rows, sum of amounts)`.
 pub(crate) async fn ledger_state<B: Backend>(db: &TestDb<B>) -> (i64, i64) {
     (
         db.scalar("SELECT count(*) FROM ledger").await,
-        db.scalar("SELECT CAST(coalesce(sum(amount), 0) AS BIGINT) FROM ledger").await,
+        db.scalar("SELECT CAST(coalesce(sum(amount), 0) AS BIGINT) FROM ledger")
+            .await,
     )
 }
-
 
 /// Instantiates every conformance case as a `#[tokio::test]` for one backend
 /// (`inboxed_test::Pg` or `inboxed_test::Lite`).

@@ -30,7 +30,10 @@ pub async fn concurrent_stress_ledger_is_exact<B: Backend>(_test: &str) {
     // so both workers reach the two deliveries at about the same moment.
     let mut planned: Vec<Vec<Envelope>> = vec![Vec::new(); WORKERS];
     let mut copies = 0;
-    #[allow(clippy::needless_range_loop, reason = "`i` addresses two workers' lists at once")]
+    #[allow(
+        clippy::needless_range_loop,
+        reason = "`i` addresses two workers' lists at once"
+    )]
     for i in 0..PER_WORKER {
         for (w, list) in planned.iter_mut().enumerate() {
             list.push(originals[w][i].clone());
@@ -61,8 +64,16 @@ pub async fn concurrent_stress_ledger_is_exact<B: Backend>(_test: &str) {
     let unique = WORKERS * PER_WORKER;
     assert_eq!(totals.get("processed").copied(), Some(unique), "{totals:?}");
     assert_eq!(totals.get("duplicate").copied(), Some(copies), "{totals:?}");
-    assert_eq!(handler.calls() as usize, unique, "no message ran its handler twice");
+    assert_eq!(
+        handler.calls() as usize,
+        unique,
+        "no message ran its handler twice"
+    );
     assert_eq!(ledger_state(&db).await, (unique as i64, expected_sum));
-    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_processed_messages").await, unique as i64);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_processed_messages")
+            .await,
+        unique as i64
+    );
     db.finish().await;
 }

@@ -75,11 +75,17 @@ impl Broker {
             rng: Some(fastrand::Rng::with_seed(seed)),
             stats: Stats::default(),
         };
-        Self { state: Arc::new(Mutex::new(state)), wake: Arc::new(Notify::new()), rates }
+        Self {
+            state: Arc::new(Mutex::new(state)),
+            wake: Arc::new(Notify::new()),
+            rates,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The next delivery and its fault, or `None` once everything is acked.

@@ -10,7 +10,9 @@ use super::broker::Stats;
 use crate::cli::AnyStore;
 
 pub(super) async fn reset(store: &AnyStore, accounts: usize, opening: i64) -> anyhow::Result<()> {
-    store.execute_script(super::ledger::reset_sql(accounts, opening)).await
+    store
+        .execute_script(super::ledger::reset_sql(accounts, opening))
+        .await
 }
 
 pub(super) struct Report {
@@ -31,8 +33,12 @@ impl Report {
             .await?
             .into_iter()
             .collect();
-        let ledger_rows = store.scalar("SELECT count(*) FROM inboxed_demo_ledger").await?;
-        let distinct = store.scalar("SELECT count(DISTINCT message_id) FROM inboxed_demo_ledger").await?;
+        let ledger_rows = store
+            .scalar("SELECT count(*) FROM inboxed_demo_ledger")
+            .await?;
+        let distinct = store
+            .scalar("SELECT count(DISTINCT message_id) FROM inboxed_demo_ledger")
+            .await?;
         let processed = store
             .scalar("SELECT count(*) FROM inboxed_processed_messages WHERE consumer_name = 'demo'")
             .await?;
@@ -60,30 +66,84 @@ impl Report {
         let get = |k: &str| outcomes.get(k).copied().unwrap_or(0);
         let secs = elapsed.as_secs_f64().max(1e-9);
         let mut lines = vec![
-            ("messages".into(), format!("{} created, {} sent twice by producer retries (same id)", plan.valid + plan.poison, plan.retries)),
-            ("deliveries".into(), format!("{} in {:.2} s ({:.0}/s)", stats.deliveries, secs, stats.deliveries as f64 / secs)),
-            ("injected faults".into(), format!(
-                "{} crashes at random points, {} acks lost after commit, {} concurrent redeliveries",
-                stats.crashes, stats.lost_acks, stats.concurrent
-            )),
-            ("processed".into(), format!(
-                "{} acked after commit, {} more committed by deliveries that then crashed before their ack",
-                get("processed"),
-                u64::try_from(ledger_rows).unwrap_or(0).saturating_sub(get("processed"))
-            )),
-            ("duplicates".into(), format!("{} suppressed without running the handler", get("duplicate"))),
-            ("dead-lettered".into(), format!(
-                "{dead} poison messages (expected {}), {keyless} keyless deliveries of {} keyless messages; \
+            (
+                "messages".into(),
+                format!(
+                    "{} created, {} sent twice by producer retries (same id)",
+                    plan.valid + plan.poison,
+                    plan.retries
+                ),
+            ),
+            (
+                "deliveries".into(),
+                format!(
+                    "{} in {:.2} s ({:.0}/s)",
+                    stats.deliveries,
+                    secs,
+                    stats.deliveries as f64 / secs
+                ),
+            ),
+            (
+                "injected faults".into(),
+                format!(
+                    "{} crashes at random points, {} acks lost after commit, {} concurrent redeliveries",
+                    stats.crashes, stats.lost_acks, stats.concurrent
+                ),
+            ),
+            (
+                "processed".into(),
+                format!(
+                    "{} acked after commit, {} more committed by deliveries that then crashed before their ack",
+                    get("processed"),
+                    u64::try_from(ledger_rows)
+                        .unwrap_or(0)
+                        .saturating_sub(get("processed"))
+                ),
+            ),
+            (
+                "duplicates".into(),
+                format!(
+                    "{} suppressed without running the handler",
+                    get("duplicate")
+                ),
+            ),
+            (
+                "dead-lettered".into(),
+                format!(
+                    "{dead} poison messages (expected {}), {keyless} keyless deliveries of {} keyless messages; \
                  {} later deliveries of dead letters settled without running the handler",
-                plan.poison, plan.keyless, get("already_dead_lettered")
-            )),
-            ("requeued".into(), format!("{} deliveries (nothing committed, delivered again)", get("requeued"))),
-            ("ledger".into(), format!("{ledger_rows} entries for {valid} valid messages; {processed} processed rows")),
+                    plan.poison,
+                    plan.keyless,
+                    get("already_dead_lettered")
+                ),
+            ),
+            (
+                "requeued".into(),
+                format!(
+                    "{} deliveries (nothing committed, delivered again)",
+                    get("requeued")
+                ),
+            ),
+            (
+                "ledger".into(),
+                format!(
+                    "{ledger_rows} entries for {valid} valid messages; {processed} processed rows"
+                ),
+            ),
         ];
         if wrong.is_empty() {
-            lines.push(("balances".into(), format!("all {} accounts exactly as the messages imply", plan.expected.len())));
+            lines.push((
+                "balances".into(),
+                format!(
+                    "all {} accounts exactly as the messages imply",
+                    plan.expected.len()
+                ),
+            ));
         } else {
-            lines.push(("balances".into(), format!("{} WRONG: {}", wrong.len(), wrong.join("; "))));
+            lines.push((
+                "balances".into(),
+                format!("{} WRONG: {}", wrong.len(), wrong.join("; ")),
+            ));
         }
         Ok(Self { lines, exact })
     }
@@ -96,7 +156,11 @@ impl Report {
         for (k, v) in &self.lines {
             writeln!(out, "  {k:<16} {v}")?;
         }
-        let verdict = if self.exact { "EXACT: every effect applied once" } else { "NOT EXACT" };
+        let verdict = if self.exact {
+            "EXACT: every effect applied once"
+        } else {
+            "NOT EXACT"
+        };
         writeln!(out, "result: {verdict}")
     }
 }

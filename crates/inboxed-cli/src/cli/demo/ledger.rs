@@ -7,7 +7,9 @@ use inboxed_core::{Envelope, Handler, HandlerError, ResultExt};
 
 /// Table setup, valid on both engines. Account ids are generated here, never user input.
 pub(super) fn reset_sql(accounts: usize, opening: i64) -> String {
-    let values: Vec<String> = (0..accounts).map(|i| format!("('{}', {opening})", account(i))).collect();
+    let values: Vec<String> = (0..accounts)
+        .map(|i| format!("('{}', {opening})", account(i)))
+        .collect();
     format!(
         "DROP TABLE IF EXISTS inboxed_demo_ledger;
          DROP TABLE IF EXISTS inboxed_demo_accounts;
@@ -51,9 +53,15 @@ macro_rules! transfers_for {
                 let mut legs = [(t.from.as_str(), -t.amount), (t.to.as_str(), t.amount)];
                 legs.sort_unstable();
                 for (account, delta) in legs {
-                    let done = sqlx::query($update).bind(delta).bind(account).execute(&mut *conn).await?;
+                    let done = sqlx::query($update)
+                        .bind(delta)
+                        .bind(account)
+                        .execute(&mut *conn)
+                        .await?;
                     if done.rows_affected() == 0 {
-                        return Err(HandlerError::permanent(format!("unknown account {account:?}")));
+                        return Err(HandlerError::permanent(format!(
+                            "unknown account {account:?}"
+                        )));
                     }
                 }
                 sqlx::query($insert)

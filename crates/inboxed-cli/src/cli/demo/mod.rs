@@ -53,7 +53,9 @@ struct Plan {
 fn plan(args: &Args) -> Plan {
     let mut rng = fastrand::Rng::with_seed(args.seed);
     let accounts = args.accounts.max(2);
-    let mut expected: BTreeMap<String, i64> = (0..accounts).map(|i| (account(i), OPENING_BALANCE)).collect();
+    let mut expected: BTreeMap<String, i64> = (0..accounts)
+        .map(|i| (account(i), OPENING_BALANCE))
+        .collect();
     let mut published = Vec::new();
     let (mut valid, mut poison, mut retries) = (0, 0, 0);
     for n in 0..args.messages {
@@ -65,7 +67,11 @@ fn plan(args: &Args) -> Plan {
         let payload = if n % 100 == 37 {
             poison += 1;
             let to = "acct-unknown".to_owned();
-            serde_json::to_vec(&Transfer { from: account(from), to, amount })
+            serde_json::to_vec(&Transfer {
+                from: account(from),
+                to,
+                amount,
+            })
         } else if n % 100 == 73 {
             poison += 1;
             Ok(b"{\"from\": \"acct-000\", \"amount\": ".to_vec())
@@ -73,9 +79,16 @@ fn plan(args: &Args) -> Plan {
             valid += 1;
             *expected.entry(account(from)).or_default() -= amount;
             *expected.entry(account(to)).or_default() += amount;
-            serde_json::to_vec(&Transfer { from: account(from), to: account(to), amount })
+            serde_json::to_vec(&Transfer {
+                from: account(from),
+                to: account(to),
+                amount,
+            })
         };
-        let message = Published { id: Some(id), payload: payload.unwrap_or_default() };
+        let message = Published {
+            id: Some(id),
+            payload: payload.unwrap_or_default(),
+        };
         if rng.f64() < 0.1 {
             retries += 1;
             published.push(message.clone());
@@ -84,15 +97,26 @@ fn plan(args: &Args) -> Plan {
     }
     let keyless = 3;
     for _ in 0..keyless {
-        published.push(Published { id: None, payload: b"{\"note\": \"no message id header\"}".to_vec() });
+        published.push(Published {
+            id: None,
+            payload: b"{\"note\": \"no message id header\"}".to_vec(),
+        });
     }
     fastrand::Rng::with_seed(args.seed + 1).shuffle(&mut published);
-    Plan { published, expected, valid, poison, keyless, retries }
+    Plan {
+        published,
+        expected,
+        valid,
+        poison,
+        keyless,
+        retries,
+    }
 }
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     let workers = args.workers.max(1);
-    let store = AnyStore::connect(&args.database_url, u32::try_from(workers + 2).unwrap_or(8)).await?;
+    let store =
+        AnyStore::connect(&args.database_url, u32::try_from(workers + 2).unwrap_or(8)).await?;
     store.migrate().await?;
     let plan = plan(&args);
     check::reset(&store, args.accounts.max(2), OPENING_BALANCE).await?;
@@ -104,28 +128,57 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         args.messages,
         workers
     )?;
-    let rates = FaultRates { crash: 0.05, lose_ack: 0.05, concurrent: 0.08 };
+    let rates = FaultRates {
+        crash: 0.05,
+        lose_ack: 0.05,
+        concurrent: 0.08,
+    };
     let broker = Broker::new(plan.published.clone(), rates, args.seed);
     let consumer = ConsumerName::new("demo")?;
     let started = Instant::now();
     let outcomes = match &store {
-        AnyStore::Postgres(s) => drive(Processor::new(s.clone(), consumer, Transfers), &broker, workers).await,
-        AnyStore::Sqlite(s) => drive(Processor::new(s.clone(), consumer, Transfers), &broker, workers).await,
+        AnyStore::Postgres(s) => {
+            drive(
+                Processor::new(s.clone(), consumer, Transfers),
+                &broker,
+                workers,
+            )
+            .await
+        }
+        AnyStore::Sqlite(s) => {
+            drive(
+                Processor::new(s.clone(), consumer, Transfers),
+                &broker,
+                workers,
+            )
+            .await
+        }
     };
     let elapsed = started.elapsed();
     let report = check::Report::gather(&store, &plan, broker.stats(), outcomes, elapsed).await?;
     report.print(out)?;
-    Ok(if report.exact() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if report.exact() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// Runs `workers` consumer tasks until the broker has nothing unacked; returns outcome counts.
-async fn drive<S, H>(processor: Processor<S, H>, broker: &Broker, workers: usize) -> BTreeMap<&'static str, u64>
+async fn drive<S, H>(
+    processor: Processor<S, H>,
+    broker: &Broker,
+    workers: usize,
+) -> BTreeMap<&'static str, u64>
 where
     S: Store,
     H: Handler<S::Db>,
 {
     let bar = ProgressBar::new(u64::try_from(broker.acked() + broker.unacked_count()).unwrap_or(0));
-    bar.set_style(ProgressStyle::with_template("  {bar:40} {pos}/{len} acked  {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.set_style(
+        ProgressStyle::with_template("  {bar:40} {pos}/{len} acked  {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     let mut tasks = Vec::new();
     for w in 0..workers {
         let processor = processor.clone();

@@ -1,0 +1,99 @@
+//! The `inboxed` binary against real databases: its output, its exit code, and the rows it
+//! leaves behind.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::process::Command;
+
+use inboxed_test::{Backend, Lite, Pg};
+
+fn inboxed(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(args)
+        .output()
+        .expect("run inboxed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test]
+async fn demo_on_sqlite_is_exact_and_leaves_the_ledger_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("demo.db").display());
+    let (code, out) = inboxed(&[
+        "demo",
+        "--database-url",
+        &url,
+        "--messages",
+        "400",
+        "--workers",
+        "3",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("result: EXACT"), "{out}");
+    let store = <Lite as Backend>::attach(dir.path().join("demo.db").to_str().unwrap()).await;
+    let rows = <Lite as Backend>::scalar(&store, "SELECT count(*) FROM inboxed_demo_ledger").await;
+    let processed =
+        <Lite as Backend>::scalar(&store, "SELECT count(*) FROM inboxed_processed_messages").await;
+    // 400 messages, of which 8 are poison (see the demo's plan): every valid one applied once.
+    assert_eq!((rows, processed), (392, 392));
+}
+
+#[tokio::test]
+async fn demo_on_postgres_is_exact() {
+    let db = Pg::create().await;
+    let (code, out) = inboxed(&[
+        "demo",
+        "--database-url",
+        &db.locator,
+        "--messages",
+        "400",
+        "--workers",
+        "6",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("result: EXACT"), "{out}");
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_demo_ledger").await,
+        392
+    );
+    db.finish().await;
+}
+
+#[tokio::test]
+async fn migrate_twice_is_a_no_op() {
+    let db = Pg::create().await; // already migrated by the harness
+    let (code, out) = inboxed(&["migrate", "--database-url", &db.locator]);
+    assert_eq!(code, 0);
+    assert!(out.contains("up to date"), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("m.db").display());
+    let (code, out) = inboxed(&["migrate", "--database-url", &url]);
+    assert_eq!(
+        (code, out.contains("applied migrations [1]")),
+        (0, true),
+        "{out}"
+    );
+    let (code, out) = inboxed(&["migrate", "--database-url", &url]);
+    assert_eq!((code, out.contains("up to date")), (0, true), "{out}");
+    db.finish().await;
+}
+
+#[test]
+fn unreachable_database_is_a_clear_error_with_exit_2() {
+    let out = Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args([
+            "migrate",
+            "--database-url",
+            "postgres://nobody:secret@127.0.0.1:1/x",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("cannot connect to PostgreSQL"), "{err}");
+    assert!(
+        !err.contains("secret"),
+        "the password must never be printed: {err}"
+    );
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The full test suite, on the real engines.
+#
+# PostgreSQL: DATABASE_URL when set; otherwise the server on localhost:5432 (started with
+# pg_ctlcluster when it is installed but down); otherwise a throwaway cluster made with the
+# local initdb on port 55432 and stopped afterwards. With none of these the script fails:
+# database tests never skip. SQLite needs nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf 'test.sh: %s\n' "$*" >&2; }
+
+reachable() {
+  command -v psql >/dev/null 2>&1 && psql "$1" -tAc 'SELECT 1' >/dev/null 2>&1
+}
+
+pg_bin() {
+  ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
+}
+
+throwaway_pg() {
+  local bin dir port=55432
+  bin=$(pg_bin)
+  [ -n "$bin" ] || return 1
+  dir="$PWD/target/pg-throwaway"
+  rm -rf "$dir" && mkdir -p "$dir"
+  if [ "$(id -u)" = 0 ]; then
+    # initdb refuses to run as root.
+    chown -R postgres "$dir"
+    su postgres -s /bin/sh -c "$bin/initdb -D '$dir/data' -A trust -U postgres >'$dir/initdb.log' 2>&1"
+    su postgres -s /bin/sh -c "$bin/pg_ctl -D '$dir/data' -o '-p $port -k $dir -c max_connections=200' -l '$dir/server.log' -w start >/dev/null"
+    trap "su postgres -s /bin/sh -c \"$bin/pg_ctl -D '$dir/data' -m immediate stop\" >/dev/null 2>&1 || true" EXIT
+  else
+    "$bin/initdb" -D "$dir/data" -A trust -U postgres >"$dir/initdb.log" 2>&1
+    "$bin/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c max_connections=200" -l "$dir/server.log" -w start >/dev/null
+    trap "'$bin/pg_ctl' -D '$dir/data' -m immediate stop >/dev/null 2>&1 || true" EXIT
+  fi
+  export DATABASE_URL="postgres://postgres@localhost:$port/postgres"
+}
+
+if [ -n "${DATABASE_URL:-}" ]; then
+  reachable "$DATABASE_URL" || { say "DATABASE_URL is set but not reachable"; exit 1; }
+else
+  local_url="postgres://postgres@localhost:5432/postgres"
+  if ! reachable "$local_url" && command -v pg_ctlcluster >/dev/null 2>&1; then
+    say "starting the local PostgreSQL cluster"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n 1)" main start || true
+    for _ in $(seq 1 20); do reachable "$local_url" && break; sleep 0.5; done
+  fi
+  if reachable "$local_url"; then
+    export DATABASE_URL="$local_url"
+  else
+    if [ -z "$(pg_bin)" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      say "installing PostgreSQL from Debian's packages"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    fi
+    say "starting a throwaway PostgreSQL cluster"
+    throwaway_pg || { say "no PostgreSQL available: set DATABASE_URL or install PostgreSQL"; exit 1; }
+  fi
+fi
+say "PostgreSQL: ${DATABASE_URL}"
+
+# Doctests first, so that the run closes with the main suite's summary.
+cargo test --workspace --all-features --doc
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --all-features --profile "${NEXTEST_PROFILE:-default}"
+else
+  cargo test --workspace --all-features --lib --bins --tests
+fi

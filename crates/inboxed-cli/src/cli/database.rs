@@ -46,10 +46,14 @@ impl AnyStore {
     pub(crate) async fn execute_script(&self, sql: String) -> anyhow::Result<()> {
         match self {
             Self::Postgres(s) => {
-                sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(s.pool()).await?;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                    .execute(s.pool())
+                    .await?;
             }
             Self::Sqlite(s) => {
-                sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(s.pool()).await?;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                    .execute(s.pool())
+                    .await?;
             }
         }
         Ok(())

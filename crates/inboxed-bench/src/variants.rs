@@ -1,0 +1,146 @@
+//! The three things measured: the processor, the same statements issued directly through
+//! sqlx, and the business update without the claim.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres};
+
+use inboxed_core::{
+    ConsumerName, Envelope, Handler, HandlerError, MessageId, Processor, ProcessorConfig, Store,
+};
+use inboxed_postgres::PgStore;
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Variant {
+    Processor,
+    RawSqlx,
+    BusinessOnly,
+}
+
+const UPDATE: &str = "UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1";
+/// The claim exactly as the store issues it, rendered from the store's own SQL file.
+fn claim_sql() -> String {
+    inboxed_postgres::default_namespace()
+        .render(include_str!("../../inboxed-postgres/sql/claim.sql"))
+}
+/// The processor's own begin statement with its default settings.
+const BEGIN: &str = "BEGIN; SET TRANSACTION ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = 5000; \
+                     SET LOCAL statement_timeout = 30000; SET LOCAL idle_in_transaction_session_timeout = 60000";
+
+struct Credit {
+    accounts: i64,
+}
+
+impl Handler<Postgres> for Credit {
+    async fn handle(&self, _msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
+        sqlx::query(UPDATE)
+            .bind(fastrand::i64(0..self.accounts))
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+}
+
+pub(crate) struct Setup {
+    store: PgStore,
+    accounts: i64,
+    processor: Processor<PgStore, Credit>,
+}
+
+impl Setup {
+    pub(crate) async fn new(pool: PgPool, accounts: i64) -> anyhow::Result<Self> {
+        let store = PgStore::new(pool);
+        store.migrate().await?;
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "CREATE TABLE bench_accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);
+             INSERT INTO bench_accounts SELECT g, 0 FROM generate_series(0, {}) g;",
+            accounts - 1
+        )))
+        .execute(store.pool())
+        .await?;
+        sqlx::query("VACUUM ANALYZE bench_accounts")
+            .execute(store.pool())
+            .await?;
+        let consumer = ConsumerName::new("bench")?;
+        let processor = Processor::with_config(
+            store.clone(),
+            consumer,
+            Credit { accounts },
+            ProcessorConfig::default(),
+        );
+        processor.ensure_ready().await?;
+        Ok(Self {
+            store,
+            accounts,
+            processor,
+        })
+    }
+
+    pub(crate) fn pool(&self) -> &PgPool {
+        self.store.pool()
+    }
+
+    /// Runs `variant` on `workers` tasks for `dur`; returns messages completed.
+    pub(crate) async fn run(
+        &self,
+        variant: Variant,
+        workers: usize,
+        dur: Duration,
+    ) -> anyhow::Result<u64> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicU64::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..workers {
+            let (stop, done) = (stop.clone(), done.clone());
+            let processor = self.processor.clone();
+            let pool = self.store.pool().clone();
+            let accounts = self.accounts;
+            let claim: Arc<str> = Arc::from(claim_sql());
+            tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let id = MessageId::from_uuid(uuid::Uuid::now_v7());
+                    let env = Envelope::new(id, b"{\"credit\":1}".to_vec());
+                    match variant {
+                        Variant::Processor => {
+                            processor.process(&env, Some(1)).await?;
+                        }
+                        Variant::RawSqlx => {
+                            let mut tx = pool.begin_with(BEGIN).await?;
+                            sqlx::query(AssertSqlSafe(claim.clone()))
+                                .bind("bench")
+                                .bind(env.id().as_str())
+                                .bind(env.message_type())
+                                .bind(env.correlation_id())
+                                .bind(env.hash().as_bytes().as_slice())
+                                .execute(&mut *tx)
+                                .await?;
+                            sqlx::query(UPDATE)
+                                .bind(fastrand::i64(0..accounts))
+                                .execute(&mut *tx)
+                                .await?;
+                            tx.commit().await?;
+                        }
+                        Variant::BusinessOnly => {
+                            let mut tx = pool.begin().await?;
+                            sqlx::query(UPDATE)
+                                .bind(fastrand::i64(0..accounts))
+                                .execute(&mut *tx)
+                                .await?;
+                            tx.commit().await?;
+                        }
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok::<(), anyhow::Error>(())
+            }));
+        }
+        tokio::time::sleep(dur).await;
+        stop.store(true, Ordering::Relaxed);
+        for t in tasks {
+            t.await??;
+        }
+        Ok(done.load(Ordering::Relaxed))
+    }
+}

@@ -52,9 +52,10 @@ pub struct ProcessorConfig {
     /// counted before the handler runs, so a message that crashes the process still gets there.
     /// Defaults to 5.
     pub max_attempts: u32,
-    /// In-process retries of one delivery after a serialization failure, deadlock or lock
-    /// timeout; these are contention, not a fault of the message, and count no attempt.
-    /// Defaults to 5.
+    /// In-process retries of one delivery after a serialization failure, deadlock or SQLite
+    /// busy error. These are contention, not a fault of the message: retries within a delivery
+    /// count no extra attempt. A delivery that still fails after them is requeued, and its
+    /// redelivery is the next attempt. Defaults to 5.
     pub contention_retries: u32,
     /// Backoff between those in-process retries. Defaults to 5 ms base, 500 ms cap.
     pub contention_backoff: Backoff,

@@ -57,6 +57,8 @@ impl ConsumerConfig {
 }
 
 /// Processes one delivery and settles it: ack after commit or dead letter, requeue otherwise.
+/// An [`AckOrdering::InOrder`] delivery is never requeued: it is retried in place, with
+/// `requeue_backoff` between tries, until it settles.
 ///
 /// # Errors
 /// Only a failure to talk to the broker; processing failures become a requeue.
@@ -70,15 +72,30 @@ where
     H: Handler<S::Db>,
     D: Delivery,
 {
-    let result = match delivery.envelope() {
-        Ok(envelope) => {
-            let work = processor.process(&envelope, delivery.delivery_count());
-            keep_alive(work, &delivery, extend_every).await
-        }
-        Err(invalid) => {
-            processor
-                .dead_letter_invalid(delivery.payload(), &invalid)
-                .await
+    let in_order = delivery.ack_ordering() == AckOrdering::InOrder;
+    let mut tries = 0;
+    let result = loop {
+        let result = match delivery.envelope() {
+            Ok(envelope) => {
+                let work = processor.process(&envelope, delivery.delivery_count());
+                keep_alive(work, &delivery, extend_every).await
+            }
+            Err(invalid) => {
+                processor
+                    .dead_letter_invalid(delivery.payload(), &invalid)
+                    .await
+            }
+        };
+        // An in-order broker cannot take one message back while acking the next (acking a
+        // later offset commits past it), so the delivery is retried in place until it settles.
+        // Attempts keep counting, so a poison message still reaches the dead-letter path.
+        match result {
+            Err(error) if in_order => {
+                tries += 1;
+                warn!(error = %error, tries, "in-order delivery not settled; retrying in place");
+                tokio::time::sleep(processor.config().requeue_backoff.delay(tries)).await;
+            }
+            other => break other,
         }
     };
     match result {
@@ -162,10 +179,13 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
                 Some(Ok(d)) => d,
             };
             if delivery.ack_ordering() == AckOrdering::InOrder {
+                // Everything before it settles first; an error ends the loop after draining.
                 while let Some(joined) = tasks.join_next().await {
                     log_task(joined);
                 }
-                settle(&self.processor, delivery, self.config.extend_every).await?;
+                if let Err(e) = settle(&self.processor, delivery, self.config.extend_every).await {
+                    break Err(e);
+                }
                 continue;
             }
             let processor = self.processor.clone();

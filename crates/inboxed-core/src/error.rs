@@ -16,11 +16,17 @@ pub enum StoreError {
     /// SQLSTATE 40P01: the transaction was chosen as a deadlock victim. Retrying can succeed.
     #[error("deadlock detected (SQLSTATE 40P01)")]
     Deadlock(#[source] sqlx::Error),
-    /// A lock, statement or idle-in-transaction timeout (SQLSTATE 55P03, 57014, 25P03), or
-    /// SQLite's busy timeout. Retrying can succeed.
+    /// A lock, statement or idle-in-transaction timeout (SQLSTATE 55P03, 57014, 25P03).
+    /// Retrying can succeed.
     #[error("timed out waiting for the database")]
     Timeout(#[source] sqlx::Error),
-    /// The connection was lost, refused, or the pool had none to give in time.
+    /// SQLite's busy timeout ran out waiting for the write lock (the `SQLITE_BUSY` and
+    /// `SQLITE_LOCKED` families). Retrying can succeed.
+    #[error("database busy")]
+    Busy(#[source] sqlx::Error),
+    /// The connection was lost, refused, or the pool had none to give in time; the server is
+    /// shutting down, out of resources, or failed over (class 08, 53, 57P0x, 58030, 40003;
+    /// SQLite I/O, full and cannot-open errors).
     #[error("database unavailable")]
     Unavailable(#[source] sqlx::Error),
     /// SQLSTATE 23505 on a constraint other than the dedup key, which the claim handles itself.
@@ -65,29 +71,79 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// `true` when the same operation can succeed if retried: serialization failures,
-    /// deadlocks, timeouts and lost connections.
+    /// `true` when the same operation can succeed if retried: contention, timeouts and lost
+    /// connections.
     #[must_use]
     pub fn is_transient(&self) -> bool {
+        self.is_contention() || matches!(self, Self::Timeout(_) | Self::Unavailable(_))
+    }
+
+    /// `true` for conflicts with concurrent transactions (serialization failure, deadlock,
+    /// SQLite busy): worth retrying at once, in process, and no fault of the message.
+    #[must_use]
+    pub fn is_contention(&self) -> bool {
         matches!(
             self,
-            Self::Serialization(_) | Self::Deadlock(_) | Self::Timeout(_) | Self::Unavailable(_)
+            Self::Serialization(_) | Self::Deadlock(_) | Self::Busy(_)
         )
     }
 
-    /// Classifies errors that every backend reports alike: pool and I/O failures.
-    ///
-    /// # Errors
-    /// Gives the error back for database errors, which the backend classifies by its codes.
-    pub fn classify_common(err: sqlx::Error) -> Result<Self, sqlx::Error> {
+    /// The database's error code (SQLSTATE, or SQLite extended result code), if any.
+    #[must_use]
+    pub fn code(&self) -> Option<String> {
+        let (Self::Serialization(err)
+        | Self::Deadlock(err)
+        | Self::Timeout(err)
+        | Self::Busy(err)
+        | Self::Unavailable(err)
+        | Self::UniqueViolation(err)
+        | Self::Database(err)) = self
+        else {
+            return None;
+        };
         match err {
+            sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+            _ => None,
+        }
+    }
+
+    /// Classifies a `sqlx::Error` from either engine by its code, never its message text.
+    /// PostgreSQL SQLSTATEs are always five characters and SQLite result codes at most four
+    /// digits, so one table serves both.
+    #[must_use]
+    pub fn from_sqlx(err: sqlx::Error) -> Self {
+        let code = match &err {
             sqlx::Error::Io(_)
             | sqlx::Error::Tls(_)
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed
-            | sqlx::Error::Protocol(_) => Ok(Self::Unavailable(err)),
-            other => Err(other),
+            | sqlx::Error::Protocol(_) => return Self::Unavailable(err),
+            sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()).unwrap_or_default(),
+            _ => return Self::Database(err),
+        };
+        if code.len() == 5 {
+            return match code.as_str() {
+                "40001" => Self::Serialization(err),
+                "40P01" => Self::Deadlock(err),
+                // lock_not_available, query_canceled (statement_timeout), idle-in-transaction timeout
+                "55P03" | "57014" | "25P03" => Self::Timeout(err),
+                "23505" => Self::UniqueViolation(err),
+                // statement_completion_unknown, admin/crash shutdown, cannot connect now,
+                // system error, class 08 connection exception, class 53 insufficient resources
+                "40003" | "57P01" | "57P02" | "57P03" | "58030" => Self::Unavailable(err),
+                c if c.starts_with("08") || c.starts_with("53") => Self::Unavailable(err),
+                _ => Self::Database(err),
+            };
+        }
+        match code.parse::<u32>() {
+            // SQLITE_BUSY, SQLITE_LOCKED and their extended codes
+            Ok(c) if matches!(c & 0xff, 5 | 6) => Self::Busy(err),
+            // SQLITE_CONSTRAINT_UNIQUE, SQLITE_CONSTRAINT_PRIMARYKEY
+            Ok(2067 | 1555) => Self::UniqueViolation(err),
+            // SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN families
+            Ok(c) if matches!(c & 0xff, 10 | 13 | 14) => Self::Unavailable(err),
+            _ => Self::Database(err),
         }
     }
 }
@@ -119,40 +175,17 @@ impl HandlerError {
 }
 
 /// `sqlx::Error` from the handler's own statements is transient when the database says so
-/// (deadlock, serialization failure, lost connection) and permanent otherwise. Handlers can
-/// therefore write `query.execute(&mut *conn).await?`.
+/// (deadlock, serialization failure, timeout, lost connection; see [`StoreError::from_sqlx`])
+/// and permanent otherwise. Handlers can therefore write `query.execute(&mut *conn).await?`.
 impl From<sqlx::Error> for HandlerError {
     fn from(err: sqlx::Error) -> Self {
-        let transient = match &err {
-            sqlx::Error::Database(db) => db.code().is_some_and(|c| is_retryable_code(&c)),
-            other => matches!(
-                other,
-                sqlx::Error::Io(_)
-                    | sqlx::Error::Tls(_)
-                    | sqlx::Error::PoolTimedOut
-                    | sqlx::Error::PoolClosed
-                    | sqlx::Error::WorkerCrashed
-                    | sqlx::Error::Protocol(_)
-            ),
-        };
-        if transient {
-            Self::Transient(Box::new(err))
+        let classified = StoreError::from_sqlx(err);
+        if classified.is_transient() {
+            Self::Transient(Box::new(classified))
         } else {
-            Self::Permanent(Box::new(err))
+            Self::Permanent(Box::new(classified))
         }
     }
-}
-
-/// `true` for database codes that mean contention or a timeout, so retrying can succeed:
-/// PostgreSQL SQLSTATE 40001, 40P01, 55P03, 57014, and SQLite's `SQLITE_BUSY` and
-/// `SQLITE_LOCKED` families (extended result codes whose low byte is 5 or 6). SQLSTATEs are
-/// always five characters and SQLite codes at most four digits, so the two never mix.
-#[must_use]
-pub fn is_retryable_code(code: &str) -> bool {
-    if code.len() == 5 {
-        return matches!(code, "40001" | "40P01" | "55P03" | "57014");
-    }
-    code.parse::<u32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6))
 }
 
 /// `.transient()?` and `.permanent()?` on any result, keeping the source error.

@@ -128,6 +128,9 @@ pub enum DeadLettered {
     Written,
     /// A processed row exists for the key, so it was not dead-lettered: it is a duplicate.
     AlreadyProcessed,
+    /// The key already has a dead letter (for a conflict: this very payload already has one).
+    /// The first record is kept as it was, with its reason and error.
+    AlreadyDeadLettered,
 }
 
 /// How the store's durability settings were found.
@@ -145,9 +148,6 @@ pub struct DurabilityReport {
 pub trait Store: Clone + Send + Sync + 'static {
     /// The sqlx database this store talks to.
     type Db: sqlx::Database;
-
-    /// Turns a `sqlx::Error` into a classified [`StoreError`] by the backend's own codes.
-    fn classify(err: sqlx::Error) -> StoreError;
 
     /// Applies the embedded migrations that are missing. Idempotent.
     fn migrate(&self) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send;
@@ -184,7 +184,9 @@ pub trait Store: Clone + Send + Sync + 'static {
         params: &KeyParams<'_>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Writes a dead letter in its own committed transaction, unless the key was processed.
+    /// Writes a dead letter in its own committed transaction, unless the key was processed or
+    /// already has one. Conflict dead letters are kept per distinct payload, so that each
+    /// colliding message is recorded.
     fn dead_letter(
         &self,
         params: &DeadLetterParams<'_>,

@@ -46,8 +46,11 @@ CREATE TABLE {{schema}}."{{prefix}}dead_letters" (
     attempts        integer     NOT NULL,
     first_failed_at timestamptz NOT NULL DEFAULT now(),
     last_failed_at  timestamptz NOT NULL DEFAULT now(),
-    -- One live dead letter per key: later deliveries of it update this row.
-    UNIQUE (consumer_name, message_id)
+    -- Empty, except on conflict rows, where it is the colliding payload's hash: every distinct
+    -- payload that collided with a processed key keeps a row of its own, while any other key
+    -- has at most one dead letter, which later deliveries never overwrite.
+    conflict_hash   bytea       NOT NULL DEFAULT '\x'::bytea,
+    UNIQUE (consumer_name, message_id, conflict_hash)
 );
 
 -- Attempts per key, counted in their own committed transaction before the handler runs, so a

@@ -1,5 +1,6 @@
 -- lookup: after a claim inserted nothing, says why: processed (with its payload hash, for
--- conflict detection) or dead-lettered. Only runs on the duplicate path.
+-- conflict detection) or dead-lettered. Only runs on the duplicate path. Should both exist (a
+-- dead letter written while a concurrent delivery processed the key), "processed" wins.
 -- $1 consumer_name, $2 message_id
 --
 -- Under READ COMMITTED this statement takes a fresh snapshot, so it sees the row whose
@@ -11,4 +12,5 @@ UNION ALL
 SELECT 'dead_lettered' AS state, NULL::bytea
 FROM {{schema}}."{{prefix}}dead_letters"
 WHERE consumer_name = $1 AND message_id = $2 AND reason <> 'conflict'
+ORDER BY state DESC
 LIMIT 1

@@ -6,7 +6,6 @@
 //! one file per operation, each opening with a comment on its parameters and why it is written
 //! so.
 
-mod error;
 mod migrate;
 mod queries;
 mod store;

@@ -6,30 +6,31 @@ use sqlx::{AssertSqlSafe, PgPool};
 use inboxed_core::migration;
 use inboxed_core::{Namespace, StoreError};
 
-use crate::error::classify;
 use crate::queries::MIGRATIONS;
 
 /// Applies the missing migrations in one transaction, serialised across processes by a
 /// transaction-scoped advisory lock. Returns the versions applied now.
 pub(crate) async fn run(pool: &PgPool, ns: &Namespace) -> Result<Vec<i64>, StoreError> {
-    let mut tx = pool.begin().await.map_err(classify)?;
+    let mut tx = pool.begin().await.map_err(StoreError::from_sqlx)?;
     let lock_key = format!("inboxed:migrate:{}:{}", ns.schema(), ns.prefix());
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .bind(&lock_key)
         .execute(&mut *tx)
         .await
-        .map_err(classify)?;
+        .map_err(StoreError::from_sqlx)?;
     let schema_exists: bool =
         sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
             .bind(ns.schema())
             .fetch_one(&mut *tx)
             .await
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
     if !schema_exists {
-        sqlx::raw_sql(AssertSqlSafe(ns.render("CREATE SCHEMA {{schema}}")))
-            .execute(&mut *tx)
-            .await
-            .map_err(classify)?;
+        sqlx::raw_sql(AssertSqlSafe(
+            ns.render("CREATE SCHEMA IF NOT EXISTS {{schema}}"),
+        ))
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::from_sqlx)?;
     }
     let table = ns.render(r#"{{schema}}."{{prefix}}migrations""#);
     sqlx::raw_sql(AssertSqlSafe(format!(
@@ -38,19 +39,19 @@ pub(crate) async fn run(pool: &PgPool, ns: &Namespace) -> Result<Vec<i64>, Store
     )))
     .execute(&mut *tx)
     .await
-    .map_err(classify)?;
+    .map_err(StoreError::from_sqlx)?;
     let applied: Vec<(i64, Vec<u8>)> = sqlx::query_as(AssertSqlSafe(format!(
         "SELECT version, checksum FROM {table} ORDER BY version"
     )))
     .fetch_all(&mut *tx)
     .await
-    .map_err(classify)?;
+    .map_err(StoreError::from_sqlx)?;
     let mut now = Vec::new();
     for m in migration::pending(MIGRATIONS, &applied)? {
         sqlx::raw_sql(AssertSqlSafe(ns.render(m.sql)))
             .execute(&mut *tx)
             .await
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
         sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {table} (version, description, checksum) VALUES ($1, $2, $3)"
         )))
@@ -59,9 +60,9 @@ pub(crate) async fn run(pool: &PgPool, ns: &Namespace) -> Result<Vec<i64>, Store
         .bind(m.checksum())
         .execute(&mut *tx)
         .await
-        .map_err(classify)?;
+        .map_err(StoreError::from_sqlx)?;
         now.push(m.version);
     }
-    tx.commit().await.map_err(classify)?;
+    tx.commit().await.map_err(StoreError::from_sqlx)?;
     Ok(now)
 }

@@ -7,11 +7,11 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres, Row};
 
 use inboxed_core::store::{
-    BeginParams, Claim, ClaimParams, DeadLetterParams, DeadLettered, DurabilityReport, KeyParams,
+    BeginParams, Claim, ClaimParams, DeadLetterParams, DeadLetterReason, DeadLettered,
+    DurabilityReport, KeyParams,
 };
 use inboxed_core::{Isolation, Namespace, PayloadHash, Store, StoreError};
 
-use crate::error::classify;
 use crate::queries::{CHECK_DURABILITY, Queries};
 
 /// The inbox on PostgreSQL, over the application's own pool so that handlers write to the
@@ -53,7 +53,7 @@ impl PgStore {
     /// # Errors
     /// A malformed URL, or a database that cannot be reached.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
-        let options: PgConnectOptions = url.parse().map_err(classify)?;
+        let options: PgConnectOptions = url.parse().map_err(StoreError::from_sqlx)?;
         let pool = PgPoolOptions::new()
             .max_connections(if max_connections == 0 {
                 10
@@ -63,7 +63,7 @@ impl PgStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
         Ok(Self::new(pool))
     }
 
@@ -85,6 +85,29 @@ impl PgStore {
     #[must_use]
     pub fn namespace(&self) -> &Namespace {
         &self.ns
+    }
+
+    /// After a dead letter wrote nothing: processed, or already dead-lettered?
+    async fn already(
+        &self,
+        conn: &mut PgConnection,
+        consumer: &str,
+        id: &str,
+    ) -> Result<DeadLettered, StoreError> {
+        let state: Option<String> = self
+            .query(&self.queries.lookup)
+            .bind(consumer)
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(StoreError::from_sqlx)?
+            .map(|row| row.try_get(0))
+            .transpose()
+            .map_err(StoreError::from_sqlx)?;
+        Ok(match state.as_deref() {
+            Some("processed") => DeadLettered::AlreadyProcessed,
+            _ => DeadLettered::AlreadyDeadLettered,
+        })
     }
 
     fn query(
@@ -116,12 +139,16 @@ fn begin_statement(p: &BeginParams) -> String {
     )
 }
 
+/// Empty unless the dead letter is a conflict, where it keys the colliding payload's row.
+fn conflict_hash<'p>(p: &'p DeadLetterParams<'_>) -> &'p [u8] {
+    match (p.reason, &p.payload_hash) {
+        (DeadLetterReason::Conflict, Some(h)) => h.as_bytes().as_slice(),
+        _ => &[],
+    }
+}
+
 impl Store for PgStore {
     type Db = Postgres;
-
-    fn classify(err: sqlx::Error) -> StoreError {
-        classify(err)
-    }
 
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
         crate::migrate::run(&self.pool, &self.ns).await
@@ -131,9 +158,9 @@ impl Store for PgStore {
         let row = sqlx::query(CHECK_DURABILITY)
             .fetch_one(&self.pool)
             .await
-            .map_err(classify)?;
-        let sync: String = row.try_get(0).map_err(classify)?;
-        let fsync: String = row.try_get(1).map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
+        let sync: String = row.try_get(0).map_err(StoreError::from_sqlx)?;
+        let fsync: String = row.try_get(1).map_err(StoreError::from_sqlx)?;
         if sync == "off" {
             return Err(StoreError::NonDurable {
                 setting: "synchronous_commit",
@@ -163,7 +190,7 @@ impl Store for PgStore {
         self.pool
             .begin_with(AssertSqlSafe(begin_statement(params)))
             .await
-            .map_err(classify)
+            .map_err(StoreError::from_sqlx)
     }
 
     async fn claim(
@@ -183,7 +210,7 @@ impl Store for PgStore {
             .bind(env.hash().as_bytes().as_slice())
             .execute(&mut *conn)
             .await
-            .map_err(classify)?
+            .map_err(StoreError::from_sqlx)?
             .rows_affected();
         if inserted == 1 {
             return Ok(Claim::New);
@@ -194,17 +221,17 @@ impl Store for PgStore {
             .bind(id)
             .fetch_optional(&mut *conn)
             .await
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
         let Some(row) = row else {
             // The row that blocked the insert is gone already (purged or discarded between the
             // two statements). Nothing was written: report contention so the caller retries.
             return Err(StoreError::Timeout(sqlx::Error::RowNotFound));
         };
-        let state: &str = row.try_get(0).map_err(classify)?;
+        let state: &str = row.try_get(0).map_err(StoreError::from_sqlx)?;
         if state == "dead_lettered" {
             return Ok(Claim::DeadLettered);
         }
-        let hash: Option<Vec<u8>> = row.try_get(1).map_err(classify)?;
+        let hash: Option<Vec<u8>> = row.try_get(1).map_err(StoreError::from_sqlx)?;
         Ok(Claim::Duplicate {
             stored_hash: hash.as_deref().and_then(PayloadHash::from_slice),
         })
@@ -217,9 +244,9 @@ impl Store for PgStore {
             .bind(params.message_id.as_str())
             .fetch_one(&self.pool)
             .await
-            .map_err(classify)?
+            .map_err(StoreError::from_sqlx)?
             .try_get(0)
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
@@ -233,12 +260,12 @@ impl Store for PgStore {
             .bind(params.message_id.as_str())
             .execute(&mut *conn)
             .await
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
         Ok(())
     }
 
     async fn dead_letter(&self, p: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(classify)?;
+        let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
         let written = self
             .query(&self.queries.dead_letter)
             .bind(p.consumer.as_str())
@@ -250,10 +277,19 @@ impl Store for PgStore {
             .bind(p.reason.as_str())
             .bind(p.error)
             .bind(i32::try_from(p.attempts).unwrap_or(i32::MAX))
+            .bind(conflict_hash(p))
             .execute(&mut *tx)
             .await
-            .map_err(classify)?
+            .map_err(StoreError::from_sqlx)?
             .rows_affected();
+        let outcome = match (written, p.message_id) {
+            (1, _) | (_, None) => DeadLettered::Written,
+            _ if p.reason == DeadLetterReason::Conflict => DeadLettered::AlreadyDeadLettered,
+            (_, Some(id)) => {
+                self.already(&mut tx, p.consumer.as_str(), id.as_str())
+                    .await?
+            }
+        };
         if let Some(message_id) = p.message_id {
             let key = KeyParams {
                 consumer: p.consumer,
@@ -261,11 +297,7 @@ impl Store for PgStore {
             };
             self.clear_attempts(&mut tx, &key).await?;
         }
-        tx.commit().await.map_err(classify)?;
-        Ok(if written == 0 {
-            DeadLettered::AlreadyProcessed
-        } else {
-            DeadLettered::Written
-        })
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        Ok(outcome)
     }
 }

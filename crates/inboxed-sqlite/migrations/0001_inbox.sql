@@ -39,7 +39,9 @@ CREATE TABLE {{schema}}."{{prefix}}dead_letters" (
     attempts        INTEGER NOT NULL,
     first_failed_at TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     last_failed_at  TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-    UNIQUE (consumer_name, message_id)
+    -- Empty, except on conflict rows: the colliding payload's hash (see the PostgreSQL file).
+    conflict_hash   BLOB    NOT NULL DEFAULT x'',
+    UNIQUE (consumer_name, message_id, conflict_hash)
 ) STRICT;
 
 -- Attempts per key, counted in their own committed transaction before the handler runs.

@@ -6,12 +6,14 @@ use sqlx::{AssertSqlSafe, SqlitePool};
 use inboxed_core::migration;
 use inboxed_core::{Namespace, StoreError};
 
-use crate::error::classify;
 use crate::queries::MIGRATIONS;
 
 /// Applies the missing migrations in one transaction. Returns the versions applied now.
 pub(crate) async fn run(pool: &SqlitePool, ns: &Namespace) -> Result<Vec<i64>, StoreError> {
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(classify)?;
+    let mut tx = pool
+        .begin_with("BEGIN IMMEDIATE")
+        .await
+        .map_err(StoreError::from_sqlx)?;
     let table = ns.render(r#"{{schema}}."{{prefix}}migrations""#);
     sqlx::raw_sql(AssertSqlSafe(format!(
         "CREATE TABLE IF NOT EXISTS {table} (version INTEGER PRIMARY KEY, description TEXT NOT NULL, \
@@ -19,19 +21,19 @@ pub(crate) async fn run(pool: &SqlitePool, ns: &Namespace) -> Result<Vec<i64>, S
     )))
     .execute(&mut *tx)
     .await
-    .map_err(classify)?;
+    .map_err(StoreError::from_sqlx)?;
     let applied: Vec<(i64, Vec<u8>)> = sqlx::query_as(AssertSqlSafe(format!(
         "SELECT version, checksum FROM {table} ORDER BY version"
     )))
     .fetch_all(&mut *tx)
     .await
-    .map_err(classify)?;
+    .map_err(StoreError::from_sqlx)?;
     let mut now = Vec::new();
     for m in migration::pending(MIGRATIONS, &applied)? {
         sqlx::raw_sql(AssertSqlSafe(ns.render(m.sql)))
             .execute(&mut *tx)
             .await
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
         sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {table} (version, description, checksum) VALUES (?1, ?2, ?3)"
         )))
@@ -40,9 +42,9 @@ pub(crate) async fn run(pool: &SqlitePool, ns: &Namespace) -> Result<Vec<i64>, S
         .bind(m.checksum())
         .execute(&mut *tx)
         .await
-        .map_err(classify)?;
+        .map_err(StoreError::from_sqlx)?;
         now.push(m.version);
     }
-    tx.commit().await.map_err(classify)?;
+    tx.commit().await.map_err(StoreError::from_sqlx)?;
     Ok(now)
 }

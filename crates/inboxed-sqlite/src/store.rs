@@ -9,11 +9,11 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{AssertSqlSafe, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use inboxed_core::store::{
-    BeginParams, Claim, ClaimParams, DeadLetterParams, DeadLettered, DurabilityReport, KeyParams,
+    BeginParams, Claim, ClaimParams, DeadLetterParams, DeadLetterReason, DeadLettered,
+    DurabilityReport, KeyParams,
 };
 use inboxed_core::{Namespace, PayloadHash, Store, StoreError};
 
-use crate::error::classify;
 use crate::queries::{CHECK_DURABILITY, Queries};
 
 /// The inbox in an embedded SQLite file.
@@ -37,7 +37,8 @@ impl SqliteStore {
         Self::with_namespace(pool, crate::default_namespace())
     }
 
-    /// A store in a chosen attached database and prefix.
+    /// A store with a chosen table prefix. The schema must stay `main`: the processor refuses
+    /// inbox tables in an attached database, whose commits are not atomic with `main`'s.
     #[must_use]
     pub fn with_namespace(pool: SqlitePool, ns: Namespace) -> Self {
         let queries = Arc::new(Queries::render(&ns));
@@ -62,7 +63,7 @@ impl SqliteStore {
     /// A malformed URL, or a file that cannot be opened.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         let options = SqliteConnectOptions::from_str(url)
-            .map_err(classify)?
+            .map_err(StoreError::from_sqlx)?
             .create_if_missing(true);
         Self::connect_with(options).await
     }
@@ -76,7 +77,7 @@ impl SqliteStore {
             .max_connections(4)
             .connect_with(options)
             .await
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
         Ok(Self::new(pool))
     }
 
@@ -84,6 +85,29 @@ impl SqliteStore {
     #[must_use]
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// After a dead letter wrote nothing: processed, or already dead-lettered?
+    async fn already(
+        &self,
+        conn: &mut SqliteConnection,
+        consumer: &str,
+        id: &str,
+    ) -> Result<DeadLettered, StoreError> {
+        let state: Option<String> = self
+            .query(&self.queries.lookup)
+            .bind(consumer)
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(StoreError::from_sqlx)?
+            .map(|row| row.try_get(0))
+            .transpose()
+            .map_err(StoreError::from_sqlx)?;
+        Ok(match state.as_deref() {
+            Some("processed") => DeadLettered::AlreadyProcessed,
+            _ => DeadLettered::AlreadyDeadLettered,
+        })
     }
 
     fn query(
@@ -94,12 +118,16 @@ impl SqliteStore {
     }
 }
 
+/// Empty unless the dead letter is a conflict, where it keys the colliding payload's row.
+fn conflict_hash<'p>(p: &'p DeadLetterParams<'_>) -> &'p [u8] {
+    match (p.reason, &p.payload_hash) {
+        (DeadLetterReason::Conflict, Some(h)) => h.as_bytes().as_slice(),
+        _ => &[],
+    }
+}
+
 impl Store for SqliteStore {
     type Db = Sqlite;
-
-    fn classify(err: sqlx::Error) -> StoreError {
-        classify(err)
-    }
 
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
         crate::migrate::run(&self.pool, &self.ns).await
@@ -109,15 +137,24 @@ impl Store for SqliteStore {
         let row = sqlx::query(CHECK_DURABILITY)
             .fetch_one(&self.pool)
             .await
-            .map_err(classify)?;
-        let sync: i64 = row.try_get(0).map_err(classify)?;
-        let journal: String = row.try_get(1).map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
+        let sync: i64 = row.try_get(0).map_err(StoreError::from_sqlx)?;
+        let journal: String = row.try_get(1).map_err(StoreError::from_sqlx)?;
         if sync < 2 {
             return Err(StoreError::NonDurable {
                 setting: "PRAGMA synchronous",
                 value: format!("{sync} ({})", if sync == 0 { "OFF" } else { "NORMAL" }),
                 hint: "Open the pool with synchronous = FULL (SqliteStore::open does), or set \
                        ProcessorConfig::allow_non_durable_commits knowingly.",
+            });
+        }
+        if self.ns.schema() != "main" {
+            return Err(StoreError::NonDurable {
+                setting: "inbox database",
+                value: self.ns.schema().to_owned(),
+                hint: "SQLite makes a transaction that spans attached databases atomic per file \
+                       only, so on a crash the claim and the business change could part. Keep the \
+                       inbox tables in `main` (use a table prefix to keep them apart).",
             });
         }
         Ok(DurabilityReport {
@@ -134,7 +171,7 @@ impl Store for SqliteStore {
         self.pool
             .begin_with("BEGIN IMMEDIATE")
             .await
-            .map_err(classify)
+            .map_err(StoreError::from_sqlx)
     }
 
     async fn claim(
@@ -154,7 +191,7 @@ impl Store for SqliteStore {
             .bind(env.hash().as_bytes().as_slice())
             .fetch_optional(&mut *conn)
             .await
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
         if inserted.is_some() {
             return Ok(Claim::New);
         }
@@ -164,16 +201,16 @@ impl Store for SqliteStore {
             .bind(id)
             .fetch_optional(&mut *conn)
             .await
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
         let Some(row) = row else {
             // Cannot happen while we hold the write lock; report it as retryable, not as new.
             return Err(StoreError::Timeout(sqlx::Error::RowNotFound));
         };
-        let state: String = row.try_get(0).map_err(classify)?;
+        let state: String = row.try_get(0).map_err(StoreError::from_sqlx)?;
         if state == "dead_lettered" {
             return Ok(Claim::DeadLettered);
         }
-        let hash: Option<Vec<u8>> = row.try_get(1).map_err(classify)?;
+        let hash: Option<Vec<u8>> = row.try_get(1).map_err(StoreError::from_sqlx)?;
         Ok(Claim::Duplicate {
             stored_hash: hash.as_deref().and_then(PayloadHash::from_slice),
         })
@@ -186,9 +223,9 @@ impl Store for SqliteStore {
             .bind(params.message_id.as_str())
             .fetch_one(&self.pool)
             .await
-            .map_err(classify)?
+            .map_err(StoreError::from_sqlx)?
             .try_get(0)
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
@@ -202,7 +239,7 @@ impl Store for SqliteStore {
             .bind(params.message_id.as_str())
             .execute(&mut *conn)
             .await
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
         Ok(())
     }
 
@@ -211,7 +248,7 @@ impl Store for SqliteStore {
             .pool
             .begin_with("BEGIN IMMEDIATE")
             .await
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
         let written = self
             .query(&self.queries.dead_letter)
             .bind(p.consumer.as_str())
@@ -223,9 +260,18 @@ impl Store for SqliteStore {
             .bind(p.reason.as_str())
             .bind(p.error)
             .bind(i64::from(p.attempts))
+            .bind(conflict_hash(p))
             .fetch_optional(&mut *tx)
             .await
-            .map_err(classify)?;
+            .map_err(StoreError::from_sqlx)?;
+        let outcome = match (written.is_some(), p.message_id) {
+            (true, _) | (_, None) => DeadLettered::Written,
+            _ if p.reason == DeadLetterReason::Conflict => DeadLettered::AlreadyDeadLettered,
+            (_, Some(id)) => {
+                self.already(&mut tx, p.consumer.as_str(), id.as_str())
+                    .await?
+            }
+        };
         if let Some(message_id) = p.message_id {
             let key = KeyParams {
                 consumer: p.consumer,
@@ -233,11 +279,7 @@ impl Store for SqliteStore {
             };
             self.clear_attempts(&mut tx, &key).await?;
         }
-        tx.commit().await.map_err(classify)?;
-        Ok(if written.is_some() {
-            DeadLettered::Written
-        } else {
-            DeadLettered::AlreadyProcessed
-        })
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        Ok(outcome)
     }
 }

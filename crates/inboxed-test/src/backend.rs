@@ -25,6 +25,9 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// the claim, and the barrier belongs before `begin`.
     const SERIAL_WRITERS: bool;
 
+    /// Whether a failed statement aborts the whole transaction (PostgreSQL) or only itself
+    /// (SQLite).
+    const FAILED_STATEMENT_ABORTS_TRANSACTION: bool;
     /// Counts the processed rows of the store made by [`Backend::namespaced`].
     const NAMESPACED_PROCESSED_COUNT: &'static str;
 
@@ -46,6 +49,10 @@ pub trait Backend: Send + Sync + Sized + 'static {
         id: &str,
         account: &str,
         amount: i64,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+    /// A statement that fails (a duplicate primary key), for handlers that swallow its error.
+    fn failing_statement(
+        conn: &mut Conn<Self>,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
     /// Read-modify-write of an account balance, the shape that loses updates without isolation.
     fn balance_rmw(
@@ -165,6 +172,7 @@ impl Backend for Pg {
     type Store = PgStore;
     const NAME: &'static str = "postgres";
     const SERIAL_WRITERS: bool = false;
+    const FAILED_STATEMENT_ABORTS_TRANSACTION: bool = true;
     const NAMESPACED_PROCESSED_COUNT: &'static str =
         "SELECT count(*) FROM tenant_a.t2_processed_messages";
 
@@ -249,6 +257,11 @@ impl Backend for Pg {
             .map(drop)
     }
 
+    async fn failing_statement(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        let dup = "INSERT INTO accounts (id, balance) VALUES ('a', 0)";
+        sqlx::query(dup).execute(&mut *conn).await.map(drop)
+    }
+
     async fn balance_rmw(
         conn: &mut PgConnection,
         account: &str,
@@ -294,6 +307,7 @@ impl Backend for Lite {
     type Store = SqliteStore;
     const NAME: &'static str = "sqlite";
     const SERIAL_WRITERS: bool = true;
+    const FAILED_STATEMENT_ABORTS_TRANSACTION: bool = false;
     const NAMESPACED_PROCESSED_COUNT: &'static str = "SELECT count(*) FROM t2_processed_messages";
 
     async fn create() -> TestDb<Self> {
@@ -353,6 +367,11 @@ impl Backend for Lite {
             .execute(&mut *conn)
             .await
             .map(drop)
+    }
+
+    async fn failing_statement(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+        let dup = "INSERT INTO accounts (id, balance) VALUES ('a', 0)";
+        sqlx::query(dup).execute(&mut *conn).await.map(drop)
     }
 
     async fn balance_rmw(

@@ -25,6 +25,8 @@ pub struct Script {
     pub rmw: bool,
     /// Sleep this long after writing, holding the transaction open.
     pub sleep_ms: u64,
+    /// After writing, run a statement that fails and ignore its error (a handler bug).
+    pub swallow: bool,
     /// Fail transiently (after writing) while the handler's call count is at most this.
     pub fail_first: u32,
     /// Fail after writing: `permanent`, `transient` or `panic`.
@@ -43,6 +45,7 @@ impl Default for Script {
             amount: 1,
             rmw: false,
             sleep_ms: 0,
+            swallow: false,
             fail_first: 0,
             fail: None,
             abort: false,
@@ -115,6 +118,9 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Ledger<B> {
             B::balance_rmw(conn, &script.account, script.amount).await?;
         } else {
             B::ledger_insert(conn, msg.id().as_str(), &script.account, script.amount).await?;
+        }
+        if script.swallow {
+            let _ignored = B::failing_statement(conn).await;
         }
         if script.sleep_ms > 0 {
             tokio::time::sleep(Duration::from_millis(script.sleep_ms)).await;

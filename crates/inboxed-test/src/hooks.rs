@@ -50,10 +50,6 @@ impl<S> Hooked<S> {
 impl<S: Store> Store for Hooked<S> {
     type Db = S::Db;
 
-    fn classify(err: sqlx::Error) -> StoreError {
-        S::classify(err)
-    }
-
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
         self.inner.migrate().await
     }

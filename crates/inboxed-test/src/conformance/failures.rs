@@ -199,7 +199,11 @@ pub async fn payload_conflict_is_reported<B: Backend>(_test: &str) {
 /// runs and checks the balance, and that no retry was needed.
 pub async fn serializable_conflicts_are_retried<B: Backend>(_test: &str) {
     let db = B::create().await;
-    let config = ProcessorConfig::default().isolation(Isolation::Serializable);
+    // Redeliveries below stand in for the broker; allow enough of them that contention alone
+    // never exhausts the attempts.
+    let config = ProcessorConfig::default()
+        .isolation(Isolation::Serializable)
+        .max_attempts(50);
     let (p, handler) = processor(&db, config);
     // 8 workers, 5 messages each, all crediting one balance: the hottest row there is.
     let n = 40;
@@ -244,6 +248,40 @@ pub async fn serializable_conflicts_are_retried<B: Backend>(_test: &str) {
             calls > n,
             "expected serialization failures to be retried ({calls} calls for {n} messages)"
         );
+    }
+    db.finish().await;
+}
+
+/// A handler that swallows a failed statement and returns `Ok`. On PostgreSQL the failure
+/// aborted the transaction, and COMMIT would silently roll back while reporting success: the
+/// processor must notice, and nothing may be acked. SQLite aborts only the failed statement, so
+/// there the rest of the handler's work commits.
+pub async fn swallowed_statement_error_is_not_acked<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let (p, _) = processor(&db, ProcessorConfig::default());
+    let msg = Script {
+        amount: 6,
+        swallow: true,
+        ..Script::default()
+    }
+    .message("m-w");
+    let result = p.process(&msg, Some(1)).await;
+    if B::FAILED_STATEMENT_ABORTS_TRANSACTION {
+        let err = result.unwrap_err();
+        assert!(err.is_transient(), "{err:?}");
+        assert!(
+            inboxed_core::error::error_chain(&err).contains("propagate database errors"),
+            "{err:?}"
+        );
+        assert_eq!(ledger_state(&db).await, (0, 0));
+        assert_eq!(
+            db.scalar("SELECT count(*) FROM inboxed_processed_messages")
+                .await,
+            0
+        );
+    } else {
+        assert_eq!(result.unwrap(), Outcome::Processed);
+        assert_eq!(ledger_state(&db).await, (1, 6));
     }
     db.finish().await;
 }

@@ -19,7 +19,8 @@ pub use duplicates::{
 pub use failures::{
     handler_rollback_leaves_no_partial_state, non_durable_commit_setting_is_refused,
     payload_conflict_is_reported, permanent_failure_is_dead_lettered_not_processed,
-    serializable_conflicts_are_retried, transient_failure_is_retried_then_dead_lettered,
+    serializable_conflicts_are_retried, swallowed_statement_error_is_not_acked,
+    transient_failure_is_retried_then_dead_lettered,
 };
 pub use input::{
     custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written,
@@ -73,6 +74,7 @@ macro_rules! conformance_tests {
             permanent_failure_is_dead_lettered_not_processed,
             transient_failure_is_retried_then_dead_lettered,
             handler_rollback_leaves_no_partial_state,
+            swallowed_statement_error_is_not_acked,
             invalid_input_is_rejected_and_nothing_is_written,
             custom_namespace_keeps_tables_apart,
             concurrent_stress_ledger_is_exact,

@@ -1,20 +1,15 @@
 //! The idempotent consumer: begin → claim → handle → commit, then the caller acks.
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Instant;
 
-use futures_util::FutureExt;
-use tracing::{Instrument, debug, warn};
+use tracing::{Instrument, debug};
 
-use crate::config::{AttemptCounting, ConflictPolicy, ProcessorConfig};
+use crate::config::{AttemptCounting, ProcessorConfig};
 use crate::envelope::{ConsumerName, Envelope, PayloadHash};
-use crate::error::{Error, HandlerError, StoreError, error_chain, is_retryable_code};
+use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::Handler;
 use crate::metrics as m;
-use crate::store::{
-    Claim, ClaimParams, DeadLetterParams, DeadLetterReason, DeadLettered, KeyParams, Store,
-};
+use crate::store::{Claim, DeadLetterReason, KeyParams, Store};
 
 /// How a message was settled. Every variant means "safe to ack": the effect is committed, or
 /// was committed before, or the message is durably on the dead-letter path.
@@ -86,6 +81,9 @@ impl<S, H> Clone for Processor<S, H> {
         }
     }
 }
+
+mod attempt;
+mod dead_letter;
 
 /// A failed transaction attempt, before deciding between retry, requeue and dead letter.
 enum Failure {
@@ -208,13 +206,12 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             consumer: &inner.consumer,
             message_id: envelope.id(),
         };
-        let (attempt, durable) = match (inner.config.attempt_counting, delivery_count) {
-            (AttemptCounting::Auto, Some(n)) => (n.max(1), false),
-            _ => (
+        let attempt = match (inner.config.attempt_counting, delivery_count) {
+            (AttemptCounting::Auto, Some(n)) => n.max(1),
+            _ => {
                 self.with_contention_retries(|| inner.store.record_attempt(&key))
-                    .await?,
-                true,
-            ),
+                    .await?
+            }
         };
         if attempt > inner.config.max_attempts {
             let err = format!(
@@ -233,13 +230,15 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         }
         let mut retries = 0;
         loop {
-            let failure = match self.attempt_once(envelope, durable).await {
+            let failure = match self.attempt_once(envelope).await {
                 Ok(claim) => return self.settle_claim(envelope, claim).await,
                 Err(failure) => failure,
             };
             let contention = match &failure {
-                Failure::Store(e) => e.is_transient(),
-                Failure::Handler(HandlerError::Transient(e)) => is_contention(e.as_ref()),
+                Failure::Store(e) => e.is_contention(),
+                Failure::Handler(HandlerError::Transient(e)) => e
+                    .downcast_ref::<StoreError>()
+                    .is_some_and(StoreError::is_contention),
                 Failure::Handler(_) => false,
             };
             if contention && retries < inner.config.contention_retries {
@@ -276,73 +275,6 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         }
     }
 
-    /// One transaction: begin, claim, and for a new claim the handler and commit.
-    /// Returns the claim when the transaction ended well (committed or nothing to do).
-    async fn attempt_once(&self, envelope: &Envelope, durable: bool) -> Result<Claim, Failure> {
-        let inner = &*self.inner;
-        let key = KeyParams {
-            consumer: &inner.consumer,
-            message_id: envelope.id(),
-        };
-        let mut tx = inner
-            .store
-            .begin(&inner.config.begin_params())
-            .await
-            .map_err(Failure::Store)?;
-        let started = Instant::now();
-        let claim = inner
-            .store
-            .claim(
-                &mut *tx,
-                &ClaimParams {
-                    consumer: &inner.consumer,
-                    envelope,
-                },
-            )
-            .await
-            .map_err(Failure::Store)?;
-        metrics::histogram!(m::CLAIM_WAIT_SECONDS, "consumer" => inner.consumer.as_str().to_owned())
-            .record(started.elapsed().as_secs_f64());
-        if claim == Claim::New {
-            let started = Instant::now();
-            let run = AssertUnwindSafe(inner.handler.handle(envelope, &mut *tx)).catch_unwind();
-            let result = tokio::time::timeout(inner.config.handler_timeout, run).await;
-            metrics::histogram!(m::HANDLER_DURATION_SECONDS, "consumer" => inner.consumer.as_str().to_owned())
-                .record(started.elapsed().as_secs_f64());
-            match result {
-                Ok(Ok(Ok(()))) => {}
-                Ok(Ok(Err(e))) => return Err(Failure::Handler(e)),
-                Ok(Err(panic)) => {
-                    let msg = panic_message(panic.as_ref());
-                    return Err(Failure::Handler(HandlerError::transient(format!(
-                        "handler panicked: {msg}"
-                    ))));
-                }
-                Err(_) => {
-                    let msg = format!(
-                        "handler exceeded its deadline of {:?}",
-                        inner.config.handler_timeout
-                    );
-                    return Err(Failure::Handler(HandlerError::transient(msg)));
-                }
-            }
-        }
-        if durable && claim != Claim::DeadLettered {
-            // The key is settled now (processed or duplicate): its attempt counter is history.
-            inner
-                .store
-                .clear_attempts(&mut *tx, &key)
-                .await
-                .map_err(Failure::Store)?;
-        }
-        // A failed commit is ambiguous (it may have landed); requeueing is still right because
-        // the redelivery's claim finds the row if it did.
-        tx.commit()
-            .await
-            .map_err(|e| Failure::Store(S::classify(e)))?;
-        Ok(claim)
-    }
-
     async fn settle_claim(&self, envelope: &Envelope, claim: Claim) -> Result<Outcome, Error> {
         match claim {
             Claim::New => Ok(Outcome::Processed),
@@ -357,101 +289,6 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 }
             }
         }
-    }
-
-    async fn conflict(
-        &self,
-        envelope: &Envelope,
-        stored: PayloadHash,
-        received: PayloadHash,
-    ) -> Result<Outcome, Error> {
-        warn!(%stored, %received, "message id already processed with a different payload");
-        let dead_lettered = match self.inner.config.conflict_policy {
-            ConflictPolicy::TreatAsDuplicate => false,
-            ConflictPolicy::DeadLetter => {
-                let err = format!("already processed with payload {stored}, received {received}");
-                self.dead_letter(envelope, DeadLetterReason::Conflict, &err, 1)
-                    .await?;
-                true
-            }
-        };
-        Ok(Outcome::Conflict {
-            stored,
-            received,
-            dead_lettered,
-        })
-    }
-
-    async fn dead_letter(
-        &self,
-        envelope: &Envelope,
-        reason: DeadLetterReason,
-        error: &str,
-        attempts: u32,
-    ) -> Result<Outcome, Error> {
-        let inner = &*self.inner;
-        let params = DeadLetterParams {
-            consumer: &inner.consumer,
-            message_id: Some(envelope.id()),
-            message_type: envelope.message_type(),
-            correlation_id: envelope.correlation_id(),
-            payload: envelope.payload(),
-            payload_hash: Some(envelope.hash()),
-            reason,
-            error,
-            attempts,
-        };
-        match self
-            .with_contention_retries(|| inner.store.dead_letter(&params))
-            .await?
-        {
-            DeadLettered::AlreadyProcessed => Ok(Outcome::Duplicate),
-            DeadLettered::Written => {
-                warn!(
-                    reason = reason.as_str(),
-                    attempts, error, "message dead-lettered"
-                );
-                metrics::counter!(m::DEAD_LETTERS_TOTAL, "consumer" => inner.consumer.as_str().to_owned(), "reason" => reason.as_str())
-                    .increment(1);
-                Ok(Outcome::DeadLettered { reason })
-            }
-        }
-    }
-
-    /// Dead-letters a delivery that has no usable key, so it is neither processed without
-    /// dedup nor dropped. The row has no message id and is never deduplicated.
-    ///
-    /// # Errors
-    /// A store failure; the delivery must then be requeued.
-    pub async fn dead_letter_invalid(
-        &self,
-        payload: &[u8],
-        error: &(dyn std::error::Error + Send + Sync + 'static),
-    ) -> Result<Outcome, Error> {
-        let inner = &*self.inner;
-        let chain = error_chain(error);
-        let params = DeadLetterParams {
-            consumer: &inner.consumer,
-            message_id: None,
-            message_type: None,
-            correlation_id: None,
-            payload,
-            payload_hash: Some(PayloadHash::of(payload)),
-            reason: DeadLetterReason::InvalidMessage,
-            error: &chain,
-            attempts: 1,
-        };
-        self.with_contention_retries(|| inner.store.dead_letter(&params))
-            .await?;
-        warn!(
-            error = chain,
-            "delivery without a usable message id dead-lettered"
-        );
-        metrics::counter!(m::DEAD_LETTERS_TOTAL, "consumer" => inner.consumer.as_str().to_owned(), "reason" => "invalid_message")
-            .increment(1);
-        Ok(Outcome::DeadLettered {
-            reason: DeadLetterReason::InvalidMessage,
-        })
     }
 
     async fn with_contention_retries<T, F, Fut>(&self, mut op: F) -> Result<T, StoreError>
@@ -469,25 +306,5 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 other => return other,
             }
         }
-    }
-}
-
-/// A handler's transient error that is really database contention (serialization failure,
-/// deadlock, SQLite busy): retried in process without counting an attempt.
-fn is_contention(err: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
-    let Some(sqlx::Error::Database(db)) = err.downcast_ref::<sqlx::Error>() else {
-        return false;
-    };
-    db.code()
-        .is_some_and(|c| c != "55P03" && c != "57014" && is_retryable_code(&c))
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
     }
 }

@@ -1,0 +1,114 @@
+//! One inbox transaction: begin, claim, handler, the settling statement, commit.
+
+use std::panic::AssertUnwindSafe;
+use std::time::Instant;
+
+use futures_util::FutureExt;
+
+use super::{Failure, Processor};
+use crate::envelope::Envelope;
+use crate::error::{HandlerError, StoreError, error_chain};
+use crate::handler::Handler;
+use crate::metrics as m;
+use crate::store::{Claim, ClaimParams, KeyParams, Store};
+
+/// SQLSTATE `in_failed_sql_transaction`: a statement failed earlier in this transaction.
+const IN_FAILED_TRANSACTION: &str = "25P02";
+
+impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
+    /// Returns the claim when the transaction ended well (committed, or nothing to do).
+    pub(super) async fn attempt_once(&self, envelope: &Envelope) -> Result<Claim, Failure> {
+        let inner = &*self.inner;
+        let key = KeyParams {
+            consumer: &inner.consumer,
+            message_id: envelope.id(),
+        };
+        let mut tx = inner
+            .store
+            .begin(&inner.config.begin_params())
+            .await
+            .map_err(Failure::Store)?;
+        let started = Instant::now();
+        let params = ClaimParams {
+            consumer: &inner.consumer,
+            envelope,
+        };
+        let claim = inner
+            .store
+            .claim(&mut *tx, &params)
+            .await
+            .map_err(Failure::Store)?;
+        metrics::histogram!(m::CLAIM_WAIT_SECONDS, "consumer" => inner.consumer.as_str().to_owned())
+            .record(started.elapsed().as_secs_f64());
+        if claim == Claim::New
+            && let Err(failure) = self.run_handler(envelope, &mut tx).await
+        {
+            // Roll back now, not whenever the pool next touches the connection: the claim's
+            // row lock goes at once, so a waiting duplicate proceeds, and the dead letter
+            // that may follow cannot commit while this claim still stands.
+            let _ = tx.rollback().await;
+            return Err(failure);
+        }
+        // Always one statement between the handler and the commit. It forgets the attempt
+        // counter of the key, which is settled now. On PostgreSQL it is also the probe for a
+        // handler that swallowed a failed statement: the transaction is then aborted, and
+        // COMMIT would roll it back while reporting success, acking a message whose effect and
+        // claim are gone.
+        if let Err(e) = inner.store.clear_attempts(&mut *tx, &key).await {
+            let _ = tx.rollback().await;
+            if e.code().as_deref() == Some(IN_FAILED_TRANSACTION) {
+                return Err(Failure::Handler(HandlerError::transient(format!(
+                    "the handler returned Ok after a statement inside it had failed and aborted \
+                     the transaction; propagate database errors with `?` ({})",
+                    error_chain(&e)
+                ))));
+            }
+            return Err(Failure::Store(e));
+        }
+        // A failed commit is ambiguous (it may have landed); requeueing is still right because
+        // the redelivery's claim finds the row if it did.
+        tx.commit()
+            .await
+            .map_err(|e| Failure::Store(StoreError::from_sqlx(e)))?;
+        Ok(claim)
+    }
+
+    /// Runs the handler under its deadline, with panics caught: neither may take the consumer
+    /// down, and both roll the transaction back.
+    async fn run_handler(
+        &self,
+        envelope: &Envelope,
+        tx: &mut sqlx::Transaction<'static, S::Db>,
+    ) -> Result<(), Failure> {
+        let inner = &*self.inner;
+        let started = Instant::now();
+        let run = AssertUnwindSafe(inner.handler.handle(envelope, &mut **tx)).catch_unwind();
+        let result = tokio::time::timeout(inner.config.handler_timeout, run).await;
+        metrics::histogram!(m::HANDLER_DURATION_SECONDS, "consumer" => inner.consumer.as_str().to_owned())
+            .record(started.elapsed().as_secs_f64());
+        match result {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(Failure::Handler(e)),
+            Ok(Err(panic)) => {
+                let msg = panic_message(panic.as_ref());
+                Err(Failure::Handler(HandlerError::transient(format!(
+                    "handler panicked: {msg}"
+                ))))
+            }
+            Err(_) => Err(Failure::Handler(HandlerError::transient(format!(
+                "handler exceeded its deadline of {:?}",
+                inner.config.handler_timeout
+            )))),
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}

@@ -20,11 +20,11 @@ pub(crate) enum Variant {
 }
 
 const UPDATE: &str = "UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1";
-/// The claim exactly as the store issues it, rendered from the store's own SQL file.
-fn claim_sql() -> String {
-    inboxed_postgres::default_namespace()
-        .render(include_str!("../../inboxed-postgres/sql/claim.sql"))
+/// A statement exactly as the store issues it, rendered from the store's own SQL file.
+fn store_sql(template: &str) -> Arc<str> {
+    Arc::from(inboxed_postgres::default_namespace().render(template))
 }
+
 /// The processor's own begin statement with its default settings.
 const BEGIN: &str = "BEGIN; SET TRANSACTION ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = 5000; \
                      SET LOCAL statement_timeout = 30000; SET LOCAL idle_in_transaction_session_timeout = 60000";
@@ -97,7 +97,10 @@ impl Setup {
             let processor = self.processor.clone();
             let pool = self.store.pool().clone();
             let accounts = self.accounts;
-            let claim: Arc<str> = Arc::from(claim_sql());
+            let claim = store_sql(include_str!("../../inboxed-postgres/sql/claim.sql"));
+            let settle = store_sql(include_str!(
+                "../../inboxed-postgres/sql/clear_attempts.sql"
+            ));
             tasks.push(tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
                     let id = MessageId::from_uuid(uuid::Uuid::now_v7());
@@ -118,6 +121,11 @@ impl Setup {
                                 .await?;
                             sqlx::query(UPDATE)
                                 .bind(fastrand::i64(0..accounts))
+                                .execute(&mut *tx)
+                                .await?;
+                            sqlx::query(AssertSqlSafe(settle.clone()))
+                                .bind("bench")
+                                .bind(env.id().as_str())
                                 .execute(&mut *tx)
                                 .await?;
                             tx.commit().await?;

@@ -133,6 +133,24 @@ pub enum DeadLettered {
     AlreadyDeadLettered,
 }
 
+/// A key's dead letter, as an operator's retry reads it back.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct DeadLetter {
+    /// Type metadata.
+    pub message_type: Option<String>,
+    /// Correlation metadata.
+    pub correlation_id: Option<String>,
+    /// The raw payload.
+    pub payload: Vec<u8>,
+    /// The `reason` column: `permanent`, `attempts_exhausted` or `invalid_message`.
+    pub reason: String,
+    /// The error chain recorded when it was dead-lettered.
+    pub error: String,
+    /// Attempts recorded.
+    pub attempts: u32,
+}
+
 /// How the store's durability settings were found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DurabilityReport {
@@ -183,6 +201,20 @@ pub trait Store: Clone + Send + Sync + 'static {
         conn: &mut <Self::Db as sqlx::Database>::Connection,
         params: &KeyParams<'_>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Reads a key's dead letter (conflict records excluded).
+    fn load_dead_letter(
+        &self,
+        params: &KeyParams<'_>,
+    ) -> impl Future<Output = Result<Option<DeadLetter>, StoreError>> + Send;
+
+    /// Deletes a key's dead letter (conflict records excluded) inside the caller's transaction.
+    /// Returns whether there was one.
+    fn delete_dead_letter(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        params: &KeyParams<'_>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Writes a dead letter in its own committed transaction, unless the key was processed or
     /// already has one. Conflict dead letters are kept per distinct payload, so that each

@@ -21,6 +21,8 @@ pub(crate) struct Queries {
     pub(crate) record_attempt: Arc<str>,
     pub(crate) clear_attempts: Arc<str>,
     pub(crate) dead_letter: Arc<str>,
+    pub(crate) load_dead_letter: Arc<str>,
+    pub(crate) delete_dead_letter: Arc<str>,
 }
 
 impl Queries {
@@ -32,6 +34,8 @@ impl Queries {
             record_attempt: r(include_str!("../sql/record_attempt.sql")),
             clear_attempts: r(include_str!("../sql/clear_attempts.sql")),
             dead_letter: r(include_str!("../sql/dead_letter.sql")),
+            load_dead_letter: r(include_str!("../sql/load_dead_letter.sql")),
+            delete_dead_letter: r(include_str!("../sql/delete_dead_letter.sql")),
         }
     }
 }

@@ -9,7 +9,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{AssertSqlSafe, Row, Sqlite, SqliteConnection, SqlitePool};
 
 use inboxed_core::store::{
-    BeginParams, Claim, ClaimParams, DeadLetterParams, DeadLetterReason, DeadLettered,
+    BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLetterReason, DeadLettered,
     DurabilityReport, KeyParams,
 };
 use inboxed_core::{Namespace, PayloadHash, Store, StoreError};
@@ -241,6 +241,45 @@ impl Store for SqliteStore {
             .await
             .map_err(StoreError::from_sqlx)?;
         Ok(())
+    }
+
+    async fn load_dead_letter(
+        &self,
+        params: &KeyParams<'_>,
+    ) -> Result<Option<DeadLetter>, StoreError> {
+        let row = self
+            .query(&self.queries.load_dead_letter)
+            .bind(params.consumer.as_str())
+            .bind(params.message_id.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        let Some(row) = row else { return Ok(None) };
+        let attempts: i64 = row.try_get(5).map_err(StoreError::from_sqlx)?;
+        let mut letter = DeadLetter::default();
+        letter.message_type = row.try_get(0).map_err(StoreError::from_sqlx)?;
+        letter.correlation_id = row.try_get(1).map_err(StoreError::from_sqlx)?;
+        letter.payload = row.try_get(2).map_err(StoreError::from_sqlx)?;
+        letter.reason = row.try_get(3).map_err(StoreError::from_sqlx)?;
+        letter.error = row.try_get(4).map_err(StoreError::from_sqlx)?;
+        letter.attempts = u32::try_from(attempts).unwrap_or(0);
+        Ok(Some(letter))
+    }
+
+    async fn delete_dead_letter(
+        &self,
+        conn: &mut SqliteConnection,
+        params: &KeyParams<'_>,
+    ) -> Result<bool, StoreError> {
+        let deleted = self
+            .query(&self.queries.delete_dead_letter)
+            .bind(params.consumer.as_str())
+            .bind(params.message_id.as_str())
+            .execute(&mut *conn)
+            .await
+            .map_err(StoreError::from_sqlx)?
+            .rows_affected();
+        Ok(deleted > 0)
     }
 
     async fn dead_letter(&self, p: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {

@@ -43,6 +43,8 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn namespaced(db: &TestDb<Self>) -> impl Future<Output = Self::Store> + Send;
     /// Runs a statement without parameters that returns one integer.
     fn scalar(store: &Self::Store, sql: &'static str) -> impl Future<Output = i64> + Send;
+    /// Committed rows for `id` in the processed and dead-letter tables, seen from the pool.
+    fn settled_rows(store: &Self::Store, id: &str) -> impl Future<Output = i64> + Send;
     /// Appends a ledger row, inside the inbox transaction.
     fn ledger_insert(
         conn: &mut Conn<Self>,
@@ -242,6 +244,16 @@ impl Backend for Pg {
             .expect(sql)
     }
 
+    async fn settled_rows(store: &PgStore, id: &str) -> i64 {
+        let sql = "SELECT (SELECT count(*) FROM inboxed_processed_messages WHERE message_id = $1) \
+                   + (SELECT count(*) FROM inboxed_dead_letters WHERE message_id = $1)";
+        sqlx::query_scalar::<_, i64>(sql)
+            .bind(id)
+            .fetch_one(store.pool())
+            .await
+            .expect(sql)
+    }
+
     async fn ledger_insert(
         conn: &mut PgConnection,
         id: &str,
@@ -349,6 +361,16 @@ impl Backend for Lite {
 
     async fn scalar(store: &SqliteStore, sql: &'static str) -> i64 {
         sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(store.pool())
+            .await
+            .expect(sql)
+    }
+
+    async fn settled_rows(store: &SqliteStore, id: &str) -> i64 {
+        let sql = "SELECT (SELECT count(*) FROM inboxed_processed_messages WHERE message_id = ?1) \
+                   + (SELECT count(*) FROM inboxed_dead_letters WHERE message_id = ?1)";
+        sqlx::query_scalar::<_, i64>(sql)
+            .bind(id)
             .fetch_one(store.pool())
             .await
             .expect(sql)

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Barrier;
 
 use inboxed_core::store::{
-    BeginParams, Claim, ClaimParams, DeadLetterParams, DeadLettered, DurabilityReport, KeyParams,
+    BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
+    KeyParams,
 };
 use inboxed_core::{Store, StoreError};
 
@@ -85,6 +86,21 @@ impl<S: Store> Store for Hooked<S> {
         params: &KeyParams<'_>,
     ) -> Result<(), StoreError> {
         self.inner.clear_attempts(conn, params).await
+    }
+
+    async fn load_dead_letter(
+        &self,
+        params: &KeyParams<'_>,
+    ) -> Result<Option<DeadLetter>, StoreError> {
+        self.inner.load_dead_letter(params).await
+    }
+
+    async fn delete_dead_letter(
+        &self,
+        conn: &mut <S::Db as sqlx::Database>::Connection,
+        params: &KeyParams<'_>,
+    ) -> Result<bool, StoreError> {
+        self.inner.delete_dead_letter(conn, params).await
     }
 
     async fn dead_letter(&self, params: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {

@@ -17,7 +17,13 @@ const IN_FAILED_TRANSACTION: &str = "25P02";
 
 impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     /// Returns the claim when the transaction ended well (committed, or nothing to do).
-    pub(super) async fn attempt_once(&self, envelope: &Envelope) -> Result<Claim, Failure> {
+    /// `retry` first deletes the key's dead letter in the same transaction (an operator's
+    /// retry), so it is gone only if the retry commits.
+    pub(super) async fn attempt_once(
+        &self,
+        envelope: &Envelope,
+        retry: bool,
+    ) -> Result<Claim, Failure> {
         let inner = &*self.inner;
         let key = KeyParams {
             consumer: &inner.consumer,
@@ -28,6 +34,13 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             .begin(&inner.config.begin_params())
             .await
             .map_err(Failure::Store)?;
+        if retry {
+            inner
+                .store
+                .delete_dead_letter(&mut *tx, &key)
+                .await
+                .map_err(Failure::Store)?;
+        }
         let started = Instant::now();
         let params = ClaimParams {
             consumer: &inner.consumer,

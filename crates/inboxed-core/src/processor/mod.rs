@@ -21,7 +21,7 @@ pub enum Outcome {
     /// This consumer had already processed the key with the same payload; nothing ran.
     Duplicate,
     /// The key was already processed with a *different* payload. Logged at WARN and, under
-    /// [`ConflictPolicy::DeadLetter`], written to the dead-letter path.
+    /// [`ConflictPolicy::DeadLetter`](crate::ConflictPolicy::DeadLetter), written to the dead-letter path.
     Conflict {
         /// Hash recorded when the key was first processed.
         stored: PayloadHash,
@@ -84,6 +84,7 @@ impl<S, H> Clone for Processor<S, H> {
 
 mod attempt;
 mod dead_letter;
+mod operator;
 
 /// A failed transaction attempt, before deciding between retry, requeue and dead letter.
 enum Failure {
@@ -228,10 +229,43 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 )
                 .await;
         }
+        let failure = match self.transaction(envelope, false).await {
+            Ok(claim) => return self.settle_claim(envelope, claim).await,
+            Err(failure) => failure,
+        };
+        match failure {
+            Failure::Store(e) => Err(e.into()),
+            Failure::Handler(HandlerError::Permanent(e)) => {
+                let chain = error_chain(e.as_ref());
+                self.dead_letter(envelope, DeadLetterReason::Permanent, &chain, attempt)
+                    .await
+            }
+            Failure::Handler(source) if attempt >= inner.config.max_attempts => {
+                let chain = error_chain(&source);
+                self.dead_letter(
+                    envelope,
+                    DeadLetterReason::AttemptsExhausted,
+                    &chain,
+                    attempt,
+                )
+                .await
+            }
+            Failure::Handler(source) => Err(Error::Handler {
+                consumer: inner.consumer.clone(),
+                attempt,
+                source,
+            }),
+        }
+    }
+
+    /// The inbox transaction, retried in process while it fails on contention (serialization
+    /// failure, deadlock, SQLite busy), whether in the claim, the commit or the handler.
+    async fn transaction(&self, envelope: &Envelope, retry: bool) -> Result<Claim, Failure> {
+        let inner = &*self.inner;
         let mut retries = 0;
         loop {
-            let failure = match self.attempt_once(envelope).await {
-                Ok(claim) => return self.settle_claim(envelope, claim).await,
+            let failure = match self.attempt_once(envelope, retry).await {
+                Ok(claim) => return Ok(claim),
                 Err(failure) => failure,
             };
             let contention = match &failure {
@@ -241,40 +275,16 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                     .is_some_and(StoreError::is_contention),
                 Failure::Handler(_) => false,
             };
-            if contention && retries < inner.config.contention_retries {
-                retries += 1;
-                metrics::counter!(m::RETRIES_TOTAL, "consumer" => inner.consumer.as_str().to_owned())
-                    .increment(1);
-                debug!(retries, "inbox transaction hit contention; retrying");
-                tokio::time::sleep(inner.config.contention_backoff.delay(retries)).await;
-                continue;
+            if !contention || retries >= inner.config.contention_retries {
+                return Err(failure);
             }
-            return match failure {
-                Failure::Store(e) => Err(e.into()),
-                Failure::Handler(HandlerError::Permanent(e)) => {
-                    let chain = error_chain(e.as_ref());
-                    self.dead_letter(envelope, DeadLetterReason::Permanent, &chain, attempt)
-                        .await
-                }
-                Failure::Handler(source) if attempt >= inner.config.max_attempts => {
-                    let chain = error_chain(&source);
-                    self.dead_letter(
-                        envelope,
-                        DeadLetterReason::AttemptsExhausted,
-                        &chain,
-                        attempt,
-                    )
-                    .await
-                }
-                Failure::Handler(source) => Err(Error::Handler {
-                    consumer: inner.consumer.clone(),
-                    attempt,
-                    source,
-                }),
-            };
+            retries += 1;
+            metrics::counter!(m::RETRIES_TOTAL, "consumer" => inner.consumer.as_str().to_owned())
+                .increment(1);
+            debug!(retries, "inbox transaction hit contention; retrying");
+            tokio::time::sleep(inner.config.contention_backoff.delay(retries)).await;
         }
     }
-
     async fn settle_claim(&self, envelope: &Envelope, claim: Claim) -> Result<Outcome, Error> {
         match claim {
             Claim::New => Ok(Outcome::Processed),

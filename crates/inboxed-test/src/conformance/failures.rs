@@ -252,6 +252,69 @@ pub async fn serializable_conflicts_are_retried<B: Backend>(_test: &str) {
     db.finish().await;
 }
 
+/// An operator's retry reprocesses a dead letter from its stored payload (a failed retry
+/// leaves it in place); a discard removes it so that the next delivery is processed as new.
+pub async fn dead_letter_retry_and_discard<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let (p, handler) = processor(&db, ProcessorConfig::default().max_attempts(1));
+    let id = |s: &str| inboxed_core::MessageId::new(s).unwrap();
+    assert!(p.retry_dead_letter(&id("m-none")).await.unwrap().is_none());
+
+    // Fails once (a dependency down), and with max_attempts 1 is dead-lettered at once.
+    let flaky = Script {
+        amount: 8,
+        fail_first: 1,
+        ..Script::default()
+    }
+    .message("m-f");
+    let exhausted = Outcome::DeadLettered {
+        reason: DeadLetterReason::AttemptsExhausted,
+    };
+    assert_eq!(p.process(&flaky, Some(1)).await.unwrap(), exhausted);
+    assert_eq!(
+        p.retry_dead_letter(&id("m-f")).await.unwrap(),
+        Some(Outcome::Processed)
+    );
+    assert_eq!(handler.calls(), 2);
+    assert_eq!(ledger_state(&db).await, (1, 8));
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_dead_letters WHERE message_id = 'm-f'")
+            .await,
+        0
+    );
+    assert_eq!(
+        p.process(&flaky, Some(2)).await.unwrap(),
+        Outcome::Duplicate
+    );
+
+    // Still failing: the retry returns the error and the dead letter stays as it was.
+    let broken = Script {
+        fail: Some("permanent".into()),
+        ..Script::default()
+    }
+    .message("m-d");
+    assert!(matches!(
+        p.process(&broken, Some(1)).await.unwrap(),
+        Outcome::DeadLettered { .. }
+    ));
+    assert!(p.retry_dead_letter(&id("m-d")).await.is_err());
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_dead_letters WHERE message_id = 'm-d' AND reason = 'permanent'").await,
+        1
+    );
+    assert_eq!(ledger_state(&db).await, (1, 8));
+
+    // Discarded: the next delivery of the key is processed as new.
+    assert!(p.discard_dead_letter(&id("m-d")).await.unwrap());
+    assert!(!p.discard_dead_letter(&id("m-d")).await.unwrap());
+    assert_eq!(
+        p.process(&credit("m-d", 2), Some(1)).await.unwrap(),
+        Outcome::Processed
+    );
+    assert_eq!(ledger_state(&db).await, (2, 10));
+    db.finish().await;
+}
+
 /// A handler that swallows a failed statement and returns `Ok`. On PostgreSQL the failure
 /// aborted the transaction, and COMMIT would silently roll back while reporting success: the
 /// processor must notice, and nothing may be acked. SQLite aborts only the failed statement, so

@@ -2,12 +2,14 @@
 //! business state (rows in `ledger`, balances in `accounts`), instantiated per backend by
 //! [`conformance_tests!`](crate::conformance_tests).
 
+mod consumer;
 mod crash;
 mod duplicates;
 mod failures;
 mod input;
 mod stress;
 
+pub use consumer::consumer_acks_only_after_commit;
 pub use crash::{
     crash_before_commit_redoes_the_work, crash_between_commit_and_ack_does_not_reapply,
     poison_that_kills_the_process_is_dead_lettered,
@@ -17,10 +19,10 @@ pub use duplicates::{
     concurrent_duplicates_commit_exactly_once, sequential_duplicate_applies_effect_once,
 };
 pub use failures::{
-    handler_rollback_leaves_no_partial_state, non_durable_commit_setting_is_refused,
-    payload_conflict_is_reported, permanent_failure_is_dead_lettered_not_processed,
-    serializable_conflicts_are_retried, swallowed_statement_error_is_not_acked,
-    transient_failure_is_retried_then_dead_lettered,
+    dead_letter_retry_and_discard, handler_rollback_leaves_no_partial_state,
+    non_durable_commit_setting_is_refused, payload_conflict_is_reported,
+    permanent_failure_is_dead_lettered_not_processed, serializable_conflicts_are_retried,
+    swallowed_statement_error_is_not_acked, transient_failure_is_retried_then_dead_lettered,
 };
 pub use input::{
     custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written,
@@ -75,9 +77,11 @@ macro_rules! conformance_tests {
             transient_failure_is_retried_then_dead_lettered,
             handler_rollback_leaves_no_partial_state,
             swallowed_statement_error_is_not_acked,
+            dead_letter_retry_and_discard,
             invalid_input_is_rejected_and_nothing_is_written,
             custom_namespace_keeps_tables_apart,
             concurrent_stress_ledger_is_exact,
+            consumer_acks_only_after_commit,
             poison_that_kills_the_process_is_dead_lettered,
             non_durable_commit_setting_is_refused,
         );

@@ -1,0 +1,117 @@
+//! The consumer loop: bounded concurrency over a delivery source, acking only after commit.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use inboxed_core::{
+    BoxError, Consumer, ConsumerConfig, Delivery, DeliverySource, Envelope, EnvelopeError,
+    MessageId, ProcessorConfig,
+};
+
+use super::{ledger_state, processor};
+use crate::backend::Backend;
+use crate::handler::{Script, credit};
+
+type Log = Arc<Mutex<Vec<(String, &'static str, i64)>>>;
+
+struct Memory<B: Backend> {
+    id: String,
+    payload: Vec<u8>,
+    store: B::Store,
+    log: Log,
+}
+
+impl<B: Backend> Delivery for Memory<B> {
+    fn envelope(&self) -> Result<Envelope, EnvelopeError> {
+        Ok(Envelope::new(
+            MessageId::new(self.id.clone())?,
+            self.payload.clone(),
+        ))
+    }
+    fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+    fn delivery_count(&self) -> Option<u32> {
+        Some(1)
+    }
+    async fn ack(self) -> Result<(), BoxError> {
+        // What another connection sees at the moment of the ack: the outcome must be committed.
+        let seen = B::settled_rows(&self.store, &self.id).await;
+        self.log.lock().expect("log").push((self.id, "ack", seen));
+        Ok(())
+    }
+    async fn requeue(self, _delay: Option<Duration>) -> Result<(), BoxError> {
+        self.log.lock().expect("log").push((self.id, "requeue", 0));
+        Ok(())
+    }
+    async fn reject(self) -> Result<(), BoxError> {
+        self.log.lock().expect("log").push((self.id, "reject", 0));
+        Ok(())
+    }
+}
+
+struct Source<B: Backend>(VecDeque<Memory<B>>);
+
+impl<B: Backend> DeliverySource for Source<B> {
+    type Delivery = Memory<B>;
+    async fn next(&mut self) -> Option<Result<Memory<B>, BoxError>> {
+        self.0.pop_front().map(Ok)
+    }
+}
+
+/// `Consumer::run` with 4 deliveries in flight over 60 messages, each delivered twice in a
+/// row (so the copies race) plus two poison messages: every delivery is acked, each ack only
+/// once its outcome is committed and visible to another connection, every effect lands once.
+pub async fn consumer_acks_only_after_commit<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let (p, handler) = processor(&db, ProcessorConfig::default());
+    let log: Log = Arc::default();
+    let mut queue = VecDeque::new();
+    let mut push = |id: String, env: Envelope| {
+        for _ in 0..2 {
+            let (store, log) = (db.store.clone(), log.clone());
+            queue.push_back(Memory::<B> {
+                id: id.clone(),
+                payload: env.payload().to_vec(),
+                store,
+                log,
+            });
+        }
+    };
+    for i in 0..60 {
+        let id = format!("m-{i}");
+        push(id.clone(), credit(&id, 1));
+    }
+    for id in ["m-poison-1", "m-poison-2"] {
+        push(
+            id.into(),
+            Script {
+                fail: Some("permanent".into()),
+                ..Script::default()
+            }
+            .message(id),
+        );
+    }
+    let consumer = Consumer::new(p, ConsumerConfig::default().concurrency(4));
+    consumer
+        .run(Source(queue), std::future::pending())
+        .await
+        .unwrap();
+
+    let log = log.lock().unwrap().clone();
+    assert_eq!(log.len(), 124);
+    assert!(log.iter().all(|(_, what, _)| *what == "ack"), "{log:?}");
+    let early: Vec<_> = log.iter().filter(|(_, _, seen)| *seen != 1).collect();
+    assert!(
+        early.is_empty(),
+        "acked before the outcome was committed: {early:?}"
+    );
+    // Each good message's handler ran once. A poison message's concurrent copy may run it a
+    // second time: it waits on the first copy's claim, which rolls back before that copy's
+    // dead letter commits. Both runs roll back, so neither has an effect.
+    let calls = handler.calls();
+    assert!((62..=64).contains(&calls), "{calls} handler calls");
+    assert_eq!(ledger_state(&db).await, (60, 60));
+    db.finish().await;
+}

@@ -4,7 +4,8 @@
 # PostgreSQL: DATABASE_URL when set; otherwise the server on localhost:5432 (started with
 # pg_ctlcluster when it is installed but down); otherwise a throwaway cluster made with the
 # local initdb on port 55432 and stopped afterwards. With none of these the script fails:
-# database tests never skip. SQLite needs nothing.
+# database tests never skip. PgBouncer is installed with apt when missing (its test starts its
+# own instance). SQLite needs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,6 +60,13 @@ else
   fi
 fi
 say "PostgreSQL: ${DATABASE_URL}"
+
+# The PgBouncer test starts its own pgbouncer; it fails, never skips, without one.
+if ! command -v pgbouncer >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  say "installing pgbouncer from Debian's packages"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null 2>&1 \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
+fi
 
 # Doctests first, so that the run closes with the main suite's summary.
 cargo test --workspace --all-features --doc

@@ -8,6 +8,9 @@ use inboxed_core::{Namespace, StoreError};
 
 use crate::queries::MIGRATIONS;
 
+/// Statements here are unnamed (`persistent(false)`): they run once per deploy, and may run
+/// through a transaction-pooling proxy that does not track prepared statements.
+///
 /// Applies the missing migrations in one transaction, serialised across processes by a
 /// transaction-scoped advisory lock. Returns the versions applied now.
 pub(crate) async fn run(pool: &PgPool, ns: &Namespace) -> Result<Vec<i64>, StoreError> {
@@ -15,12 +18,14 @@ pub(crate) async fn run(pool: &PgPool, ns: &Namespace) -> Result<Vec<i64>, Store
     let lock_key = format!("inboxed:migrate:{}:{}", ns.schema(), ns.prefix());
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .bind(&lock_key)
+        .persistent(false)
         .execute(&mut *tx)
         .await
         .map_err(StoreError::from_sqlx)?;
     let schema_exists: bool =
         sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
             .bind(ns.schema())
+            .persistent(false)
             .fetch_one(&mut *tx)
             .await
             .map_err(StoreError::from_sqlx)?;
@@ -43,6 +48,7 @@ pub(crate) async fn run(pool: &PgPool, ns: &Namespace) -> Result<Vec<i64>, Store
     let applied: Vec<(i64, Vec<u8>)> = sqlx::query_as(AssertSqlSafe(format!(
         "SELECT version, checksum FROM {table} ORDER BY version"
     )))
+    .persistent(false)
     .fetch_all(&mut *tx)
     .await
     .map_err(StoreError::from_sqlx)?;
@@ -58,6 +64,7 @@ pub(crate) async fn run(pool: &PgPool, ns: &Namespace) -> Result<Vec<i64>, Store
         .bind(m.version)
         .bind(m.description)
         .bind(m.checksum())
+        .persistent(false)
         .execute(&mut *tx)
         .await
         .map_err(StoreError::from_sqlx)?;

@@ -155,7 +155,8 @@ impl Store for PgStore {
     }
 
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
-        let row = sqlx::query(CHECK_DURABILITY)
+        // The simple protocol: one exchange, nothing prepared, safe behind any proxy.
+        let row = sqlx::raw_sql(CHECK_DURABILITY)
             .fetch_one(&self.pool)
             .await
             .map_err(StoreError::from_sqlx)?;
@@ -238,12 +239,21 @@ impl Store for PgStore {
     }
 
     async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
-        let n: i32 = self
+        let query = self
             .query(&self.queries.record_attempt)
             .bind(params.consumer.as_str())
-            .bind(params.message_id.as_str())
-            .fetch_one(&self.pool)
-            .await
+            .bind(params.message_id.as_str());
+        let row = if self.persistent {
+            query.fetch_one(&self.pool).await
+        } else {
+            // An unnamed statement is parsed and executed in two exchanges; outside a
+            // transaction a transaction-pooling proxy may route them to different servers.
+            let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
+            let row = query.fetch_one(&mut *tx).await;
+            tx.commit().await.map_err(StoreError::from_sqlx)?;
+            row
+        };
+        let n: i32 = row
             .map_err(StoreError::from_sqlx)?
             .try_get(0)
             .map_err(StoreError::from_sqlx)?;

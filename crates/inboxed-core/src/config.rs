@@ -38,7 +38,8 @@ pub struct ProcessorConfig {
     /// Isolation of the inbox transaction. Defaults to [`Isolation::ReadCommitted`].
     pub isolation: Isolation,
     /// `lock_timeout` inside the inbox transaction: the longest a duplicate waits on another
-    /// delivery's uncommitted claim. Defaults to 5 s.
+    /// delivery's uncommitted claim. On SQLite it is the busy timeout, set on the connection as
+    /// the transaction begins (the wait for the write lock). Defaults to 5 s.
     pub lock_timeout: Duration,
     /// `statement_timeout` inside the inbox transaction. Defaults to 30 s.
     pub statement_timeout: Duration,
@@ -52,8 +53,8 @@ pub struct ProcessorConfig {
     /// counted before the handler runs, so a message that crashes the process still gets there.
     /// Defaults to 5.
     pub max_attempts: u32,
-    /// In-process retries of one delivery after a serialization failure, deadlock or SQLite
-    /// busy error. These are contention, not a fault of the message: retries within a delivery
+    /// In-process retries of one delivery after a serialization failure or deadlock. These are
+    /// contention, not a fault of the message: retries within a delivery
     /// count no extra attempt. A delivery that still fails after them is requeued, and its
     /// redelivery is the next attempt. Defaults to 5.
     pub contention_retries: u32,

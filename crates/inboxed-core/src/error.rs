@@ -75,17 +75,18 @@ impl StoreError {
     /// connections.
     #[must_use]
     pub fn is_transient(&self) -> bool {
-        self.is_contention() || matches!(self, Self::Timeout(_) | Self::Unavailable(_))
+        self.is_contention()
+            || matches!(
+                self,
+                Self::Timeout(_) | Self::Busy(_) | Self::Unavailable(_)
+            )
     }
 
-    /// `true` for conflicts with concurrent transactions (serialization failure, deadlock,
-    /// SQLite busy): worth retrying at once, in process, and no fault of the message.
+    /// `true` for conflicts with concurrent transactions (serialization failure, deadlock):
+    /// worth retrying at once, in process, and no fault of the message.
     #[must_use]
     pub fn is_contention(&self) -> bool {
-        matches!(
-            self,
-            Self::Serialization(_) | Self::Deadlock(_) | Self::Busy(_)
-        )
+        matches!(self, Self::Serialization(_) | Self::Deadlock(_))
     }
 
     /// The database's error code (SQLSTATE, or SQLite extended result code), if any.

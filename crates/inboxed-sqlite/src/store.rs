@@ -164,12 +164,15 @@ impl Store for SqliteStore {
 
     async fn begin(
         &self,
-        _params: &BeginParams,
+        params: &BeginParams,
     ) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
-        // SQLite transactions are serializable and there is no lock or statement timeout to
-        // set: the busy timeout bounds the wait for the write lock, the handler deadline the rest.
+        // SQLite transactions are serializable, and the only wait is for the write lock: the
+        // busy timeout, set here from lock_timeout (it stays set on the connection), bounds it.
+        // The handler deadline bounds the rest.
+        let ms = params.lock_timeout.as_millis();
+        let begin = format!("PRAGMA busy_timeout = {ms}; BEGIN IMMEDIATE");
         self.pool
-            .begin_with("BEGIN IMMEDIATE")
+            .begin_with(AssertSqlSafe(begin))
             .await
             .map_err(StoreError::from_sqlx)
     }

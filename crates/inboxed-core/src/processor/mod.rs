@@ -259,7 +259,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     }
 
     /// The inbox transaction, retried in process while it fails on contention (serialization
-    /// failure, deadlock, SQLite busy), whether in the claim, the commit or the handler.
+    /// failure, deadlock), whether in the claim, the commit or the handler.
     async fn transaction(&self, envelope: &Envelope, retry: bool) -> Result<Claim, Failure> {
         let inner = &*self.inner;
         let mut retries = 0;

@@ -144,3 +144,37 @@ async fn race<B: Backend>(
     }
     (results, handler)
 }
+
+/// A claimant whose handler hangs keeps its claim; a duplicate delivered meanwhile gives up
+/// after `lock_timeout` with a transient error (so it is requeued) instead of waiting with it.
+/// Once the first commits, the redelivery settles as a duplicate.
+pub async fn hung_claimant_does_not_block_its_duplicate<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let slow = Script {
+        amount: 4,
+        sleep_ms: 3_000,
+        ..Script::default()
+    }
+    .message("m-hung");
+    let (first, handler) = processor(&db, ProcessorConfig::default());
+    let msg = slow.clone();
+    let held = tokio::spawn(async move { first.process(&msg, Some(1)).await });
+    while handler.calls() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await; // the claim precedes the handler
+    }
+    let impatient = ProcessorConfig::default().lock_timeout(Duration::from_millis(300));
+    let (second, _) = processor(&db, impatient);
+    let err = second.process(&slow, Some(2)).await.unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+    assert!(
+        !held.is_finished(),
+        "the duplicate gave up while the first still held its claim"
+    );
+    assert_eq!(held.await.unwrap().unwrap(), Outcome::Processed);
+    assert_eq!(
+        second.process(&slow, Some(3)).await.unwrap(),
+        Outcome::Duplicate
+    );
+    assert_eq!(ledger_state(&db).await, (1, 4));
+    db.finish().await;
+}

@@ -16,7 +16,8 @@ pub use crash::{
 };
 pub use duplicates::{
     concurrent_duplicate_proceeds_after_first_rolls_back,
-    concurrent_duplicates_commit_exactly_once, sequential_duplicate_applies_effect_once,
+    concurrent_duplicates_commit_exactly_once, hung_claimant_does_not_block_its_duplicate,
+    sequential_duplicate_applies_effect_once,
 };
 pub use failures::{
     dead_letter_retry_and_discard, handler_rollback_leaves_no_partial_state,
@@ -69,6 +70,7 @@ macro_rules! conformance_tests {
             sequential_duplicate_applies_effect_once,
             concurrent_duplicates_commit_exactly_once,
             concurrent_duplicate_proceeds_after_first_rolls_back,
+            hung_claimant_does_not_block_its_duplicate,
             crash_between_commit_and_ack_does_not_reapply,
             crash_before_commit_redoes_the_work,
             serializable_conflicts_are_retried,

@@ -79,6 +79,40 @@ async fn migrate_twice_is_a_no_op() {
     db.finish().await;
 }
 
+#[tokio::test]
+async fn migrate_into_a_chosen_schema_and_prefix() {
+    let db = Pg::create().await;
+    let args = [
+        "migrate",
+        "--database-url",
+        &db.locator,
+        "--schema",
+        "ops",
+        "--table-prefix",
+        "ib_",
+    ];
+    let (code, out) = inboxed(&args);
+    assert_eq!(
+        (code, out.contains("applied migrations [1]")),
+        (0, true),
+        "{out}"
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM ops.ib_processed_messages")
+            .await,
+        0
+    );
+    let (code, out) = inboxed(&[
+        "migrate",
+        "--database-url",
+        &db.locator,
+        "--table-prefix",
+        "x\"; drop",
+    ]);
+    assert_eq!(code, 2, "{out}");
+    db.finish().await;
+}
+
 #[test]
 fn unreachable_database_is_a_clear_error_with_exit_2() {
     let out = Command::new(env!("CARGO_BIN_EXE_inboxed"))

@@ -17,6 +17,28 @@ pub(crate) enum AnyStore {
 impl AnyStore {
     /// `postgres://` or `postgresql://` for PostgreSQL; `sqlite://` or a plain file path for SQLite.
     pub(crate) async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Self> {
+        Self::connect_in(url, max_connections, None).await
+    }
+
+    /// Like [`AnyStore::connect`], with the tables in `namespace` (schema, table prefix) when
+    /// given; otherwise each backend's default.
+    pub(crate) async fn connect_in(
+        url: &str,
+        max_connections: u32,
+        namespace: Option<(&str, &str)>,
+    ) -> anyhow::Result<Self> {
+        let store = Self::connect_default(url, max_connections).await?;
+        let Some((schema, prefix)) = namespace else {
+            return Ok(store);
+        };
+        let ns = inboxed_core::Namespace::new(schema, prefix)?;
+        Ok(match store {
+            Self::Postgres(s) => Self::Postgres(PgStore::with_namespace(s.pool().clone(), ns)),
+            Self::Sqlite(s) => Self::Sqlite(SqliteStore::with_namespace(s.pool().clone(), ns)),
+        })
+    }
+
+    async fn connect_default(url: &str, max_connections: u32) -> anyhow::Result<Self> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let store = PgStore::connect(url, max_connections)
                 .await

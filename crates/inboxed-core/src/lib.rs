@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod migration;
 pub mod namespace;
 pub mod processor;
+pub mod sql;
 pub mod store;
 
 pub use backoff::Backoff;

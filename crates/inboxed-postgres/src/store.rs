@@ -6,13 +6,14 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres, Row};
 
+use inboxed_core::sql::Queries;
 use inboxed_core::store::{
     BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLetterReason, DeadLettered,
     DurabilityReport, KeyParams,
 };
 use inboxed_core::{Isolation, Namespace, PayloadHash, Store, StoreError};
 
-use crate::queries::{CHECK_DURABILITY, Queries};
+use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 
 /// The inbox on PostgreSQL, over the application's own pool so that handlers write to the
 /// same database in the same transaction as the claim.
@@ -39,7 +40,7 @@ impl PgStore {
     /// A store in a chosen schema and prefix (see [`Namespace::new`]).
     #[must_use]
     pub fn with_namespace(pool: PgPool, ns: Namespace) -> Self {
-        let queries = Arc::new(Queries::render(&ns));
+        let queries = Arc::new(Queries::render(&TEMPLATES, &ns));
         Self {
             pool,
             ns,

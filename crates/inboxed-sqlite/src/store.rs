@@ -8,13 +8,14 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row, Sqlite, SqliteConnection, SqlitePool};
 
+use inboxed_core::sql::Queries;
 use inboxed_core::store::{
     BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLetterReason, DeadLettered,
     DurabilityReport, KeyParams,
 };
 use inboxed_core::{Namespace, PayloadHash, Store, StoreError};
 
-use crate::queries::{CHECK_DURABILITY, Queries};
+use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 
 /// The inbox in an embedded SQLite file.
 ///
@@ -41,7 +42,7 @@ impl SqliteStore {
     /// inbox tables in an attached database, whose commits are not atomic with `main`'s.
     #[must_use]
     pub fn with_namespace(pool: SqlitePool, ns: Namespace) -> Self {
-        let queries = Arc::new(Queries::render(&ns));
+        let queries = Arc::new(Queries::render(&TEMPLATES, &ns));
         Self { pool, ns, queries }
     }
 

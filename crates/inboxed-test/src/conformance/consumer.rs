@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use inboxed_core::{
     BoxError, Consumer, ConsumerConfig, Delivery, DeliverySource, Envelope, EnvelopeError,
-    MessageId, ProcessorConfig,
+    MessageId, Outcome, ProcessorConfig, Settled, settle,
 };
 
 use super::{ledger_state, processor};
@@ -47,6 +47,13 @@ impl<B: Backend> Delivery for Memory<B> {
     }
     async fn reject(self) -> Result<(), BoxError> {
         self.log.lock().expect("log").push((self.id, "reject", 0));
+        Ok(())
+    }
+    async fn extend_deadline(&self, _by: Duration) -> Result<(), BoxError> {
+        self.log
+            .lock()
+            .expect("log")
+            .push((self.id.clone(), "extend", 0));
         Ok(())
     }
 }
@@ -113,5 +120,41 @@ pub async fn consumer_acks_only_after_commit<B: Backend>(_test: &str) {
     let calls = handler.calls();
     assert!((62..=64).contains(&calls), "{calls} handler calls");
     assert_eq!(ledger_state(&db).await, (60, 60));
+    db.finish().await;
+}
+
+/// While a long handler runs, the broker's in-progress deadline (visibility timeout, NATS
+/// `Progress`) is extended on schedule, and the ack still comes after the commit.
+pub async fn long_handler_extends_the_delivery_deadline<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let (p, _) = processor(&db, ProcessorConfig::default());
+    let log: Log = Arc::default();
+    let slow = Script {
+        amount: 2,
+        sleep_ms: 500,
+        ..Script::default()
+    }
+    .message("m-long");
+    let delivery = Memory::<B> {
+        id: "m-long".into(),
+        payload: slow.payload().to_vec(),
+        store: db.store.clone(),
+        log: log.clone(),
+    };
+    let settled = settle(&p, delivery, Some(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    assert!(
+        matches!(settled, Settled::Acked(Outcome::Processed)),
+        "{settled:?}"
+    );
+    let log = log.lock().unwrap().clone();
+    let extends = log.iter().filter(|(_, what, _)| *what == "extend").count();
+    assert!(extends >= 3, "{log:?}");
+    assert_eq!(
+        log.last().map(|(_, what, seen)| (*what, *seen)),
+        Some(("ack", 1))
+    );
+    assert_eq!(ledger_state(&db).await, (1, 2));
     db.finish().await;
 }

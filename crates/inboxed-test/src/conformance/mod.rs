@@ -9,7 +9,7 @@ mod failures;
 mod input;
 mod stress;
 
-pub use consumer::consumer_acks_only_after_commit;
+pub use consumer::{consumer_acks_only_after_commit, long_handler_extends_the_delivery_deadline};
 pub use crash::{
     crash_before_commit_redoes_the_work, crash_between_commit_and_ack_does_not_reapply,
     poison_that_kills_the_process_is_dead_lettered,
@@ -84,6 +84,7 @@ macro_rules! conformance_tests {
             custom_namespace_keeps_tables_apart,
             concurrent_stress_ledger_is_exact,
             consumer_acks_only_after_commit,
+            long_handler_extends_the_delivery_deadline,
             poison_that_kills_the_process_is_dead_lettered,
             non_durable_commit_setting_is_refused,
         );

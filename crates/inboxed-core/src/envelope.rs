@@ -258,6 +258,7 @@ impl fmt::Display for PayloadHash {
 #[derive(Clone, Debug)]
 pub struct Envelope {
     id: MessageId,
+    aggregate_id: Option<String>,
     message_type: Option<String>,
     correlation_id: Option<String>,
     payload: Vec<u8>,
@@ -272,11 +273,21 @@ impl Envelope {
         let hash = PayloadHash::of(&payload);
         Self {
             id,
+            aggregate_id: None,
             message_type: None,
             correlation_id: None,
             payload,
             hash,
         }
+    }
+
+    /// Sets the aggregate the message belongs to (an order, an account). The store-then-process
+    /// worker in ordered mode processes one aggregate's messages one at a time, in arrival
+    /// order. Not part of dedup.
+    #[must_use]
+    pub fn with_aggregate(mut self, aggregate_id: impl Into<String>) -> Self {
+        self.aggregate_id = Some(aggregate_id.into());
+        self
     }
 
     /// Sets the message type (debugging metadata, not part of dedup).
@@ -297,6 +308,12 @@ impl Envelope {
     #[must_use]
     pub fn id(&self) -> &MessageId {
         &self.id
+    }
+
+    /// The aggregate, if one was set.
+    #[must_use]
+    pub fn aggregate_id(&self) -> Option<&str> {
+        self.aggregate_id.as_deref()
     }
 
     /// The message type, if the producer set one.

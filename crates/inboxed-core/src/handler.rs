@@ -49,3 +49,36 @@ pub trait Handler<DB: sqlx::Database>: Send + Sync + 'static {
         conn: &mut DB::Connection,
     ) -> impl Future<Output = Result<(), HandlerError>> + Send;
 }
+
+/// Calls the handler under `deadline`, with panics caught: neither may take the consumer down.
+/// Both come back as transient failures, so the message is retried and, past its attempts,
+/// dead-lettered.
+pub(crate) async fn call_guarded<DB: sqlx::Database, H: Handler<DB>>(
+    handler: &H,
+    msg: &Envelope,
+    conn: &mut DB::Connection,
+    deadline: std::time::Duration,
+) -> Result<(), HandlerError> {
+    use futures_util::FutureExt;
+    let run = std::panic::AssertUnwindSafe(handler.handle(msg, conn)).catch_unwind();
+    match tokio::time::timeout(deadline, run).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(panic)) => Err(HandlerError::transient(format!(
+            "handler panicked: {}",
+            panic_message(panic.as_ref())
+        ))),
+        Err(_) => Err(HandlerError::transient(format!(
+            "handler exceeded its deadline of {deadline:?}"
+        ))),
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}

@@ -17,6 +17,7 @@ pub mod delivery;
 pub mod envelope;
 pub mod error;
 pub mod handler;
+pub mod inbox;
 pub mod metrics;
 pub mod migration;
 pub mod namespace;

@@ -10,6 +10,11 @@
 //! | `inboxed_handler_duration_seconds` | histogram | `consumer` | time inside the handler |
 //! | `inboxed_claim_wait_seconds` | histogram | `consumer` | time the claim statement took, including waiting on a concurrent duplicate |
 //!
+//! | `inboxed_receipts_total` | counter | `consumer`, `outcome` | store-then-process receipts: `stored`, `duplicate`, `conflict` |
+//! | `inboxed_rows_total` | counter | `consumer`, `outcome` | worker rows: `done`, `retrying`, `dead`, `lost` (claim reaped before completion) |
+//! | `inboxed_claim_batch_size` | histogram | `consumer` | rows per non-empty claim |
+//! | `inboxed_leases_expired_total` | counter | | rows the reaper returned |
+//!
 //! The dedup hit rate is `duplicate / (processed + duplicate)` over `inboxed_messages_total`:
 //! a duplicate writes nothing, so only these counters can show it.
 
@@ -25,3 +30,11 @@ pub const DEAD_LETTERS_TOTAL: &str = "inboxed_dead_letters_total";
 pub const HANDLER_DURATION_SECONDS: &str = "inboxed_handler_duration_seconds";
 /// Histogram of claim statement time in seconds, labelled `consumer`.
 pub const CLAIM_WAIT_SECONDS: &str = "inboxed_claim_wait_seconds";
+/// Counter of store-then-process receipts, labelled `consumer` and `outcome`.
+pub const RECEIPTS_TOTAL: &str = "inboxed_receipts_total";
+/// Counter of rows settled by workers, labelled `consumer` and `outcome`.
+pub const ROWS_TOTAL: &str = "inboxed_rows_total";
+/// Histogram of rows per non-empty claim, labelled `consumer`.
+pub const CLAIM_BATCH_SIZE: &str = "inboxed_claim_batch_size";
+/// Counter of expired leases returned by the reaper.
+pub const LEASES_EXPIRED_TOTAL: &str = "inboxed_leases_expired_total";

@@ -23,6 +23,30 @@ pub struct Templates {
     pub load_dead_letter: &'static str,
     /// `delete_dead_letter.sql`
     pub delete_dead_letter: &'static str,
+    /// `enqueue.sql`
+    pub enqueue: &'static str,
+    /// `enqueue_lookup.sql`
+    pub enqueue_lookup: &'static str,
+    /// `claim_batch.sql`
+    pub claim_batch: &'static str,
+    /// `complete.sql`
+    pub complete: &'static str,
+    /// `fail.sql`
+    pub fail: &'static str,
+    /// `extend_leases.sql`
+    pub extend_leases: &'static str,
+    /// `release.sql`
+    pub release: &'static str,
+    /// `release_stale.sql`
+    pub release_stale: &'static str,
+    /// `replay_select.sql`
+    pub replay_select: &'static str,
+    /// `replay_reset.sql`
+    pub replay_reset: &'static str,
+    /// `replay_audit.sql`
+    pub replay_audit: &'static str,
+    /// `purge_done.sql`
+    pub purge_done: &'static str,
 }
 
 /// The templates rendered once for a namespace, shared by every clone of a store.
@@ -39,6 +63,18 @@ pub struct Queries {
     pub dead_letter: Arc<str>,
     pub load_dead_letter: Arc<str>,
     pub delete_dead_letter: Arc<str>,
+    pub enqueue: Arc<str>,
+    pub enqueue_lookup: Arc<str>,
+    pub claim_batch: Arc<str>,
+    pub complete: Arc<str>,
+    pub fail: Arc<str>,
+    pub extend_leases: Arc<str>,
+    pub release: Arc<str>,
+    pub release_stale: Arc<str>,
+    pub replay_select: Arc<str>,
+    pub replay_reset: Arc<str>,
+    pub replay_audit: Arc<str>,
+    pub purge_done: Arc<str>,
 }
 
 impl Queries {
@@ -54,6 +90,18 @@ impl Queries {
             dead_letter: r(t.dead_letter),
             load_dead_letter: r(t.load_dead_letter),
             delete_dead_letter: r(t.delete_dead_letter),
+            enqueue: r(t.enqueue),
+            enqueue_lookup: r(t.enqueue_lookup),
+            claim_batch: r(t.claim_batch),
+            complete: r(t.complete),
+            fail: r(t.fail),
+            extend_leases: r(t.extend_leases),
+            release: r(t.release),
+            release_stale: r(t.release_stale),
+            replay_select: r(t.replay_select),
+            replay_reset: r(t.replay_reset),
+            replay_audit: r(t.replay_audit),
+            purge_done: r(t.purge_done),
         }
     }
 }

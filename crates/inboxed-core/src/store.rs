@@ -36,6 +36,18 @@ pub struct BeginParams {
     pub idle_in_transaction_timeout: Duration,
 }
 
+impl Default for BeginParams {
+    /// READ COMMITTED; 5 s lock, 30 s statement, 60 s idle-in-transaction timeouts.
+    fn default() -> Self {
+        Self {
+            isolation: Isolation::ReadCommitted,
+            lock_timeout: std::time::Duration::from_secs(5),
+            statement_timeout: std::time::Duration::from_secs(30),
+            idle_in_transaction_timeout: std::time::Duration::from_secs(60),
+        }
+    }
+}
+
 /// Parameters of [`Store::claim`].
 #[derive(Debug, Clone, Copy)]
 pub struct ClaimParams<'a> {

@@ -5,11 +5,18 @@ use inboxed_core::migration::Migration;
 use inboxed_core::sql::Templates;
 
 /// Migrations in order; the same numbering in every backend.
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "inbox",
-    sql: include_str!("../migrations/0001_inbox.sql"),
-}];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "inbox",
+        sql: include_str!("../migrations/0001_inbox.sql"),
+    },
+    Migration {
+        version: 2,
+        description: "inbox_messages",
+        sql: include_str!("../migrations/0002_inbox_messages.sql"),
+    },
+];
 
 /// One template per store operation.
 pub(crate) const TEMPLATES: Templates = Templates {
@@ -20,6 +27,18 @@ pub(crate) const TEMPLATES: Templates = Templates {
     dead_letter: include_str!("../sql/dead_letter.sql"),
     load_dead_letter: include_str!("../sql/load_dead_letter.sql"),
     delete_dead_letter: include_str!("../sql/delete_dead_letter.sql"),
+    enqueue: include_str!("../sql/enqueue.sql"),
+    enqueue_lookup: include_str!("../sql/enqueue_lookup.sql"),
+    claim_batch: include_str!("../sql/claim_batch.sql"),
+    complete: include_str!("../sql/complete.sql"),
+    fail: include_str!("../sql/fail.sql"),
+    extend_leases: include_str!("../sql/extend_leases.sql"),
+    release: include_str!("../sql/release.sql"),
+    release_stale: include_str!("../sql/release_stale.sql"),
+    replay_select: include_str!("../sql/replay_select.sql"),
+    replay_reset: include_str!("../sql/replay_reset.sql"),
+    replay_audit: include_str!("../sql/replay_audit.sql"),
+    purge_done: include_str!("../sql/purge_done.sql"),
 };
 
 /// Durability settings query; has no identifiers to render.

@@ -24,10 +24,10 @@ use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 /// with `SET LOCAL`, which is transaction-scoped and therefore safe there.
 #[derive(Debug, Clone)]
 pub struct PgStore {
-    pool: PgPool,
+    pub(crate) pool: PgPool,
     ns: Namespace,
-    queries: Arc<Queries>,
-    persistent: bool,
+    pub(crate) queries: Arc<Queries>,
+    pub(crate) persistent: bool,
 }
 
 impl PgStore {
@@ -111,7 +111,7 @@ impl PgStore {
         })
     }
 
-    fn query(
+    pub(crate) fn query(
         &self,
         sql: &Arc<str>,
     ) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {

@@ -4,6 +4,7 @@
 //! RETURNING`, decided by whether a row comes back. SQL lives in `sql/*.sql` and
 //! `migrations/*.sql` beside this crate, with the same file names as the PostgreSQL backend.
 
+mod inbox;
 mod migrate;
 mod queries;
 mod store;

@@ -25,9 +25,9 @@ use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 /// queue at `BEGIN` and find the first one's committed row.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    pool: SqlitePool,
+    pub(crate) pool: SqlitePool,
     ns: Namespace,
-    queries: Arc<Queries>,
+    pub(crate) queries: Arc<Queries>,
 }
 
 impl SqliteStore {
@@ -111,7 +111,7 @@ impl SqliteStore {
         })
     }
 
-    fn query(
+    pub(crate) fn query(
         &self,
         sql: &Arc<str>,
     ) -> sqlx::query::Query<'static, Sqlite, sqlx::sqlite::SqliteArguments> {

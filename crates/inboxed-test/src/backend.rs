@@ -8,6 +8,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, PgConnection, PgPool, SqliteConnection};
 
+use inboxed_core::inbox::InboxStore;
 use inboxed_core::{Namespace, Store};
 use inboxed_postgres::PgStore;
 use inboxed_sqlite::SqliteStore;
@@ -18,7 +19,7 @@ pub type Conn<B> = <<<B as Backend>::Store as Store>::Db as sqlx::Database>::Con
 /// A database engine under test. Internal to the suite.
 pub trait Backend: Send + Sync + Sized + 'static {
     /// The store.
-    type Store: Store;
+    type Store: InboxStore;
     /// Name used in test output.
     const NAME: &'static str;
     /// Writers serialize at `BEGIN` (SQLite), so a concurrent duplicate waits there, not at
@@ -37,6 +38,12 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn attach(locator: &str) -> impl Future<Output = Self::Store> + Send;
     /// Makes the database's commits non-durable (for the refusal test); returns a new store.
     fn make_non_durable(db: &TestDb<Self>) -> impl Future<Output = Self::Store> + Send;
+    /// Locks inbox row `id` in a transaction of its own, held until the returned value drops
+    /// (PostgreSQL; SQLite has no row locks and never calls it).
+    fn lock_inbox_row(
+        store: &Self::Store,
+        id: i64,
+    ) -> impl Future<Output = sqlx::Transaction<'static, <Self::Store as Store>::Db>> + Send;
     /// Removes the database of a passing test.
     fn drop_db(db: TestDb<Self>) -> impl Future<Output = ()> + Send;
     /// A store on the same database in another namespace (not migrated yet).
@@ -45,6 +52,11 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn scalar(store: &Self::Store, sql: &'static str) -> impl Future<Output = i64> + Send;
     /// Committed rows for `id` in the processed and dead-letter tables, seen from the pool.
     fn settled_rows(store: &Self::Store, id: &str) -> impl Future<Output = i64> + Send;
+    /// The largest amount in the ledger for `account` (0 when none), inside the transaction.
+    fn ledger_last(
+        conn: &mut Conn<Self>,
+        account: &str,
+    ) -> impl Future<Output = Result<i64, sqlx::Error>> + Send;
     /// Appends a ledger row, inside the inbox transaction.
     fn ledger_insert(
         conn: &mut Conn<Self>,
@@ -215,6 +227,19 @@ impl Backend for Pg {
         Self::drop_db(db).await;
     }
 
+    async fn lock_inbox_row(
+        store: &PgStore,
+        id: i64,
+    ) -> sqlx::Transaction<'static, sqlx::Postgres> {
+        let mut tx = store.pool().begin().await.expect("begin");
+        sqlx::query("SELECT id FROM inboxed_inbox_messages WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await
+            .expect("lock row");
+        tx
+    }
+
     async fn namespaced(db: &TestDb<Self>) -> PgStore {
         let ns = Namespace::new("tenant_a", "t2_").expect("namespace");
         PgStore::with_namespace(db.store.pool().clone(), ns)
@@ -252,6 +277,14 @@ impl Backend for Pg {
             .fetch_one(store.pool())
             .await
             .expect(sql)
+    }
+
+    async fn ledger_last(conn: &mut PgConnection, account: &str) -> Result<i64, sqlx::Error> {
+        let sql = "SELECT CAST(coalesce(max(amount), 0) AS BIGINT) FROM ledger WHERE account = $1";
+        sqlx::query_scalar(sql)
+            .bind(account)
+            .fetch_one(&mut *conn)
+            .await
     }
 
     async fn ledger_insert(
@@ -350,6 +383,14 @@ impl Backend for Lite {
         db.store.pool().close().await;
     }
 
+    async fn lock_inbox_row(
+        store: &SqliteStore,
+        _id: i64,
+    ) -> sqlx::Transaction<'static, sqlx::Sqlite> {
+        // No row locks in SQLite: a deferred transaction that holds nothing.
+        store.pool().begin().await.expect("begin")
+    }
+
     async fn namespaced(db: &TestDb<Self>) -> SqliteStore {
         let ns = Namespace::new("main", "t2_").expect("namespace");
         SqliteStore::with_namespace(db.store.pool().clone(), ns)
@@ -374,6 +415,14 @@ impl Backend for Lite {
             .fetch_one(store.pool())
             .await
             .expect(sql)
+    }
+
+    async fn ledger_last(conn: &mut SqliteConnection, account: &str) -> Result<i64, sqlx::Error> {
+        let sql = "SELECT CAST(coalesce(max(amount), 0) AS BIGINT) FROM ledger WHERE account = ?1";
+        sqlx::query_scalar(sql)
+            .bind(account)
+            .fetch_one(&mut *conn)
+            .await
     }
 
     async fn ledger_insert(

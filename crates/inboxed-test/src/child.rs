@@ -138,6 +138,72 @@ impl Broker {
     }
 }
 
+/// Starts this test binary again as a child *worker* (store-then-process) on `locator`, with
+/// `INBOXED_HANG=1` so that a row scripted to hang stops its batch mid-way.
+pub fn spawn_worker_child(test: &str, locator: &str) -> tokio::process::Child {
+    let exe = std::env::current_exe().expect("current test executable");
+    Command::new(exe)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("INBOXED_CHILD", locator)
+        .env("INBOXED_CHILD_MODE", "worker")
+        .env("INBOXED_HANG", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn child worker")
+}
+
+/// Waits for the child to print `inboxed-child: <what>`, then kills it with SIGKILL.
+/// Returns whether the line came before the deadline.
+pub async fn kill_when(child: &mut tokio::process::Child, what: &str) -> bool {
+    let stdout = child.stdout.take().expect("child stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let mut seen = false;
+    while let Ok(Ok(Some(line))) = tokio::time::timeout_at(deadline, lines.next_line()).await {
+        if line
+            .split_once("inboxed-child: ")
+            .is_some_and(|(_, said)| said.starts_with(what))
+        {
+            seen = true;
+            break;
+        }
+    }
+    child.kill().await.expect("SIGKILL the child");
+    let _ = child.wait().await;
+    seen
+}
+
+/// Whether this child process was started as a worker.
+#[must_use]
+pub fn child_is_worker() -> bool {
+    std::env::var("INBOXED_CHILD_MODE").as_deref() == Ok("worker")
+}
+
+/// The child worker: claims and processes batches of the `ledger` consumer until killed.
+pub async fn worker_child_main<B: Backend>(locator: &str) {
+    use inboxed_core::inbox::{Worker, WorkerConfig};
+    let store = B::attach(locator).await;
+    let consumer = ConsumerName::new("ledger").expect("consumer name");
+    // No backoff: the parent's workers pick failed rows up again at once.
+    let no_backoff = inboxed_core::Backoff {
+        base: Duration::ZERO,
+        max: Duration::ZERO,
+    };
+    let config = WorkerConfig::default()
+        .batch_size(50)
+        .max_attempts(50)
+        .backoff(no_backoff);
+    let worker = Worker::new(store, consumer, Ledger::<B>::default(), config);
+    loop {
+        if let Err(e) = worker.run_once().await {
+            println!("inboxed-child: batch failed {e}");
+        }
+    }
+}
+
 /// The database locator when this process is a child consumer.
 #[must_use]
 pub fn child_locator() -> Option<String> {

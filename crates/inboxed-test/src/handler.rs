@@ -33,6 +33,13 @@ pub struct Script {
     pub fail: Option<String>,
     /// Abort the whole process before writing (a poison message that kills its consumer).
     pub abort: bool,
+    /// Fail transiently (after writing) with this probability.
+    pub flaky: f64,
+    /// Before writing, check that the ledger's last amount for `account` is `amount - 1`
+    /// (per-aggregate sequence), failing permanently otherwise.
+    pub check_order: bool,
+    /// Fail permanently while the handler's `broken` switch is on.
+    pub fail_while_broken: bool,
     /// In a child process started with `INBOXED_HANG=1`: after writing, print `inboxed-child: in-handler <id>`
     /// and hang, so the parent can kill the process before the commit.
     pub hang: bool,
@@ -49,6 +56,9 @@ impl Default for Script {
             fail_first: 0,
             fail: None,
             abort: false,
+            flaky: 0.0,
+            check_order: false,
+            fail_while_broken: false,
             hang: false,
         }
     }
@@ -78,6 +88,8 @@ pub fn credit(id: &str, amount: i64) -> Envelope {
 pub struct Ledger<B> {
     /// Invocations so far.
     pub calls: Arc<AtomicU32>,
+    /// While on, messages scripted with `fail_while_broken` fail permanently.
+    pub broken: Arc<std::sync::atomic::AtomicBool>,
     _backend: PhantomData<fn() -> B>,
 }
 
@@ -85,6 +97,7 @@ impl<B> Clone for Ledger<B> {
     fn clone(&self) -> Self {
         Self {
             calls: Arc::clone(&self.calls),
+            broken: Arc::clone(&self.broken),
             _backend: PhantomData,
         }
     }
@@ -94,6 +107,7 @@ impl<B> Default for Ledger<B> {
     fn default() -> Self {
         Self {
             calls: Arc::default(),
+            broken: Arc::default(),
             _backend: PhantomData,
         }
     }
@@ -114,6 +128,18 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Ledger<B> {
         if script.abort {
             std::process::abort();
         }
+        if script.fail_while_broken && self.broken.load(Ordering::SeqCst) {
+            return Err(HandlerError::permanent("scripted failure while broken"));
+        }
+        if script.check_order {
+            let last = B::ledger_last(conn, &script.account).await?;
+            if last != script.amount - 1 {
+                return Err(HandlerError::permanent(format!(
+                    "out of order: {} after {last} for {}",
+                    script.amount, script.account
+                )));
+            }
+        }
         if script.rmw {
             B::balance_rmw(conn, &script.account, script.amount).await?;
         } else {
@@ -128,6 +154,9 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Ledger<B> {
         if script.hang && std::env::var_os("INBOXED_HANG").is_some() {
             println!("inboxed-child: in-handler {}", msg.id());
             tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        if script.flaky > 0.0 && fastrand::f64() < script.flaky {
+            return Err(HandlerError::transient("scripted flaky failure"));
         }
         if call <= script.fail_first {
             return Err(HandlerError::transient(format!(

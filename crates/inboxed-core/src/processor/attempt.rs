@@ -1,14 +1,11 @@
 //! One inbox transaction: begin, claim, handler, the settling statement, commit.
 
-use std::panic::AssertUnwindSafe;
 use std::time::Instant;
-
-use futures_util::FutureExt;
 
 use super::{Failure, Processor};
 use crate::envelope::Envelope;
 use crate::error::{HandlerError, StoreError, error_chain};
-use crate::handler::Handler;
+use crate::handler::{Handler, call_guarded};
 use crate::metrics as m;
 use crate::store::{Claim, ClaimParams, KeyParams, Store};
 
@@ -86,8 +83,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         Ok(claim)
     }
 
-    /// Runs the handler under its deadline, with panics caught: neither may take the consumer
-    /// down, and both roll the transaction back.
+    /// Runs the handler under its deadline, with panics caught, and records its duration.
     async fn run_handler(
         &self,
         envelope: &Envelope,
@@ -95,33 +91,15 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     ) -> Result<(), Failure> {
         let inner = &*self.inner;
         let started = Instant::now();
-        let run = AssertUnwindSafe(inner.handler.handle(envelope, &mut **tx)).catch_unwind();
-        let result = tokio::time::timeout(inner.config.handler_timeout, run).await;
+        let result = call_guarded(
+            &inner.handler,
+            envelope,
+            &mut **tx,
+            inner.config.handler_timeout,
+        )
+        .await;
         metrics::histogram!(m::HANDLER_DURATION_SECONDS, "consumer" => inner.consumer.as_str().to_owned())
             .record(started.elapsed().as_secs_f64());
-        match result {
-            Ok(Ok(Ok(()))) => Ok(()),
-            Ok(Ok(Err(e))) => Err(Failure::Handler(e)),
-            Ok(Err(panic)) => {
-                let msg = panic_message(panic.as_ref());
-                Err(Failure::Handler(HandlerError::transient(format!(
-                    "handler panicked: {msg}"
-                ))))
-            }
-            Err(_) => Err(Failure::Handler(HandlerError::transient(format!(
-                "handler exceeded its deadline of {:?}",
-                inner.config.handler_timeout
-            )))),
-        }
-    }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
+        result.map_err(Failure::Handler)
     }
 }

@@ -6,6 +6,7 @@ mod consumer;
 mod crash;
 mod duplicates;
 mod failures;
+mod inbox;
 mod input;
 mod stress;
 
@@ -24,6 +25,14 @@ pub use failures::{
     non_durable_commit_setting_is_refused, payload_conflict_is_reported,
     permanent_failure_is_dead_lettered_not_processed, serializable_conflicts_are_retried,
     swallowed_statement_error_is_not_acked, transient_failure_is_retried_then_dead_lettered,
+};
+pub use inbox::{
+    claim_batch_skips_rows_locked_by_another_worker, complete_after_reclaim_is_fenced,
+    graceful_shutdown_loses_nothing, killed_worker_process_loses_nothing,
+    ordered_mode_keeps_order_and_parks_dead_aggregates, poison_rows_go_dead_after_max_attempts,
+    purge_removes_only_old_done_rows, reaper_returns_expired_claims,
+    receipt_stores_once_and_reports_conflicts, replay_and_audited_redrive,
+    workers_process_each_row_exactly_once,
 };
 pub use input::{
     custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written,
@@ -87,6 +96,17 @@ macro_rules! conformance_tests {
             long_handler_extends_the_delivery_deadline,
             poison_that_kills_the_process_is_dead_lettered,
             non_durable_commit_setting_is_refused,
+            receipt_stores_once_and_reports_conflicts,
+            replay_and_audited_redrive,
+            purge_removes_only_old_done_rows,
+            complete_after_reclaim_is_fenced,
+            reaper_returns_expired_claims,
+            claim_batch_skips_rows_locked_by_another_worker,
+            workers_process_each_row_exactly_once,
+            poison_rows_go_dead_after_max_attempts,
+            ordered_mode_keeps_order_and_parks_dead_aggregates,
+            graceful_shutdown_loses_nothing,
+            killed_worker_process_loses_nothing,
         );
     };
     (@cases $backend:ty; $($case:ident),* $(,)?) => {

@@ -1,0 +1,145 @@
+//! One claimed batch: a transaction, a savepoint per row, fenced completion, then failures
+//! recorded in their own transactions.
+
+use sqlx::Acquire;
+use tracing::{Instrument, warn};
+
+use super::store::{
+    ClaimToken, CompleteParams, Completed, FailParams, Failed, InboxRow, InboxStore,
+};
+use super::worker::{BatchReport, Worker};
+use crate::error::{Error, HandlerError, StoreError, error_chain};
+use crate::handler::{Handler, call_guarded};
+use crate::metrics as m;
+
+/// Extends the batch's lease on schedule until dropped.
+struct Heartbeat(tokio::task::JoinHandle<()>);
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
+    pub(super) async fn process_batch(
+        &self,
+        mut rows: Vec<InboxRow>,
+        token: ClaimToken,
+    ) -> Result<BatchReport, Error> {
+        let inner = &*self.inner;
+        // The claim's RETURNING order is not guaranteed; arrival order is the row id.
+        rows.sort_by_key(|r| r.id);
+        let mut report = BatchReport {
+            claimed: rows.len() as u64,
+            ..BatchReport::default()
+        };
+        let _heartbeat = {
+            let (store, lease, every) = (
+                inner.store.clone(),
+                inner.config.lease,
+                inner.config.heartbeat,
+            );
+            Heartbeat(tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    if let Err(e) = store.extend_leases(&token, lease).await {
+                        warn!(error = %e, "could not extend the batch's lease");
+                    }
+                }
+            }))
+        };
+        let mut failures: Vec<(InboxRow, HandlerError)> = Vec::new();
+        let committed = async {
+            let mut tx = inner.store.begin(&inner.config.begin).await?;
+            for row in rows {
+                let span = tracing::info_span!("inboxed.work", row = row.id, message_id = %row.envelope.id(), consumer = %inner.consumer);
+                let outcome = self.process_row(&mut tx, &row, &token).instrument(span).await?;
+                match outcome {
+                    Ok(Completed::Done) => report.done += 1,
+                    Ok(_) => report.lost += 1,
+                    Err(e) => failures.push((row, e)),
+                }
+            }
+            tx.commit().await.map_err(StoreError::from_sqlx)
+        }
+        .await;
+        if let Err(e) = committed {
+            // Nothing of the batch is done; hand its rows back rather than wait for the lease.
+            inner.store.release(&token).await?;
+            return Err(e.into());
+        }
+        for (row, err) in failures {
+            let chain = error_chain(&err);
+            let params = FailParams {
+                id: row.id,
+                token: &token,
+                error: &chain,
+                backoff: inner.config.backoff.delay(row.attempts),
+                max_attempts: inner.config.max_attempts,
+                permanent: matches!(err, HandlerError::Permanent(_)),
+                now: None,
+            };
+            match inner.store.fail(&params).await? {
+                Failed::Dead => {
+                    warn!(row = row.id, message_id = %row.envelope.id(), error = chain, "row is dead");
+                    report.dead += 1;
+                }
+                Failed::Retrying => report.retrying += 1,
+                _ => report.lost += 1,
+            }
+        }
+        let consumer = inner.consumer.as_str().to_owned();
+        for (outcome, n) in [
+            ("done", report.done),
+            ("retrying", report.retrying),
+            ("dead", report.dead),
+            ("lost", report.lost),
+        ] {
+            if n > 0 {
+                metrics::counter!(m::ROWS_TOTAL, "consumer" => consumer.clone(), "outcome" => outcome).increment(n);
+            }
+        }
+        Ok(report)
+    }
+
+    /// One row behind a savepoint: the handler, then the fenced completion. The outer `Err` is
+    /// a failure of the batch transaction itself; the inner one the row's failure.
+    async fn process_row(
+        &self,
+        tx: &mut sqlx::Transaction<'static, S::Db>,
+        row: &InboxRow,
+        token: &ClaimToken,
+    ) -> Result<Result<Completed, HandlerError>, StoreError> {
+        let inner = &*self.inner;
+        let mut savepoint = tx.begin().await.map_err(StoreError::from_sqlx)?;
+        let handled = call_guarded(
+            &inner.handler,
+            &row.envelope,
+            &mut *savepoint,
+            inner.config.handler_timeout,
+        )
+        .await;
+        let result = match handled {
+            Ok(()) => {
+                let params = CompleteParams { id: row.id, token };
+                // Also the probe for a handler that swallowed a failed statement (PostgreSQL
+                // then refuses every statement until the savepoint is rolled back).
+                match inner.store.complete(&mut *savepoint, &params).await {
+                    Ok(Completed::Done) => {
+                        savepoint.commit().await.map_err(StoreError::from_sqlx)?;
+                        return Ok(Ok(Completed::Done));
+                    }
+                    Ok(other) => Ok(other),
+                    Err(e) => Err(HandlerError::transient(format!(
+                        "completing the row failed after the handler returned Ok (did it swallow a database error?): {}",
+                        error_chain(&e)
+                    ))),
+                }
+            }
+            Err(e) => Err(e),
+        };
+        savepoint.rollback().await.map_err(StoreError::from_sqlx)?;
+        Ok(result)
+    }
+}

@@ -1,0 +1,149 @@
+//! Worker and reaper settings.
+
+use std::time::Duration;
+
+use crate::backoff::Backoff;
+use crate::store::BeginParams;
+
+/// What a dead row does to the later rows of its aggregate in ordered mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnDead {
+    /// Hold them back (the aggregate is parked) until an operator replays the dead row. The
+    /// default: processing later events of an aggregate past a failed one usually breaks it.
+    #[default]
+    Park,
+    /// Let them go on.
+    Skip,
+}
+
+/// Settings for [`Worker`](super::Worker).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct WorkerConfig {
+    /// Claim loops running at once, each with its own batch. Defaults to 4.
+    pub concurrency: usize,
+    /// Rows per claim; they share one transaction, each behind its own savepoint. 1 gives a
+    /// transaction per row. Defaults to 50.
+    pub batch_size: u32,
+    /// How long a claim holds before the reaper may hand the row to another worker.
+    /// Defaults to 30 s.
+    pub lease: Duration,
+    /// How often a running batch extends its lease. Defaults to 10 s.
+    pub heartbeat: Duration,
+    /// Wait after a claim that found nothing, with jitter. Defaults to 100 ms.
+    pub poll_interval: Duration,
+    /// Claims before a failing row goes dead. Counted at claim time, so a row whose handler
+    /// kills its worker gets there too. Defaults to 5.
+    pub max_attempts: u32,
+    /// Delay before a failed row is available again, by attempt. Defaults to 1 s base, 5 min cap.
+    pub backoff: Backoff,
+    /// Per-aggregate ordering: never two rows of one aggregate in flight, arrival order within
+    /// an aggregate. Defaults to `false`.
+    pub ordered: bool,
+    /// In ordered mode, what a dead row does to its aggregate. Defaults to [`OnDead::Park`].
+    pub on_dead: OnDead,
+    /// Deadline of one handler call. Defaults to 30 s.
+    pub handler_timeout: Duration,
+    /// On shutdown, how long in-flight batches may take before their rows are handed back.
+    /// Defaults to 30 s.
+    pub shutdown_grace: Duration,
+    /// Bounds of the batch transaction (isolation and timeouts). Defaults to READ COMMITTED,
+    /// 5 s lock, 30 s statement, 60 s idle.
+    pub begin: BeginParams,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 4,
+            batch_size: 50,
+            lease: Duration::from_secs(30),
+            heartbeat: Duration::from_secs(10),
+            poll_interval: Duration::from_millis(100),
+            max_attempts: 5,
+            backoff: Backoff {
+                base: Duration::from_secs(1),
+                max: Duration::from_secs(300),
+            },
+            ordered: false,
+            on_dead: OnDead::Park,
+            handler_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(30),
+            begin: BeginParams::default(),
+        }
+    }
+}
+
+impl WorkerConfig {
+    /// Sets [`WorkerConfig::concurrency`] (at least 1).
+    #[must_use]
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// Sets [`WorkerConfig::batch_size`] (at least 1).
+    #[must_use]
+    pub fn batch_size(mut self, n: u32) -> Self {
+        self.batch_size = n.max(1);
+        self
+    }
+
+    /// Sets [`WorkerConfig::lease`].
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Sets [`WorkerConfig::heartbeat`].
+    #[must_use]
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
+        self
+    }
+
+    /// Sets [`WorkerConfig::poll_interval`].
+    #[must_use]
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every;
+        self
+    }
+
+    /// Sets [`WorkerConfig::max_attempts`] (at least 1).
+    #[must_use]
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n.max(1);
+        self
+    }
+
+    /// Sets [`WorkerConfig::backoff`].
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Sets [`WorkerConfig::ordered`] and [`WorkerConfig::on_dead`].
+    #[must_use]
+    pub fn ordered(mut self, ordered: bool, on_dead: OnDead) -> Self {
+        self.ordered = ordered;
+        self.on_dead = on_dead;
+        self
+    }
+
+    /// Sets [`WorkerConfig::handler_timeout`].
+    #[must_use]
+    pub fn handler_timeout(mut self, timeout: Duration) -> Self {
+        self.handler_timeout = timeout;
+        self
+    }
+
+    /// Sets [`WorkerConfig::shutdown_grace`].
+    #[must_use]
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+}

@@ -1,0 +1,25 @@
+//! The store-then-process inbox.
+//!
+//! Receipt ([`Inbox::store`]) only stores the raw message and commits; the caller then acks.
+//! [`Worker`]s claim stored rows in batches with `FOR UPDATE SKIP LOCKED` (an atomic
+//! `UPDATE … RETURNING` under `BEGIN IMMEDIATE` on SQLite), run the handler for each row behind
+//! a savepoint, and mark the row done in the same transaction as the handler's writes. Claims
+//! are leases with a token: a heartbeat extends them, the [`Reaper`] returns expired ones, and
+//! completion checks the token, so a worker whose lease was taken away cannot also complete.
+//!
+//! Use it when handlers are slower than the broker's ack timeout, when you want to replay
+//! stored messages after a fix, or when one aggregate's messages must be processed in arrival
+//! order ([`WorkerConfig::ordered`]).
+
+mod batch;
+mod config;
+mod reaper;
+mod receipt;
+pub mod store;
+mod worker;
+
+pub use config::{OnDead, WorkerConfig};
+pub use reaper::{Reaper, ReaperConfig};
+pub use receipt::Inbox;
+pub use store::{Enqueued, InboxStore, Replayed, Selector};
+pub use worker::{BatchReport, Worker};

@@ -1,0 +1,113 @@
+//! Receipt and operator actions: store a received message, replay or re-drive rows, purge
+//! done rows by age.
+
+use std::time::SystemTime;
+
+use tracing::warn;
+
+use super::store::{EnqueueParams, Enqueued, InboxStore, ReplayParams, Replayed, Selector};
+use crate::envelope::{ConsumerName, Envelope};
+use crate::error::Error;
+use crate::metrics as m;
+use crate::store::{DeadLetterParams, DeadLetterReason};
+
+/// The receiving side of the store-then-process inbox for one consumer.
+#[derive(Debug, Clone)]
+pub struct Inbox<S> {
+    store: S,
+    consumer: ConsumerName,
+}
+
+impl<S: InboxStore> Inbox<S> {
+    /// The inbox of `consumer` in `store`.
+    pub fn new(store: S, consumer: ConsumerName) -> Self {
+        Self { store, consumer }
+    }
+
+    /// The store.
+    pub fn store_handle(&self) -> &S {
+        &self.store
+    }
+
+    /// Stores a received message as a pending row (committed when this returns), unless the
+    /// key is already there. Ack the delivery after `Ok`, whatever the variant: a duplicate is
+    /// already stored, and a conflict (same key, different payload) is logged at WARN and
+    /// written to the dead-letter table, never silently dropped.
+    ///
+    /// # Errors
+    /// A store failure: nothing was stored, so requeue the delivery.
+    pub async fn store(&self, envelope: &Envelope) -> Result<Enqueued, Error> {
+        let params = EnqueueParams {
+            consumer: &self.consumer,
+            envelope,
+        };
+        let enqueued = self.store.enqueue(&params).await?;
+        if let Enqueued::Conflict { stored, received } = enqueued {
+            warn!(message_id = %envelope.id(), %stored, %received, "message id already stored with a different payload");
+            let error = format!("already stored with payload {stored}, received {received}");
+            let letter = DeadLetterParams {
+                consumer: &self.consumer,
+                message_id: Some(envelope.id()),
+                message_type: envelope.message_type(),
+                correlation_id: envelope.correlation_id(),
+                payload: envelope.payload(),
+                payload_hash: Some(received),
+                reason: DeadLetterReason::Conflict,
+                error: &error,
+                attempts: 1,
+            };
+            self.store.dead_letter(&letter).await?;
+        }
+        let outcome = match enqueued {
+            Enqueued::Stored { .. } => "stored",
+            Enqueued::Duplicate => "duplicate",
+            Enqueued::Conflict { .. } => "conflict",
+        };
+        metrics::counter!(m::RECEIPTS_TOTAL, "consumer" => self.consumer.as_str().to_owned(), "outcome" => outcome)
+            .increment(1);
+        Ok(enqueued)
+    }
+
+    /// Resets the selected dead rows to pending, as new; with `include_done`, done rows too,
+    /// which applies their effect again (a re-drive). Either way an audit record (who, when,
+    /// why, which rows) is written in the same transaction.
+    ///
+    /// # Errors
+    /// A store failure; nothing was reset.
+    pub async fn replay(
+        &self,
+        selector: &Selector,
+        include_done: bool,
+        actor: &str,
+        reason: &str,
+    ) -> Result<Replayed, Error> {
+        let params = ReplayParams {
+            consumer: &self.consumer,
+            selector,
+            include_done,
+            actor,
+            reason,
+        };
+        Ok(self.store.replay(&params).await?)
+    }
+
+    /// Deletes done rows finished before `older_than`, in batches of `batch` rows, each its
+    /// own transaction, until a batch comes back short. Returns how many were deleted.
+    ///
+    /// Done rows are this variant's dedup memory: `older_than` must lie further back than the
+    /// longest redelivery, dead-letter replay or offset reset you support.
+    ///
+    /// # Errors
+    /// A store failure; the batches before it stay deleted.
+    pub async fn purge_done(&self, older_than: SystemTime, batch: u32) -> Result<u64, Error> {
+        let batch = batch.max(1);
+        let mut total = 0;
+        loop {
+            let n = self.store.purge_done(older_than, batch).await?;
+            total += n;
+            if n < u64::from(batch) {
+                return Ok(total);
+            }
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The store operations of the store-then-process inbox: the seam its backends implement,
+//! internal in the same way as [`Store`].
+
+use std::future::Future;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::envelope::{ConsumerName, Envelope, PayloadHash};
+use crate::error::StoreError;
+use crate::store::Store;
+
+/// Milliseconds since the Unix epoch, the unit every inbox time parameter travels in.
+#[must_use]
+pub fn millis(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A duration in whole milliseconds, saturating.
+#[must_use]
+pub fn millis_of(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The random token of one claim. Completing or failing a row needs it, so a worker whose
+/// lease was reaped (and the row claimed again by someone else) can do neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClaimToken([u8; 16]);
+
+impl ClaimToken {
+    /// A fresh random token.
+    #[must_use]
+    pub fn random() -> Self {
+        Self(uuid::Uuid::new_v4().into_bytes())
+    }
+
+    /// The bytes stored in `claim_token`.
+    #[must_use]
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+}
+
+/// Parameters of [`InboxStore::enqueue`].
+#[derive(Debug, Clone, Copy)]
+pub struct EnqueueParams<'a> {
+    /// The consumer that will process the row.
+    pub consumer: &'a ConsumerName,
+    /// The message, with its aggregate when ordering matters.
+    pub envelope: &'a Envelope,
+}
+
+/// What a receipt did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Enqueued {
+    /// Stored as a new pending row with this id.
+    Stored {
+        /// The row id (arrival order).
+        id: i64,
+    },
+    /// The key was stored before with the same payload.
+    Duplicate,
+    /// The key was stored before with a different payload.
+    Conflict {
+        /// Hash of the stored payload.
+        stored: PayloadHash,
+        /// Hash of the payload received now.
+        received: PayloadHash,
+    },
+}
+
+/// Parameters of [`InboxStore::claim_batch`].
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimBatchParams<'a> {
+    /// Whose rows.
+    pub consumer: &'a ConsumerName,
+    /// Recorded in `claimed_by`, for operators.
+    pub worker: &'a str,
+    /// The token the claimed rows carry.
+    pub token: &'a ClaimToken,
+    /// At most this many rows.
+    pub limit: u32,
+    /// Lease length.
+    pub lease: Duration,
+    /// Injected clock; `None` uses the database's.
+    pub now: Option<SystemTime>,
+    /// Per-aggregate ordering.
+    pub ordered: bool,
+    /// In ordered mode, whether a dead row holds back the later rows of its aggregate.
+    pub park: bool,
+}
+
+/// A claimed row.
+#[derive(Debug, Clone)]
+pub struct InboxRow {
+    /// Row id, which is arrival order.
+    pub id: i64,
+    /// The stored message.
+    pub envelope: Envelope,
+    /// Claims of this row so far, this one included.
+    pub attempts: u32,
+}
+
+/// Parameters of [`InboxStore::complete`].
+#[derive(Debug, Clone, Copy)]
+pub struct CompleteParams<'a> {
+    /// The row.
+    pub id: i64,
+    /// The claim's token.
+    pub token: &'a ClaimToken,
+}
+
+/// What completing a row found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Completed {
+    /// Marked done in the caller's transaction.
+    Done,
+    /// The claim is no longer ours (reaped, perhaps claimed again): roll back.
+    LostClaim,
+}
+
+/// Parameters of [`InboxStore::fail`].
+#[derive(Debug, Clone, Copy)]
+pub struct FailParams<'a> {
+    /// The row.
+    pub id: i64,
+    /// The claim's token.
+    pub token: &'a ClaimToken,
+    /// The error chain, kept in `last_error`.
+    pub error: &'a str,
+    /// Delay before the row is available again.
+    pub backoff: Duration,
+    /// At this many attempts the row goes dead instead.
+    pub max_attempts: u32,
+    /// Dead at once, whatever the attempts.
+    pub permanent: bool,
+    /// Injected clock; `None` uses the database's.
+    pub now: Option<SystemTime>,
+}
+
+/// What a failure did to the row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failed {
+    /// Back to pending after the backoff.
+    Retrying,
+    /// Dead, with its error.
+    Dead,
+    /// The claim is no longer ours; nothing recorded.
+    LostClaim,
+}
+
+/// Parameters of [`InboxStore::release_stale`].
+#[derive(Debug, Clone, Copy)]
+pub struct ReleaseStaleParams {
+    /// Rows at this many attempts go dead instead of pending.
+    pub max_attempts: u32,
+    /// At most this many rows per call.
+    pub limit: u32,
+    /// Injected clock; `None` uses the database's.
+    pub now: Option<SystemTime>,
+}
+
+/// Which rows a replay resets. Fields combine with AND; `None` matches anything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Selector {
+    /// These row ids only.
+    pub ids: Option<Vec<i64>>,
+    /// This aggregate only.
+    pub aggregate_id: Option<String>,
+    /// Received at or after.
+    pub received_from: Option<SystemTime>,
+    /// Received before.
+    pub received_before: Option<SystemTime>,
+}
+
+impl Selector {
+    /// Every row the statuses allow.
+    #[must_use]
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// These row ids.
+    #[must_use]
+    pub fn ids(ids: impl Into<Vec<i64>>) -> Self {
+        Self {
+            ids: Some(ids.into()),
+            ..Self::default()
+        }
+    }
+
+    /// One aggregate.
+    #[must_use]
+    pub fn aggregate(aggregate_id: impl Into<String>) -> Self {
+        Self {
+            aggregate_id: Some(aggregate_id.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Received in `[from, before)`.
+    #[must_use]
+    pub fn received_between(from: SystemTime, before: SystemTime) -> Self {
+        Self {
+            received_from: Some(from),
+            received_before: Some(before),
+            ..Self::default()
+        }
+    }
+}
+
+/// Parameters of [`InboxStore::replay`].
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayParams<'a> {
+    /// Whose rows.
+    pub consumer: &'a ConsumerName,
+    /// Which rows.
+    pub selector: &'a Selector,
+    /// Also reset done rows: a re-drive, which applies their effect again.
+    pub include_done: bool,
+    /// Who asks, for the audit record.
+    pub actor: &'a str,
+    /// Why, for the audit record.
+    pub reason: &'a str,
+}
+
+/// What a replay reset.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Replayed {
+    /// Row ids reset to pending, in order.
+    pub ids: Vec<i64>,
+    /// How many of them had been done.
+    pub done_rows: u64,
+}
+
+/// Store-then-process operations. Implemented by the same backends as [`Store`]; internal in
+/// the same way (not meant to be implemented elsewhere, may change in minor releases).
+pub trait InboxStore: Store {
+    /// Stores a received message as pending unless its key is there already (autocommit).
+    fn enqueue(
+        &self,
+        params: &EnqueueParams<'_>,
+    ) -> impl Future<Output = Result<Enqueued, StoreError>> + Send;
+
+    /// Claims pending rows in their own short transaction, counting an attempt on each.
+    fn claim_batch(
+        &self,
+        params: &ClaimBatchParams<'_>,
+    ) -> impl Future<Output = Result<Vec<InboxRow>, StoreError>> + Send;
+
+    /// Marks a claimed row done inside the handler's transaction; fenced by the token.
+    fn complete(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        params: &CompleteParams<'_>,
+    ) -> impl Future<Output = Result<Completed, StoreError>> + Send;
+
+    /// Records a failed attempt in its own transaction; fenced by the token.
+    fn fail(
+        &self,
+        params: &FailParams<'_>,
+    ) -> impl Future<Output = Result<Failed, StoreError>> + Send;
+
+    /// Extends the lease of every row still processing under `token`. Returns how many.
+    fn extend_leases(
+        &self,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Hands back the unfinished rows of `token` (graceful shutdown), giving back their attempt.
+    fn release(&self, token: &ClaimToken) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// The reaper: returns expired leases to pending (or dead). Returns how many.
+    fn release_stale(
+        &self,
+        params: &ReleaseStaleParams,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Resets dead (and, when asked, done) rows to pending and writes the audit record, in one
+    /// transaction.
+    fn replay(
+        &self,
+        params: &ReplayParams<'_>,
+    ) -> impl Future<Output = Result<Replayed, StoreError>> + Send;
+
+    /// Deletes at most `limit` done rows finished before `older_than`. Returns how many.
+    fn purge_done(
+        &self,
+        older_than: SystemTime,
+        limit: u32,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+}

@@ -1,0 +1,215 @@
+//! The worker pool: claim loops that process stored rows, until shutdown.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::{error, warn};
+
+use super::config::WorkerConfig;
+use super::store::{ClaimBatchParams, ClaimToken, InboxStore};
+use crate::envelope::ConsumerName;
+use crate::error::Error;
+use crate::handler::Handler;
+use crate::metrics as m;
+
+/// What one claim-and-process round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BatchReport {
+    /// Rows claimed.
+    pub claimed: u64,
+    /// Rows whose handler committed with the row marked done.
+    pub done: u64,
+    /// Rows that failed and will be retried after their backoff.
+    pub retrying: u64,
+    /// Rows that went dead.
+    pub dead: u64,
+    /// Rows whose claim was lost to the reaper before completion: rolled back.
+    pub lost: u64,
+}
+
+/// Processes the stored rows of one consumer: claims batches under fenced leases, runs the
+/// handler for each row behind a savepoint of the batch's transaction, marks it done in that
+/// same transaction, and commits once per batch.
+///
+/// # Transactions, locks and leases
+/// A claim is its own short transaction; it sets the rows to `processing` with a lease and a
+/// token, and counts an attempt. The batch transaction then holds the rows it completes until
+/// it commits, so keep handlers short or batches small. A heartbeat extends the lease while
+/// the batch runs; if a worker stops heartbeating, the reaper returns its rows, and the token
+/// check makes any late completion of this worker roll back.
+#[derive(Debug)]
+pub struct Worker<S, H> {
+    pub(super) inner: Arc<Inner<S, H>>,
+}
+
+#[derive(Debug)]
+pub(super) struct Inner<S, H> {
+    pub(super) store: S,
+    pub(super) consumer: ConsumerName,
+    pub(super) handler: H,
+    pub(super) config: WorkerConfig,
+    pub(super) id: String,
+    /// Tokens of batches in flight, handed back if shutdown cuts them short.
+    pub(super) in_flight: Mutex<HashSet<ClaimToken>>,
+}
+
+impl<S, H> Clone for Worker<S, H> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
+    /// A worker for `consumer`'s rows.
+    pub fn new(store: S, consumer: ConsumerName, handler: H, config: WorkerConfig) -> Self {
+        let id = format!(
+            "{}-{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                consumer,
+                handler,
+                config,
+                id,
+                in_flight: Mutex::default(),
+            }),
+        }
+    }
+
+    /// This worker's id, as written to `claimed_by`.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// Claims one batch and processes it.
+    ///
+    /// # Errors
+    /// A store failure claiming the batch or committing it. Rows of a batch that could not
+    /// commit are handed back to pending.
+    pub async fn run_once(&self) -> Result<BatchReport, Error> {
+        let inner = &*self.inner;
+        let token = ClaimToken::random();
+        let params = ClaimBatchParams {
+            consumer: &inner.consumer,
+            worker: &inner.id,
+            token: &token,
+            limit: inner.config.batch_size,
+            lease: inner.config.lease,
+            now: None,
+            ordered: inner.config.ordered,
+            park: inner.config.on_dead == super::config::OnDead::Park,
+        };
+        self.track(token, true);
+        let rows = match inner.store.claim_batch(&params).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                self.track(token, false);
+                return Err(e.into());
+            }
+        };
+        if rows.is_empty() {
+            self.track(token, false);
+            return Ok(BatchReport::default());
+        }
+        metrics::histogram!(m::CLAIM_BATCH_SIZE, "consumer" => inner.consumer.as_str().to_owned())
+            .record(rows.len() as f64);
+        let report = self.process_batch(rows, token).await;
+        self.track(token, false);
+        report
+    }
+
+    fn track(&self, token: ClaimToken, add: bool) {
+        let mut set = self
+            .inner
+            .in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if add {
+            set.insert(token);
+        } else {
+            set.remove(&token);
+        }
+    }
+
+    /// Runs `concurrency` claim loops until `shutdown` resolves, then stops claiming, lets
+    /// in-flight batches finish within `shutdown_grace`, and hands back the rows of any batch
+    /// cut short (their attempt is given back). Nothing claimed is lost: a row is done, back to
+    /// pending, or, if this process dies, returned by the reaper when its lease expires.
+    ///
+    /// # Errors
+    /// Only when handing back cut-short rows fails; their leases then expire instead.
+    pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut loops = JoinSet::new();
+        for _ in 0..self.inner.config.concurrency.max(1) {
+            let worker = self.clone();
+            let stop = stop_rx.clone();
+            loops.spawn(async move { worker.claim_loop(stop).await });
+        }
+        shutdown.await;
+        let _ = stop_tx.send(true);
+        let grace = self.inner.config.shutdown_grace;
+        let drained =
+            tokio::time::timeout(grace, async { while loops.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            warn!(
+                ?grace,
+                "batches still running at the end of the shutdown grace; handing their rows back"
+            );
+            loops.shutdown().await;
+        }
+        let tokens: Vec<ClaimToken> = {
+            let mut set = self
+                .inner
+                .in_flight
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            set.drain().collect()
+        };
+        for token in tokens {
+            self.inner.store.release(&token).await?;
+        }
+        Ok(())
+    }
+
+    async fn claim_loop(&self, mut stop: watch::Receiver<bool>) {
+        let mut failures = 0u32;
+        while !*stop.borrow() {
+            let idle = match self.run_once().await {
+                Ok(report) if report.claimed > 0 => {
+                    failures = 0;
+                    continue;
+                }
+                Ok(_) => self
+                    .inner
+                    .config
+                    .poll_interval
+                    .mul_f64(0.5 + fastrand::f64()),
+                Err(e) => {
+                    failures += 1;
+                    error!(error = %e, "worker batch failed");
+                    self.inner
+                        .config
+                        .backoff
+                        .delay(failures)
+                        .max(Duration::from_millis(50))
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep(idle) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+}

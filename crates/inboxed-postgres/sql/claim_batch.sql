@@ -1,0 +1,42 @@
+-- claim_batch: claims up to $4 pending rows of a consumer, oldest first, under a lease.
+-- $1 consumer_name, $2 worker id, $3 claim token, $4 limit, $5 lease (ms),
+-- $6 now (ms since the epoch; NULL: the database clock), $7 ordered (bool), $8 park (bool)
+--
+-- FOR UPDATE SKIP LOCKED lets concurrent workers pass over rows another worker is claiming
+-- instead of queueing behind it. Attempts are counted here, before any handler runs.
+-- Ordered mode: a row is only eligible when no earlier row of its aggregate is unfinished
+-- (pending, processing, or dead when parking). An earlier row that another worker is claiming
+-- right now still looks pending to this statement, so it blocks: the check errs on the side of
+-- order. The returned order is not guaranteed; the worker sorts by id.
+WITH clock AS (
+    SELECT coalesce(to_timestamp($6::float8 / 1000), now()) AS now
+),
+candidates AS (
+    SELECT i.id
+    FROM {{schema}}."{{prefix}}inbox_messages" i, clock
+    WHERE i.consumer_name = $1
+      AND i.status = 'pending'
+      AND i.available_at <= clock.now
+      AND (NOT $7 OR i.aggregate_id IS NULL OR NOT EXISTS (
+          SELECT 1 FROM {{schema}}."{{prefix}}inbox_messages" e
+          WHERE e.consumer_name = i.consumer_name
+            AND e.aggregate_id = i.aggregate_id
+            AND e.id < i.id
+            AND e.status <> 'done'
+            AND (e.status <> 'dead' OR $8)
+      ))
+    ORDER BY i.id
+    LIMIT $4
+    FOR UPDATE OF i SKIP LOCKED
+)
+UPDATE {{schema}}."{{prefix}}inbox_messages" m
+SET status = 'processing',
+    attempts = m.attempts + 1,
+    claimed_at = clock.now,
+    claimed_by = $2,
+    lease_expires_at = clock.now + $5 * interval '1 millisecond',
+    claim_token = $3
+FROM candidates c, clock
+WHERE m.id = c.id
+RETURNING m.id, m.message_id, m.aggregate_id, m.message_type, m.correlation_id, m.payload,
+          m.attempts

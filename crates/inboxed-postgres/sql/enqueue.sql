@@ -1,0 +1,12 @@
+-- enqueue: the store-then-process receipt. Stores the raw message unless this consumer already
+-- has the key; the caller commits (autocommit here) and only then acks the broker.
+-- $1 consumer_name, $2 message_id, $3 aggregate_id, $4 message_type, $5 correlation_id,
+-- $6 payload, $7 payload_hash
+--
+-- RETURNING yields the new row's id; no row means the key was already stored, and
+-- enqueue_lookup.sql returns its payload hash to tell a duplicate from a conflict.
+INSERT INTO {{schema}}."{{prefix}}inbox_messages"
+    (consumer_name, message_id, aggregate_id, message_type, correlation_id, payload, payload_hash)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (consumer_name, message_id) DO NOTHING
+RETURNING id

@@ -1,0 +1,257 @@
+//! [`InboxStore`] for PostgreSQL: the store-then-process operations.
+
+use std::time::{Duration, SystemTime};
+
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Row};
+
+use inboxed_core::inbox::store::{
+    ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueParams, Enqueued, FailParams,
+    Failed, InboxRow, InboxStore, ReleaseStaleParams, ReplayParams, Replayed, millis, millis_of,
+};
+use inboxed_core::{Envelope, MessageId, PayloadHash, StoreError};
+
+use crate::PgStore;
+
+type Query = sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+impl PgStore {
+    /// Runs an autocommitted statement. With the statement cache off (behind a proxy that does
+    /// not track prepared statements) it runs inside a transaction, so that the unnamed
+    /// statement's parse and execute reach the same server.
+    async fn autocommit(&self, query: Query) -> Result<Vec<PgRow>, StoreError> {
+        if self.persistent {
+            return query
+                .fetch_all(&self.pool)
+                .await
+                .map_err(StoreError::from_sqlx);
+        }
+        let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
+        let rows = query
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        Ok(rows)
+    }
+
+    async fn autocommit_count(&self, query: Query) -> Result<u64, StoreError> {
+        if self.persistent {
+            let done = query
+                .execute(&self.pool)
+                .await
+                .map_err(StoreError::from_sqlx)?;
+            return Ok(done.rows_affected());
+        }
+        let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
+        let done = query
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        Ok(done.rows_affected())
+    }
+}
+
+fn row_to_inbox(row: &PgRow) -> Result<InboxRow, StoreError> {
+    let get = StoreError::from_sqlx;
+    let id: i64 = row.try_get(0).map_err(get)?;
+    let message_id: String = row.try_get(1).map_err(get)?;
+    let aggregate: Option<String> = row.try_get(2).map_err(get)?;
+    let message_type: Option<String> = row.try_get(3).map_err(get)?;
+    let correlation: Option<String> = row.try_get(4).map_err(get)?;
+    let payload: Vec<u8> = row.try_get(5).map_err(get)?;
+    let attempts: i32 = row.try_get(6).map_err(get)?;
+    // The id was validated at receipt; a row that fails now was written by something else.
+    let id_checked = MessageId::new(message_id)
+        .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
+    let mut envelope = Envelope::new(id_checked, payload);
+    if let Some(a) = aggregate {
+        envelope = envelope.with_aggregate(a);
+    }
+    if let Some(t) = message_type {
+        envelope = envelope.with_type(t);
+    }
+    if let Some(c) = correlation {
+        envelope = envelope.with_correlation_id(c);
+    }
+    Ok(InboxRow {
+        id,
+        envelope,
+        attempts: u32::try_from(attempts).unwrap_or(0),
+    })
+}
+
+impl InboxStore for PgStore {
+    async fn enqueue(&self, p: &EnqueueParams<'_>) -> Result<Enqueued, StoreError> {
+        let env = p.envelope;
+        let query = self
+            .query(&self.queries.enqueue)
+            .bind(p.consumer.as_str())
+            .bind(env.id().as_str())
+            .bind(env.aggregate_id())
+            .bind(env.message_type())
+            .bind(env.correlation_id())
+            .bind(env.payload())
+            .bind(env.hash().as_bytes().as_slice());
+        if let Some(row) = self.autocommit(query).await?.first() {
+            return Ok(Enqueued::Stored {
+                id: row.try_get(0).map_err(StoreError::from_sqlx)?,
+            });
+        }
+        let query = self
+            .query(&self.queries.enqueue_lookup)
+            .bind(p.consumer.as_str())
+            .bind(env.id().as_str());
+        let rows = self.autocommit(query).await?;
+        let stored: Option<Vec<u8>> = rows
+            .first()
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(StoreError::from_sqlx)?;
+        let stored = stored.as_deref().and_then(PayloadHash::from_slice);
+        Ok(match stored {
+            Some(stored) if stored != env.hash() => Enqueued::Conflict {
+                stored,
+                received: env.hash(),
+            },
+            _ => Enqueued::Duplicate,
+        })
+    }
+
+    async fn claim_batch(&self, p: &ClaimBatchParams<'_>) -> Result<Vec<InboxRow>, StoreError> {
+        let query = self
+            .query(&self.queries.claim_batch)
+            .bind(p.consumer.as_str())
+            .bind(p.worker)
+            .bind(p.token.as_bytes().as_slice())
+            .bind(i64::from(p.limit))
+            .bind(millis_of(p.lease))
+            .bind(p.now.map(millis))
+            .bind(p.ordered)
+            .bind(p.park);
+        self.autocommit(query)
+            .await?
+            .iter()
+            .map(row_to_inbox)
+            .collect()
+    }
+
+    async fn complete(
+        &self,
+        conn: &mut PgConnection,
+        p: &CompleteParams<'_>,
+    ) -> Result<Completed, StoreError> {
+        let done = self
+            .query(&self.queries.complete)
+            .bind(p.id)
+            .bind(p.token.as_bytes().as_slice())
+            .execute(&mut *conn)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(if done.rows_affected() == 1 {
+            Completed::Done
+        } else {
+            Completed::LostClaim
+        })
+    }
+
+    async fn fail(&self, p: &FailParams<'_>) -> Result<Failed, StoreError> {
+        let query = self
+            .query(&self.queries.fail)
+            .bind(p.id)
+            .bind(p.token.as_bytes().as_slice())
+            .bind(p.error)
+            .bind(millis_of(p.backoff))
+            .bind(i32::try_from(p.max_attempts).unwrap_or(i32::MAX))
+            .bind(p.permanent)
+            .bind(p.now.map(millis));
+        let rows = self.autocommit(query).await?;
+        let status: Option<String> = rows
+            .first()
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(StoreError::from_sqlx)?;
+        Ok(match status.as_deref() {
+            None => Failed::LostClaim,
+            Some("dead") => Failed::Dead,
+            Some(_) => Failed::Retrying,
+        })
+    }
+
+    async fn extend_leases(&self, token: &ClaimToken, lease: Duration) -> Result<u64, StoreError> {
+        let query = self
+            .query(&self.queries.extend_leases)
+            .bind(token.as_bytes().as_slice())
+            .bind(millis_of(lease))
+            .bind(None::<i64>);
+        self.autocommit_count(query).await
+    }
+
+    async fn release(&self, token: &ClaimToken) -> Result<u64, StoreError> {
+        let query = self
+            .query(&self.queries.release)
+            .bind(token.as_bytes().as_slice());
+        self.autocommit_count(query).await
+    }
+
+    async fn release_stale(&self, p: &ReleaseStaleParams) -> Result<u64, StoreError> {
+        let query = self
+            .query(&self.queries.release_stale)
+            .bind(i32::try_from(p.max_attempts).unwrap_or(i32::MAX))
+            .bind(i64::from(p.limit))
+            .bind(p.now.map(millis));
+        self.autocommit_count(query).await
+    }
+
+    async fn replay(&self, p: &ReplayParams<'_>) -> Result<Replayed, StoreError> {
+        let sel = p.selector;
+        let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
+        let rows = self
+            .query(&self.queries.replay_select)
+            .bind(p.consumer.as_str())
+            .bind(sel.ids.as_deref())
+            .bind(sel.aggregate_id.as_deref())
+            .bind(sel.received_from.map(millis))
+            .bind(sel.received_before.map(millis))
+            .bind(p.include_done)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        let mut out = Replayed::default();
+        for row in &rows {
+            out.ids.push(row.try_get(0).map_err(StoreError::from_sqlx)?);
+            let was_done: bool = row.try_get(1).map_err(StoreError::from_sqlx)?;
+            out.done_rows += u64::from(was_done);
+        }
+        if out.ids.is_empty() {
+            return Ok(out);
+        }
+        self.query(&self.queries.replay_reset)
+            .bind(&out.ids)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        self.query(&self.queries.replay_audit)
+            .bind(p.actor)
+            .bind(p.reason)
+            .bind(p.consumer.as_str())
+            .bind(format!("{sel:?}"))
+            .bind(i64::try_from(out.ids.len()).unwrap_or(i64::MAX))
+            .bind(i64::try_from(out.done_rows).unwrap_or(i64::MAX))
+            .bind(&out.ids)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        Ok(out)
+    }
+
+    async fn purge_done(&self, older_than: SystemTime, limit: u32) -> Result<u64, StoreError> {
+        let query = self
+            .query(&self.queries.purge_done)
+            .bind(millis(older_than))
+            .bind(i64::from(limit));
+        self.autocommit_count(query).await
+    }
+}

@@ -1,0 +1,4 @@
+-- enqueue_lookup: the stored payload hash of a key that enqueue found already present.
+-- ?1 consumer_name, ?2 message_id
+SELECT payload_hash FROM {{schema}}."{{prefix}}inbox_messages"
+WHERE consumer_name = ?1 AND message_id = ?2

@@ -1,0 +1,170 @@
+//! Claims, leases and their fencing, checked at the store level with an injected clock.
+
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime};
+
+use inboxed_core::Store;
+use inboxed_core::inbox::store::{
+    ClaimBatchParams, ClaimToken, CompleteParams, Completed, InboxRow, InboxStore,
+};
+use inboxed_core::inbox::{Reaper, ReaperConfig};
+use inboxed_core::store::BeginParams;
+
+use super::{inbox, with_status};
+use crate::backend::{Backend, TestDb};
+use crate::conformance::{ledger, ledger_state};
+use crate::handler::credit;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// The injected clock: a second ahead, because the injected time travels in whole milliseconds
+/// while PostgreSQL stamps `available_at` in microseconds; a row received in the same
+/// millisecond would otherwise look not yet available.
+fn clock() -> SystemTime {
+    SystemTime::now() + Duration::from_secs(1)
+}
+
+async fn claim<B: Backend>(
+    db: &TestDb<B>,
+    token: &ClaimToken,
+    limit: u32,
+    now: SystemTime,
+) -> Vec<InboxRow> {
+    let consumer = ledger();
+    let params = ClaimBatchParams {
+        consumer: &consumer,
+        worker: "test",
+        token,
+        limit,
+        lease: LEASE,
+        now: Some(now),
+        ordered: false,
+        park: true,
+    };
+    db.store.claim_batch(&params).await.unwrap()
+}
+
+/// Applies a row's effect and completes it in one transaction, as a worker does; commits only
+/// when the completion is ours.
+async fn apply<B: Backend>(db: &TestDb<B>, row: &InboxRow, token: &ClaimToken) -> Completed {
+    let mut tx = db.store.begin(&BeginParams::default()).await.unwrap();
+    B::ledger_insert(&mut tx, row.envelope.id().as_str(), "a", 1)
+        .await
+        .unwrap();
+    let done = db
+        .store
+        .complete(&mut tx, &CompleteParams { id: row.id, token })
+        .await
+        .unwrap();
+    if done == Completed::Done {
+        tx.commit().await.unwrap();
+    }
+    done
+}
+
+/// A worker whose lease was reaped and whose row was claimed again cannot complete it: its
+/// transaction rolls back with its business writes, and the new holder applies the effect once.
+pub async fn complete_after_reclaim_is_fenced<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    inbox(&db).store(&credit("f-1", 1)).await.unwrap();
+    let t0 = clock();
+    let (slow, fast) = (ClaimToken::random(), ClaimToken::random());
+    let rows = claim(&db, &slow, 10, t0).await;
+    assert_eq!(rows.len(), 1);
+    let reaper = Reaper::new(db.store.clone(), ReaperConfig::default());
+    assert_eq!(
+        reaper
+            .reap_once(Some(t0 + LEASE + Duration::from_secs(1)))
+            .await
+            .unwrap(),
+        1
+    );
+    let again = claim(&db, &fast, 10, t0 + LEASE + Duration::from_secs(2)).await;
+    assert_eq!((again.len(), again[0].attempts), (1, 2));
+    assert_eq!(apply(&db, &rows[0], &slow).await, Completed::LostClaim);
+    assert_eq!(
+        ledger_state(&db).await,
+        (0, 0),
+        "the slow worker's write rolled back"
+    );
+    assert_eq!(apply(&db, &again[0], &fast).await, Completed::Done);
+    assert_eq!(ledger_state(&db).await, (1, 1));
+    assert_eq!(with_status(&db, "done").await, 1);
+    db.finish().await;
+}
+
+/// The reaper leaves live leases alone, returns expired ones to pending (their attempt was
+/// counted at claim time), and sends a row to dead once its attempts are used up. The clock is
+/// injected: no test sleeps.
+pub async fn reaper_returns_expired_claims<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    inbox(&db).store(&credit("x-1", 1)).await.unwrap();
+    let reaper = Reaper::new(db.store.clone(), ReaperConfig::default().max_attempts(2));
+    let t0 = clock();
+    assert_eq!(claim(&db, &ClaimToken::random(), 1, t0).await.len(), 1);
+    assert_eq!(
+        reaper
+            .reap_once(Some(t0 + Duration::from_secs(10)))
+            .await
+            .unwrap(),
+        0,
+        "lease still live"
+    );
+    let t1 = t0 + LEASE + Duration::from_secs(1);
+    assert_eq!(reaper.reap_once(Some(t1)).await.unwrap(), 1);
+    assert_eq!(with_status(&db, "pending").await, 1);
+    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE attempts = 1 AND last_error LIKE 'lease expired%'").await, 1);
+    assert_eq!(claim(&db, &ClaimToken::random(), 1, t1).await.len(), 1);
+    assert_eq!(
+        reaper
+            .reap_once(Some(t1 + LEASE + Duration::from_secs(1)))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        with_status(&db, "dead").await,
+        1,
+        "two claims that never finished"
+    );
+    db.finish().await;
+}
+
+/// Two claims at once never share a row. On PostgreSQL, a row locked by another transaction is
+/// skipped rather than waited for (`FOR UPDATE SKIP LOCKED`). SQLite has a single writer, so
+/// its claims cannot interleave and there is no row lock to skip: there the case checks that
+/// concurrent claims are disjoint and complete.
+pub async fn claim_batch_skips_rows_locked_by_another_worker<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let inbox = inbox(&db);
+    for i in 0..10 {
+        inbox.store(&credit(&format!("k-{i}"), 1)).await.unwrap();
+    }
+    let now = clock();
+    if !B::SERIAL_WRITERS {
+        let held = B::lock_inbox_row(&db.store, 1).await;
+        let rows = tokio::time::timeout(
+            Duration::from_secs(5),
+            claim(&db, &ClaimToken::random(), 3, now),
+        )
+        .await
+        .expect("the claim must not wait on the locked row");
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        assert_eq!(ids.len(), 3);
+        assert!(
+            !ids.contains(&1),
+            "row 1 is locked by another transaction: {ids:?}"
+        );
+        held.rollback().await.unwrap(); // dropping would only queue the rollback
+    }
+    let (a, b) = (ClaimToken::random(), ClaimToken::random());
+    let (ra, rb) = tokio::join!(claim(&db, &a, 5, now), claim(&db, &b, 5, now));
+    let ids: HashSet<i64> = ra.iter().chain(rb.iter()).map(|r| r.id).collect();
+    assert_eq!(ids.len(), ra.len() + rb.len(), "no row claimed twice");
+    assert_eq!(
+        with_status(&db, "processing").await,
+        10,
+        "every row claimed once"
+    );
+    db.finish().await;
+}

@@ -1,0 +1,113 @@
+//! The store-then-process inbox cases: receipt, claims and leases, workers, ordering, replay,
+//! retention, shutdown and a killed worker process. All assert on business state.
+
+mod claims;
+mod ordering;
+mod processing;
+mod receipt;
+mod survival;
+
+pub use claims::{
+    claim_batch_skips_rows_locked_by_another_worker, complete_after_reclaim_is_fenced,
+    reaper_returns_expired_claims,
+};
+pub use ordering::ordered_mode_keeps_order_and_parks_dead_aggregates;
+pub use processing::{
+    poison_rows_go_dead_after_max_attempts, workers_process_each_row_exactly_once,
+};
+pub use receipt::{
+    purge_removes_only_old_done_rows, receipt_stores_once_and_reports_conflicts,
+    replay_and_audited_redrive,
+};
+pub use survival::{graceful_shutdown_loses_nothing, killed_worker_process_loses_nothing};
+
+use std::time::Duration;
+
+use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
+use inboxed_core::{Backoff, Envelope};
+
+use super::ledger;
+use crate::backend::{Backend, TestDb};
+use crate::handler::Ledger;
+
+pub(crate) fn inbox<B: Backend>(db: &TestDb<B>) -> Inbox<B::Store> {
+    Inbox::new(db.store.clone(), ledger())
+}
+
+/// A worker for consumer `ledger` with no backoff, so retries are immediate.
+pub(crate) fn worker<B: Backend>(
+    db: &TestDb<B>,
+    config: WorkerConfig,
+    handler: &Ledger<B>,
+) -> Worker<B::Store, Ledger<B>> {
+    let config = config.backoff(Backoff {
+        base: Duration::ZERO,
+        max: Duration::ZERO,
+    });
+    Worker::new(db.store.clone(), ledger(), handler.clone(), config)
+}
+
+/// Stores every envelope, `tasks` at a time.
+pub(crate) async fn enqueue_all<B: Backend>(db: &TestDb<B>, messages: Vec<Envelope>, tasks: usize) {
+    let chunk = messages.len().div_ceil(tasks.max(1)).max(1);
+    let mut handles = Vec::new();
+    for part in messages.chunks(chunk) {
+        let (inbox, part) = (inbox(db), part.to_vec());
+        handles.push(tokio::spawn(async move {
+            for m in &part {
+                inbox.store(m).await.expect("store");
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("enqueue task");
+    }
+}
+
+/// Runs `run_once` on every worker concurrently until a round claims nothing (every row is
+/// done, dead, or parked behind a dead row of its aggregate).
+pub(crate) async fn drain<B: Backend>(_db: &TestDb<B>, workers: &[Worker<B::Store, Ledger<B>>]) {
+    for _ in 0..10_000 {
+        let mut handles = Vec::new();
+        for w in workers {
+            let w = w.clone();
+            handles.push(tokio::spawn(async move { w.run_once().await }));
+        }
+        let mut claimed = 0;
+        for h in handles {
+            claimed += h.await.expect("worker task").expect("batch").claimed;
+        }
+        if claimed == 0 {
+            return;
+        }
+    }
+    panic!("workers still claiming rows after 10,000 rounds");
+}
+
+pub(crate) async fn unfinished<B: Backend>(db: &TestDb<B>) -> i64 {
+    db.scalar(
+        "SELECT count(*) FROM inboxed_inbox_messages WHERE status IN ('pending', 'processing')",
+    )
+    .await
+}
+
+pub(crate) async fn with_status<B: Backend>(db: &TestDb<B>, status: &'static str) -> i64 {
+    match status {
+        "done" => {
+            db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'done'")
+                .await
+        }
+        "dead" => {
+            db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'dead'")
+                .await
+        }
+        "pending" => {
+            db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'pending'")
+                .await
+        }
+        _ => {
+            db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'processing'")
+                .await
+        }
+    }
+}

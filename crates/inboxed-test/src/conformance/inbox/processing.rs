@@ -1,0 +1,132 @@
+//! Workers at volume, with duplicates and random failures; poison rows.
+
+use inboxed_core::inbox::{Worker, WorkerConfig};
+
+use super::{drain, enqueue_all, inbox, with_status, worker};
+use crate::backend::Backend;
+use crate::conformance::ledger_state;
+use crate::handler::{Ledger, Script};
+
+const MESSAGES: usize = 20_000;
+
+/// 4 workers over 20,000 stored messages, a tenth of them received twice and a tenth of the
+/// handler calls failing at random (retried): every effect lands exactly once, every row done.
+pub async fn workers_process_each_row_exactly_once<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let mut rng = fastrand::Rng::with_seed(3);
+    let mut messages = Vec::new();
+    let mut expected = 0;
+    for i in 0..MESSAGES {
+        let amount = rng.i64(1..100);
+        expected += amount;
+        let msg = Script {
+            amount,
+            flaky: 0.1,
+            ..Script::default()
+        }
+        .message(&format!("w-{i}"));
+        if rng.f64() < 0.1 {
+            messages.push(msg.clone());
+        }
+        messages.push(msg);
+    }
+    enqueue_all(&db, messages, 8).await;
+    assert_eq!(
+        with_status(&db, "pending").await,
+        MESSAGES as i64,
+        "duplicates were not stored twice"
+    );
+    let handler = Ledger::<B>::default();
+    let config = WorkerConfig::default().batch_size(100).max_attempts(50);
+    let workers: Vec<Worker<_, _>> = (0..4)
+        .map(|_| worker(&db, config.clone(), &handler))
+        .collect();
+    drain(&db, &workers).await;
+    assert_eq!(ledger_state(&db).await, (MESSAGES as i64, expected));
+    assert_eq!(with_status(&db, "done").await, MESSAGES as i64);
+    let retried = db
+        .scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE attempts > 1")
+        .await;
+    assert!(
+        retried > 0,
+        "failures were injected, so some rows needed more than one attempt"
+    );
+    db.finish().await;
+}
+
+/// A permanent failure is dead at once; a row that always fails transiently is dead after
+/// max_attempts; both keep their error, and their batch-mates are done.
+pub async fn poison_rows_go_dead_after_max_attempts<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let inbox = inbox(&db);
+    inbox
+        .store(
+            &Script {
+                fail: Some("permanent".into()),
+                ..Script::default()
+            }
+            .message("d-perm"),
+        )
+        .await
+        .unwrap();
+    inbox
+        .store(
+            &Script {
+                fail: Some("transient".into()),
+                ..Script::default()
+            }
+            .message("d-trans"),
+        )
+        .await
+        .unwrap();
+    inbox
+        .store(
+            &Script {
+                fail: Some("panic".into()),
+                ..Script::default()
+            }
+            .message("d-panic"),
+        )
+        .await
+        .unwrap();
+    inbox
+        .store(
+            &Script {
+                amount: 5,
+                ..Script::default()
+            }
+            .message("d-ok"),
+        )
+        .await
+        .unwrap();
+    inbox
+        .store(&inboxed_core::Envelope::new(
+            inboxed_core::MessageId::new("d-garbage").unwrap(),
+            b"{no".to_vec(),
+        ))
+        .await
+        .unwrap();
+    let handler = Ledger::<B>::default();
+    let w = worker(
+        &db,
+        WorkerConfig::default().batch_size(10).max_attempts(3),
+        &handler,
+    );
+    drain(&db, std::slice::from_ref(&w)).await;
+    assert_eq!(
+        ledger_state(&db).await,
+        (1, 5),
+        "the good batch-mate committed, the failures did not"
+    );
+    assert_eq!(with_status(&db, "dead").await, 4);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE message_id IN ('d-perm', 'd-garbage') AND status = 'dead' AND attempts = 1").await,
+        2,
+        "permanent failures (and undecodable payloads) are dead at the first attempt"
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE message_id IN ('d-trans', 'd-panic') AND status = 'dead' AND attempts = 3 AND last_error IS NOT NULL").await,
+        2
+    );
+    db.finish().await;
+}

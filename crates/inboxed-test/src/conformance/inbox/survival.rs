@@ -1,0 +1,127 @@
+//! Stopping and dying: graceful shutdown, and a worker process killed mid-batch.
+
+use std::time::{Duration, SystemTime};
+
+use inboxed_core::inbox::{Reaper, ReaperConfig, Worker, WorkerConfig};
+
+use super::{drain, enqueue_all, unfinished, with_status, worker};
+use crate::backend::Backend;
+use crate::child::{
+    child_is_worker, child_locator, kill_when, spawn_worker_child, worker_child_main,
+};
+use crate::conformance::ledger_state;
+use crate::handler::{Ledger, Script};
+
+/// On shutdown the worker stops claiming and lets in-flight batches finish within the grace
+/// period; batches cut short by the end of the grace are rolled back and their rows handed back
+/// with their attempt given back. Nothing is lost or applied twice.
+pub async fn graceful_shutdown_loses_nothing<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let messages = (0..200)
+        .map(|i| {
+            Script {
+                amount: 1,
+                sleep_ms: 10,
+                ..Script::default()
+            }
+            .message(&format!("s-{i}"))
+        })
+        .collect();
+    enqueue_all(&db, messages, 4).await;
+    let handler = Ledger::<B>::default();
+    for grace in [Duration::from_secs(30), Duration::ZERO] {
+        let config = WorkerConfig::default()
+            .concurrency(2)
+            .batch_size(10)
+            .shutdown_grace(grace);
+        let w = worker(&db, config, &handler);
+        w.run(tokio::time::sleep(Duration::from_millis(300)))
+            .await
+            .unwrap();
+        assert_eq!(
+            with_status(&db, "processing").await,
+            0,
+            "grace {grace:?}: no claim left behind"
+        );
+        assert_eq!(
+            db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'pending' AND attempts > 0").await,
+            0,
+            "grace {grace:?}: rows handed back got their attempt back"
+        );
+        let (rows, _) = ledger_state(&db).await;
+        assert_eq!(
+            rows,
+            with_status(&db, "done").await,
+            "grace {grace:?}: effects only for done rows"
+        );
+    }
+    let w = worker(&db, WorkerConfig::default().batch_size(50), &handler);
+    drain(&db, std::slice::from_ref(&w)).await;
+    assert_eq!(ledger_state(&db).await, (200, 200));
+    db.finish().await;
+}
+
+const MESSAGES: usize = 2_000;
+
+/// A worker *process* is killed with SIGKILL in the middle of a batch (a row scripted to hang
+/// stops it there). Its claims outlive it until the reaper returns them; other workers then
+/// finish everything. Every effect exactly once, with duplicates and random failures on top.
+pub async fn killed_worker_process_loses_nothing<B: Backend>(test: &str) {
+    if let Some(locator) = child_locator() {
+        if child_is_worker() {
+            return worker_child_main::<B>(&locator).await;
+        }
+        return;
+    }
+    let db = B::create().await;
+    let mut rng = fastrand::Rng::with_seed(5);
+    let (mut messages, mut expected) = (Vec::new(), 0);
+    for i in 0..MESSAGES {
+        let amount = rng.i64(1..100);
+        expected += amount;
+        let hang = i == MESSAGES / 2;
+        let msg = Script {
+            amount,
+            flaky: 0.05,
+            hang,
+            ..Script::default()
+        }
+        .message(&format!("c-{i}"));
+        if rng.f64() < 0.1 {
+            messages.push(msg.clone());
+        }
+        messages.push(msg);
+    }
+    enqueue_all(&db, messages, 8).await;
+
+    let mut child = spawn_worker_child(test, &db.locator);
+    assert!(
+        kill_when(&mut child, "in-handler").await,
+        "the child reached the hanging row"
+    );
+    let stranded = with_status(&db, "processing").await;
+    assert!(stranded > 0, "the killed batch's rows are still claimed");
+    let (applied, _) = ledger_state(&db).await;
+    assert_eq!(
+        applied,
+        with_status(&db, "done").await,
+        "the killed batch committed nothing"
+    );
+
+    let reaper = Reaper::new(db.store.clone(), ReaperConfig::default().max_attempts(50));
+    let after_lease = SystemTime::now() + WorkerConfig::default().lease + Duration::from_secs(1);
+    assert_eq!(
+        reaper.reap_once(Some(after_lease)).await.unwrap(),
+        u64::try_from(stranded).unwrap()
+    );
+    let handler = Ledger::<B>::default();
+    let config = WorkerConfig::default().batch_size(100).max_attempts(50);
+    let workers: Vec<Worker<_, _>> = (0..3)
+        .map(|_| worker(&db, config.clone(), &handler))
+        .collect();
+    drain(&db, &workers).await;
+    assert_eq!(unfinished(&db).await, 0);
+    assert_eq!(ledger_state(&db).await, (MESSAGES as i64, expected));
+    assert_eq!(with_status(&db, "done").await, MESSAGES as i64);
+    db.finish().await;
+}

@@ -1,12 +1,18 @@
 -- enqueue: the store-then-process receipt. Stores the raw message unless this consumer already
 -- has the key; the caller commits (autocommit here) and only then acks the broker.
 -- $1 consumer_name, $2 message_id, $3 aggregate_id, $4 message_type, $5 correlation_id,
--- $6 payload, $7 payload_hash
+-- $6 payload, $7 payload_hash, $8 notification channel
 --
--- RETURNING yields the new row's id; no row means the key was already stored, and
--- enqueue_lookup.sql returns its payload hash to tell a duplicate from a conflict.
-INSERT INTO {{schema}}."{{prefix}}inbox_messages"
-    (consumer_name, message_id, aggregate_id, message_type, correlation_id, payload, payload_hash)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (consumer_name, message_id) DO NOTHING
-RETURNING id
+-- Returns the new row's id; no row means the key was already stored, and enqueue_lookup.sql
+-- returns its payload hash to tell a duplicate from a conflict. A new row also sends
+-- NOTIFY <channel>, '<consumer>' in the same statement (delivered at commit, so listeners find
+-- the row), which wakes idle workers at once instead of at their next poll.
+WITH stored AS (
+    INSERT INTO {{schema}}."{{prefix}}inbox_messages"
+        (consumer_name, message_id, aggregate_id, message_type, correlation_id, payload,
+         payload_hash)
+    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    ON CONFLICT (consumer_name, message_id) DO NOTHING
+    RETURNING id
+)
+SELECT stored.id FROM stored CROSS JOIN LATERAL (SELECT pg_notify($8, $1)) AS wake

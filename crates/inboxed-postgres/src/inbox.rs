@@ -1,21 +1,29 @@
 //! [`InboxStore`] for PostgreSQL: the store-then-process operations.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgListener, PgRow};
 use sqlx::{PgConnection, Row};
+use tokio::sync::Notify;
 
 use inboxed_core::inbox::store::{
     ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueParams, Enqueued, FailParams,
-    Failed, InboxRow, InboxStore, ReleaseStaleParams, ReplayParams, Replayed, millis, millis_of,
+    Failed, InboxRow, InboxStore, ReleaseStaleParams, ReplayParams, Replayed, Subscription, millis,
+    millis_of,
 };
-use inboxed_core::{Envelope, MessageId, PayloadHash, StoreError};
+use inboxed_core::{ConsumerName, Envelope, MessageId, PayloadHash, StoreError};
 
 use crate::PgStore;
 
 type Query = sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
 impl PgStore {
+    /// The NOTIFY channel of this namespace's inbox; the payload names the consumer.
+    fn channel(&self) -> String {
+        format!("{}inbox", self.namespace().prefix())
+    }
+
     /// Runs an autocommitted statement. With the statement cache off (behind a proxy that does
     /// not track prepared statements) it runs inside a transaction, so that the unnamed
     /// statement's parse and execute reach the same server.
@@ -93,7 +101,8 @@ impl InboxStore for PgStore {
             .bind(env.message_type())
             .bind(env.correlation_id())
             .bind(env.payload())
-            .bind(env.hash().as_bytes().as_slice());
+            .bind(env.hash().as_bytes().as_slice())
+            .bind(self.channel());
         if let Some(row) = self.autocommit(query).await?.first() {
             return Ok(Enqueued::Stored {
                 id: row.try_get(0).map_err(StoreError::from_sqlx)?,
@@ -245,6 +254,36 @@ impl InboxStore for PgStore {
             .map_err(StoreError::from_sqlx)?;
         tx.commit().await.map_err(StoreError::from_sqlx)?;
         Ok(out)
+    }
+
+    async fn subscribe(&self, consumer: &ConsumerName) -> Result<Option<Subscription>, StoreError> {
+        let mut listener = PgListener::connect_with(&self.pool)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        listener
+            .listen(&self.channel())
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        let notify = Arc::new(Notify::new());
+        let weak = Arc::downgrade(&notify);
+        let consumer = consumer.as_str().to_owned();
+        let task = tokio::spawn(async move {
+            loop {
+                match listener.recv().await {
+                    Ok(note) if note.payload() == consumer => match weak.upgrade() {
+                        Some(notify) => notify.notify_waiters(),
+                        None => return,
+                    },
+                    Ok(_) => {}
+                    Err(e) => {
+                        // The listener reconnects on its next receive; workers poll meanwhile.
+                        tracing::warn!(error = %e, "inbox listener lost its connection");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+        Ok(Some(Subscription::new(notify, task)))
     }
 
     async fn purge_done(&self, older_than: SystemTime, limit: u32) -> Result<u64, StoreError> {

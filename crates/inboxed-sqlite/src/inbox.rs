@@ -8,9 +8,10 @@ use sqlx::{Row, SqliteConnection};
 
 use inboxed_core::inbox::store::{
     ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueParams, Enqueued, FailParams,
-    Failed, InboxRow, InboxStore, ReleaseStaleParams, ReplayParams, Replayed, millis, millis_of,
+    Failed, InboxRow, InboxStore, ReleaseStaleParams, ReplayParams, Replayed, Subscription, millis,
+    millis_of,
 };
-use inboxed_core::{Envelope, MessageId, PayloadHash, StoreError};
+use inboxed_core::{ConsumerName, Envelope, MessageId, PayloadHash, StoreError};
 
 use crate::SqliteStore;
 
@@ -230,6 +231,14 @@ impl InboxStore for SqliteStore {
             .map_err(StoreError::from_sqlx)?;
         tx.commit().await.map_err(StoreError::from_sqlx)?;
         Ok(out)
+    }
+
+    async fn subscribe(
+        &self,
+        _consumer: &ConsumerName,
+    ) -> Result<Option<Subscription>, StoreError> {
+        // No notifications in SQLite: workers poll.
+        Ok(None)
     }
 
     async fn purge_done(&self, older_than: SystemTime, limit: u32) -> Result<u64, StoreError> {

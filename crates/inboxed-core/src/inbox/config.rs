@@ -31,8 +31,13 @@ pub struct WorkerConfig {
     pub lease: Duration,
     /// How often a running batch extends its lease. Defaults to 10 s.
     pub heartbeat: Duration,
-    /// Wait after a claim that found nothing, with jitter. Defaults to 100 ms.
+    /// Wait after a claim that found nothing, with jitter; with wake-ups on, the longest an
+    /// idle worker waits for one. Defaults to 100 ms.
     pub poll_interval: Duration,
+    /// Wake idle workers as soon as a row is stored (PostgreSQL `LISTEN/NOTIFY`, one dedicated
+    /// connection per worker). Turn it off behind a transaction-pooling PgBouncer, where
+    /// `LISTEN` does not work; workers then poll. Defaults to `true`.
+    pub notify: bool,
     /// Claims before a failing row goes dead. Counted at claim time, so a row whose handler
     /// kills its worker gets there too. Defaults to 5.
     pub max_attempts: u32,
@@ -61,6 +66,7 @@ impl Default for WorkerConfig {
             lease: Duration::from_secs(30),
             heartbeat: Duration::from_secs(10),
             poll_interval: Duration::from_millis(100),
+            notify: true,
             max_attempts: 5,
             backoff: Backoff {
                 base: Duration::from_secs(1),
@@ -108,6 +114,13 @@ impl WorkerConfig {
     #[must_use]
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.poll_interval = every;
+        self
+    }
+
+    /// Sets [`WorkerConfig::notify`].
+    #[must_use]
+    pub fn notify(mut self, on: bool) -> Self {
+        self.notify = on;
         self
     }
 

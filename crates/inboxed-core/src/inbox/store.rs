@@ -40,6 +40,37 @@ impl ClaimToken {
     }
 }
 
+/// Wake-ups for idle workers: notified when new rows for a consumer are stored. Dropping it
+/// stops the listener behind it.
+#[derive(Debug)]
+pub struct Subscription {
+    notify: std::sync::Arc<tokio::sync::Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Subscription {
+    /// Wraps the listener `task`, which calls `notify_waiters` on `notify` for each wake-up.
+    #[must_use]
+    pub fn new(
+        notify: std::sync::Arc<tokio::sync::Notify>,
+        task: tokio::task::JoinHandle<()>,
+    ) -> Self {
+        Self { notify, task }
+    }
+
+    /// What idle workers wait on.
+    #[must_use]
+    pub fn notify(&self) -> &std::sync::Arc<tokio::sync::Notify> {
+        &self.notify
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// Parameters of [`InboxStore::enqueue`].
 #[derive(Debug, Clone, Copy)]
 pub struct EnqueueParams<'a> {
@@ -287,6 +318,13 @@ pub trait InboxStore: Store {
         &self,
         params: &ReplayParams<'_>,
     ) -> impl Future<Output = Result<Replayed, StoreError>> + Send;
+
+    /// Subscribes to wake-ups for `consumer`'s new rows (PostgreSQL `LISTEN`); `None` where
+    /// the store has none, and workers poll.
+    fn subscribe(
+        &self,
+        consumer: &ConsumerName,
+    ) -> impl Future<Output = Result<Option<Subscription>, StoreError>> + Send;
 
     /// Deletes at most `limit` done rows finished before `older_than`. Returns how many.
     fn purge_done(

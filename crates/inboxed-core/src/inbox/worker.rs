@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tracing::{error, warn};
 
@@ -151,11 +151,24 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// Only when handing back cut-short rows fails; their leases then expire instead.
     pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let (stop_tx, stop_rx) = watch::channel(false);
+        let subscription = if self.inner.config.notify {
+            match self.inner.store.subscribe(&self.inner.consumer).await {
+                Ok(sub) => sub,
+                Err(e) => {
+                    warn!(error = %e, "cannot listen for new rows; polling instead");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let wake = subscription.as_ref().map(|s| Arc::clone(s.notify()));
         let mut loops = JoinSet::new();
         for _ in 0..self.inner.config.concurrency.max(1) {
             let worker = self.clone();
             let stop = stop_rx.clone();
-            loops.spawn(async move { worker.claim_loop(stop).await });
+            let wake = wake.clone();
+            loops.spawn(async move { worker.claim_loop(stop, wake).await });
         }
         shutdown.await;
         let _ = stop_tx.send(true);
@@ -183,9 +196,14 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         Ok(())
     }
 
-    async fn claim_loop(&self, mut stop: watch::Receiver<bool>) {
+    async fn claim_loop(&self, mut stop: watch::Receiver<bool>, wake: Option<Arc<Notify>>) {
         let mut failures = 0u32;
         while !*stop.borrow() {
+            // Registered before the claim, so a row stored while it runs still wakes us.
+            let mut notified = wake.as_ref().map(|n| Box::pin(n.notified()));
+            if let Some(n) = notified.as_mut() {
+                n.as_mut().enable();
+            }
             let idle = match self.run_once().await {
                 Ok(report) if report.claimed > 0 => {
                     failures = 0;
@@ -206,8 +224,15 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                         .max(Duration::from_millis(50))
                 }
             };
+            let woken = async {
+                match notified {
+                    Some(n) => n.await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = tokio::time::sleep(idle) => {}
+                () = woken => {}
                 _ = stop.changed() => {}
             }
         }

@@ -130,3 +130,64 @@ pub async fn poison_rows_go_dead_after_max_attempts<B: Backend>(_test: &str) {
     );
     db.finish().await;
 }
+
+/// An idle worker is woken as soon as a row is stored (PostgreSQL `LISTEN/NOTIFY`): with a
+/// 30 s poll interval, rows stored one by one are still processed within seconds. SQLite has no
+/// notifications; there the case checks that the store offers none, so workers poll.
+pub async fn stored_rows_wake_idle_workers<B: Backend>(_test: &str) {
+    use inboxed_core::inbox::store::InboxStore;
+    use std::time::{Duration, Instant};
+
+    let db = B::create().await;
+    if B::SERIAL_WRITERS {
+        assert!(
+            db.store
+                .subscribe(&crate::conformance::ledger())
+                .await
+                .unwrap()
+                .is_none()
+        );
+        return db.finish().await;
+    }
+    let handler = Ledger::<B>::default();
+    let config = WorkerConfig::default()
+        .concurrency(2)
+        .poll_interval(Duration::from_secs(30));
+    let w = worker(&db, config, &handler);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = {
+        let w = w.clone();
+        tokio::spawn(async move {
+            w.run(async {
+                let _ = stopped.await;
+            })
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await; // the workers are idle and listening
+    let inbox = inbox(&db);
+    for i in 0..5 {
+        let started = Instant::now();
+        inbox
+            .store(
+                &Script {
+                    amount: 1,
+                    ..Script::default()
+                }
+                .message(&format!("n-{i}")),
+            )
+            .await
+            .unwrap();
+        while ledger_state(&db).await.0 < i + 1 {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "row {i} not picked up: no wake-up"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let _ = stop.send(());
+    running.await.unwrap().unwrap();
+    assert_eq!(ledger_state(&db).await, (5, 5));
+    db.finish().await;
+}

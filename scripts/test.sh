@@ -70,6 +70,10 @@ fi
 
 # Doctests first, so that the run closes with the main suite's summary.
 cargo test --workspace --all-features --doc
+# CI's benchmark smoke run: same-run ratios only, failing on a gross regression, never on noise.
+if [ -n "${INBOXED_BENCH_QUICK:-}" ]; then
+  cargo run -q --release -p inboxed-bench -- --database-url "$DATABASE_URL" inbox --quick
+fi
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --all-features --profile "${NEXTEST_PROFILE:-default}"
 else

@@ -1,103 +1,51 @@
-//! `inboxed-bench`: throughput of the processor against the same statements issued directly
-//! through sqlx, with the same pool and concurrency, in interleaved rounds of one run. Machines
-//! are noisy, so the result is the median of the per-round ratios, not an absolute rate.
+//! `inboxed-bench`: benchmarks that compare inboxed with a baseline measured in the same run.
+//! Machines are noisy, so results are ratios (medians of per-round ratios), not absolute rates.
 //!
 //! Run with:
-//! `cargo run --release -p inboxed-bench -- --database-url postgres://postgres@localhost/postgres`
+//! `cargo run --release -p inboxed-bench -- processor`
+//! `cargo run --release -p inboxed-bench -- inbox` (add `--quick` for the CI smoke run)
 
 #![allow(clippy::print_stdout)]
 
+mod inbox;
+mod processor;
 mod variants;
 
-use std::time::{Duration, Instant};
-
-use clap::Parser;
-use sqlx::postgres::PgPoolOptions;
+use clap::{Parser, Subcommand};
 use sqlx::{Connection, PgConnection};
 
-use variants::Variant;
-
-/// Processor throughput against raw sqlx, same pool, same concurrency, same run.
 #[derive(Debug, Parser)]
-struct Args {
+struct Cli {
     /// Server to create the benchmark database on.
     #[arg(
         long,
         env = "DATABASE_URL",
-        default_value = "postgres://postgres@localhost:5432/postgres"
+        default_value = "postgres://postgres@localhost:5432/postgres",
+        global = true
     )]
     database_url: String,
-    /// Concurrent workers (and pool size).
-    #[arg(long, default_value_t = 8)]
-    workers: usize,
-    /// Seconds per variant per round.
-    #[arg(long, default_value_t = 5.0)]
-    seconds: f64,
-    /// Rounds; each runs every variant once, in rotating order.
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
-    /// Accounts the business update spreads over.
-    #[arg(long, default_value_t = 10_000)]
-    accounts: i64,
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// One message per transaction: processor against the same statements through sqlx.
+    Processor(processor::Args),
+    /// Store-then-process: workers against bare claim-and-complete loops, and pickup latency.
+    Inbox(inbox::Args),
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let url = fresh_database(&args.database_url).await?;
-    let pool = PgPoolOptions::new()
-        .max_connections(u32::try_from(args.workers).unwrap_or(8))
-        .connect(&url)
-        .await?;
-    let setup = variants::Setup::new(pool, args.accounts).await?;
-    let sync: String = sqlx::query_scalar("SHOW synchronous_commit")
-        .fetch_one(setup.pool())
-        .await?;
-    println!(
-        "workers {}, {} s per variant, {} rounds, synchronous_commit = {sync}, {} accounts",
-        args.workers, args.seconds, args.rounds, args.accounts
-    );
-    let variants = [Variant::Processor, Variant::RawSqlx, Variant::BusinessOnly];
-    let mut rates: Vec<[f64; 3]> = Vec::new();
-    for round in 0..args.rounds {
-        let mut row = [0.0; 3];
-        for k in 0..variants.len() {
-            let i = (k + round) % variants.len();
-            let dur = Duration::from_secs_f64(args.seconds);
-            let started = Instant::now();
-            let n = setup.run(variants[i], args.workers, dur).await?;
-            row[i] = n as f64 / started.elapsed().as_secs_f64();
-        }
-        println!(
-            "round {}: processor {:.0} msg/s, raw sqlx {:.0} msg/s, business only {:.0} tx/s",
-            round + 1,
-            row[0],
-            row[1],
-            row[2]
-        );
-        rates.push(row);
+    let cli = Cli::parse();
+    match cli.bench {
+        Bench::Processor(args) => processor::run(&cli.database_url, args).await,
+        Bench::Inbox(args) => inbox::run(&cli.database_url, args).await,
     }
-    let ratio = |a: usize, b: usize| median(rates.iter().map(|r| r[a] / r[b]).collect());
-    let med = |a: usize| median(rates.iter().map(|r| r[a]).collect());
-    println!();
-    println!("| variant | median msg/s |");
-    println!("|---|---|");
-    println!("| processor (`Processor::process`) | {:.0} |", med(0));
-    println!("| same statements through sqlx | {:.0} |", med(1));
-    println!("| business update alone, no claim | {:.0} |", med(2));
-    println!();
-    println!(
-        "processor / raw sqlx (median of per-round ratios): {:.2}",
-        ratio(0, 1)
-    );
-    println!(
-        "raw sqlx with claim / business alone (cost of dedup): {:.2}",
-        ratio(1, 2)
-    );
-    Ok(())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => 0.0,
@@ -107,7 +55,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Drops and recreates `inboxed_bench` on the server, returning its URL.
-async fn fresh_database(server: &str) -> anyhow::Result<String> {
+pub(crate) async fn fresh_database(server: &str) -> anyhow::Result<String> {
     let mut admin = PgConnection::connect(server).await?;
     sqlx::query("DROP DATABASE IF EXISTS inboxed_bench WITH (FORCE)")
         .execute(&mut admin)
@@ -116,6 +64,5 @@ async fn fresh_database(server: &str) -> anyhow::Result<String> {
         .execute(&mut admin)
         .await?;
     let (base, _) = server.rsplit_once('/').unwrap_or((server, ""));
-    let url = format!("{base}/inboxed_bench");
-    Ok(url)
+    Ok(format!("{base}/inboxed_bench"))
 }

@@ -31,6 +31,8 @@ pub struct Templates {
     pub claim_batch: &'static str,
     /// `complete.sql`
     pub complete: &'static str,
+    /// `complete_batch.sql`
+    pub complete_batch: &'static str,
     /// `fail.sql`
     pub fail: &'static str,
     /// `extend_leases.sql`
@@ -67,6 +69,7 @@ pub struct Queries {
     pub enqueue_lookup: Arc<str>,
     pub claim_batch: Arc<str>,
     pub complete: Arc<str>,
+    pub complete_batch: Arc<str>,
     pub fail: Arc<str>,
     pub extend_leases: Arc<str>,
     pub release: Arc<str>,
@@ -94,6 +97,7 @@ impl Queries {
             enqueue_lookup: r(t.enqueue_lookup),
             claim_batch: r(t.claim_batch),
             complete: r(t.complete),
+            complete_batch: r(t.complete_batch),
             fail: r(t.fail),
             extend_leases: r(t.extend_leases),
             release: r(t.release),

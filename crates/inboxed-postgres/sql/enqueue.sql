@@ -1,7 +1,7 @@
 -- enqueue: the store-then-process receipt. Stores the raw message unless this consumer already
 -- has the key; the caller commits (autocommit here) and only then acks the broker.
 -- $1 consumer_name, $2 message_id, $3 aggregate_id, $4 message_type, $5 correlation_id,
--- $6 payload, $7 payload_hash, $8 notification channel
+-- $6 payload, $7 payload_hash, $8 notification channel (NULL: no notification)
 --
 -- Returns the new row's id; no row means the key was already stored, and enqueue_lookup.sql
 -- returns its payload hash to tell a duplicate from a conflict. A new row also sends
@@ -15,4 +15,5 @@ WITH stored AS (
     ON CONFLICT (consumer_name, message_id) DO NOTHING
     RETURNING id
 )
-SELECT stored.id FROM stored CROSS JOIN LATERAL (SELECT pg_notify($8, $1)) AS wake
+SELECT stored.id
+FROM stored LEFT JOIN LATERAL (SELECT pg_notify($8, $1) WHERE $8::text IS NOT NULL) AS wake ON true

@@ -102,7 +102,7 @@ impl InboxStore for PgStore {
             .bind(env.correlation_id())
             .bind(env.payload())
             .bind(env.hash().as_bytes().as_slice())
-            .bind(self.channel());
+            .bind(p.notify.then(|| self.channel()));
         if let Some(row) = self.autocommit(query).await?.first() {
             return Ok(Enqueued::Stored {
                 id: row.try_get(0).map_err(StoreError::from_sqlx)?,
@@ -163,6 +163,23 @@ impl InboxStore for PgStore {
         } else {
             Completed::LostClaim
         })
+    }
+
+    async fn complete_batch(
+        &self,
+        conn: &mut PgConnection,
+        ids: &[i64],
+        token: &ClaimToken,
+    ) -> Result<Vec<i64>, StoreError> {
+        self.query(&self.queries.complete_batch)
+            .bind(ids)
+            .bind(token.as_bytes().as_slice())
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(StoreError::from_sqlx)?
+            .iter()
+            .map(|r| r.try_get(0).map_err(StoreError::from_sqlx))
+            .collect()
     }
 
     async fn fail(&self, p: &FailParams<'_>) -> Result<Failed, StoreError> {
@@ -271,7 +288,7 @@ impl InboxStore for PgStore {
             loop {
                 match listener.recv().await {
                     Ok(note) if note.payload() == consumer => match weak.upgrade() {
-                        Some(notify) => notify.notify_waiters(),
+                        Some(notify) => notify.notify_one(),
                         None => return,
                     },
                     Ok(_) => {}

@@ -128,6 +128,23 @@ impl InboxStore for SqliteStore {
         })
     }
 
+    async fn complete_batch(
+        &self,
+        conn: &mut SqliteConnection,
+        ids: &[i64],
+        token: &ClaimToken,
+    ) -> Result<Vec<i64>, StoreError> {
+        self.query(&self.queries.complete_batch)
+            .bind(json_ids(ids))
+            .bind(token.as_bytes().as_slice())
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(StoreError::from_sqlx)?
+            .iter()
+            .map(|r| r.try_get(0).map_err(StoreError::from_sqlx))
+            .collect()
+    }
+
     async fn fail(&self, p: &FailParams<'_>) -> Result<Failed, StoreError> {
         let status: Option<String> = self
             .query(&self.queries.fail)

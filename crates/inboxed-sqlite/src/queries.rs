@@ -31,6 +31,7 @@ pub(crate) const TEMPLATES: Templates = Templates {
     enqueue_lookup: include_str!("../sql/enqueue_lookup.sql"),
     claim_batch: include_str!("../sql/claim_batch.sql"),
     complete: include_str!("../sql/complete.sql"),
+    complete_batch: include_str!("../sql/complete_batch.sql"),
     fail: include_str!("../sql/fail.sql"),
     extend_leases: include_str!("../sql/extend_leases.sql"),
     release: include_str!("../sql/release.sql"),

@@ -16,12 +16,27 @@ use crate::store::{DeadLetterParams, DeadLetterReason};
 pub struct Inbox<S> {
     store: S,
     consumer: ConsumerName,
+    notify: bool,
 }
 
 impl<S: InboxStore> Inbox<S> {
     /// The inbox of `consumer` in `store`.
     pub fn new(store: S, consumer: ConsumerName) -> Self {
-        Self { store, consumer }
+        Self {
+            store,
+            consumer,
+            notify: true,
+        }
+    }
+
+    /// Whether a new row wakes idle workers at once (PostgreSQL `NOTIFY`). On by default: at
+    /// a trickle it takes pickup from a poll interval to a few milliseconds. Each notification
+    /// costs the receipt's commit something, though, and when workers are never idle (high
+    /// rates) nothing is gained; see BENCHMARKS.md.
+    #[must_use]
+    pub fn notify(mut self, on: bool) -> Self {
+        self.notify = on;
+        self
     }
 
     /// The store.
@@ -40,6 +55,7 @@ impl<S: InboxStore> Inbox<S> {
         let params = EnqueueParams {
             consumer: &self.consumer,
             envelope,
+            notify: self.notify,
         };
         let enqueued = self.store.enqueue(&params).await?;
         if let Enqueued::Conflict { stored, received } = enqueued {

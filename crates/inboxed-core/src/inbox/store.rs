@@ -49,7 +49,8 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    /// Wraps the listener `task`, which calls `notify_waiters` on `notify` for each wake-up.
+    /// Wraps the listener `task`, which calls `notify_one` on `notify` for each wake-up (one
+    /// idle claim loop per stored row, not all of them).
     #[must_use]
     pub fn new(
         notify: std::sync::Arc<tokio::sync::Notify>,
@@ -78,6 +79,8 @@ pub struct EnqueueParams<'a> {
     pub consumer: &'a ConsumerName,
     /// The message, with its aggregate when ordering matters.
     pub envelope: &'a Envelope,
+    /// Wake idle workers (PostgreSQL `NOTIFY`) when the row is new.
+    pub notify: bool,
 }
 
 /// What a receipt did.
@@ -289,6 +292,15 @@ pub trait InboxStore: Store {
         conn: &mut <Self::Db as sqlx::Database>::Connection,
         params: &CompleteParams<'_>,
     ) -> impl Future<Output = Result<Completed, StoreError>> + Send;
+
+    /// Marks every row of `ids` done inside the batch's transaction; fenced by the token.
+    /// Returns the ids completed.
+    fn complete_batch(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        ids: &[i64],
+        token: &ClaimToken,
+    ) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send;
 
     /// Records a failed attempt in its own transaction; fenced by the token.
     fn fail(

@@ -1,0 +1,338 @@
+//! `inboxed-bench inbox`: stored→done throughput of the store-then-process workers, against
+//! bare claim-and-complete loops without a handler measured in the same run, and the pickup
+//! latency from store to handler start with and without `NOTIFY` wake-ups.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres};
+
+use inboxed_core::inbox::store::{ClaimBatchParams, ClaimToken, InboxStore};
+use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
+use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId, Store};
+use inboxed_postgres::PgStore;
+
+/// Store-then-process throughput and pickup latency.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Worker counts to measure (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    workers: Vec<usize>,
+    /// Batch sizes to measure (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,10,50,100")]
+    batches: Vec<u32>,
+    /// Seconds per variant per configuration.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Offered rate for the pickup-latency run, messages per second.
+    #[arg(long, default_value_t = 1_000)]
+    rate: u64,
+    /// Seconds of the pickup-latency run.
+    #[arg(long, default_value_t = 10.0)]
+    latency_seconds: f64,
+    /// CI smoke run: one configuration (4 workers, batch 50), 1 s each, short latency run.
+    #[arg(long)]
+    quick: bool,
+    /// Fail when the median worker / bare ratio falls below this: a gross regression, far
+    /// below the noise of a shared machine. `--quick` sets 0.5 unless given.
+    #[arg(long)]
+    min_ratio: Option<f64>,
+}
+
+const ACCOUNTS: i64 = 1_000_000;
+const UPDATE: &str = "UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1";
+
+/// Send times by message id, and the pickup latencies measured so far.
+type Pickups = Arc<Mutex<(HashMap<String, Instant>, Vec<Duration>)>>;
+
+/// The business change: credit one account.
+struct Credit {
+    started: Option<Pickups>,
+}
+
+impl Handler<Postgres> for Credit {
+    async fn handle(&self, msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
+        if let Some(lat) = &self.started {
+            let mut guard = lat
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(sent) = guard.0.remove(msg.id().as_str()) {
+                guard.1.push(sent.elapsed());
+            }
+        }
+        sqlx::query(UPDATE)
+            .bind(fastrand::i64(0..ACCOUNTS))
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Variant {
+    /// `Worker::run_once` loops with the crediting handler.
+    Worker,
+    /// Claim (tx 1), then mark the batch done (tx 2): the lease protocol without a handler.
+    BareLease,
+    /// Lock, mark done and commit in one transaction: a lock-held claim without a handler.
+    BareLockHeld,
+}
+
+pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
+    if args.quick {
+        (
+            args.workers,
+            args.batches,
+            args.seconds,
+            args.latency_seconds,
+        ) = (vec![4], vec![50], 1.0, 2.0);
+    }
+    let url = crate::fresh_database(server).await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(20)
+        .connect(&url)
+        .await?;
+    let store = PgStore::new(pool.clone());
+    store.migrate().await?;
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE TABLE bench_accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);
+         INSERT INTO bench_accounts SELECT g, 0 FROM generate_series(0, {}) g;",
+        ACCOUNTS - 1
+    )))
+    .execute(&pool)
+    .await?;
+    println!(
+        "stored->done rows/s, {} s per variant; ratio = worker / bare two-transaction loop",
+        args.seconds
+    );
+    println!();
+    println!(
+        "| workers | batch | worker (handler) | bare claim->done, 2 tx | bare lock-held, 1 tx | worker / bare 2 tx | lock-held / 2 tx |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let mut ratios = Vec::new();
+    for &w in &args.workers {
+        for &b in &args.batches {
+            let mut rate = [0.0; 3];
+            for (i, v) in [Variant::Worker, Variant::BareLease, Variant::BareLockHeld]
+                .into_iter()
+                .enumerate()
+            {
+                rate[i] = measure(&store, v, w, b, Duration::from_secs_f64(args.seconds)).await?;
+            }
+            ratios.push(rate[0] / rate[1]);
+            println!(
+                "| {w} | {b} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} |",
+                rate[0],
+                rate[1],
+                rate[2],
+                rate[0] / rate[1],
+                rate[2] / rate[1]
+            );
+        }
+    }
+    println!();
+    let median = crate::median(ratios);
+    println!("median worker / bare 2-tx ratio over the grid: {median:.2}");
+    println!();
+    println!("| offered msg/s | NOTIFY | p50 pickup | p99 pickup | samples |");
+    println!("|---|---|---|---|---|");
+    // At the offered rate the workers rarely idle; at a trickle they always do, which is where
+    // waking them matters.
+    for rate in [args.rate, 20] {
+        for notify in [true, false] {
+            let dur = Duration::from_secs_f64(args.latency_seconds);
+            let (p50, p99, n) = pickup(&store, notify, rate, dur).await?;
+            let mode = if notify { "on" } else { "off (100 ms poll)" };
+            let (p50, p99) = (p50.as_secs_f64() * 1e3, p99.as_secs_f64() * 1e3);
+            println!("| {rate} | {mode} | {p50:.2} ms | {p99:.2} ms | {n} |");
+        }
+    }
+    if let Some(min) = args.min_ratio
+        && median < min
+    {
+        anyhow::bail!("worker / bare ratio {median:.2} is below {min}: a throughput regression");
+    }
+    Ok(())
+}
+
+/// Fills the inbox with `rows` pending rows in one statement.
+async fn fill(pool: &PgPool, rows: i64) -> anyhow::Result<()> {
+    sqlx::raw_sql("TRUNCATE inboxed_inbox_messages")
+        .execute(pool)
+        .await?;
+    sqlx::query(
+        "INSERT INTO inboxed_inbox_messages (consumer_name, message_id, payload, payload_hash)
+         SELECT 'bench', 'm-' || g, '\\x7b7d'::bytea, '\\x00'::bytea FROM generate_series(1, $1) g",
+    )
+    .bind(rows)
+    .execute(pool)
+    .await?;
+    sqlx::raw_sql("VACUUM ANALYZE inboxed_inbox_messages")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Rows moved to done per second by `variant` with `workers` tasks and batches of `batch`.
+async fn measure(
+    store: &PgStore,
+    variant: Variant,
+    workers: usize,
+    batch: u32,
+    dur: Duration,
+) -> anyhow::Result<f64> {
+    // Enough rows that no variant runs dry: 60,000 per second of the fastest expected rate.
+    fill(store.pool(), (dur.as_secs_f64() * 60_000.0) as i64 + 1_000).await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let consumer = ConsumerName::new("bench")?;
+    let config = WorkerConfig::default().batch_size(batch).notify(false);
+    let worker = Worker::new(
+        store.clone(),
+        consumer.clone(),
+        Credit { started: None },
+        config,
+    );
+    let mut tasks = Vec::new();
+    let started = Instant::now();
+    for _ in 0..workers {
+        let (stop, store, worker, consumer) = (
+            stop.clone(),
+            store.clone(),
+            worker.clone(),
+            consumer.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut done = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                done += match variant {
+                    Variant::Worker => worker.run_once().await?.done,
+                    Variant::BareLease => bare_lease(&store, &consumer, batch).await?,
+                    Variant::BareLockHeld => bare_lock_held(store.pool(), batch).await?,
+                };
+            }
+            Ok::<u64, anyhow::Error>(done)
+        }));
+    }
+    tokio::time::sleep(dur).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut total = 0;
+    for t in tasks {
+        total += t.await??;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64())
+}
+
+async fn bare_lease(store: &PgStore, consumer: &ConsumerName, batch: u32) -> anyhow::Result<u64> {
+    let token = ClaimToken::random();
+    let params = ClaimBatchParams {
+        consumer,
+        worker: "bare",
+        token: &token,
+        limit: batch,
+        lease: Duration::from_secs(30),
+        now: None,
+        ordered: false,
+        park: false,
+    };
+    let rows = store.claim_batch(&params).await?;
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    let mut tx = store
+        .begin(&inboxed_core::store::BeginParams::default())
+        .await?;
+    let done = sqlx::query("UPDATE inboxed_inbox_messages SET status = 'done', done_at = now() WHERE id = ANY($1) AND claim_token = $2")
+        .bind(&ids)
+        .bind(token.as_bytes().as_slice())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(done.rows_affected())
+}
+
+async fn bare_lock_held(pool: &PgPool, batch: u32) -> anyhow::Result<u64> {
+    let mut tx = pool.begin().await?;
+    let done = sqlx::query(
+        "WITH c AS (SELECT id FROM inboxed_inbox_messages WHERE consumer_name = 'bench' AND status = 'pending'
+                    ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+         UPDATE inboxed_inbox_messages m SET status = 'done', done_at = now() FROM c WHERE m.id = c.id",
+    )
+    .bind(i64::from(batch))
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(done.rows_affected())
+}
+
+/// Offers `rate` messages per second for `dur` and measures store -> handler start.
+async fn pickup(
+    store: &PgStore,
+    notify: bool,
+    rate: u64,
+    dur: Duration,
+) -> anyhow::Result<(Duration, Duration, usize)> {
+    sqlx::raw_sql("TRUNCATE inboxed_inbox_messages")
+        .execute(store.pool())
+        .await?;
+    let consumer = ConsumerName::new("bench")?;
+    let latencies = Arc::new(Mutex::new((HashMap::new(), Vec::new())));
+    let config = WorkerConfig::default().batch_size(50).notify(notify);
+    let worker = Worker::new(
+        store.clone(),
+        consumer.clone(),
+        Credit {
+            started: Some(latencies.clone()),
+        },
+        config,
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = {
+        let worker = worker.clone();
+        tokio::spawn(async move {
+            worker
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let inbox = Inbox::new(store.clone(), consumer).notify(notify);
+    let period = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let end = Instant::now() + dur;
+    let mut n = 0u64;
+    while Instant::now() < end {
+        ticker.tick().await;
+        let id = format!("l-{n}");
+        n += 1;
+        latencies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0
+            .insert(id.clone(), Instant::now());
+        let env = Envelope::new(MessageId::new(id)?, b"{}".to_vec());
+        let inbox = inbox.clone();
+        tokio::spawn(async move { inbox.store(&env).await });
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = stop.send(());
+    running.await??;
+    let mut samples = std::mem::take(
+        &mut latencies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .1,
+    );
+    samples.sort();
+    let at = |q: f64| {
+        samples
+            .get(((samples.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or_default()
+    };
+    Ok((at(0.5), at(0.99), samples.len()))
+}

@@ -139,11 +139,15 @@ impl Broker {
 }
 
 /// Starts this test binary again as a child *worker* (store-then-process) on `locator`, with
-/// `INBOXED_HANG=1` so that a row scripted to hang stops its batch mid-way.
-pub fn spawn_worker_child(test: &str, locator: &str) -> tokio::process::Child {
+/// `INBOXED_HANG=1` so that a row scripted to hang stops its batch mid-way; with `sigterm`, the
+/// child runs until SIGTERM instead.
+pub fn spawn_worker_child(test: &str, locator: &str, sigterm: bool) -> tokio::process::Child {
     let exe = std::env::current_exe().expect("current test executable");
-    Command::new(exe)
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+    let mut cmd = Command::new(exe);
+    if sigterm {
+        cmd.env("INBOXED_CHILD_SIGTERM", "1");
+    }
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env("INBOXED_CHILD", locator)
         .env("INBOXED_CHILD_MODE", "worker")
         .env("INBOXED_HANG", "1")
@@ -182,7 +186,9 @@ pub fn child_is_worker() -> bool {
     std::env::var("INBOXED_CHILD_MODE").as_deref() == Ok("worker")
 }
 
-/// The child worker: claims and processes batches of the `ledger` consumer until killed.
+/// The child worker: processes the `ledger` consumer's rows. With `INBOXED_CHILD_SIGTERM` it
+/// runs `Worker::run` until SIGTERM and exits when that returns; otherwise it loops batches
+/// until killed.
 pub async fn worker_child_main<B: Backend>(locator: &str) {
     use inboxed_core::inbox::{Worker, WorkerConfig};
     let store = B::attach(locator).await;
@@ -197,6 +203,17 @@ pub async fn worker_child_main<B: Backend>(locator: &str) {
         .max_attempts(50)
         .backoff(no_backoff);
     let worker = Worker::new(store, consumer, Ledger::<B>::default(), config);
+    if std::env::var_os("INBOXED_CHILD_SIGTERM").is_some() {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        println!("inboxed-child: running");
+        let stopped = async move {
+            term.recv().await;
+        };
+        worker.run(stopped).await.expect("worker run");
+        println!("inboxed-child: stopped");
+        return;
+    }
     loop {
         if let Err(e) = worker.run_once().await {
             println!("inboxed-child: batch failed {e}");

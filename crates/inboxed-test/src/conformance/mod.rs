@@ -32,7 +32,8 @@ pub use inbox::{
     ordered_mode_keeps_order_and_parks_dead_aggregates, poison_rows_go_dead_after_max_attempts,
     purge_removes_only_old_done_rows, reaper_returns_expired_claims,
     receipt_stores_once_and_reports_conflicts, replay_and_audited_redrive,
-    stored_rows_wake_idle_workers, workers_process_each_row_exactly_once,
+    sigterm_to_a_worker_process_loses_nothing, stored_rows_wake_idle_workers,
+    workers_process_each_row_exactly_once,
 };
 pub use input::{
     custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written,
@@ -108,6 +109,7 @@ macro_rules! conformance_tests {
             graceful_shutdown_loses_nothing,
             killed_worker_process_loses_nothing,
             stored_rows_wake_idle_workers,
+            sigterm_to_a_worker_process_loses_nothing,
         );
     };
     (@cases $backend:ty; $($case:ident),* $(,)?) => {

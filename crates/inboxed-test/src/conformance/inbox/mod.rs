@@ -20,7 +20,10 @@ pub use receipt::{
     purge_removes_only_old_done_rows, receipt_stores_once_and_reports_conflicts,
     replay_and_audited_redrive,
 };
-pub use survival::{graceful_shutdown_loses_nothing, killed_worker_process_loses_nothing};
+pub use survival::{
+    graceful_shutdown_loses_nothing, killed_worker_process_loses_nothing,
+    sigterm_to_a_worker_process_loses_nothing,
+};
 
 use std::time::Duration;
 

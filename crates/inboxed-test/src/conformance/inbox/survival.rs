@@ -94,7 +94,7 @@ pub async fn killed_worker_process_loses_nothing<B: Backend>(test: &str) {
     }
     enqueue_all(&db, messages, 8).await;
 
-    let mut child = spawn_worker_child(test, &db.locator);
+    let mut child = spawn_worker_child(test, &db.locator, false);
     assert!(
         kill_when(&mut child, "in-handler").await,
         "the child reached the hanging row"
@@ -123,5 +123,60 @@ pub async fn killed_worker_process_loses_nothing<B: Backend>(test: &str) {
     assert_eq!(unfinished(&db).await, 0);
     assert_eq!(ledger_state(&db).await, (MESSAGES as i64, expected));
     assert_eq!(with_status(&db, "done").await, MESSAGES as i64);
+    db.finish().await;
+}
+
+/// SIGTERM to a worker *process* in the middle of the stream: it stops claiming, finishes or
+/// hands back its in-flight batches, and exits on its own; no row is left claimed, and a new
+/// worker finishes the rest exactly once.
+pub async fn sigterm_to_a_worker_process_loses_nothing<B: Backend>(test: &str) {
+    if let Some(locator) = child_locator() {
+        if child_is_worker() {
+            return worker_child_main::<B>(&locator).await;
+        }
+        return;
+    }
+    let db = B::create().await;
+    let messages = (0..1_000)
+        .map(|i| {
+            Script {
+                amount: 1,
+                sleep_ms: 2,
+                ..Script::default()
+            }
+            .message(&format!("t-{i}"))
+        })
+        .collect();
+    enqueue_all(&db, messages, 4).await;
+    let mut child = spawn_worker_child(test, &db.locator, true);
+    while with_status(&db, "done").await < 50 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = child.id().expect("child pid");
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(sent.success());
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the worker exits on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "clean exit after SIGTERM: {status:?}");
+    assert_eq!(
+        with_status(&db, "processing").await,
+        0,
+        "nothing left claimed"
+    );
+    assert!(
+        with_status(&db, "pending").await > 0,
+        "SIGTERM came mid-stream"
+    );
+    let (rows, _) = ledger_state(&db).await;
+    assert_eq!(rows, with_status(&db, "done").await);
+    let handler = Ledger::<B>::default();
+    let w = worker(&db, WorkerConfig::default().batch_size(100), &handler);
+    drain(&db, std::slice::from_ref(&w)).await;
+    assert_eq!(ledger_state(&db).await, (1_000, 1_000));
     db.finish().await;
 }

@@ -11,7 +11,7 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres};
 
 use inboxed_core::inbox::store::{ClaimBatchParams, ClaimToken, InboxStore};
-use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
+use inboxed_core::inbox::{ClaimMode, Inbox, Worker, WorkerConfig};
 use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId, Store};
 use inboxed_postgres::PgStore;
 
@@ -73,8 +73,10 @@ impl Handler<Postgres> for Credit {
 
 #[derive(Debug, Clone, Copy)]
 enum Variant {
-    /// `Worker::run_once` loops with the crediting handler.
+    /// `Worker::run_once` loops with the crediting handler (lease mode).
     Worker,
+    /// The same in lock-held mode.
+    WorkerLockHeld,
     /// Claim (tx 1), then mark the batch done (tx 2): the lease protocol without a handler.
     BareLease,
     /// Lock, mark done and commit in one transaction: a lock-held claim without a handler.
@@ -110,27 +112,28 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     );
     println!();
     println!(
-        "| workers | batch | worker (handler) | bare claim->done, 2 tx | bare lock-held, 1 tx | worker / bare 2 tx | lock-held / 2 tx |"
+        "| workers | batch | worker, lease | worker, lock-held | bare claim->done, 2 tx | bare lock-held, 1 tx | lease worker / bare 2 tx | lock-held worker / bare 1 tx |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     let mut ratios = Vec::new();
     for &w in &args.workers {
         for &b in &args.batches {
-            let mut rate = [0.0; 3];
-            for (i, v) in [Variant::Worker, Variant::BareLease, Variant::BareLockHeld]
-                .into_iter()
-                .enumerate()
-            {
+            let mut rate = [0.0; 4];
+            let variants = [
+                Variant::Worker,
+                Variant::WorkerLockHeld,
+                Variant::BareLease,
+                Variant::BareLockHeld,
+            ];
+            for (i, v) in variants.into_iter().enumerate() {
                 rate[i] = measure(&store, v, w, b, Duration::from_secs_f64(args.seconds)).await?;
             }
-            ratios.push(rate[0] / rate[1]);
+            ratios.push(rate[0] / rate[2]);
+            let (lease, held, bare2, bare1) = (rate[0], rate[1], rate[2], rate[3]);
             println!(
-                "| {w} | {b} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} |",
-                rate[0],
-                rate[1],
-                rate[2],
-                rate[0] / rate[1],
-                rate[2] / rate[1]
+                "| {w} | {b} | {lease:.0} | {held:.0} | {bare2:.0} | {bare1:.0} | {:.2} | {:.2} |",
+                lease / bare2,
+                held / bare1
             );
         }
     }
@@ -189,7 +192,14 @@ async fn measure(
     fill(store.pool(), (dur.as_secs_f64() * 60_000.0) as i64 + 1_000).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let consumer = ConsumerName::new("bench")?;
-    let config = WorkerConfig::default().batch_size(batch).notify(false);
+    let mode = match variant {
+        Variant::WorkerLockHeld => ClaimMode::LockHeld,
+        _ => ClaimMode::Lease,
+    };
+    let config = WorkerConfig::default()
+        .batch_size(batch)
+        .notify(false)
+        .claim_mode(mode);
     let worker = Worker::new(
         store.clone(),
         consumer.clone(),
@@ -209,7 +219,7 @@ async fn measure(
             let mut done = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 done += match variant {
-                    Variant::Worker => worker.run_once().await?.done,
+                    Variant::Worker | Variant::WorkerLockHeld => worker.run_once().await?.done,
                     Variant::BareLease => bare_lease(&store, &consumer, batch).await?,
                     Variant::BareLockHeld => bare_lock_held(store.pool(), batch).await?,
                 };

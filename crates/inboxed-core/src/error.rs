@@ -55,6 +55,14 @@ pub enum StoreError {
         /// The unknown version.
         version: i64,
     },
+    /// The backend cannot do this (for example a lock-held claim on SQLite).
+    #[error("{operation} is not supported here: {reason}")]
+    Unsupported {
+        /// What was asked.
+        operation: &'static str,
+        /// Why it cannot be done, and what to use instead.
+        reason: &'static str,
+    },
     /// A setting that lets the database lose commits it has acknowledged.
     #[error(
         "{setting} = {value} can lose commits the database has already acknowledged; the inbox \

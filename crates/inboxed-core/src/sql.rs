@@ -49,6 +49,12 @@ pub struct Templates {
     pub replay_audit: &'static str,
     /// `purge_done.sql`
     pub purge_done: &'static str,
+    /// `lock_batch.sql` (PostgreSQL only; empty elsewhere)
+    pub lock_batch: &'static str,
+    /// `count_attempts.sql` (PostgreSQL only; empty elsewhere)
+    pub count_attempts: &'static str,
+    /// `finish_locked.sql` (PostgreSQL only; empty elsewhere)
+    pub finish_locked: &'static str,
 }
 
 /// The templates rendered once for a namespace, shared by every clone of a store.
@@ -78,6 +84,9 @@ pub struct Queries {
     pub replay_reset: Arc<str>,
     pub replay_audit: Arc<str>,
     pub purge_done: Arc<str>,
+    pub lock_batch: Arc<str>,
+    pub count_attempts: Arc<str>,
+    pub finish_locked: Arc<str>,
 }
 
 impl Queries {
@@ -106,6 +115,9 @@ impl Queries {
             replay_reset: r(t.replay_reset),
             replay_audit: r(t.replay_audit),
             purge_done: r(t.purge_done),
+            lock_batch: r(t.lock_batch),
+            count_attempts: r(t.count_attempts),
+            finish_locked: r(t.finish_locked),
         }
     }
 }

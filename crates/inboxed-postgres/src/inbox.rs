@@ -9,8 +9,8 @@ use tokio::sync::Notify;
 
 use inboxed_core::inbox::store::{
     ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueParams, Enqueued, FailParams,
-    Failed, InboxRow, InboxStore, ReleaseStaleParams, ReplayParams, Replayed, Subscription, millis,
-    millis_of,
+    Failed, InboxRow, InboxStore, LockBatchParams, ReleaseStaleParams, ReplayParams, Replayed,
+    RowFate, Subscription, millis, millis_of,
 };
 use inboxed_core::{ConsumerName, Envelope, MessageId, PayloadHash, StoreError};
 
@@ -180,6 +180,83 @@ impl InboxStore for PgStore {
             .iter()
             .map(|r| r.try_get(0).map_err(StoreError::from_sqlx))
             .collect()
+    }
+
+    async fn lock_batch(
+        &self,
+        conn: &mut PgConnection,
+        p: &LockBatchParams<'_>,
+    ) -> Result<Vec<InboxRow>, StoreError> {
+        self.query(&self.queries.lock_batch)
+            .bind(p.consumer.as_str())
+            .bind(i64::from(p.limit))
+            .bind(p.now.map(millis))
+            .bind(p.ordered)
+            .bind(p.park)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(StoreError::from_sqlx)?
+            .iter()
+            .map(row_to_inbox)
+            .collect()
+    }
+
+    async fn count_attempts(
+        &self,
+        consumer: &ConsumerName,
+        message_ids: &[String],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        // Its own transaction, without waiting for the disk flush: see count_attempts.sql.
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        let rows = self
+            .query(&self.queries.count_attempts)
+            .bind(consumer.as_str())
+            .bind(message_ids)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        rows.iter()
+            .map(|r| {
+                let id: String = r.try_get(0)?;
+                let n: i32 = r.try_get(1)?;
+                Ok((id, u32::try_from(n).unwrap_or(0)))
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::from_sqlx)
+    }
+
+    async fn finish_locked(
+        &self,
+        conn: &mut PgConnection,
+        consumer: &ConsumerName,
+        fates: &[RowFate],
+    ) -> Result<(), StoreError> {
+        let ids: Vec<i64> = fates.iter().map(|f| f.id).collect();
+        let statuses: Vec<&str> = fates.iter().map(|f| f.status).collect();
+        let errors: Vec<Option<&str>> = fates.iter().map(|f| f.error.as_deref()).collect();
+        let backoffs: Vec<i64> = fates.iter().map(|f| millis_of(f.backoff)).collect();
+        let attempts: Vec<i32> = fates
+            .iter()
+            .map(|f| i32::try_from(f.attempts).unwrap_or(i32::MAX))
+            .collect();
+        let message_ids: Vec<&str> = fates.iter().map(|f| f.message_id.as_str()).collect();
+        self.query(&self.queries.finish_locked)
+            .bind(&ids)
+            .bind(&statuses)
+            .bind(&errors)
+            .bind(&backoffs)
+            .bind(&attempts)
+            .bind(consumer.as_str())
+            .bind(&message_ids)
+            .execute(&mut *conn)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(())
     }
 
     async fn fail(&self, p: &FailParams<'_>) -> Result<Failed, StoreError> {

@@ -40,6 +40,9 @@ pub(crate) const TEMPLATES: Templates = Templates {
     replay_reset: include_str!("../sql/replay_reset.sql"),
     replay_audit: include_str!("../sql/replay_audit.sql"),
     purge_done: include_str!("../sql/purge_done.sql"),
+    lock_batch: include_str!("../sql/lock_batch.sql"),
+    count_attempts: include_str!("../sql/count_attempts.sql"),
+    finish_locked: include_str!("../sql/finish_locked.sql"),
 };
 
 /// Durability settings query; has no identifiers to render.

@@ -8,8 +8,8 @@ use sqlx::{Row, SqliteConnection};
 
 use inboxed_core::inbox::store::{
     ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueParams, Enqueued, FailParams,
-    Failed, InboxRow, InboxStore, ReleaseStaleParams, ReplayParams, Replayed, Subscription, millis,
-    millis_of,
+    Failed, InboxRow, InboxStore, LockBatchParams, ReleaseStaleParams, ReplayParams, Replayed,
+    RowFate, Subscription, millis, millis_of,
 };
 use inboxed_core::{ConsumerName, Envelope, MessageId, PayloadHash, StoreError};
 
@@ -42,6 +42,13 @@ fn row_to_inbox(row: &SqliteRow) -> Result<InboxRow, StoreError> {
         attempts: u32::try_from(attempts).unwrap_or(0),
     })
 }
+
+/// SQLite has no row locks, and its one writer would make a lock-held batch block every other
+/// worker (and the attempt counter, which must commit separately) until it ends.
+const LOCK_HELD_UNSUPPORTED: StoreError = StoreError::Unsupported {
+    operation: "ClaimMode::LockHeld",
+    reason: "SQLite has no row locks; use ClaimMode::Lease",
+};
 
 fn json_ids(ids: &[i64]) -> String {
     serde_json::to_string(ids).unwrap_or_else(|_| "[]".into())
@@ -143,6 +150,31 @@ impl InboxStore for SqliteStore {
             .iter()
             .map(|r| r.try_get(0).map_err(StoreError::from_sqlx))
             .collect()
+    }
+
+    async fn lock_batch(
+        &self,
+        _conn: &mut SqliteConnection,
+        _p: &LockBatchParams<'_>,
+    ) -> Result<Vec<InboxRow>, StoreError> {
+        Err(LOCK_HELD_UNSUPPORTED)
+    }
+
+    async fn count_attempts(
+        &self,
+        _consumer: &ConsumerName,
+        _ids: &[String],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        Err(LOCK_HELD_UNSUPPORTED)
+    }
+
+    async fn finish_locked(
+        &self,
+        _conn: &mut SqliteConnection,
+        _consumer: &ConsumerName,
+        _fates: &[RowFate],
+    ) -> Result<(), StoreError> {
+        Err(LOCK_HELD_UNSUPPORTED)
     }
 
     async fn fail(&self, p: &FailParams<'_>) -> Result<Failed, StoreError> {

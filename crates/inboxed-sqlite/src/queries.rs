@@ -40,6 +40,10 @@ pub(crate) const TEMPLATES: Templates = Templates {
     replay_reset: include_str!("../sql/replay_reset.sql"),
     replay_audit: include_str!("../sql/replay_audit.sql"),
     purge_done: include_str!("../sql/purge_done.sql"),
+    // The lock-held claim needs row locks, which SQLite does not have.
+    lock_batch: "",
+    count_attempts: "",
+    finish_locked: "",
 };
 
 /// Durability settings query; has no identifiers to render.

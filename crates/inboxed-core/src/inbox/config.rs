@@ -17,10 +17,29 @@ pub enum OnDead {
     Skip,
 }
 
+/// How a worker holds the rows it processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ClaimMode {
+    /// A fenced lease: rows are claimed in a transaction of their own (set to `processing`
+    /// with a token and an expiry), processed in a second one, and returned by the reaper if
+    /// the worker dies. Handlers may run for as long as the heartbeat keeps the lease. The
+    /// default; the only mode on SQLite.
+    #[default]
+    Lease,
+    /// The row lock is the lease: one transaction locks the rows (`FOR UPDATE SKIP LOCKED`),
+    /// runs the handlers and completes them, so a batch costs one commit instead of two, and a
+    /// dead worker's rows come back as soon as its connection closes. The transaction (and its
+    /// locks) stays open for the whole batch: for short handlers. PostgreSQL only.
+    LockHeld,
+}
+
 /// Settings for [`Worker`](super::Worker).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WorkerConfig {
+    /// How rows are held while they are processed. Defaults to [`ClaimMode::Lease`].
+    pub claim_mode: ClaimMode,
     /// Claim loops running at once, each with its own batch. Defaults to 4.
     pub concurrency: usize,
     /// Rows per claim; they share one transaction, each behind its own savepoint. 1 gives a
@@ -61,6 +80,7 @@ pub struct WorkerConfig {
 impl Default for WorkerConfig {
     fn default() -> Self {
         Self {
+            claim_mode: ClaimMode::Lease,
             concurrency: 4,
             batch_size: 50,
             lease: Duration::from_secs(30),
@@ -82,6 +102,13 @@ impl Default for WorkerConfig {
 }
 
 impl WorkerConfig {
+    /// Sets [`WorkerConfig::claim_mode`].
+    #[must_use]
+    pub fn claim_mode(mut self, mode: ClaimMode) -> Self {
+        self.claim_mode = mode;
+        self
+    }
+
     /// Sets [`WorkerConfig::concurrency`] (at least 1).
     #[must_use]
     pub fn concurrency(mut self, n: usize) -> Self {

@@ -13,12 +13,13 @@
 
 mod batch;
 mod config;
+mod locked;
 mod reaper;
 mod receipt;
 pub mod store;
 mod worker;
 
-pub use config::{OnDead, WorkerConfig};
+pub use config::{ClaimMode, OnDead, WorkerConfig};
 pub use reaper::{Reaper, ReaperConfig};
 pub use receipt::Inbox;
 pub use store::{Enqueued, InboxStore, Replayed, Selector};

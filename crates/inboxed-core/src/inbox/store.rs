@@ -173,6 +173,38 @@ pub struct FailParams<'a> {
     pub now: Option<SystemTime>,
 }
 
+/// Parameters of [`InboxStore::lock_batch`].
+#[derive(Debug, Clone, Copy)]
+pub struct LockBatchParams<'a> {
+    /// Whose rows.
+    pub consumer: &'a ConsumerName,
+    /// At most this many rows.
+    pub limit: u32,
+    /// Injected clock; `None` uses the database's.
+    pub now: Option<SystemTime>,
+    /// Per-aggregate ordering.
+    pub ordered: bool,
+    /// In ordered mode, whether a dead row holds back the later rows of its aggregate.
+    pub park: bool,
+}
+
+/// Where a row of a lock-held batch ends up.
+#[derive(Debug, Clone)]
+pub struct RowFate {
+    /// The row.
+    pub id: i64,
+    /// Its message id, whose attempt counter is forgotten.
+    pub message_id: String,
+    /// `done`, `pending` (retry after `backoff`) or `dead`.
+    pub status: &'static str,
+    /// The error, for `pending` and `dead`.
+    pub error: Option<String>,
+    /// Delay before a `pending` row is available again.
+    pub backoff: Duration,
+    /// Attempts so far, this one included.
+    pub attempts: u32,
+}
+
 /// What a failure did to the row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -301,6 +333,29 @@ pub trait InboxStore: Store {
         ids: &[i64],
         token: &ClaimToken,
     ) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send;
+
+    /// Locks pending rows in the caller's transaction, held until it ends (lock-held mode).
+    fn lock_batch(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        params: &LockBatchParams<'_>,
+    ) -> impl Future<Output = Result<Vec<InboxRow>, StoreError>> + Send;
+
+    /// Counts one more claim of each message in a transaction of its own (lock-held mode).
+    /// Returns `(message_id, claims not yet settled)`.
+    fn count_attempts(
+        &self,
+        consumer: &ConsumerName,
+        message_ids: &[String],
+    ) -> impl Future<Output = Result<Vec<(String, u32)>, StoreError>> + Send;
+
+    /// Settles the rows of a lock-held batch in its transaction.
+    fn finish_locked(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        consumer: &ConsumerName,
+        fates: &[RowFate],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Records a failed attempt in its own transaction; fenced by the token.
     fn fail(

@@ -99,6 +99,9 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// commit are handed back to pending.
     pub async fn run_once(&self) -> Result<BatchReport, Error> {
         let inner = &*self.inner;
+        if inner.config.claim_mode == super::config::ClaimMode::LockHeld {
+            return self.run_locked().await;
+        }
         let token = ClaimToken::random();
         let params = ClaimBatchParams {
             consumer: &inner.consumer,

@@ -191,3 +191,110 @@ pub async fn stored_rows_wake_idle_workers<B: Backend>(_test: &str) {
     assert_eq!(ledger_state(&db).await, (5, 5));
     db.finish().await;
 }
+
+/// Lock-held mode (PostgreSQL): 4 workers each lock a batch, run its handlers and settle it in
+/// one transaction; with duplicates and random failures every effect lands once. A row whose
+/// claims keep dying before their commit (locked, counted, rolled back: what a killed worker
+/// leaves) goes dead after max_attempts without its handler running again. SQLite has no row
+/// locks: there the mode is refused with a typed error and nothing changes.
+pub async fn lock_held_mode_processes_exactly_once<B: Backend>(_test: &str) {
+    use inboxed_core::Store;
+    use inboxed_core::inbox::ClaimMode;
+    use inboxed_core::inbox::store::{InboxStore, LockBatchParams};
+
+    let db = B::create().await;
+    let handler = Ledger::<B>::default();
+    let locked = WorkerConfig::default()
+        .claim_mode(ClaimMode::LockHeld)
+        .batch_size(50)
+        .max_attempts(50);
+    if B::SERIAL_WRITERS {
+        inbox(&db)
+            .store(&Script::default().message("lh-1"))
+            .await
+            .unwrap();
+        let err = worker(&db, locked, &handler).run_once().await.unwrap_err();
+        assert!(err.to_string().contains("not supported"), "{err}");
+        assert_eq!(with_status(&db, "pending").await, 1);
+        return db.finish().await;
+    }
+    let mut rng = fastrand::Rng::with_seed(9);
+    let (mut messages, mut expected) = (Vec::new(), 0);
+    for i in 0..2_000 {
+        let amount = rng.i64(1..100);
+        expected += amount;
+        let msg = Script {
+            amount,
+            flaky: 0.1,
+            ..Script::default()
+        }
+        .message(&format!("lh-{i}"));
+        if rng.f64() < 0.1 {
+            messages.push(msg.clone());
+        }
+        messages.push(msg);
+    }
+    enqueue_all(&db, messages, 8).await;
+    let workers: Vec<Worker<_, _>> = (0..4)
+        .map(|_| worker(&db, locked.clone(), &handler))
+        .collect();
+    drain(&db, &workers).await;
+    assert_eq!(ledger_state(&db).await, (2_000, expected));
+    assert_eq!(with_status(&db, "done").await, 2_000);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_attempts").await,
+        0,
+        "settled rows forget their counters"
+    );
+
+    // Claims that die before their commit, three times: the fourth claim finds it dead.
+    inbox(&db)
+        .store(
+            &Script {
+                amount: 1_000,
+                ..Script::default()
+            }
+            .message("lh-crash"),
+        )
+        .await
+        .unwrap();
+    let consumer = crate::conformance::ledger();
+    for _ in 0..3 {
+        let mut tx = db
+            .store
+            .begin(&inboxed_core::store::BeginParams::default())
+            .await
+            .unwrap();
+        let params = LockBatchParams {
+            consumer: &consumer,
+            limit: 10,
+            now: None,
+            ordered: false,
+            park: true,
+        };
+        let rows = db.store.lock_batch(&mut tx, &params).await.unwrap();
+        assert_eq!(rows.len(), 1);
+        db.store
+            .count_attempts(&consumer, &["lh-crash".to_owned()])
+            .await
+            .unwrap();
+        tx.rollback().await.unwrap(); // the worker dies here; its locks go with its connection
+    }
+    let calls = handler.calls();
+    let strict = WorkerConfig::default()
+        .claim_mode(ClaimMode::LockHeld)
+        .max_attempts(3);
+    let report = worker(&db, strict, &handler).run_once().await.unwrap();
+    assert_eq!((report.claimed, report.dead), (1, 1));
+    assert_eq!(
+        handler.calls(),
+        calls,
+        "a row that kept killing its worker does not run again"
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE message_id = 'lh-crash' AND status = 'dead' AND attempts = 4").await,
+        1
+    );
+    assert_eq!(ledger_state(&db).await, (2_000, expected));
+    db.finish().await;
+}

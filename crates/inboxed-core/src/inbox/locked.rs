@@ -1,0 +1,152 @@
+//! The lock-held claim mode: one transaction locks a batch, runs its handlers and settles it.
+
+use sqlx::Acquire;
+use tracing::Instrument;
+
+use super::store::{InboxRow, InboxStore, LockBatchParams, RowFate};
+use super::worker::{BatchReport, Worker};
+use crate::error::{Error, HandlerError, StoreError, error_chain};
+use crate::handler::{Handler, call_guarded};
+
+impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
+    /// Locks up to `batch_size` rows (`FOR UPDATE SKIP LOCKED`), counts a claim of each in a
+    /// transaction of its own, dead-letters rows claimed too often without ever finishing,
+    /// runs the other handlers optimistically behind one savepoint (row by row behind their own
+    /// savepoints after a failure), settles every row, and commits once.
+    pub(super) async fn run_locked(&self) -> Result<BatchReport, Error> {
+        let inner = &*self.inner;
+        let mut tx = inner.store.begin(&inner.config.begin).await?;
+        let params = LockBatchParams {
+            consumer: &inner.consumer,
+            limit: inner.config.batch_size,
+            now: None,
+            ordered: inner.config.ordered,
+            park: inner.config.on_dead == super::config::OnDead::Park,
+        };
+        let mut rows = inner.store.lock_batch(&mut tx, &params).await?;
+        if rows.is_empty() {
+            tx.rollback().await.map_err(StoreError::from_sqlx)?;
+            return Ok(BatchReport::default());
+        }
+        rows.sort_by_key(|r| r.id);
+        let ids: Vec<String> = rows
+            .iter()
+            .map(|r| r.envelope.id().as_str().to_owned())
+            .collect();
+        let counts = inner.store.count_attempts(&inner.consumer, &ids).await?;
+        let mut report = BatchReport {
+            claimed: rows.len() as u64,
+            ..BatchReport::default()
+        };
+        let mut fates = Vec::with_capacity(rows.len());
+        let mut runnable = Vec::with_capacity(rows.len());
+        for row in rows {
+            let claims = counts
+                .iter()
+                .find(|(id, _)| id == row.envelope.id().as_str())
+                .map_or(1, |(_, n)| *n);
+            let attempt = row.attempts + claims;
+            if attempt > inner.config.max_attempts {
+                let error = format!(
+                    "claimed {claims} times without finishing: its worker died or hung each time"
+                );
+                fates.push(fate(&row, "dead", Some(error), attempt, self));
+                report.dead += 1;
+            } else {
+                runnable.push((row, attempt));
+            }
+        }
+        let all_ok = {
+            let mut all = tx.begin().await.map_err(StoreError::from_sqlx)?;
+            let mut ok = true;
+            for (row, _) in &runnable {
+                if self.handle(row, &mut all).await.is_err() {
+                    ok = false;
+                    break;
+                }
+            }
+            // Releasing the savepoint also fails if a handler swallowed a failed statement.
+            if ok {
+                all.commit().await.is_ok()
+            } else {
+                all.rollback().await.map_err(StoreError::from_sqlx)?;
+                false
+            }
+        };
+        for (row, attempt) in runnable {
+            if all_ok {
+                fates.push(fate(&row, "done", None, attempt, self));
+                report.done += 1;
+                continue;
+            }
+            let mut one = tx.begin().await.map_err(StoreError::from_sqlx)?;
+            let handled = match self.handle(&row, &mut one).await {
+                Ok(()) => one
+                    .commit()
+                    .await
+                    .map_err(|e| HandlerError::transient(StoreError::from_sqlx(e))),
+                Err(e) => {
+                    one.rollback().await.map_err(StoreError::from_sqlx)?;
+                    Err(e)
+                }
+            };
+            match handled {
+                Ok(()) => {
+                    fates.push(fate(&row, "done", None, attempt, self));
+                    report.done += 1;
+                }
+                Err(e) => {
+                    let dead = matches!(e, HandlerError::Permanent(_))
+                        || attempt >= inner.config.max_attempts;
+                    let status = if dead { "dead" } else { "pending" };
+                    fates.push(fate(&row, status, Some(error_chain(&e)), attempt, self));
+                    if dead {
+                        report.dead += 1
+                    } else {
+                        report.retrying += 1
+                    }
+                }
+            }
+        }
+        inner
+            .store
+            .finish_locked(&mut tx, &inner.consumer, &fates)
+            .await?;
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        Ok(report)
+    }
+
+    async fn handle(
+        &self,
+        row: &InboxRow,
+        conn: &mut <S::Db as sqlx::Database>::Connection,
+    ) -> Result<(), HandlerError> {
+        let inner = &*self.inner;
+        let span = tracing::info_span!("inboxed.work", row = row.id, message_id = %row.envelope.id(), consumer = %inner.consumer);
+        call_guarded(
+            &inner.handler,
+            &row.envelope,
+            conn,
+            inner.config.handler_timeout,
+        )
+        .instrument(span)
+        .await
+    }
+}
+
+fn fate<S, H>(
+    row: &InboxRow,
+    status: &'static str,
+    error: Option<String>,
+    attempts: u32,
+    w: &Worker<S, H>,
+) -> RowFate {
+    RowFate {
+        id: row.id,
+        message_id: row.envelope.id().as_str().to_owned(),
+        status,
+        error,
+        backoff: w.inner.config.backoff.delay(attempts),
+        attempts,
+    }
+}

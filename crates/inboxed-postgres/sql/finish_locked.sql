@@ -1,0 +1,23 @@
+-- finish_locked: settles the rows of a lock-held batch inside its transaction: each row done,
+-- or failed (back to pending after a backoff, or dead), with its attempt count; the rows'
+-- attempt counters are forgotten. No fencing is needed: this transaction holds the row locks.
+-- $1 ids (bigint[]), $2 statuses (text[]: done | pending | dead), $3 errors (text[]),
+-- $4 backoffs (bigint[], ms), $5 attempts (int[]), $6 consumer_name, $7 message ids (text[])
+WITH forget AS (
+    DELETE FROM {{schema}}."{{prefix}}attempts"
+    WHERE consumer_name = $6 AND message_id = ANY($7)
+),
+fate AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::int[])
+        AS f(id, status, error, backoff, attempts)
+)
+UPDATE {{schema}}."{{prefix}}inbox_messages" m
+SET status = fate.status,
+    attempts = fate.attempts,
+    last_error = fate.error,
+    done_at = CASE WHEN fate.status = 'done' THEN now() END,
+    available_at = CASE WHEN fate.status = 'pending'
+                        THEN now() + fate.backoff * interval '1 millisecond'
+                        ELSE m.available_at END
+FROM fate
+WHERE m.id = fate.id

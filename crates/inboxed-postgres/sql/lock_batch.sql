@@ -1,0 +1,25 @@
+-- lock_batch: the lock-held claim. Locks up to $2 pending rows of a consumer, oldest first, in
+-- the caller's transaction, and keeps them locked through the handlers and the completion:
+-- the row lock is the lease. If the worker dies, its connection closes, the locks go, and the
+-- rows (still 'pending') are claimable again at once; no token, heartbeat or reaper.
+-- $1 consumer_name, $2 limit, $3 now (ms; NULL: the database clock), $4 ordered, $5 park
+--
+-- SKIP LOCKED passes over rows other workers hold. The ordered-mode rule is claim_batch's: an
+-- earlier row of the aggregate that another worker holds is still 'pending', so it blocks.
+SELECT i.id, i.message_id, i.aggregate_id, i.message_type, i.correlation_id, i.payload,
+       i.attempts
+FROM {{schema}}."{{prefix}}inbox_messages" i
+WHERE i.consumer_name = $1
+  AND i.status = 'pending'
+  AND i.available_at <= coalesce(to_timestamp($3::float8 / 1000), now())
+  AND (NOT $4 OR i.aggregate_id IS NULL OR NOT EXISTS (
+      SELECT 1 FROM {{schema}}."{{prefix}}inbox_messages" e
+      WHERE e.consumer_name = i.consumer_name
+        AND e.aggregate_id = i.aggregate_id
+        AND e.id < i.id
+        AND e.status <> 'done'
+        AND (e.status <> 'dead' OR $5)
+  ))
+ORDER BY i.id
+LIMIT $2
+FOR UPDATE OF i SKIP LOCKED

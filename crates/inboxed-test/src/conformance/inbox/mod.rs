@@ -11,7 +11,9 @@ pub use claims::{
     claim_batch_skips_rows_locked_by_another_worker, complete_after_reclaim_is_fenced,
     reaper_returns_expired_claims,
 };
-pub use ordering::ordered_mode_keeps_order_and_parks_dead_aggregates;
+pub use ordering::{
+    ordered_mode_can_skip_dead_events, ordered_mode_keeps_order_and_parks_dead_aggregates,
+};
 pub use processing::{
     lock_held_mode_processes_exactly_once, poison_rows_go_dead_after_max_attempts,
     stored_rows_wake_idle_workers, workers_process_each_row_exactly_once,

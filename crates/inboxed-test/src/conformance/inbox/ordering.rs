@@ -110,3 +110,40 @@ pub async fn ordered_mode_keeps_order_and_parks_dead_aggregates<B: Backend>(_tes
     assert_eq!(with_status(&db, "dead").await, 0);
     db.finish().await;
 }
+
+/// With `OnDead::Skip`, a dead event does not hold back the later events of its aggregate:
+/// they are processed (in order), and the dead one stays dead for an operator.
+pub async fn ordered_mode_can_skip_dead_events<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let inbox = inbox(&db);
+    for seq in 1..=5 {
+        let fail = (seq == 2).then(|| "permanent".to_owned());
+        let script = Script {
+            account: "agg-s".into(),
+            amount: seq,
+            fail,
+            ..Script::default()
+        };
+        inbox
+            .store(&script.message(&format!("k-{seq}")).with_aggregate("agg-s"))
+            .await
+            .unwrap();
+    }
+    let handler = Ledger::<B>::default();
+    let w = worker(
+        &db,
+        WorkerConfig::default()
+            .batch_size(10)
+            .ordered(true, OnDead::Skip),
+        &handler,
+    );
+    drain(&db, std::slice::from_ref(&w)).await;
+    assert_eq!(with_status(&db, "dead").await, 1);
+    assert_eq!(with_status(&db, "done").await, 4);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM ledger WHERE account = 'agg-s'")
+            .await,
+        4
+    );
+    db.finish().await;
+}

@@ -61,11 +61,12 @@ pub async fn graceful_shutdown_loses_nothing<B: Backend>(_test: &str) {
     db.finish().await;
 }
 
-const MESSAGES: usize = 2_000;
+const MESSAGES: usize = 20_000;
 
-/// A worker *process* is killed with SIGKILL in the middle of a batch (a row scripted to hang
-/// stops it there). Its claims outlive it until the reaper returns them; other workers then
-/// finish everything. Every effect exactly once, with duplicates and random failures on top.
+/// 20,000 messages (a tenth received twice, 5% of handler calls failing at random) and four
+/// workers: a worker *process* that is killed with SIGKILL in the middle of a batch (a row
+/// scripted to hang stops it there) and three in-process workers that finish after the reaper
+/// returns the dead one's claims. Every effect exactly once.
 pub async fn killed_worker_process_loses_nothing<B: Backend>(test: &str) {
     if let Some(locator) = child_locator() {
         if child_is_worker() {

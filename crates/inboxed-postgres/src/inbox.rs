@@ -12,7 +12,7 @@ use inboxed_core::inbox::store::{
     Failed, InboxRow, InboxStore, LockBatchParams, ReleaseStaleParams, ReplayParams, Replayed,
     RowFate, Subscription, millis, millis_of,
 };
-use inboxed_core::{ConsumerName, Envelope, MessageId, PayloadHash, StoreError};
+use inboxed_core::{ConsumerName, PayloadHash, StoreError};
 
 use crate::PgStore;
 
@@ -63,31 +63,16 @@ impl PgStore {
 
 fn row_to_inbox(row: &PgRow) -> Result<InboxRow, StoreError> {
     let get = StoreError::from_sqlx;
-    let id: i64 = row.try_get(0).map_err(get)?;
-    let message_id: String = row.try_get(1).map_err(get)?;
-    let aggregate: Option<String> = row.try_get(2).map_err(get)?;
-    let message_type: Option<String> = row.try_get(3).map_err(get)?;
-    let correlation: Option<String> = row.try_get(4).map_err(get)?;
-    let payload: Vec<u8> = row.try_get(5).map_err(get)?;
     let attempts: i32 = row.try_get(6).map_err(get)?;
-    // The id was validated at receipt; a row that fails now was written by something else.
-    let id_checked = MessageId::new(message_id)
-        .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
-    let mut envelope = Envelope::new(id_checked, payload);
-    if let Some(a) = aggregate {
-        envelope = envelope.with_aggregate(a);
-    }
-    if let Some(t) = message_type {
-        envelope = envelope.with_type(t);
-    }
-    if let Some(c) = correlation {
-        envelope = envelope.with_correlation_id(c);
-    }
-    Ok(InboxRow {
-        id,
-        envelope,
-        attempts: u32::try_from(attempts).unwrap_or(0),
-    })
+    InboxRow::from_columns(
+        row.try_get(0).map_err(get)?,
+        row.try_get(1).map_err(get)?,
+        row.try_get(2).map_err(get)?,
+        row.try_get(3).map_err(get)?,
+        row.try_get(4).map_err(get)?,
+        row.try_get(5).map_err(get)?,
+        i64::from(attempts),
+    )
 }
 
 impl InboxStore for PgStore {

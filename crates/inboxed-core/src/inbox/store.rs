@@ -135,6 +135,45 @@ pub struct InboxRow {
     pub attempts: u32,
 }
 
+impl InboxRow {
+    /// Rebuilds a claimed row from its columns. The message id was validated at receipt; one
+    /// that fails now was written by something else, and is reported as a decode error.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] when the stored message id is not a valid key.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per column, in column order"
+    )]
+    pub fn from_columns(
+        id: i64,
+        message_id: String,
+        aggregate_id: Option<String>,
+        message_type: Option<String>,
+        correlation_id: Option<String>,
+        payload: Vec<u8>,
+        attempts: i64,
+    ) -> Result<Self, StoreError> {
+        let key = crate::envelope::MessageId::new(message_id)
+            .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
+        let mut envelope = Envelope::new(key, payload);
+        if let Some(a) = aggregate_id {
+            envelope = envelope.with_aggregate(a);
+        }
+        if let Some(t) = message_type {
+            envelope = envelope.with_type(t);
+        }
+        if let Some(c) = correlation_id {
+            envelope = envelope.with_correlation_id(c);
+        }
+        Ok(Self {
+            id,
+            envelope,
+            attempts: u32::try_from(attempts).unwrap_or(0),
+        })
+    }
+}
+
 /// Parameters of [`InboxStore::complete`].
 #[derive(Debug, Clone, Copy)]
 pub struct CompleteParams<'a> {

@@ -9,7 +9,7 @@ mod survival;
 
 pub use claims::{
     claim_batch_skips_rows_locked_by_another_worker, complete_after_reclaim_is_fenced,
-    reaper_returns_expired_claims,
+    concurrent_claims_never_share_a_row, reaper_returns_expired_claims,
 };
 pub use ordering::{
     ordered_mode_can_skip_dead_events, ordered_mode_keeps_order_and_parks_dead_aggregates,

@@ -15,9 +15,11 @@ UPDATE {{schema}}."{{prefix}}inbox_messages" m
 SET status = fate.status,
     attempts = fate.attempts,
     last_error = fate.error,
-    done_at = CASE WHEN fate.status = 'done' THEN now() END,
+    -- clock_timestamp(), not now(): now() is the batch transaction's start, which would cut
+    -- the backoff short by however long the batch ran.
+    done_at = CASE WHEN fate.status = 'done' THEN clock_timestamp() END,
     available_at = CASE WHEN fate.status = 'pending'
-                        THEN now() + fate.backoff * interval '1 millisecond'
+                        THEN clock_timestamp() + fate.backoff * interval '1 millisecond'
                         ELSE m.available_at END
 FROM fate
 WHERE m.id = fate.id

@@ -9,8 +9,8 @@ FROM {{schema}}."{{prefix}}inbox_messages"
 WHERE consumer_name = $1
   AND ($2::bigint[] IS NULL OR id = ANY($2))
   AND ($3::text IS NULL OR aggregate_id = $3)
-  AND ($4::float8 IS NULL OR received_at >= to_timestamp($4 / 1000))
-  AND ($5::float8 IS NULL OR received_at < to_timestamp($5 / 1000))
+  AND ($4::float8 IS NULL OR received_at >= to_timestamp($4::float8 / 1000))
+  AND ($5::float8 IS NULL OR received_at < to_timestamp($5::float8 / 1000))
   AND (status = 'dead' OR (status = 'done' AND $6))
 ORDER BY id
 FOR UPDATE

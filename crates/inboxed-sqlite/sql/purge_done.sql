@@ -1,7 +1,7 @@
 -- purge_done: deletes at most ?2 done rows finished before ?1 (ms), oldest first; the caller
 -- repeats until a batch comes back short (see the PostgreSQL version).
 DELETE FROM {{schema}}."{{prefix}}inbox_messages"
-WHERE id IN (
+WHERE status = 'done' AND done_at < ?1 AND id IN (
     SELECT id FROM {{schema}}."{{prefix}}inbox_messages"
     WHERE status = 'done' AND done_at < ?1
     ORDER BY done_at

@@ -40,6 +40,12 @@ fn json_ids(ids: &[i64]) -> String {
 }
 
 impl InboxStore for SqliteStore {
+    fn max_concurrent_batches(&self) -> Option<usize> {
+        // One writer: a second loop would claim rows (counting attempts, starting leases) and
+        // then wait behind the first batch's write lock.
+        Some(1)
+    }
+
     async fn enqueue(&self, p: &EnqueueParams<'_>) -> Result<Enqueued, StoreError> {
         let env = p.envelope;
         let row = self

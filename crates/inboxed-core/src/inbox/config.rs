@@ -40,7 +40,8 @@ pub enum ClaimMode {
 pub struct WorkerConfig {
     /// How rows are held while they are processed. Defaults to [`ClaimMode::Lease`].
     pub claim_mode: ClaimMode,
-    /// Claim loops running at once, each with its own batch. Defaults to 4.
+    /// Claim loops running at once, each with its own batch. Capped by the store (SQLite: 1).
+    /// Defaults to 4.
     pub concurrency: usize,
     /// Rows per claim; they share one transaction, each behind its own savepoint. 1 gives a
     /// transaction per row. Defaults to 50.

@@ -345,6 +345,12 @@ pub struct Replayed {
 /// Store-then-process operations. Implemented by the same backends as [`Store`]; internal in
 /// the same way (not meant to be implemented elsewhere, may change in minor releases).
 pub trait InboxStore: Store {
+    /// At most this many batches can usefully run at once on this store (SQLite: 1, its single
+    /// writer). Workers cap their claim loops to it. `None`: no limit.
+    fn max_concurrent_batches(&self) -> Option<usize> {
+        None
+    }
+
     /// Stores a received message as pending unless its key is there already (autocommit).
     fn enqueue(
         &self,

@@ -167,7 +167,12 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         };
         let wake = subscription.as_ref().map(|s| Arc::clone(s.notify()));
         let mut loops = JoinSet::new();
-        for _ in 0..self.inner.config.concurrency.max(1) {
+        let limit = self
+            .inner
+            .store
+            .max_concurrent_batches()
+            .unwrap_or(usize::MAX);
+        for _ in 0..self.inner.config.concurrency.clamp(1, limit.max(1)) {
             let worker = self.clone();
             let stop = stop_rx.clone();
             let wake = wake.clone();
@@ -193,10 +198,16 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             set.drain().collect()
         };
+        // Every token is tried, whatever fails. A claim cut short at the very moment of the abort
+        // may still commit after this; its rows then come back through the reaper.
+        let mut first_error = None;
         for token in tokens {
-            self.inner.store.release(&token).await?;
+            if let Err(e) = self.inner.store.release(&token).await {
+                warn!(error = %e, "could not hand back a cut-short batch; its lease will expire");
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), |e| Err(e.into()))
     }
 
     async fn claim_loop(&self, mut stop: watch::Receiver<bool>, wake: Option<Arc<Notify>>) {

@@ -7,7 +7,7 @@ use inboxed_core::inbox::{Enqueued, Selector, WorkerConfig};
 use super::{drain, inbox, with_status, worker};
 use crate::backend::Backend;
 use crate::conformance::ledger_state;
-use crate::handler::{Ledger, credit};
+use crate::handler::{Ledger, Script, credit};
 
 /// A receipt stores the raw message once; a redelivery is a duplicate; the same key with
 /// another payload is a conflict that lands on the dead-letter path.
@@ -87,6 +87,36 @@ pub async fn replay_and_audited_redrive<B: Backend>(_test: &str) {
         db.scalar("SELECT count(*) FROM inboxed_redrive_audit WHERE actor = 'ops@example' AND row_count = 2 AND done_count = 2").await,
         1
     );
+
+    // A received-at window is exact to the millisecond: only the row received inside it.
+    let dead = |id: &str| {
+        Script {
+            fail: Some("permanent".into()),
+            ..Script::default()
+        }
+        .message(id)
+    };
+    let pause = || tokio::time::sleep(Duration::from_millis(20));
+    let from = SystemTime::now();
+    pause().await;
+    inbox.store(&dead("win-a")).await.unwrap();
+    pause().await;
+    let before = SystemTime::now();
+    pause().await;
+    inbox.store(&dead("win-b")).await.unwrap();
+    drain(&db, std::slice::from_ref(&w)).await;
+    assert_eq!(with_status(&db, "dead").await, 2);
+    let window = inbox
+        .replay(
+            &Selector::received_between(from, before),
+            false,
+            "ops",
+            "window",
+        )
+        .await
+        .unwrap();
+    assert_eq!(window.ids.len(), 1, "only win-a was received in the window");
+    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE message_id = 'win-a' AND status = 'pending'").await, 1);
     db.finish().await;
 }
 

@@ -7,11 +7,20 @@
 -- returns its payload hash to tell a duplicate from a conflict. A new row also sends
 -- NOTIFY <channel>, '<consumer>' in the same statement (delivered at commit, so listeners find
 -- the row), which wakes idle workers at once instead of at their next poll.
-WITH stored AS (
+WITH serial AS (
+    -- Receipts of one aggregate are serialized: this transaction-scoped lock is taken before
+    -- the insert draws its id and held until the receipt commits, so a later id of an
+    -- aggregate can never become visible before an earlier one. (Ordered mode reads arrival
+    -- order from the id.) No aggregate, no lock.
+    SELECT 1 AS held
+    FROM (SELECT pg_advisory_xact_lock(hashtextextended($1 || '|' || $3::text, 0))) AS l
+    WHERE $3::text IS NOT NULL
+),
+stored AS (
     INSERT INTO {{schema}}."{{prefix}}inbox_messages"
         (consumer_name, message_id, aggregate_id, message_type, correlation_id, payload,
          payload_hash)
-    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    SELECT $1, $2, $3, $4, $5, $6, $7 FROM (VALUES (1)) AS one LEFT JOIN serial ON true
     ON CONFLICT (consumer_name, message_id) DO NOTHING
     RETURNING id
 )

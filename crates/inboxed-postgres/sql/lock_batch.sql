@@ -7,8 +7,11 @@
 -- SKIP LOCKED passes over rows other workers hold. The ordered-mode rule is claim_batch's: an
 -- earlier row of the aggregate that another worker holds is still 'pending', so it blocks.
 SELECT i.id, i.message_id, i.aggregate_id, i.message_type, i.correlation_id, i.payload,
-       i.attempts
+       i.attempts, a.attempts IS NOT NULL AS suspect
 FROM {{schema}}."{{prefix}}inbox_messages" i
+-- An attempts row means an earlier claim of this row never settled: its worker died.
+LEFT JOIN {{schema}}."{{prefix}}attempts" a
+       ON a.consumer_name = i.consumer_name AND a.message_id = i.message_id
 WHERE i.consumer_name = $1
   AND i.status = 'pending'
   AND i.available_at <= coalesce(to_timestamp($3::float8 / 1000), now())

@@ -72,6 +72,9 @@ fn row_to_inbox(row: &PgRow) -> Result<InboxRow, StoreError> {
         row.try_get(4).map_err(get)?,
         row.try_get(5).map_err(get)?,
         i64::from(attempts),
+        row.try_get::<Option<bool>, _>(7)
+            .map_err(get)?
+            .unwrap_or(false),
     )
 }
 
@@ -276,10 +279,11 @@ impl InboxStore for PgStore {
         self.autocommit_count(query).await
     }
 
-    async fn release(&self, token: &ClaimToken) -> Result<u64, StoreError> {
+    async fn release(&self, token: &ClaimToken, ids: Option<&[i64]>) -> Result<u64, StoreError> {
         let query = self
             .query(&self.queries.release)
-            .bind(token.as_bytes().as_slice());
+            .bind(token.as_bytes().as_slice())
+            .bind(ids);
         self.autocommit_count(query).await
     }
 

@@ -28,4 +28,5 @@ WHERE id IN (
     ORDER BY i.id
     LIMIT ?4
 )
-RETURNING id, message_id, aggregate_id, message_type, correlation_id, payload, attempts
+RETURNING id, message_id, aggregate_id, message_type, correlation_id, payload, attempts,
+          coalesce(last_error LIKE 'lease expired%', 0) AS suspect

@@ -25,6 +25,9 @@ fn row_to_inbox(row: &SqliteRow) -> Result<InboxRow, StoreError> {
         row.try_get(4).map_err(get)?,
         row.try_get(5).map_err(get)?,
         row.try_get(6).map_err(get)?,
+        row.try_get::<Option<bool>, _>(7)
+            .map_err(get)?
+            .unwrap_or(false),
     )
 }
 
@@ -203,10 +206,11 @@ impl InboxStore for SqliteStore {
         Ok(done.rows_affected())
     }
 
-    async fn release(&self, token: &ClaimToken) -> Result<u64, StoreError> {
+    async fn release(&self, token: &ClaimToken, ids: Option<&[i64]>) -> Result<u64, StoreError> {
         let done = self
             .query(&self.queries.release)
             .bind(token.as_bytes().as_slice())
+            .bind(ids.map(json_ids))
             .execute(&self.pool)
             .await
             .map_err(StoreError::from_sqlx)?;

@@ -142,8 +142,19 @@ impl Broker {
 /// `INBOXED_HANG=1` so that a row scripted to hang stops its batch mid-way; with `sigterm`, the
 /// child runs until SIGTERM instead.
 pub fn spawn_worker_child(test: &str, locator: &str, sigterm: bool) -> tokio::process::Child {
+    spawn_worker_child_with(test, locator, sigterm, 50)
+}
+
+/// [`spawn_worker_child`] with the child's `max_attempts`.
+pub fn spawn_worker_child_with(
+    test: &str,
+    locator: &str,
+    sigterm: bool,
+    max_attempts: u32,
+) -> tokio::process::Child {
     let exe = std::env::current_exe().expect("current test executable");
     let mut cmd = Command::new(exe);
+    cmd.env("INBOXED_CHILD_MAX_ATTEMPTS", max_attempts.to_string());
     if sigterm {
         cmd.env("INBOXED_CHILD_SIGTERM", "1");
     }
@@ -193,6 +204,10 @@ pub async fn worker_child_main<B: Backend>(locator: &str) {
     use inboxed_core::inbox::{Worker, WorkerConfig};
     let store = B::attach(locator).await;
     let consumer = ConsumerName::new("ledger").expect("consumer name");
+    let max_attempts = std::env::var("INBOXED_CHILD_MAX_ATTEMPTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(50);
     // No backoff: the parent's workers pick failed rows up again at once.
     let no_backoff = inboxed_core::Backoff {
         base: Duration::ZERO,
@@ -200,7 +215,7 @@ pub async fn worker_child_main<B: Backend>(locator: &str) {
     };
     let config = WorkerConfig::default()
         .batch_size(50)
-        .max_attempts(50)
+        .max_attempts(max_attempts)
         .backoff(no_backoff);
     let worker = Worker::new(store, consumer, Ledger::<B>::default(), config);
     if std::env::var_os("INBOXED_CHILD_SIGTERM").is_some() {

@@ -52,7 +52,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let fast = match self.fast_path(&rows, &token).await {
             Ok(fast) => fast,
             Err(e) => {
-                inner.store.release(&token).await?;
+                inner.store.release(&token, None).await?;
                 return Err(e.into());
             }
         };
@@ -78,7 +78,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         .await;
         if let Err(e) = committed {
             // Nothing of the batch is done; hand its rows back rather than wait for the lease.
-            inner.store.release(&token).await?;
+            inner.store.release(&token, None).await?;
             return Err(e.into());
         }
         for (row, err) in failures {

@@ -29,6 +29,12 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             return Ok(BatchReport::default());
         }
         rows.sort_by_key(|r| r.id);
+        // A row whose last claim never settled runs alone; the rest stay locked but untouched
+        // and uncounted until this transaction ends (see Worker::isolate_suspect).
+        if let Some(first) = rows.iter().position(|r| r.suspect) {
+            let suspect = rows.swap_remove(first);
+            rows = vec![suspect];
+        }
         let ids: Vec<String> = rows
             .iter()
             .map(|r| r.envelope.id().as_str().to_owned())

@@ -133,6 +133,10 @@ pub struct InboxRow {
     pub envelope: Envelope,
     /// Claims of this row so far, this one included.
     pub attempts: u32,
+    /// An earlier claim of this row died without settling it (its lease expired, or its
+    /// lock-held transaction never ended): the row may be what killed its worker, so it runs
+    /// alone.
+    pub suspect: bool,
 }
 
 impl InboxRow {
@@ -153,6 +157,7 @@ impl InboxRow {
         correlation_id: Option<String>,
         payload: Vec<u8>,
         attempts: i64,
+        suspect: bool,
     ) -> Result<Self, StoreError> {
         let key = crate::envelope::MessageId::new(message_id)
             .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
@@ -170,6 +175,7 @@ impl InboxRow {
             id,
             envelope,
             attempts: u32::try_from(attempts).unwrap_or(0),
+            suspect,
         })
     }
 }
@@ -415,8 +421,13 @@ pub trait InboxStore: Store {
         lease: Duration,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    /// Hands back the unfinished rows of `token` (graceful shutdown), giving back their attempt.
-    fn release(&self, token: &ClaimToken) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    /// Hands back the unfinished rows of `token` (all of them, or only `ids`), giving back their
+    /// attempt: their handlers did not run (graceful shutdown, or batch-mates of a suspect row).
+    fn release(
+        &self,
+        token: &ClaimToken,
+        ids: Option<&[i64]>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// The reaper: returns expired leases to pending (or dead). Returns how many.
     fn release_stale(

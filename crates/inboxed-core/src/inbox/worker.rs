@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 use tracing::{error, warn};
 
 use super::config::WorkerConfig;
-use super::store::{ClaimBatchParams, ClaimToken, InboxStore};
+use super::store::{ClaimBatchParams, ClaimToken, InboxRow, InboxStore};
 use crate::envelope::ConsumerName;
 use crate::error::Error;
 use crate::handler::Handler;
@@ -125,11 +125,41 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             self.track(token, false);
             return Ok(BatchReport::default());
         }
+        let rows = match self.isolate_suspect(rows, &token).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                self.track(token, false);
+                return Err(e);
+            }
+        };
         metrics::histogram!(m::CLAIM_BATCH_SIZE, "consumer" => inner.consumer.as_str().to_owned())
             .record(rows.len() as f64);
         let report = self.process_batch(rows, token).await;
         self.track(token, false);
         report
+    }
+
+    /// A batch holding a row whose last claim died runs that row alone and hands the rest
+    /// back (their attempt returned): if the row is what kills workers, it keeps killing only
+    /// itself, and goes dead alone after max_attempts.
+    async fn isolate_suspect(
+        &self,
+        mut rows: Vec<InboxRow>,
+        token: &ClaimToken,
+    ) -> Result<Vec<InboxRow>, Error> {
+        let first = rows.iter().filter(|r| r.suspect).map(|r| r.id).min();
+        let Some(first) = first else { return Ok(rows) };
+        if rows.len() == 1 {
+            return Ok(rows);
+        }
+        let others: Vec<i64> = rows
+            .iter()
+            .map(|r| r.id)
+            .filter(|id| *id != first)
+            .collect();
+        self.inner.store.release(token, Some(&others)).await?;
+        rows.retain(|r| r.id == first);
+        Ok(rows)
     }
 
     fn track(&self, token: ClaimToken, add: bool) {
@@ -202,7 +232,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         // may still commit after this; its rows then come back through the reaper.
         let mut first_error = None;
         for token in tokens {
-            if let Err(e) = self.inner.store.release(&token).await {
+            if let Err(e) = self.inner.store.release(&token, None).await {
                 warn!(error = %e, "could not hand back a cut-short batch; its lease will expire");
                 first_error.get_or_insert(e);
             }

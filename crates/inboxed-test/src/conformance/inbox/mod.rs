@@ -24,7 +24,7 @@ pub use receipt::{
 };
 pub use survival::{
     graceful_shutdown_loses_nothing, killed_worker_process_loses_nothing,
-    sigterm_to_a_worker_process_loses_nothing,
+    process_killing_row_spares_its_batch_mates, sigterm_to_a_worker_process_loses_nothing,
 };
 
 use std::time::Duration;

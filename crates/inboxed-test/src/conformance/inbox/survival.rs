@@ -181,3 +181,59 @@ pub async fn sigterm_to_a_worker_process_loses_nothing<B: Backend>(test: &str) {
     assert_eq!(ledger_state(&db).await, (1_000, 1_000));
     db.finish().await;
 }
+
+/// A row whose handler aborts its worker process, in a batch of ten: after each crash the
+/// rows come back suspect and run one at a time, so only the killing row spends attempts. It
+/// goes dead after max_attempts (3) crashes; its nine batch-mates are done, none dead.
+pub async fn process_killing_row_spares_its_batch_mates<B: Backend>(test: &str) {
+    if let Some(locator) = child_locator() {
+        if child_is_worker() {
+            return worker_child_main::<B>(&locator).await;
+        }
+        return;
+    }
+    let db = B::create().await;
+    for i in 1..=10 {
+        let script = Script {
+            amount: i,
+            abort: i == 3,
+            ..Script::default()
+        };
+        super::inbox(&db)
+            .store(&script.message(&format!("q-{i}")))
+            .await
+            .unwrap();
+    }
+    let reaper = Reaper::new(db.store.clone(), ReaperConfig::default().max_attempts(3));
+    let mut children = 0;
+    while unfinished(&db).await > 0 {
+        assert!(
+            children < 12,
+            "no progress after {children} worker processes"
+        );
+        let mut child = crate::child::spawn_worker_child_with(test, &db.locator, false, 3);
+        children += 1;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break; // it aborted
+            }
+            if unfinished(&db).await == 0 || tokio::time::Instant::now() > deadline {
+                child.kill().await.unwrap();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let after_lease =
+            SystemTime::now() + WorkerConfig::default().lease + Duration::from_secs(1);
+        reaper.reap_once(Some(after_lease)).await.unwrap();
+    }
+    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'dead' AND message_id = 'q-3'").await, 1);
+    assert_eq!(
+        with_status(&db, "done").await,
+        9,
+        "no batch-mate went dead with it"
+    );
+    assert_eq!(ledger_state(&db).await, (9, 55 - 3));
+    db.finish().await;
+}

@@ -8,8 +8,8 @@
 -- (pending, processing, or dead when parking). An earlier row that another worker is claiming
 -- right now still looks pending to this statement, so it blocks: the check errs on the side of
 -- order. The returned order is not guaranteed; the worker sorts by id. `suspect` marks rows
--- that came back from an expired lease: their last claim died (perhaps because of them), so
--- the worker runs them one at a time.
+-- whose last claim died (an expired lease) or whose batch could not commit: either may have
+-- been their own doing, so the worker runs them one at a time.
 WITH clock AS (
     SELECT coalesce(to_timestamp($6::float8 / 1000), now()) AS now
 ),
@@ -41,4 +41,5 @@ SET status = 'processing',
 FROM candidates c, clock
 WHERE m.id = c.id
 RETURNING m.id, m.message_id, m.aggregate_id, m.message_type, m.correlation_id, m.payload,
-          m.attempts, coalesce(m.last_error LIKE 'lease expired%', false) AS suspect
+          m.attempts, coalesce(m.last_error LIKE 'lease expired%' OR m.last_error LIKE 'batch commit failed%', false)
+          AS suspect

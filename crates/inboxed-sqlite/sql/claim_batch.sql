@@ -29,4 +29,5 @@ WHERE id IN (
     LIMIT ?4
 )
 RETURNING id, message_id, aggregate_id, message_type, correlation_id, payload, attempts,
-          coalesce(last_error LIKE 'lease expired%', 0) AS suspect
+          coalesce(last_error LIKE 'lease expired%' OR last_error LIKE 'batch commit failed%', 0)
+          AS suspect

@@ -64,6 +64,10 @@ pub trait Backend: Send + Sync + Sized + 'static {
         account: &str,
         amount: i64,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+    /// Inserts a row whose deferred foreign key has no parent: the statement succeeds and the
+    /// transaction's COMMIT fails.
+    fn orphan_insert(conn: &mut Conn<Self>)
+    -> impl Future<Output = Result<(), sqlx::Error>> + Send;
     /// A statement that fails (a duplicate primary key), for handlers that swallow its error.
     fn failing_statement(
         conn: &mut Conn<Self>,
@@ -103,6 +107,8 @@ impl<B: Backend> TestDb<B> {
 const LEDGER: &str =
     "CREATE TABLE ledger (message_id TEXT NOT NULL, account TEXT NOT NULL, amount BIGINT NOT NULL);
 CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL);
+CREATE TABLE fk_parent (id BIGINT PRIMARY KEY);
+CREATE TABLE fk_child (parent BIGINT REFERENCES fk_parent (id) DEFERRABLE INITIALLY DEFERRED);
 INSERT INTO accounts (id, balance) VALUES ('a', 0), ('b', 0);";
 
 /// The server the suite creates its databases on: `DATABASE_URL`, or the local default.
@@ -302,6 +308,13 @@ impl Backend for Pg {
             .map(drop)
     }
 
+    async fn orphan_insert(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        sqlx::query("INSERT INTO fk_child (parent) VALUES (999)")
+            .execute(&mut *conn)
+            .await
+            .map(drop)
+    }
+
     async fn failing_statement(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
         let dup = "INSERT INTO accounts (id, balance) VALUES ('a', 0)";
         sqlx::query(dup).execute(&mut *conn).await.map(drop)
@@ -435,6 +448,13 @@ impl Backend for Lite {
             .bind(id)
             .bind(account)
             .bind(amount)
+            .execute(&mut *conn)
+            .await
+            .map(drop)
+    }
+
+    async fn orphan_insert(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+        sqlx::query("INSERT INTO fk_child (parent) VALUES (999)")
             .execute(&mut *conn)
             .await
             .map(drop)

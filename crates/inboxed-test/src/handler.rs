@@ -27,6 +27,8 @@ pub struct Script {
     pub sleep_ms: u64,
     /// After writing, run a statement that fails and ignore its error (a handler bug).
     pub swallow: bool,
+    /// After writing, violate a deferred foreign key: the handler succeeds, COMMIT fails.
+    pub commit_fails: bool,
     /// Fail transiently (after writing) while the handler's call count is at most this.
     pub fail_first: u32,
     /// Fail after writing: `permanent`, `transient` or `panic`.
@@ -53,6 +55,7 @@ impl Default for Script {
             rmw: false,
             sleep_ms: 0,
             swallow: false,
+            commit_fails: false,
             fail_first: 0,
             fail: None,
             abort: false,
@@ -144,6 +147,9 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Ledger<B> {
             B::balance_rmw(conn, &script.account, script.amount).await?;
         } else {
             B::ledger_insert(conn, msg.id().as_str(), &script.account, script.amount).await?;
+        }
+        if script.commit_fails {
+            B::orphan_insert(conn).await?;
         }
         if script.swallow {
             let _ignored = B::failing_statement(conn).await;

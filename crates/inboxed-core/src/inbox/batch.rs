@@ -49,18 +49,18 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 }
             }))
         };
-        let fast = match self.fast_path(&rows, &token).await {
-            Ok(fast) => fast,
-            Err(e) => {
-                inner.store.release(&token, None).await?;
-                return Err(e.into());
-            }
-        };
+        // A fast path that could not even commit goes the slow way too; if the batch cannot
+        // commit there either, its rows are failed one by one below.
+        let fast = self.fast_path(&rows, &token).await.unwrap_or_else(|e| {
+            warn!(error = %e, "batch fast path failed; redoing the batch row by row");
+            false
+        });
         if fast {
             report.done = report.claimed;
             self.count(&report);
             return Ok(report);
         }
+        let report_rows: Vec<i64> = rows.iter().map(|r| r.id).collect();
         let mut failures: Vec<(InboxRow, HandlerError)> = Vec::new();
         let committed = async {
             let mut tx = inner.store.begin(&inner.config.begin).await?;
@@ -77,9 +77,34 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         }
         .await;
         if let Err(e) = committed {
-            // Nothing of the batch is done; hand its rows back rather than wait for the lease.
-            inner.store.release(&token, None).await?;
-            return Err(e.into());
+            // Nothing of the batch is done. Each row is recorded as failed (its attempt kept,
+            // available again at once, marked so that it runs alone next time): a row whose
+            // commit always fails (a deferred constraint) then spends only its own attempts
+            // and goes dead, instead of retrying the whole batch for ever.
+            warn!(error = %e, rows = report_rows.len(), "batch could not commit; its rows will run one at a time");
+            let error = format!("batch commit failed: {}", error_chain(&e));
+            let mut report = BatchReport {
+                claimed: report.claimed,
+                ..BatchReport::default()
+            };
+            for row in &report_rows {
+                let params = FailParams {
+                    id: *row,
+                    token: &token,
+                    error: &error,
+                    backoff: std::time::Duration::ZERO,
+                    max_attempts: inner.config.max_attempts,
+                    permanent: false,
+                    now: None,
+                };
+                match inner.store.fail(&params).await? {
+                    Failed::Dead => report.dead += 1,
+                    Failed::Retrying => report.retrying += 1,
+                    _ => report.lost += 1,
+                }
+            }
+            self.count(&report);
+            return Ok(report);
         }
         for (row, err) in failures {
             let chain = error_chain(&err);

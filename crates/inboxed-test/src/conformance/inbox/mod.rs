@@ -15,8 +15,9 @@ pub use ordering::{
     ordered_mode_can_skip_dead_events, ordered_mode_keeps_order_and_parks_dead_aggregates,
 };
 pub use processing::{
-    lock_held_mode_processes_exactly_once, poison_rows_go_dead_after_max_attempts,
-    stored_rows_wake_idle_workers, workers_process_each_row_exactly_once,
+    batch_whose_commit_fails_isolates_the_culprit, lock_held_mode_processes_exactly_once,
+    poison_rows_go_dead_after_max_attempts, stored_rows_wake_idle_workers,
+    workers_process_each_row_exactly_once,
 };
 pub use receipt::{
     purge_removes_only_old_done_rows, receipt_stores_once_and_reports_conflicts,

@@ -299,3 +299,35 @@ pub async fn lock_held_mode_processes_exactly_once<B: Backend>(_test: &str) {
     assert_eq!(ledger_state(&db).await, (2_000, expected));
     db.finish().await;
 }
+
+/// A row whose handler succeeds but whose COMMIT always fails (a deferred foreign key): the
+/// batch cannot commit, so its rows are failed and run one at a time; only the culprit spends
+/// attempts and goes dead, and its nine batch-mates are done.
+pub async fn batch_whose_commit_fails_isolates_the_culprit<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    for i in 1..=10 {
+        let script = Script {
+            amount: i,
+            commit_fails: i == 4,
+            ..Script::default()
+        };
+        inbox(&db)
+            .store(&script.message(&format!("cf-{i}")))
+            .await
+            .unwrap();
+    }
+    let handler = Ledger::<B>::default();
+    let w = worker(
+        &db,
+        WorkerConfig::default().batch_size(10).max_attempts(3),
+        &handler,
+    );
+    drain(&db, std::slice::from_ref(&w)).await;
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE message_id = 'cf-4' AND status = 'dead' AND last_error LIKE 'batch commit failed%'").await,
+        1
+    );
+    assert_eq!(with_status(&db, "done").await, 9);
+    assert_eq!(ledger_state(&db).await, (9, 55 - 4));
+    db.finish().await;
+}

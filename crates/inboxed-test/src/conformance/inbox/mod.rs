@@ -54,6 +54,37 @@ pub(crate) fn worker<B: Backend>(
     Worker::new(db.store.clone(), ledger(), handler.clone(), config)
 }
 
+/// `n` messages `<prefix>-<i>` crediting random amounts, a tenth of them received twice (a
+/// producer retry), each handler call failing transiently with probability `flaky`; `hang_at`
+/// scripts one message to hang in a child process. Returns the deliveries and the expected
+/// ledger sum. Seeded, so a failure can be replayed.
+pub(crate) fn stream(
+    prefix: &str,
+    n: usize,
+    seed: u64,
+    flaky: f64,
+    hang_at: Option<usize>,
+) -> (Vec<Envelope>, i64) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let (mut messages, mut expected) = (Vec::new(), 0);
+    for i in 0..n {
+        let amount = rng.i64(1..100);
+        expected += amount;
+        let script = crate::handler::Script {
+            amount,
+            flaky,
+            hang: hang_at == Some(i),
+            ..Default::default()
+        };
+        let msg = script.message(&format!("{prefix}-{i}"));
+        if rng.f64() < 0.1 {
+            messages.push(msg.clone());
+        }
+        messages.push(msg);
+    }
+    (messages, expected)
+}
+
 /// Stores every envelope, `tasks` at a time.
 pub(crate) async fn enqueue_all<B: Backend>(db: &TestDb<B>, messages: Vec<Envelope>, tasks: usize) {
     let chunk = messages.len().div_ceil(tasks.max(1)).max(1);

@@ -14,23 +14,7 @@ const MESSAGES: usize = 5_000;
 /// handler calls failing at random (retried): every effect lands exactly once, every row done.
 pub async fn workers_process_each_row_exactly_once<B: Backend>(_test: &str) {
     let db = B::create().await;
-    let mut rng = fastrand::Rng::with_seed(3);
-    let mut messages = Vec::new();
-    let mut expected = 0;
-    for i in 0..MESSAGES {
-        let amount = rng.i64(1..100);
-        expected += amount;
-        let msg = Script {
-            amount,
-            flaky: 0.1,
-            ..Script::default()
-        }
-        .message(&format!("w-{i}"));
-        if rng.f64() < 0.1 {
-            messages.push(msg.clone());
-        }
-        messages.push(msg);
-    }
+    let (messages, expected) = super::stream("w", MESSAGES, 3, 0.1, None);
     enqueue_all(&db, messages, 8).await;
     assert_eq!(
         with_status(&db, "pending").await,
@@ -219,22 +203,7 @@ pub async fn lock_held_mode_processes_exactly_once<B: Backend>(_test: &str) {
         assert_eq!(with_status(&db, "pending").await, 1);
         return db.finish().await;
     }
-    let mut rng = fastrand::Rng::with_seed(9);
-    let (mut messages, mut expected) = (Vec::new(), 0);
-    for i in 0..2_000 {
-        let amount = rng.i64(1..100);
-        expected += amount;
-        let msg = Script {
-            amount,
-            flaky: 0.1,
-            ..Script::default()
-        }
-        .message(&format!("lh-{i}"));
-        if rng.f64() < 0.1 {
-            messages.push(msg.clone());
-        }
-        messages.push(msg);
-    }
+    let (messages, expected) = super::stream("lh", 2_000, 9, 0.1, None);
     enqueue_all(&db, messages, 8).await;
     let workers: Vec<Worker<_, _>> = (0..4)
         .map(|_| worker(&db, locked.clone(), &handler))

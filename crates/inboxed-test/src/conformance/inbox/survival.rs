@@ -75,24 +75,7 @@ pub async fn killed_worker_process_loses_nothing<B: Backend>(test: &str) {
         return;
     }
     let db = B::create().await;
-    let mut rng = fastrand::Rng::with_seed(5);
-    let (mut messages, mut expected) = (Vec::new(), 0);
-    for i in 0..MESSAGES {
-        let amount = rng.i64(1..100);
-        expected += amount;
-        let hang = i == MESSAGES / 2;
-        let msg = Script {
-            amount,
-            flaky: 0.05,
-            hang,
-            ..Script::default()
-        }
-        .message(&format!("c-{i}"));
-        if rng.f64() < 0.1 {
-            messages.push(msg.clone());
-        }
-        messages.push(msg);
-    }
+    let (messages, expected) = super::stream("c", MESSAGES, 5, 0.05, Some(MESSAGES / 2));
     enqueue_all(&db, messages, 8).await;
 
     let mut child = spawn_worker_child(test, &db.locator, false);

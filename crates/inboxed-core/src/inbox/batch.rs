@@ -1,5 +1,6 @@
-//! One claimed batch: a transaction, a savepoint per row, fenced completion, then failures
-//! recorded in their own transactions.
+//! One claimed batch (lease mode): optimistically one transaction for every handler and one
+//! fenced completion; after a failure, a savepoint per row with its own fenced completion; then
+//! failures recorded in their own transactions.
 
 use sqlx::Acquire;
 use tracing::{Instrument, warn};
@@ -87,47 +88,57 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 claimed: report.claimed,
                 ..BatchReport::default()
             };
-            for row in &report_rows {
-                let params = FailParams {
-                    id: *row,
-                    token: &token,
-                    error: &error,
-                    backoff: std::time::Duration::ZERO,
-                    max_attempts: inner.config.max_attempts,
-                    permanent: false,
-                    now: None,
-                };
-                match inner.store.fail(&params).await? {
-                    Failed::Dead => report.dead += 1,
-                    Failed::Retrying => report.retrying += 1,
-                    _ => report.lost += 1,
-                }
+            for id in report_rows {
+                let zero = std::time::Duration::ZERO;
+                self.fail_row(id, &token, &error, zero, false, &mut report)
+                    .await?;
             }
             self.count(&report);
             return Ok(report);
         }
         for (row, err) in failures {
             let chain = error_chain(&err);
-            let params = FailParams {
-                id: row.id,
-                token: &token,
-                error: &chain,
-                backoff: inner.config.backoff.delay(row.attempts),
-                max_attempts: inner.config.max_attempts,
-                permanent: matches!(err, HandlerError::Permanent(_)),
-                now: None,
-            };
-            match inner.store.fail(&params).await? {
-                Failed::Dead => {
-                    warn!(row = row.id, message_id = %row.envelope.id(), error = chain, "row is dead");
-                    report.dead += 1;
-                }
-                Failed::Retrying => report.retrying += 1,
-                _ => report.lost += 1,
+            let backoff = inner.config.backoff.delay(row.attempts);
+            let permanent = matches!(err, HandlerError::Permanent(_));
+            if self
+                .fail_row(row.id, &token, &chain, backoff, permanent, &mut report)
+                .await?
+                == Failed::Dead
+            {
+                warn!(row = row.id, message_id = %row.envelope.id(), error = chain, "row is dead");
             }
         }
         self.count(&report);
         Ok(report)
+    }
+
+    /// Records one row's failure (fenced by the token) and tallies what became of it.
+    async fn fail_row(
+        &self,
+        id: i64,
+        token: &ClaimToken,
+        error: &str,
+        backoff: std::time::Duration,
+        permanent: bool,
+        report: &mut BatchReport,
+    ) -> Result<Failed, Error> {
+        let inner = &*self.inner;
+        let params = FailParams {
+            id,
+            token,
+            error,
+            backoff,
+            max_attempts: inner.config.max_attempts,
+            permanent,
+            now: None,
+        };
+        let failed = inner.store.fail(&params).await?;
+        match failed {
+            Failed::Dead => report.dead += 1,
+            Failed::Retrying => report.retrying += 1,
+            _ => report.lost += 1,
+        }
+        Ok(failed)
     }
 
     fn count(&self, report: &BatchReport) {

@@ -27,6 +27,8 @@ pub struct Templates {
     pub enqueue: &'static str,
     /// `enqueue_lookup.sql`
     pub enqueue_lookup: &'static str,
+    /// `notify.sql`
+    pub notify: &'static str,
     /// `claim_batch.sql`
     pub claim_batch: &'static str,
     /// `complete.sql`
@@ -73,6 +75,7 @@ pub struct Queries {
     pub delete_dead_letter: Arc<str>,
     pub enqueue: Arc<str>,
     pub enqueue_lookup: Arc<str>,
+    pub notify: Arc<str>,
     pub claim_batch: Arc<str>,
     pub complete: Arc<str>,
     pub complete_batch: Arc<str>,
@@ -104,6 +107,7 @@ impl Queries {
             delete_dead_letter: r(t.delete_dead_letter),
             enqueue: r(t.enqueue),
             enqueue_lookup: r(t.enqueue_lookup),
+            notify: r(t.notify),
             claim_batch: r(t.claim_batch),
             complete: r(t.complete),
             complete_batch: r(t.complete_batch),

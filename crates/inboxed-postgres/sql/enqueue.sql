@@ -1,12 +1,12 @@
 -- enqueue: the store-then-process receipt. Stores the raw message unless this consumer already
 -- has the key; the caller commits (autocommit here) and only then acks the broker.
 -- $1 consumer_name, $2 message_id, $3 aggregate_id, $4 message_type, $5 correlation_id,
--- $6 payload, $7 payload_hash, $8 notification channel (NULL: no notification)
+-- $6 payload, $7 payload_hash
 --
 -- Returns the new row's id; no row means the key was already stored, and enqueue_lookup.sql
--- returns its payload hash to tell a duplicate from a conflict. A new row also sends
--- NOTIFY <channel>, '<consumer>' in the same statement (delivered at commit, so listeners find
--- the row), which wakes idle workers at once instead of at their next poll.
+-- returns its payload hash to tell a duplicate from a conflict. Idle workers are woken by a
+-- separate NOTIFY (notify.sql) after the commit: a NOTIFY here would make every committing
+-- receipt queue for PostgreSQL's notification lock.
 WITH serial AS (
     -- Receipts of one aggregate are serialized: this transaction-scoped lock is taken before
     -- the insert draws its id and held until the receipt commits, so a later id of an
@@ -24,5 +24,4 @@ stored AS (
     ON CONFLICT (consumer_name, message_id) DO NOTHING
     RETURNING id
 )
-SELECT stored.id
-FROM stored LEFT JOIN LATERAL (SELECT pg_notify($8, $1) WHERE $8::text IS NOT NULL) AS wake ON true
+SELECT stored.id FROM stored

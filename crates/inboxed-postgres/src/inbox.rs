@@ -89,8 +89,7 @@ impl InboxStore for PgStore {
             .bind(env.message_type())
             .bind(env.correlation_id())
             .bind(env.payload())
-            .bind(env.hash().as_bytes().as_slice())
-            .bind(p.notify.then(|| self.channel()));
+            .bind(env.hash().as_bytes().as_slice());
         if let Some(row) = self.autocommit(query).await?.first() {
             return Ok(Enqueued::Stored {
                 id: row.try_get(0).map_err(StoreError::from_sqlx)?,
@@ -337,6 +336,14 @@ impl InboxStore for PgStore {
             .map_err(StoreError::from_sqlx)?;
         tx.commit().await.map_err(StoreError::from_sqlx)?;
         Ok(out)
+    }
+
+    async fn notify(&self, consumer: &ConsumerName) -> Result<(), StoreError> {
+        let query = self
+            .query(&self.queries.notify)
+            .bind(self.channel())
+            .bind(consumer.as_str());
+        self.autocommit(query).await.map(drop)
     }
 
     async fn subscribe(&self, consumer: &ConsumerName) -> Result<Option<Subscription>, StoreError> {

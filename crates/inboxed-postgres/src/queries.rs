@@ -29,6 +29,7 @@ pub(crate) const TEMPLATES: Templates = Templates {
     delete_dead_letter: include_str!("../sql/delete_dead_letter.sql"),
     enqueue: include_str!("../sql/enqueue.sql"),
     enqueue_lookup: include_str!("../sql/enqueue_lookup.sql"),
+    notify: include_str!("../sql/notify.sql"),
     claim_batch: include_str!("../sql/claim_batch.sql"),
     complete: include_str!("../sql/complete.sql"),
     complete_batch: include_str!("../sql/complete_batch.sql"),

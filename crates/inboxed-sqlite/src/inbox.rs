@@ -277,6 +277,10 @@ impl InboxStore for SqliteStore {
         Ok(out)
     }
 
+    async fn notify(&self, _consumer: &ConsumerName) -> Result<(), StoreError> {
+        Ok(()) // no notifications: workers poll
+    }
+
     async fn subscribe(
         &self,
         _consumer: &ConsumerName,

@@ -1,7 +1,10 @@
 //! Receipt and operator actions: store a received message, replay or re-drive rows, purge
 //! done rows by age.
 
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
+
+use tokio::sync::mpsc;
 
 use tracing::warn;
 
@@ -17,7 +20,15 @@ pub struct Inbox<S> {
     store: S,
     consumer: ConsumerName,
     notify: bool,
+    wakeups: Arc<Wakeups>,
 }
+
+/// The sending end of this inbox's notifier task, started with the first new row. The task
+/// sends one `NOTIFY` at a time; a wake-up asked for while one is in flight waits in the
+/// channel's single slot, and any more fold into it. The task ends when the last clone of the
+/// inbox drops the sender.
+#[derive(Debug, Default)]
+struct Wakeups(OnceLock<mpsc::Sender<()>>);
 
 impl<S: InboxStore> Inbox<S> {
     /// The inbox of `consumer` in `store`.
@@ -26,13 +37,13 @@ impl<S: InboxStore> Inbox<S> {
             store,
             consumer,
             notify: true,
+            wakeups: Arc::default(),
         }
     }
 
-    /// Whether a new row wakes idle workers at once (PostgreSQL `NOTIFY`). On by default: at
-    /// a trickle it takes pickup from a poll interval to a few milliseconds. Each notification
-    /// costs the receipt's commit something, though, and when workers are never idle (high
-    /// rates) nothing is gained; see BENCHMARKS.md.
+    /// Whether a new row wakes idle workers at once (PostgreSQL `NOTIFY`, sent after the
+    /// receipt commits by a notifier task that folds concurrent wake-ups together). On by
+    /// default: at a trickle it takes pickup from a poll interval to a few milliseconds.
     #[must_use]
     pub fn notify(mut self, on: bool) -> Self {
         self.notify = on;
@@ -55,9 +66,11 @@ impl<S: InboxStore> Inbox<S> {
         let params = EnqueueParams {
             consumer: &self.consumer,
             envelope,
-            notify: self.notify,
         };
         let enqueued = self.store.enqueue(&params).await?;
+        if self.notify && matches!(enqueued, Enqueued::Stored { .. }) {
+            self.wake_workers();
+        }
         if let Enqueued::Conflict { stored, received } = enqueued {
             warn!(message_id = %envelope.id(), %stored, %received, "message id already stored with a different payload");
             let error = format!("already stored with payload {stored}, received {received}");
@@ -82,6 +95,24 @@ impl<S: InboxStore> Inbox<S> {
         metrics::counter!(m::RECEIPTS_TOTAL, "consumer" => self.consumer.as_str().to_owned(), "outcome" => outcome)
             .increment(1);
         Ok(enqueued)
+    }
+
+    /// Asks the notifier task to wake idle workers, after the row committed. Never waits.
+    fn wake_workers(&self) {
+        let tx = self.wakeups.0.get_or_init(|| {
+            let (tx, mut rx) = mpsc::channel::<()>(1);
+            let (store, consumer) = (self.store.clone(), self.consumer.clone());
+            tokio::spawn(async move {
+                while rx.recv().await.is_some() {
+                    if let Err(e) = store.notify(&consumer).await {
+                        warn!(error = %e, "could not wake idle workers; they will poll");
+                    }
+                }
+            });
+            tx
+        });
+        // Full: a wake-up is already pending, which covers this row too.
+        let _ = tx.try_send(());
     }
 
     /// Resets the selected dead rows to pending, as new; with `include_done`, done rows too,

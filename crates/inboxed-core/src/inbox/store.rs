@@ -79,8 +79,6 @@ pub struct EnqueueParams<'a> {
     pub consumer: &'a ConsumerName,
     /// The message, with its aggregate when ordering matters.
     pub envelope: &'a Envelope,
-    /// Wake idle workers (PostgreSQL `NOTIFY`) when the row is new.
-    pub notify: bool,
 }
 
 /// What a receipt did.
@@ -441,6 +439,13 @@ pub trait InboxStore: Store {
         &self,
         params: &ReplayParams<'_>,
     ) -> impl Future<Output = Result<Replayed, StoreError>> + Send;
+
+    /// Wakes `consumer`'s idle workers (PostgreSQL `NOTIFY`, in a transaction of its own);
+    /// nothing where the store has no notifications.
+    fn notify(
+        &self,
+        consumer: &ConsumerName,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Subscribes to wake-ups for `consumer`'s new rows (PostgreSQL `LISTEN`); `None` where
     /// the store has none, and workers poll.

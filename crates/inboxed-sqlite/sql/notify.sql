@@ -1,0 +1,2 @@
+-- notify: SQLite has no notifications; workers poll. Never executed.
+SELECT 1

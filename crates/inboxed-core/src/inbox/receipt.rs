@@ -50,11 +50,6 @@ impl<S: InboxStore> Inbox<S> {
         self
     }
 
-    /// The store.
-    pub fn store_handle(&self) -> &S {
-        &self.store
-    }
-
     /// Stores a received message as a pending row (committed when this returns), unless the
     /// key is already there. Ack the delivery after `Ok`, whatever the variant: a duplicate is
     /// already stored, and a conflict (same key, different payload) is logged at WARN and

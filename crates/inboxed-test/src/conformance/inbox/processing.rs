@@ -44,53 +44,27 @@ pub async fn workers_process_each_row_exactly_once<B: Backend>(_test: &str) {
 pub async fn poison_rows_go_dead_after_max_attempts<B: Backend>(_test: &str) {
     let db = B::create().await;
     let inbox = inbox(&db);
-    inbox
-        .store(
-            &Script {
-                fail: Some("permanent".into()),
-                ..Script::default()
-            }
-            .message("d-perm"),
-        )
-        .await
-        .unwrap();
-    inbox
-        .store(
-            &Script {
-                fail: Some("transient".into()),
-                ..Script::default()
-            }
-            .message("d-trans"),
-        )
-        .await
-        .unwrap();
-    inbox
-        .store(
-            &Script {
-                fail: Some("panic".into()),
-                ..Script::default()
-            }
-            .message("d-panic"),
-        )
-        .await
-        .unwrap();
-    inbox
-        .store(
-            &Script {
-                amount: 5,
-                ..Script::default()
-            }
-            .message("d-ok"),
-        )
-        .await
-        .unwrap();
-    inbox
-        .store(&inboxed_core::Envelope::new(
+    let fails = |how: &str| Script {
+        fail: Some(how.into()),
+        ..Script::default()
+    };
+    let messages = [
+        fails("permanent").message("d-perm"),
+        fails("transient").message("d-trans"),
+        fails("panic").message("d-panic"),
+        Script {
+            amount: 5,
+            ..Script::default()
+        }
+        .message("d-ok"),
+        inboxed_core::Envelope::new(
             inboxed_core::MessageId::new("d-garbage").unwrap(),
             b"{no".to_vec(),
-        ))
-        .await
-        .unwrap();
+        ),
+    ];
+    for m in &messages {
+        inbox.store(m).await.unwrap();
+    }
     let handler = Ledger::<B>::default();
     let w = worker(
         &db,

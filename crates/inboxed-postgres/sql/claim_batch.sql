@@ -10,6 +10,14 @@
 -- order. The returned order is not guaranteed; the worker sorts by id. `suspect` marks rows
 -- whose last claim died (an expired lease) or whose batch could not commit: either may have
 -- been their own doing, so the worker runs them one at a time.
+--
+-- Written so that stale statistics cannot turn a claim into a scan of done rows (a queue table
+-- churns faster than autovacuum analyzes it, and a cached generic plan outlives the statistics
+-- it was made with): ordering by availability is something only the claim index provides
+-- (see migration 0003), and `id = ANY(ARRAY(...))` makes the UPDATE find the claimed rows
+-- through the primary key instead of hashing the whole table (with 8,000 done rows and no
+-- statistics the join form took 2.0 ms per claim, this one 0.2 ms). Oldest available first:
+-- for fresh rows that is arrival order; a retried row queues from the end of its backoff.
 WITH clock AS (
     SELECT coalesce(to_timestamp($6::float8 / 1000), now()) AS now
 ),
@@ -27,7 +35,7 @@ candidates AS (
             AND e.status <> 'done'
             AND (e.status <> 'dead' OR $8)
       ))
-    ORDER BY i.id
+    ORDER BY i.available_at, i.id
     LIMIT $4
     FOR UPDATE OF i SKIP LOCKED
 )
@@ -38,8 +46,8 @@ SET status = 'processing',
     claimed_by = $2,
     lease_expires_at = clock.now + $5 * interval '1 millisecond',
     claim_token = $3
-FROM candidates c, clock
-WHERE m.id = c.id
+FROM clock
+WHERE m.id = ANY(ARRAY(SELECT id FROM candidates))
 RETURNING m.id, m.message_id, m.aggregate_id, m.message_type, m.correlation_id, m.payload,
           m.attempts, coalesce(m.last_error LIKE 'lease expired%' OR m.last_error LIKE 'batch commit failed%', false)
           AS suspect

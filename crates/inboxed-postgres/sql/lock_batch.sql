@@ -6,12 +6,17 @@
 --
 -- SKIP LOCKED passes over rows other workers hold. The ordered-mode rule is claim_batch's: an
 -- earlier row of the aggregate that another worker holds is still 'pending', so it blocks.
+-- Ordering by availability, which only the claim index provides, keeps stale statistics from
+-- walking the primary key through done rows (see claim_batch).
+-- An attempts row means an earlier claim of this row never settled: its worker died. It is
+-- probed per returned row, not joined: a join read every attempts entry of the consumer, dead
+-- ones included, on each claim.
 SELECT i.id, i.message_id, i.aggregate_id, i.message_type, i.correlation_id, i.payload,
-       i.attempts, a.attempts IS NOT NULL AS suspect
+       i.attempts,
+       EXISTS (SELECT 1 FROM {{schema}}."{{prefix}}attempts" a
+               WHERE a.consumer_name = i.consumer_name AND a.message_id = i.message_id)
+           AS suspect
 FROM {{schema}}."{{prefix}}inbox_messages" i
--- An attempts row means an earlier claim of this row never settled: its worker died.
-LEFT JOIN {{schema}}."{{prefix}}attempts" a
-       ON a.consumer_name = i.consumer_name AND a.message_id = i.message_id
 WHERE i.consumer_name = $1
   AND i.status = 'pending'
   AND i.available_at <= coalesce(to_timestamp($3::float8 / 1000), now())
@@ -23,6 +28,6 @@ WHERE i.consumer_name = $1
         AND e.status <> 'done'
         AND (e.status <> 'dead' OR $5)
   ))
-ORDER BY i.id
+ORDER BY i.available_at, i.id
 LIMIT $2
 FOR UPDATE OF i SKIP LOCKED

@@ -16,6 +16,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "inbox_messages",
         sql: include_str!("../migrations/0002_inbox_messages.sql"),
     },
+    Migration {
+        version: 3,
+        description: "inbox_claim_indexes",
+        sql: include_str!("../migrations/0003_inbox_claim_indexes.sql"),
+    },
 ];
 
 /// One template per store operation.

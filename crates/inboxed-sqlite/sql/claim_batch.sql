@@ -25,7 +25,7 @@ WHERE id IN (
             AND e.status <> 'done'
             AND (e.status <> 'dead' OR ?8)
       ))
-    ORDER BY i.id
+    ORDER BY i.available_at, i.id
     LIMIT ?4
 )
 RETURNING id, message_id, aggregate_id, message_type, correlation_id, payload, attempts,

@@ -10,7 +10,7 @@ use super::store::{
 };
 use super::worker::{BatchReport, Worker};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
-use crate::handler::{Handler, call_guarded};
+use crate::handler::{Handler, call_guarded, call_guarded_batch};
 use crate::metrics as m;
 
 /// Extends the batch's lease on schedule until dropped.
@@ -156,8 +156,8 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         }
     }
 
-    /// The optimistic path: every handler of the batch in one transaction without savepoints,
-    /// then one fenced statement completes them all. Savepoints cost two round trips a row,
+    /// The optimistic path: the whole batch through [`Handler::handle_batch`] in one transaction
+    /// without savepoints, then one fenced statement completes them all. Savepoints cost two round trips a row,
     /// which dominate short handlers. Returns `false` (after rolling back) when any handler
     /// failed, a claim was lost, or the completion failed (a handler that swallowed a failed
     /// statement leaves the transaction aborted): the batch is then redone row by row behind
@@ -166,20 +166,19 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     async fn fast_path(&self, rows: &[InboxRow], token: &ClaimToken) -> Result<bool, StoreError> {
         let inner = &*self.inner;
         let mut tx = inner.store.begin(&inner.config.begin).await?;
-        for row in rows {
-            let span = tracing::info_span!("inboxed.work", row = row.id, message_id = %row.envelope.id(), consumer = %inner.consumer);
-            let handled = call_guarded(
-                &inner.handler,
-                &row.envelope,
-                &mut *tx,
-                inner.config.handler_timeout,
-            )
-            .instrument(span)
-            .await;
-            if handled.is_err() {
-                tx.rollback().await.map_err(StoreError::from_sqlx)?;
-                return Ok(false);
-            }
+        let msgs: Vec<&crate::Envelope> = rows.iter().map(|r| &r.envelope).collect();
+        let span = tracing::info_span!("inboxed.work_batch", rows = rows.len(), first_row = rows.first().map(|r| r.id), consumer = %inner.consumer);
+        let handled = call_guarded_batch(
+            &inner.handler,
+            &msgs,
+            &mut *tx,
+            inner.config.handler_timeout,
+        )
+        .instrument(span)
+        .await;
+        if handled.is_err() {
+            tx.rollback().await.map_err(StoreError::from_sqlx)?;
+            return Ok(false);
         }
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         match inner.store.complete_batch(&mut *tx, &ids, token).await {

@@ -68,7 +68,8 @@ pub struct WorkerConfig {
     pub ordered: bool,
     /// In ordered mode, what a dead row does to its aggregate. Defaults to [`OnDead::Park`].
     pub on_dead: OnDead,
-    /// Deadline of one handler call. Defaults to 30 s.
+    /// Deadline of one handler call per message (a `handle_batch` call gets it times its
+    /// number of messages). Defaults to 30 s.
     pub handler_timeout: Duration,
     /// On shutdown, how long in-flight batches may take before their rows are handed back.
     /// Defaults to 30 s.

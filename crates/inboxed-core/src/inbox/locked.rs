@@ -6,12 +6,12 @@ use tracing::Instrument;
 use super::store::{InboxRow, InboxStore, LockBatchParams, RowFate};
 use super::worker::{BatchReport, Worker};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
-use crate::handler::{Handler, call_guarded};
+use crate::handler::{Handler, call_guarded, call_guarded_batch};
 
 impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// Locks up to `batch_size` rows (`FOR UPDATE SKIP LOCKED`), counts a claim of each in a
     /// transaction of its own, dead-letters rows claimed too often without ever finishing,
-    /// runs the other handlers optimistically behind one savepoint (row by row behind their own
+    /// runs the other rows optimistically through one `handle_batch` behind one savepoint (row by row behind their own
     /// savepoints after a failure), settles every row, and commits once.
     pub(super) async fn run_locked(&self) -> Result<BatchReport, Error> {
         let inner = &*self.inner;
@@ -64,13 +64,18 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         }
         let all_ok = {
             let mut all = tx.begin().await.map_err(StoreError::from_sqlx)?;
-            let mut ok = true;
-            for (row, _) in &runnable {
-                if self.handle(row, &mut all).await.is_err() {
-                    ok = false;
-                    break;
-                }
-            }
+            let msgs: Vec<&crate::Envelope> = runnable.iter().map(|(r, _)| &r.envelope).collect();
+            let span = tracing::info_span!("inboxed.work_batch", rows = msgs.len(), consumer = %inner.consumer);
+            let ok = msgs.is_empty()
+                || call_guarded_batch(
+                    &inner.handler,
+                    &msgs,
+                    &mut all,
+                    inner.config.handler_timeout,
+                )
+                .instrument(span)
+                .await
+                .is_ok();
             // Releasing the savepoint also fails if a handler swallowed a failed statement.
             if ok {
                 all.commit().await.is_ok()

@@ -27,15 +27,16 @@ pub use failures::{
     swallowed_statement_error_is_not_acked, transient_failure_is_retried_then_dead_lettered,
 };
 pub use inbox::{
-    batch_whose_commit_fails_isolates_the_culprit, claim_batch_skips_rows_locked_by_another_worker,
-    complete_after_reclaim_is_fenced, concurrent_claims_never_share_a_row,
-    graceful_shutdown_loses_nothing, killed_worker_process_loses_nothing,
-    lock_held_mode_processes_exactly_once, ordered_mode_can_skip_dead_events,
-    ordered_mode_keeps_order_and_parks_dead_aggregates, poison_rows_go_dead_after_max_attempts,
-    process_killing_row_spares_its_batch_mates, purge_removes_only_old_done_rows,
-    reaper_returns_expired_claims, receipt_stores_once_and_reports_conflicts,
-    replay_and_audited_redrive, sigterm_to_a_worker_process_loses_nothing,
-    stored_rows_wake_idle_workers, workers_process_each_row_exactly_once,
+    batch_handler_is_all_or_nothing, batch_whose_commit_fails_isolates_the_culprit,
+    claim_batch_skips_rows_locked_by_another_worker, complete_after_reclaim_is_fenced,
+    concurrent_claims_never_share_a_row, graceful_shutdown_loses_nothing,
+    killed_worker_process_loses_nothing, lock_held_mode_processes_exactly_once,
+    ordered_mode_can_skip_dead_events, ordered_mode_keeps_order_and_parks_dead_aggregates,
+    poison_rows_go_dead_after_max_attempts, process_killing_row_spares_its_batch_mates,
+    purge_removes_only_old_done_rows, reaper_returns_expired_claims,
+    receipt_stores_once_and_reports_conflicts, replay_and_audited_redrive,
+    sigterm_to_a_worker_process_loses_nothing, stored_rows_wake_idle_workers,
+    workers_process_each_row_exactly_once,
 };
 pub use input::{
     custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written,
@@ -111,6 +112,7 @@ macro_rules! conformance_tests {
             graceful_shutdown_loses_nothing,
             killed_worker_process_loses_nothing,
             stored_rows_wake_idle_workers,
+            batch_handler_is_all_or_nothing,
             sigterm_to_a_worker_process_loses_nothing,
             lock_held_mode_processes_exactly_once,
             ordered_mode_can_skip_dead_events,

@@ -1,12 +1,14 @@
 //! The store-then-process inbox cases: receipt, claims and leases, workers, ordering, replay,
 //! retention, shutdown and a killed worker process. All assert on business state.
 
+mod batches;
 mod claims;
 mod ordering;
 mod processing;
 mod receipt;
 mod survival;
 
+pub use batches::batch_handler_is_all_or_nothing;
 pub use claims::{
     claim_batch_skips_rows_locked_by_another_worker, complete_after_reclaim_is_fenced,
     concurrent_claims_never_share_a_row, reaper_returns_expired_claims,
@@ -104,7 +106,11 @@ pub(crate) async fn enqueue_all<B: Backend>(db: &TestDb<B>, messages: Vec<Envelo
 
 /// Runs `run_once` on every worker concurrently until a round claims nothing (every row is
 /// done, dead, or parked behind a dead row of its aggregate).
-pub(crate) async fn drain<B: Backend>(_db: &TestDb<B>, workers: &[Worker<B::Store, Ledger<B>>]) {
+pub(crate) async fn drain<B, H>(_db: &TestDb<B>, workers: &[Worker<B::Store, H>])
+where
+    B: Backend,
+    H: inboxed_core::Handler<<B::Store as inboxed_core::Store>::Db>,
+{
     for _ in 0..10_000 {
         let mut handles = Vec::new();
         for w in workers {

@@ -7,6 +7,7 @@ use sqlx::postgres::{PgListener, PgRow};
 use sqlx::{PgConnection, Row};
 use tokio::sync::Notify;
 
+use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
     ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueParams, Enqueued, FailParams,
     Failed, InboxRow, InboxStore, LockBatchParams, ReleaseStaleParams, ReplayParams, Replayed,
@@ -342,11 +343,15 @@ impl InboxStore for PgStore {
         let query = self
             .query(&self.queries.notify)
             .bind(self.channel())
-            .bind(consumer.as_str());
+            .bind(self.wakers.payload(consumer));
         self.autocommit(query).await.map(drop)
     }
 
-    async fn subscribe(&self, consumer: &ConsumerName) -> Result<Option<Subscription>, StoreError> {
+    async fn subscribe(
+        &self,
+        consumer: &ConsumerName,
+        wake: Arc<Notify>,
+    ) -> Result<Option<Subscription>, StoreError> {
         let mut listener = PgListener::connect_with(&self.pool)
             .await
             .map_err(StoreError::from_sqlx)?;
@@ -354,16 +359,19 @@ impl InboxStore for PgStore {
             .listen(&self.channel())
             .await
             .map_err(StoreError::from_sqlx)?;
-        let notify = Arc::new(Notify::new());
-        let weak = Arc::downgrade(&notify);
-        let consumer = consumer.as_str().to_owned();
+        let weak = Arc::downgrade(&wake);
+        drop(wake);
+        let (consumer, wakers) = (consumer.clone(), self.wakers.clone());
         let task = tokio::spawn(async move {
             loop {
                 match listener.recv().await {
-                    Ok(note) if note.payload() == consumer => match weak.upgrade() {
-                        Some(notify) => notify.notify_one(),
-                        None => return,
-                    },
+                    // This store's own receipts woke their workers in process already.
+                    Ok(note) if wakers.is_foreign_wake(note.payload(), &consumer) => {
+                        match weak.upgrade() {
+                            Some(notify) => notify.notify_one(),
+                            None => return,
+                        }
+                    }
                     Ok(_) => {}
                     Err(e) => {
                         // The listener reconnects on its next receive; workers poll meanwhile.
@@ -373,7 +381,11 @@ impl InboxStore for PgStore {
                 }
             }
         });
-        Ok(Some(Subscription::new(notify, task)))
+        Ok(Some(Subscription::new(task)))
+    }
+
+    fn local_wakers(&self) -> Option<&LocalWakers> {
+        Some(&self.wakers)
     }
 
     async fn purge_done(&self, older_than: SystemTime, limit: u32) -> Result<u64, StoreError> {

@@ -28,6 +28,8 @@ pub struct PgStore {
     ns: Namespace,
     pub(crate) queries: Arc<Queries>,
     pub(crate) persistent: bool,
+    /// Idle workers of this process, woken by receipts through any clone of this store.
+    pub(crate) wakers: inboxed_core::inbox::LocalWakers,
 }
 
 impl PgStore {
@@ -46,6 +48,7 @@ impl PgStore {
             ns,
             queries,
             persistent: true,
+            wakers: inboxed_core::inbox::LocalWakers::default(),
         }
     }
 

@@ -1,11 +1,15 @@
 //! [`InboxStore`] for SQLite: the store-then-process operations. Times are integer
 //! milliseconds; id lists travel as JSON arrays.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+use tokio::sync::Notify;
 
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 
+use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
     ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueParams, Enqueued, FailParams,
     Failed, InboxRow, InboxStore, LockBatchParams, ReleaseStaleParams, ReplayParams, Replayed,
@@ -284,9 +288,14 @@ impl InboxStore for SqliteStore {
     async fn subscribe(
         &self,
         _consumer: &ConsumerName,
+        _wake: Arc<Notify>,
     ) -> Result<Option<Subscription>, StoreError> {
-        // No notifications in SQLite: workers poll.
+        // No notifications in SQLite: other processes' workers poll.
         Ok(None)
+    }
+
+    fn local_wakers(&self) -> Option<&LocalWakers> {
+        Some(&self.wakers)
     }
 
     async fn purge_done(&self, older_than: SystemTime, limit: u32) -> Result<u64, StoreError> {

@@ -28,6 +28,9 @@ pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
     ns: Namespace,
     pub(crate) queries: Arc<Queries>,
+    /// Idle workers of this process, woken by receipts through any clone of this store: the
+    /// only wake-up SQLite has, lacking notifications.
+    pub(crate) wakers: inboxed_core::inbox::LocalWakers,
 }
 
 impl SqliteStore {
@@ -43,7 +46,12 @@ impl SqliteStore {
     #[must_use]
     pub fn with_namespace(pool: SqlitePool, ns: Namespace) -> Self {
         let queries = Arc::new(Queries::render(&TEMPLATES, &ns));
-        Self { pool, ns, queries }
+        Self {
+            pool,
+            ns,
+            queries,
+            wakers: inboxed_core::inbox::LocalWakers::default(),
+        }
     }
 
     /// Opens (creating if missing) the database file at `path` with the settings the inbox

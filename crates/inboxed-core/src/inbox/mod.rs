@@ -17,10 +17,12 @@ mod locked;
 mod reaper;
 mod receipt;
 pub mod store;
+mod wake;
 mod worker;
 
 pub use config::{ClaimMode, OnDead, WorkerConfig};
 pub use reaper::{Reaper, ReaperConfig};
 pub use receipt::Inbox;
 pub use store::{Enqueued, InboxStore, Replayed, Selector};
+pub use wake::LocalWakers;
 pub use worker::{BatchReport, Worker};

@@ -41,9 +41,11 @@ impl<S: InboxStore> Inbox<S> {
         }
     }
 
-    /// Whether a new row wakes idle workers at once (PostgreSQL `NOTIFY`, sent after the
-    /// receipt commits by a notifier task that folds concurrent wake-ups together). On by
-    /// default: at a trickle it takes pickup from a poll interval to a few milliseconds.
+    /// Whether a new row wakes idle workers at once: those of this process directly (when
+    /// they run on a clone of this inbox's store), those of other processes with PostgreSQL
+    /// `NOTIFY`, sent after the receipt commits by a notifier task that folds concurrent
+    /// wake-ups together. On by default: at a trickle it takes pickup from a poll interval to a
+    /// few milliseconds.
     #[must_use]
     pub fn notify(mut self, on: bool) -> Self {
         self.notify = on;
@@ -92,8 +94,12 @@ impl<S: InboxStore> Inbox<S> {
         Ok(enqueued)
     }
 
-    /// Asks the notifier task to wake idle workers, after the row committed. Never waits.
+    /// Wakes idle workers after the row committed: this process's own at once, other
+    /// processes' through the notifier task. Never waits.
     fn wake_workers(&self) {
+        if let Some(local) = self.store.local_wakers() {
+            local.wake(&self.consumer);
+        }
         let tx = self.wakeups.0.get_or_init(|| {
             let (tx, mut rx) = mpsc::channel::<()>(1);
             let (store, consumer) = (self.store.clone(), self.consumer.clone());

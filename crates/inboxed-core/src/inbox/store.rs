@@ -40,29 +40,18 @@ impl ClaimToken {
     }
 }
 
-/// Wake-ups for idle workers: notified when new rows for a consumer are stored. Dropping it
-/// stops the listener behind it.
+/// A running listener for database wake-ups of idle workers. Dropping it stops the listener.
 #[derive(Debug)]
 pub struct Subscription {
-    notify: std::sync::Arc<tokio::sync::Notify>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Subscription {
-    /// Wraps the listener `task`, which calls `notify_one` on `notify` for each wake-up (one
-    /// idle claim loop per stored row, not all of them).
+    /// Wraps the listener `task`, which calls `notify_one` on the workers' wake-up for each
+    /// notification (one idle claim loop per stored row, not all of them).
     #[must_use]
-    pub fn new(
-        notify: std::sync::Arc<tokio::sync::Notify>,
-        task: tokio::task::JoinHandle<()>,
-    ) -> Self {
-        Self { notify, task }
-    }
-
-    /// What idle workers wait on.
-    #[must_use]
-    pub fn notify(&self) -> &std::sync::Arc<tokio::sync::Notify> {
-        &self.notify
+    pub fn new(task: tokio::task::JoinHandle<()>) -> Self {
+        Self { task }
     }
 }
 
@@ -440,19 +429,25 @@ pub trait InboxStore: Store {
         params: &ReplayParams<'_>,
     ) -> impl Future<Output = Result<Replayed, StoreError>> + Send;
 
-    /// Wakes `consumer`'s idle workers (PostgreSQL `NOTIFY`, in a transaction of its own);
-    /// nothing where the store has no notifications.
+    /// Wakes `consumer`'s idle workers in other processes (PostgreSQL `NOTIFY`, in a
+    /// transaction of its own); nothing where the store has no notifications.
     fn notify(
         &self,
         consumer: &ConsumerName,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Subscribes to wake-ups for `consumer`'s new rows (PostgreSQL `LISTEN`); `None` where
-    /// the store has none, and workers poll.
+    /// Listens for wake-ups of `consumer`'s workers sent by other processes (PostgreSQL
+    /// `LISTEN`) and passes each to `wake`; `None` where the store has no notifications.
     fn subscribe(
         &self,
         consumer: &ConsumerName,
+        wake: std::sync::Arc<tokio::sync::Notify>,
     ) -> impl Future<Output = Result<Option<Subscription>, StoreError>> + Send;
+
+    /// The in-process wake-ups shared by the clones of this store, if it keeps them.
+    fn local_wakers(&self) -> Option<&super::wake::LocalWakers> {
+        None
+    }
 
     /// Deletes at most `limit` done rows finished before `older_than`. Returns how many.
     fn purge_done(

@@ -184,18 +184,29 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// Only when handing back cut-short rows fails; their leases then expire instead.
     pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let (stop_tx, stop_rx) = watch::channel(false);
-        let subscription = if self.inner.config.notify {
-            match self.inner.store.subscribe(&self.inner.consumer).await {
-                Ok(sub) => sub,
+        let (inner, notify) = (&*self.inner, Arc::new(Notify::new()));
+        let mut wake = None;
+        let mut _subscription = None;
+        if inner.config.notify {
+            if let Some(local) = inner.store.local_wakers() {
+                local.register(&inner.consumer, &notify);
+                wake = Some(Arc::clone(&notify));
+            }
+            match inner
+                .store
+                .subscribe(&inner.consumer, Arc::clone(&notify))
+                .await
+            {
+                Ok(Some(sub)) => {
+                    _subscription = Some(sub);
+                    wake = Some(Arc::clone(&notify));
+                }
+                Ok(None) => {}
                 Err(e) => {
-                    warn!(error = %e, "cannot listen for new rows; polling instead");
-                    None
+                    warn!(error = %e, "cannot listen for rows stored by other processes; polling for them")
                 }
             }
-        } else {
-            None
-        };
-        let wake = subscription.as_ref().map(|s| Arc::clone(s.notify()));
+        }
         let mut loops = JoinSet::new();
         let limit = self
             .inner

@@ -90,29 +90,47 @@ pub async fn poison_rows_go_dead_after_max_attempts<B: Backend>(_test: &str) {
     db.finish().await;
 }
 
-/// An idle worker is woken as soon as a row is stored (PostgreSQL `LISTEN/NOTIFY`): with a
-/// 30 s poll interval, rows stored one by one are still processed within seconds. SQLite has no
-/// notifications; there the case checks that the store offers none, so workers poll.
+/// An idle worker is woken as soon as a row is stored: with a 30 s poll interval, rows stored
+/// one by one are still processed within seconds. A worker on a clone of the receipt's store
+/// (the same process) is woken directly, on both engines; a worker on a store of its own (as
+/// in another process) through PostgreSQL `LISTEN/NOTIFY`. SQLite has no notifications; there
+/// the case checks that such a worker is offered none, so it polls.
 pub async fn stored_rows_wake_idle_workers<B: Backend>(_test: &str) {
     use inboxed_core::inbox::store::InboxStore;
-    use std::time::{Duration, Instant};
 
     let db = B::create().await;
-    if B::SERIAL_WRITERS {
-        assert!(
-            db.store
-                .subscribe(&crate::conformance::ledger())
-                .await
-                .unwrap()
-                .is_none()
-        );
-        return db.finish().await;
-    }
     let handler = Ledger::<B>::default();
+    // Polling alone would take 15 s or more per row.
     let config = WorkerConfig::default()
         .concurrency(2)
-        .poll_interval(Duration::from_secs(30));
-    let w = worker(&db, config, &handler);
+        .poll_interval(std::time::Duration::from_secs(30));
+    let local = worker(&db, config.clone(), &handler);
+    let rows = picked_up_one_by_one(&db, local, "local", 0).await;
+    assert_eq!(rows, 5, "in-process wake-ups");
+    let other = B::attach(&db.locator).await;
+    if B::SERIAL_WRITERS {
+        let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+        let consumer = crate::conformance::ledger();
+        assert!(other.subscribe(&consumer, wake).await.unwrap().is_none());
+        return db.finish().await;
+    }
+    let remote = Worker::new(other, crate::conformance::ledger(), handler.clone(), config);
+    let rows = picked_up_one_by_one(&db, remote, "remote", 5).await;
+    assert_eq!(rows, 5, "wake-ups through the database");
+    assert_eq!(ledger_state(&db).await, (10, 10));
+    db.finish().await;
+}
+
+/// Runs `w` while storing five rows one at a time through the test
+/// database's own store, each of which must be applied within 5 s. Returns how many were.
+async fn picked_up_one_by_one<B: Backend>(
+    db: &crate::backend::TestDb<B>,
+    w: Worker<B::Store, Ledger<B>>,
+    prefix: &str,
+    before: i64,
+) -> i64 {
+    use std::time::{Duration, Instant};
+
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = {
         let w = w.clone();
@@ -123,32 +141,27 @@ pub async fn stored_rows_wake_idle_workers<B: Backend>(_test: &str) {
             .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await; // the workers are idle and listening
-    let inbox = inbox(&db);
+    tokio::time::sleep(Duration::from_millis(300)).await; // the workers are idle and waiting
+    let inbox = inbox(db);
     for i in 0..5 {
         let started = Instant::now();
-        inbox
-            .store(
-                &Script {
-                    amount: 1,
-                    ..Script::default()
-                }
-                .message(&format!("n-{i}")),
-            )
-            .await
-            .unwrap();
-        while ledger_state(&db).await.0 < i + 1 {
+        let msg = Script {
+            amount: 1,
+            ..Script::default()
+        }
+        .message(&format!("{prefix}-{i}"));
+        inbox.store(&msg).await.unwrap();
+        while ledger_state(db).await.0 < before + i + 1 {
             assert!(
                 started.elapsed() < Duration::from_secs(5),
-                "row {i} not picked up: no wake-up"
+                "row {prefix}-{i} not picked up: no wake-up"
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
     let _ = stop.send(());
     running.await.unwrap().unwrap();
-    assert_eq!(ledger_state(&db).await, (5, 5));
-    db.finish().await;
+    ledger_state(db).await.0 - before
 }
 
 /// Lock-held mode (PostgreSQL): 4 workers each lock a batch, run its handlers and settle it in

@@ -70,7 +70,7 @@ async fn migrate_twice_is_a_no_op() {
     let url = format!("sqlite://{}", dir.path().join("m.db").display());
     let (code, out) = inboxed(&["migrate", "--database-url", &url]);
     assert_eq!(
-        (code, out.contains("applied migrations [1, 2, 3]")),
+        (code, out.contains("applied migrations [1, 2, 3, 4]")),
         (0, true),
         "{out}"
     );
@@ -93,7 +93,7 @@ async fn migrate_into_a_chosen_schema_and_prefix() {
     ];
     let (code, out) = inboxed(&args);
     assert_eq!(
-        (code, out.contains("applied migrations [1, 2, 3]")),
+        (code, out.contains("applied migrations [1, 2, 3, 4]")),
         (0, true),
         "{out}"
     );
@@ -130,4 +130,63 @@ fn unreachable_database_is_a_clear_error_with_exit_2() {
         !err.contains("secret"),
         "the password must never be printed: {err}"
     );
+}
+
+#[tokio::test]
+async fn purge_is_a_dry_run_until_told_and_refuses_short_windows() {
+    let db = Pg::create().await;
+    let seeded = db
+        .scalar(
+            "WITH i AS (INSERT INTO inboxed_processed_messages (consumer_name, message_id, received_at)
+                        SELECT 'billing', 'k-' || g, now() - interval '40 days' FROM generate_series(1, 25) g
+                        UNION ALL
+                        SELECT 'billing', 'fresh-' || g, now() FROM generate_series(1, 5) g
+                        RETURNING 1)
+             SELECT count(*) FROM i",
+        )
+        .await;
+    assert_eq!(seeded, 30);
+    let keys = "SELECT count(*) FROM inboxed_processed_messages";
+    let base = [
+        "purge",
+        "--database-url",
+        &db.locator,
+        "--consumer",
+        "billing",
+    ];
+    let args = |extra: &[&'static str]| [&base[..], extra].concat();
+
+    let (code, out) = inboxed(&args(&["--window", "30d", "--horizon", "7d"]));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("dry run: 25 keys"), "{out}");
+    assert_eq!(db.scalar(keys).await, 30, "a dry run deletes nothing");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(args(&["--window", "2d", "--horizon", "7d", "--yes"]))
+        .output()
+        .expect("run inboxed");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("processed a second time"), "{err}");
+    assert_eq!(
+        db.scalar(keys).await,
+        30,
+        "a refused window deletes nothing"
+    );
+
+    let (code, out) = inboxed(&args(&["--window", "30d", "--horizon", "7d", "--yes"]));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("deleted 25 keys"), "{out}");
+    assert_eq!(db.scalar(keys).await, 5);
+
+    let (code, out) = inboxed(&[
+        "stats",
+        "--database-url",
+        &db.locator,
+        "--consumer",
+        "billing",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("300 keys/hour"), "{out}");
+    db.finish().await;
 }

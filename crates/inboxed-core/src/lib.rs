@@ -8,6 +8,7 @@
 //! - [`processor`]: begin → claim → handle → commit, with retries and dead letters.
 //! - [`consumer`] and [`delivery`]: ack only after commit, for any broker.
 //! - [`store`]: the internal seam the database backends implement.
+//! - [`retention`]: how long processed keys are kept, and the purger.
 //! - [`error`], [`config`], [`metrics`], [`backoff`].
 
 pub mod backoff;
@@ -22,6 +23,7 @@ pub mod metrics;
 pub mod migration;
 pub mod namespace;
 pub mod processor;
+pub mod retention;
 pub mod sql;
 pub mod store;
 

@@ -14,6 +14,9 @@
 //! | `inboxed_rows_total` | counter | `consumer`, `outcome` | worker rows: `done`, `retrying`, `dead`, `lost` (claim reaped before completion) |
 //! | `inboxed_claim_batch_size` | histogram | `consumer` | rows per non-empty claim |
 //! | `inboxed_leases_expired_total` | counter | | rows the reaper returned |
+//! | `inboxed_purged_rows_total` | counter | `consumer` | processed keys deleted by the purger |
+//! | `inboxed_purge_pass_seconds` | histogram | | duration of one purge pass over all consumers |
+//! | `inboxed_oldest_key_age_seconds` | gauge | `consumer` | age of the oldest kept key after a pass; well above the window means the purge is behind |
 //!
 //! The dedup hit rate is `duplicate / (processed + duplicate)` over `inboxed_messages_total`:
 //! a duplicate writes nothing, so only these counters can show it.
@@ -38,3 +41,9 @@ pub const ROWS_TOTAL: &str = "inboxed_rows_total";
 pub const CLAIM_BATCH_SIZE: &str = "inboxed_claim_batch_size";
 /// Counter of expired leases returned by the reaper.
 pub const LEASES_EXPIRED_TOTAL: &str = "inboxed_leases_expired_total";
+/// Counter of processed keys deleted by the purger, labelled `consumer`.
+pub const PURGED_ROWS_TOTAL: &str = "inboxed_purged_rows_total";
+/// Histogram of purge pass durations in seconds.
+pub const PURGE_PASS_SECONDS: &str = "inboxed_purge_pass_seconds";
+/// Gauge of the oldest kept key's age in seconds after a purge pass, labelled `consumer`.
+pub const OLDEST_KEY_AGE_SECONDS: &str = "inboxed_oldest_key_age_seconds";

@@ -17,7 +17,7 @@ use inboxed_core::{ConsumerName, PayloadHash, StoreError};
 
 use crate::PgStore;
 
-type Query = sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments>;
+pub(crate) type Query = sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
 impl PgStore {
     /// The NOTIFY channel of this namespace's inbox; the payload names the consumer.
@@ -28,7 +28,7 @@ impl PgStore {
     /// Runs an autocommitted statement. With the statement cache off (behind a proxy that does
     /// not track prepared statements) it runs inside a transaction, so that the unnamed
     /// statement's parse and execute reach the same server.
-    async fn autocommit(&self, query: Query) -> Result<Vec<PgRow>, StoreError> {
+    pub(crate) async fn autocommit(&self, query: Query) -> Result<Vec<PgRow>, StoreError> {
         if self.persistent {
             return query
                 .fetch_all(&self.pool)
@@ -44,7 +44,7 @@ impl PgStore {
         Ok(rows)
     }
 
-    async fn autocommit_count(&self, query: Query) -> Result<u64, StoreError> {
+    pub(crate) async fn autocommit_count(&self, query: Query) -> Result<u64, StoreError> {
         if self.persistent {
             let done = query
                 .execute(&self.pool)

@@ -9,6 +9,7 @@
 mod inbox;
 mod migrate;
 mod queries;
+mod retention;
 mod store;
 
 pub use store::PgStore;

@@ -21,6 +21,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "inbox_claim_indexes",
         sql: include_str!("../migrations/0003_inbox_claim_indexes.sql"),
     },
+    Migration {
+        version: 4,
+        description: "processed_expiry",
+        sql: include_str!("../migrations/0004_processed_expiry.sql"),
+    },
 ];
 
 /// One template per store operation.
@@ -49,6 +54,9 @@ pub(crate) const TEMPLATES: Templates = Templates {
     lock_batch: include_str!("../sql/lock_batch.sql"),
     count_attempts: include_str!("../sql/count_attempts.sql"),
     finish_locked: include_str!("../sql/finish_locked.sql"),
+    purge_processed: include_str!("../sql/purge_processed.sql"),
+    count_expired: include_str!("../sql/count_expired.sql"),
+    processed_stats: include_str!("../sql/processed_stats.sql"),
 };
 
 /// Durability settings query; has no identifiers to render.

@@ -7,6 +7,7 @@
 mod inbox;
 mod migrate;
 mod queries;
+mod retention;
 mod store;
 
 pub use store::SqliteStore;

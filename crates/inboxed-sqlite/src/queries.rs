@@ -21,6 +21,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "inbox_claim_indexes",
         sql: include_str!("../migrations/0003_inbox_claim_indexes.sql"),
     },
+    Migration {
+        version: 4,
+        description: "processed_expiry",
+        sql: include_str!("../migrations/0004_processed_expiry.sql"),
+    },
 ];
 
 /// One template per store operation.
@@ -50,6 +55,9 @@ pub(crate) const TEMPLATES: Templates = Templates {
     lock_batch: "",
     count_attempts: "",
     finish_locked: "",
+    purge_processed: include_str!("../sql/purge_processed.sql"),
+    count_expired: include_str!("../sql/count_expired.sql"),
+    processed_stats: include_str!("../sql/processed_stats.sql"),
 };
 
 /// Durability settings query; has no identifiers to render.

@@ -19,7 +19,7 @@ pub type Conn<B> = <<<B as Backend>::Store as Store>::Db as sqlx::Database>::Con
 /// A database engine under test. Internal to the suite.
 pub trait Backend: Send + Sync + Sized + 'static {
     /// The store.
-    type Store: InboxStore;
+    type Store: InboxStore + inboxed_core::retention::RetentionStore;
     /// Name used in test output.
     const NAME: &'static str;
     /// Writers serialize at `BEGIN` (SQLite), so a concurrent duplicate waits there, not at
@@ -44,6 +44,21 @@ pub trait Backend: Send + Sync + Sized + 'static {
         store: &Self::Store,
         id: i64,
     ) -> impl Future<Output = sqlx::Transaction<'static, <Self::Store as Store>::Db>> + Send;
+    /// Blocks the purge of processed key `id` until the returned transaction drops
+    /// (PostgreSQL: a row lock on it; SQLite: the database's write lock).
+    fn block_processed_key(
+        store: &Self::Store,
+        id: &'static str,
+    ) -> impl Future<Output = sqlx::Transaction<'static, <Self::Store as Store>::Db>> + Send;
+    /// Moves the received time of the processed keys whose id starts with `prefix` `days`
+    /// days into the past.
+    fn age_processed(
+        store: &Self::Store,
+        prefix: &'static str,
+        days: i64,
+    ) -> impl Future<Output = ()> + Send;
+    /// Refreshes the planner statistics of the processed-messages table.
+    fn analyze(store: &Self::Store) -> impl Future<Output = ()> + Send;
     /// Removes the database of a passing test.
     fn drop_db(db: TestDb<Self>) -> impl Future<Output = ()> + Send;
     /// A store on the same database in another namespace (not migrated yet).
@@ -246,6 +261,38 @@ impl Backend for Pg {
         tx
     }
 
+    async fn block_processed_key(
+        store: &PgStore,
+        id: &'static str,
+    ) -> sqlx::Transaction<'static, sqlx::Postgres> {
+        let mut tx = store.pool().begin().await.expect("begin");
+        sqlx::query("SELECT 1 FROM inboxed_processed_messages WHERE message_id = $1 FOR UPDATE")
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await
+            .expect("lock key");
+        tx
+    }
+
+    async fn analyze(store: &PgStore) {
+        sqlx::raw_sql("ANALYZE inboxed_processed_messages")
+            .execute(store.pool())
+            .await
+            .expect("analyze");
+    }
+
+    async fn age_processed(store: &PgStore, prefix: &'static str, days: i64) {
+        sqlx::query(
+            "UPDATE inboxed_processed_messages SET received_at = now() - make_interval(days => $2)
+             WHERE message_id LIKE $1 || '%'",
+        )
+        .bind(prefix)
+        .bind(i32::try_from(days).expect("days"))
+        .execute(store.pool())
+        .await
+        .expect("age keys");
+    }
+
     async fn namespaced(db: &TestDb<Self>) -> PgStore {
         let ns = Namespace::new("tenant_a", "t2_").expect("namespace");
         PgStore::with_namespace(db.store.pool().clone(), ns)
@@ -402,6 +449,42 @@ impl Backend for Lite {
     ) -> sqlx::Transaction<'static, sqlx::Sqlite> {
         // No row locks in SQLite: a deferred transaction that holds nothing.
         store.pool().begin().await.expect("begin")
+    }
+
+    async fn block_processed_key(
+        store: &SqliteStore,
+        _id: &'static str,
+    ) -> sqlx::Transaction<'static, sqlx::Sqlite> {
+        let mut tx = store
+            .pool()
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .expect("take the write lock");
+        sqlx::query("SELECT 1")
+            .execute(&mut *tx)
+            .await
+            .expect("hold");
+        tx
+    }
+
+    async fn analyze(store: &SqliteStore) {
+        sqlx::raw_sql("ANALYZE")
+            .execute(store.pool())
+            .await
+            .expect("analyze");
+    }
+
+    async fn age_processed(store: &SqliteStore, prefix: &'static str, days: i64) {
+        sqlx::query(
+            "UPDATE inboxed_processed_messages
+             SET received_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || ?2 || ' days')
+             WHERE message_id LIKE ?1 || '%'",
+        )
+        .bind(prefix)
+        .bind(days)
+        .execute(store.pool())
+        .await
+        .expect("age keys");
     }
 
     async fn namespaced(db: &TestDb<Self>) -> SqliteStore {

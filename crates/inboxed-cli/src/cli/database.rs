@@ -7,6 +7,34 @@ use inboxed_core::Store;
 use inboxed_postgres::PgStore;
 use inboxed_sqlite::SqliteStore;
 
+/// Where the inbox tables are: the flags every database command shares.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DbArgs {
+    /// Database URL: postgres://… or sqlite://path (a plain path is taken as SQLite).
+    #[arg(long, env = "DATABASE_URL")]
+    pub(crate) database_url: String,
+    /// Schema of the inbox tables (PostgreSQL; SQLite keeps them in `main`). Lowercase letters,
+    /// digits and `_`.
+    #[arg(long, env = "INBOXED_SCHEMA")]
+    schema: Option<String>,
+    /// Prefix of the inbox table names. Lowercase letters, digits and `_`.
+    #[arg(long, env = "INBOXED_TABLE_PREFIX", default_value = "inboxed_")]
+    table_prefix: String,
+}
+
+impl DbArgs {
+    /// Connects with at most `max_connections`, in the chosen namespace.
+    pub(crate) async fn connect(&self, max_connections: u32) -> anyhow::Result<AnyStore> {
+        let url = &self.database_url;
+        let is_pg = url.starts_with("postgres://") || url.starts_with("postgresql://");
+        let schema = self
+            .schema
+            .as_deref()
+            .unwrap_or(if is_pg { "public" } else { "main" });
+        AnyStore::connect_in(url, max_connections, Some((schema, &self.table_prefix))).await
+    }
+}
+
 /// A store of either backend.
 #[derive(Debug, Clone)]
 pub(crate) enum AnyStore {

@@ -3,44 +3,22 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use super::AnyStore;
-use super::database::redact;
+use super::database::{DbArgs, redact};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Database URL: postgres://… or sqlite://path (a plain path is taken as SQLite).
-    #[arg(long, env = "DATABASE_URL")]
-    database_url: String,
-    /// Schema of the inbox tables (PostgreSQL; SQLite keeps them in `main`). Lowercase letters,
-    /// digits and `_`.
-    #[arg(long, env = "INBOXED_SCHEMA")]
-    schema: Option<String>,
-    /// Prefix of the inbox table names. Lowercase letters, digits and `_`.
-    #[arg(long, env = "INBOXED_TABLE_PREFIX", default_value = "inboxed_")]
-    table_prefix: String,
+    #[command(flatten)]
+    db: DbArgs,
 }
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
-    let url = &args.database_url;
-    let is_pg = url.starts_with("postgres://") || url.starts_with("postgresql://");
-    let schema = args
-        .schema
-        .as_deref()
-        .unwrap_or(if is_pg { "public" } else { "main" });
-    let store = AnyStore::connect_in(url, 2, Some((schema, &args.table_prefix))).await?;
+    let store = args.db.connect(2).await?;
     let applied = store.migrate().await?;
+    let url = redact(&args.db.database_url);
     if applied.is_empty() {
-        writeln!(
-            out,
-            "{}: inbox tables are up to date",
-            redact(&args.database_url)
-        )?;
+        writeln!(out, "{url}: inbox tables are up to date")?;
     } else {
-        writeln!(
-            out,
-            "{}: applied migrations {applied:?}",
-            redact(&args.database_url)
-        )?;
+        writeln!(out, "{url}: applied migrations {applied:?}")?;
     }
     Ok(ExitCode::SUCCESS)
 }

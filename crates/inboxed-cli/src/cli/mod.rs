@@ -2,7 +2,10 @@
 
 mod database;
 mod demo;
+mod duration;
 mod migrate;
+mod purge;
+mod stats;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -31,6 +34,11 @@ enum Command {
     /// retries, concurrent redeliveries, crashes before and after commit and poison messages,
     /// then check the ledger against the expected balances.
     Demo(demo::Args),
+    /// Delete processed keys older than a consumer's retention window, in bounded batches.
+    /// A dry run (a count) unless given --yes.
+    Purge(purge::Args),
+    /// Size, growth and oldest-key age of a consumer's processed keys.
+    Stats(stats::Args),
 }
 
 impl Cli {
@@ -39,7 +47,7 @@ impl Cli {
     pub(crate) fn default_log_filter(&self) -> &'static str {
         match self.command {
             Command::Demo(_) => "error",
-            Command::Migrate(_) => "warn",
+            Command::Migrate(_) | Command::Purge(_) | Command::Stats(_) => "warn",
         }
     }
 }
@@ -49,5 +57,7 @@ pub(crate) async fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<ExitCo
     match cli.command {
         Command::Migrate(args) => migrate::run(args, out).await,
         Command::Demo(args) => demo::run(args, out).await,
+        Command::Purge(args) => purge::run(args, out).await,
+        Command::Stats(args) => stats::run(args, out).await,
     }
 }

@@ -8,6 +8,7 @@ mod duplicates;
 mod failures;
 mod inbox;
 mod input;
+mod retention;
 mod stress;
 
 pub use consumer::{consumer_acks_only_after_commit, long_handler_extends_the_delivery_deadline};
@@ -40,6 +41,10 @@ pub use inbox::{
 };
 pub use input::{
     custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written,
+};
+pub use retention::{
+    processed_stats_report_age_growth_and_size, purge_deletes_only_expired_keys_in_bounded_batches,
+    purge_timeouts_are_applied, short_retention_window_is_refused,
 };
 pub use stress::concurrent_stress_ledger_is_exact;
 
@@ -113,6 +118,10 @@ macro_rules! conformance_tests {
             killed_worker_process_loses_nothing,
             stored_rows_wake_idle_workers,
             batch_handler_is_all_or_nothing,
+            purge_deletes_only_expired_keys_in_bounded_batches,
+            purge_timeouts_are_applied,
+            short_retention_window_is_refused,
+            processed_stats_report_age_growth_and_size,
             sigterm_to_a_worker_process_loses_nothing,
             lock_held_mode_processes_exactly_once,
             ordered_mode_can_skip_dead_events,

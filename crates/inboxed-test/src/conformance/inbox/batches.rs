@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use inboxed_core::inbox::{ClaimMode, WorkerConfig};
 use inboxed_core::{Envelope, Handler, HandlerError, Store};
 
-use super::{drain, enqueue_all, inbox, with_status};
+use super::{drain, enqueue_all, with_status};
 use crate::backend::{Backend, Conn, TestDb};
 use crate::conformance::{ledger, ledger_state};
 use crate::handler::{Ledger, Script, credit};

@@ -1,0 +1,121 @@
+//! `inboxed purge`: forgets processed keys older than a consumer's window, in bounded batches.
+//! A dry run unless given `--yes`.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime};
+
+use inboxed_core::ConsumerName;
+use inboxed_core::retention::{Purger, PurgerConfig, Retention, RetentionStore};
+
+use super::AnyStore;
+use super::database::DbArgs;
+use super::duration::{parse_duration, show};
+
+/// A dry run counts at most this many expired keys.
+const DRY_RUN_CAP: u64 = 10_000_000;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    db: DbArgs,
+    /// The consumer whose keys to purge.
+    #[arg(long)]
+    consumer: String,
+    /// Keep keys received within this window (for example 30d, 12h, 90m).
+    #[arg(long, value_parser = parse_duration)]
+    window: Duration,
+    /// The longest a message can come back after its first delivery: broker redelivery
+    /// limits, dead-letter replays, offset resets. A window shorter than this plus the margin
+    /// is refused.
+    #[arg(long, value_parser = parse_duration)]
+    horizon: Duration,
+    /// Slack on top of the horizon.
+    #[arg(long, value_parser = parse_duration, default_value = "1d")]
+    margin: Duration,
+    /// Accept a window shorter than horizon plus margin: late redeliveries are then processed
+    /// again.
+    #[arg(long)]
+    allow_short_window: bool,
+    /// Keys per delete, each in its own short transaction.
+    #[arg(long, default_value_t = PurgerConfig::default().batch_size)]
+    batch_size: u32,
+    /// Pause between batches in milliseconds (with ±50% jitter).
+    #[arg(long, default_value_t = 10)]
+    pause_ms: u64,
+    /// Delete. Without it, only report what would be deleted.
+    #[arg(long)]
+    yes: bool,
+}
+
+pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let consumer = ConsumerName::new(args.consumer.clone())?;
+    let retention = Retention::new(args.window, args.horizon)
+        .margin(args.margin)
+        .allow_short_window(args.allow_short_window);
+    retention.check(&consumer)?;
+    let config = PurgerConfig {
+        batch_size: args.batch_size,
+        pause: Duration::from_millis(args.pause_ms),
+        ..PurgerConfig::default()
+    };
+    let now = SystemTime::now();
+    let cutoff = now
+        .checked_sub(args.window)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let store = args.db.connect(2).await?;
+    match &store {
+        AnyStore::Postgres(s) => {
+            purge(s, &args, consumer, retention, config, cutoff, now, out).await
+        }
+        AnyStore::Sqlite(s) => purge(s, &args, consumer, retention, config, cutoff, now, out).await,
+    }
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site per backend, same arguments"
+)]
+async fn purge<S: RetentionStore + Clone>(
+    store: &S,
+    args: &Args,
+    consumer: ConsumerName,
+    retention: Retention,
+    config: PurgerConfig,
+    cutoff: SystemTime,
+    now: SystemTime,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let window = show(args.window);
+    if !args.yes {
+        let n = store.count_expired(&consumer, cutoff, DRY_RUN_CAP).await?;
+        let at_least = if n >= DRY_RUN_CAP { "at least " } else { "" };
+        writeln!(
+            out,
+            "dry run: {at_least}{n} keys of consumer `{consumer}` are older than {window}; \
+             run again with --yes to delete them"
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let purger = Purger::new(store.clone(), config).consumer(consumer.clone(), retention)?;
+    let started = Instant::now();
+    let mut last_shown = Instant::now();
+    let report = purger
+        .purge_once(now, |c, total| {
+            // At most a line a second: a large purge runs thousands of batches.
+            if last_shown.elapsed() >= Duration::from_secs(1) {
+                last_shown = Instant::now();
+                let _ = writeln!(out, "  {c}: {total} keys deleted so far");
+                let _ = out.flush();
+            }
+        })
+        .await?;
+    let secs = started.elapsed().as_secs_f64();
+    let total = report.total();
+    writeln!(
+        out,
+        "deleted {total} keys of consumer `{consumer}` older than {window} in {secs:.1} s ({:.0} keys/s)",
+        total as f64 / secs.max(1e-9)
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

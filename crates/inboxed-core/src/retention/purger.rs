@@ -1,0 +1,192 @@
+//! The purger: forgets keys older than each consumer's window, a bounded batch at a time, so
+//! that cleanup never holds locks long enough to stall the hot path.
+
+use std::future::Future;
+use std::time::{Duration, Instant, SystemTime};
+
+use tracing::{info, warn};
+
+use super::store::{PurgeParams, RetentionStore};
+use super::{Retention, RetentionError};
+use crate::envelope::ConsumerName;
+use crate::error::Error;
+use crate::metrics as m;
+
+/// How the purger paces itself. Plain fields, each with its default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PurgerConfig {
+    /// Rows per delete, each in its own short transaction. Defaults to 5,000.
+    pub batch_size: u32,
+    /// Pause between batches, with ±50% jitter so that several purgers do not fall into step.
+    /// Defaults to 10 ms.
+    pub pause: Duration,
+    /// Time between passes of [`Purger::run`]. Defaults to 5 minutes.
+    pub interval: Duration,
+    /// Bound on each delete statement. Defaults to 5 s.
+    pub statement_timeout: Duration,
+    /// Bound on waiting for a lock; a purge gives way instead of queueing. Defaults to 1 s.
+    pub lock_timeout: Duration,
+}
+
+impl Default for PurgerConfig {
+    fn default() -> Self {
+        Self {
+            batch_size: 5_000,
+            pause: Duration::from_millis(10),
+            interval: Duration::from_secs(300),
+            statement_timeout: Duration::from_secs(5),
+            lock_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What one pass purged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PassReport {
+    /// Rows deleted per consumer, in the order the consumers were added.
+    pub deleted: Vec<(ConsumerName, u64)>,
+    /// How long the pass took.
+    pub duration: Duration,
+}
+
+impl PassReport {
+    /// Rows deleted over all consumers.
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.deleted.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// Purges the processed keys of the consumers it was given, each by its own window.
+#[derive(Debug, Clone)]
+pub struct Purger<S> {
+    store: S,
+    config: PurgerConfig,
+    consumers: Vec<(ConsumerName, Retention)>,
+}
+
+impl<S: RetentionStore> Purger<S> {
+    /// A purger with no consumers yet.
+    pub fn new(store: S, config: PurgerConfig) -> Self {
+        Self {
+            store,
+            config,
+            consumers: Vec::new(),
+        }
+    }
+
+    /// Adds `consumer` with its retention, checked here: a window that would break
+    /// deduplication is refused before anything is deleted.
+    ///
+    /// # Errors
+    /// [`RetentionError`] when the window is shorter than horizon plus margin (and not
+    /// overridden) or zero.
+    pub fn consumer(
+        mut self,
+        consumer: ConsumerName,
+        retention: Retention,
+    ) -> Result<Self, RetentionError> {
+        retention.check(&consumer)?;
+        self.consumers.push((consumer, retention));
+        Ok(self)
+    }
+
+    /// One pass over every consumer at `now`: batches until one comes back short. `progress`
+    /// is called after each batch with the consumer and its running total.
+    ///
+    /// # Errors
+    /// A store failure (a timeout included); the batches before it stay deleted, and the next
+    /// pass continues where this one stopped.
+    pub async fn purge_once(
+        &self,
+        now: SystemTime,
+        mut progress: impl FnMut(&ConsumerName, u64),
+    ) -> Result<PassReport, Error> {
+        let started = Instant::now();
+        let mut report = PassReport::default();
+        for (consumer, retention) in &self.consumers {
+            let older_than = now
+                .checked_sub(retention.window)
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            let n = self
+                .purge_consumer(consumer, older_than, &mut progress)
+                .await?;
+            report.deleted.push((consumer.clone(), n));
+            self.record_oldest(consumer, now).await;
+        }
+        report.duration = started.elapsed();
+        metrics::histogram!(m::PURGE_PASS_SECONDS).record(report.duration.as_secs_f64());
+        Ok(report)
+    }
+
+    async fn purge_consumer(
+        &self,
+        consumer: &ConsumerName,
+        older_than: SystemTime,
+        progress: &mut impl FnMut(&ConsumerName, u64),
+    ) -> Result<u64, Error> {
+        let batch = self.config.batch_size.max(1);
+        let params = PurgeParams {
+            consumer,
+            older_than,
+            limit: batch,
+            statement_timeout: self.config.statement_timeout,
+            lock_timeout: self.config.lock_timeout,
+        };
+        let mut total = 0;
+        loop {
+            let n = self.store.purge_processed(&params).await?;
+            total += n;
+            metrics::counter!(m::PURGED_ROWS_TOTAL, "consumer" => consumer.as_str().to_owned())
+                .increment(n);
+            progress(consumer, total);
+            if n < u64::from(batch) {
+                return Ok(total);
+            }
+            tokio::time::sleep(self.config.pause.mul_f64(0.5 + fastrand::f64())).await;
+        }
+    }
+
+    /// The oldest kept key's age, as a gauge: it should hover near the window; far above it
+    /// means the purger is not keeping up (or not running).
+    async fn record_oldest(&self, consumer: &ConsumerName, now: SystemTime) {
+        match self.store.processed_stats(consumer).await {
+            Ok(stats) => {
+                let age = stats
+                    .oldest
+                    .and_then(|t| now.duration_since(t).ok())
+                    .unwrap_or_default();
+                metrics::gauge!(m::OLDEST_KEY_AGE_SECONDS, "consumer" => consumer.as_str().to_owned())
+                    .set(age.as_secs_f64());
+            }
+            Err(e) => {
+                warn!(error = %e, consumer = %consumer, "could not read the oldest key's age")
+            }
+        }
+    }
+
+    /// Runs a pass every `interval` until `shutdown` resolves (a batch cut short by it rolls
+    /// back). A failed pass is logged and retried at the next interval: a purge that falls
+    /// behind only lets the table grow.
+    pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) {
+        tokio::pin!(shutdown);
+        loop {
+            let pass = tokio::select! {
+                () = &mut shutdown => return,
+                pass = self.purge_once(SystemTime::now(), |_, _| {}) => pass,
+            };
+            match pass {
+                Ok(report) if report.total() > 0 => {
+                    info!(rows = report.total(), duration = ?report.duration, "purged processed keys");
+                }
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "purge pass failed; retrying at the next interval"),
+            }
+            tokio::select! {
+                () = &mut shutdown => return,
+                () = tokio::time::sleep(self.config.interval) => {}
+            }
+        }
+    }
+}

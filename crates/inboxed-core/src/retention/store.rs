@@ -1,0 +1,99 @@
+//! The store operations behind retention: purge a bounded batch, count what a purge would
+//! take, and the figures an operator sizes the table by. Internal like [`Store`]: implemented
+//! by the backends of this workspace, may change in minor releases.
+
+use std::future::Future;
+use std::time::{Duration, SystemTime};
+
+use crate::envelope::ConsumerName;
+use crate::error::StoreError;
+use crate::store::Store;
+
+/// Parameters of [`RetentionStore::purge_processed`].
+#[derive(Debug, Clone, Copy)]
+pub struct PurgeParams<'a> {
+    /// Whose keys.
+    pub consumer: &'a ConsumerName,
+    /// Keys received before this are purged.
+    pub older_than: SystemTime,
+    /// At most this many rows.
+    pub limit: u32,
+    /// Bound on the delete statement (PostgreSQL `statement_timeout`).
+    pub statement_timeout: Duration,
+    /// Bound on waiting for a lock (PostgreSQL `lock_timeout`, SQLite busy timeout).
+    pub lock_timeout: Duration,
+}
+
+/// Size and age of one consumer's processed keys. Estimates come from the catalog, never from
+/// counting the hot table.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ProcessedStats {
+    /// The consumer's share of the table's estimated rows (PostgreSQL: `reltuples` times the
+    /// consumer's frequency in `pg_stats`; SQLite: `sqlite_stat1`). `None` before the table
+    /// was first analyzed.
+    pub estimated_rows: Option<u64>,
+    /// Bytes of the table's heap, all consumers (SQLite: the whole database file).
+    pub table_bytes: u64,
+    /// Bytes of the table's indexes, all consumers (SQLite: 0, included in `table_bytes`).
+    pub index_bytes: u64,
+    /// Keys received in the last minute, from the time index: the current growth rate.
+    pub last_minute: u64,
+    /// When the oldest kept key was received. `None`: no keys.
+    pub oldest: Option<SystemTime>,
+}
+
+impl ProcessedStats {
+    /// The figures from a backend's column values: negative or missing values read as none,
+    /// the oldest key in milliseconds since the epoch.
+    #[must_use]
+    pub fn from_columns(
+        estimated_rows: Option<i64>,
+        table_bytes: i64,
+        index_bytes: i64,
+        last_minute: i64,
+        oldest_ms: Option<f64>,
+    ) -> Self {
+        let unsigned = |v: i64| u64::try_from(v).unwrap_or(0);
+        Self {
+            estimated_rows: estimated_rows.and_then(|v| u64::try_from(v).ok()),
+            table_bytes: unsigned(table_bytes),
+            index_bytes: unsigned(index_bytes),
+            last_minute: unsigned(last_minute),
+            oldest: oldest_ms
+                .filter(|ms| ms.is_finite() && *ms >= 0.0)
+                .map(|ms| SystemTime::UNIX_EPOCH + Duration::from_secs_f64(ms / 1000.0)),
+        }
+    }
+
+    /// Keys per hour at the last minute's rate.
+    #[must_use]
+    pub fn growth_per_hour(&self) -> u64 {
+        self.last_minute.saturating_mul(60)
+    }
+}
+
+/// Retention operations. Implemented by the same backends as [`Store`].
+pub trait RetentionStore: Store {
+    /// Deletes at most `limit` of the consumer's keys received before `older_than`, oldest
+    /// first, in a transaction of its own under the given timeouts. Returns how many.
+    fn purge_processed(
+        &self,
+        params: &PurgeParams<'_>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// How many of the consumer's keys were received before `older_than`, counting at most
+    /// `cap` (a dry run's answer, bounded so that it cannot scan a huge table).
+    fn count_expired(
+        &self,
+        consumer: &ConsumerName,
+        older_than: SystemTime,
+        cap: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Size, growth and age of the consumer's keys.
+    fn processed_stats(
+        &self,
+        consumer: &ConsumerName,
+    ) -> impl Future<Output = Result<ProcessedStats, StoreError>> + Send;
+}

@@ -22,7 +22,7 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     workers: Vec<usize>,
     /// Batch sizes to measure (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "1,10,50,100")]
+    #[arg(long, value_delimiter = ',', default_value = "1,10,50,100,500")]
     batches: Vec<u32>,
     /// Seconds per variant per configuration.
     #[arg(long, default_value_t = 3.0)]
@@ -36,7 +36,7 @@ pub(crate) struct Args {
     /// CI smoke run: one configuration (4 workers, batch 50), 1 s each, short latency run.
     #[arg(long)]
     quick: bool,
-    /// Fail when the median worker / bare ratio falls below this: a gross regression, far
+    /// Fail when the median lease worker (batch handler) / bare ratio falls below this: a gross regression, far
     /// below the noise of a shared machine. `--quick` sets 0.5 unless given.
     #[arg(long)]
     min_ratio: Option<f64>,
@@ -48,9 +48,16 @@ const UPDATE: &str = "UPDATE bench_accounts SET balance = balance + 1 WHERE id =
 /// Send times by message id, and the pickup latencies measured so far.
 type Pickups = Arc<Mutex<(HashMap<String, Instant>, Vec<Duration>)>>;
 
+/// Credits a batch's accounts with one statement: `count(*)` folds an account drawn twice.
+const UPDATE_BATCH: &str = "UPDATE bench_accounts a SET balance = a.balance + d.n
+    FROM (SELECT id, count(*) AS n FROM unnest($1::bigint[]) AS u(id) GROUP BY id) d
+    WHERE a.id = d.id";
+
 /// The business change: credit one account.
 struct Credit {
     started: Option<Pickups>,
+    /// Overrides `handle_batch` with one set-based statement for the whole batch.
+    batched: bool,
 }
 
 impl Handler<Postgres> for Credit {
@@ -69,6 +76,25 @@ impl Handler<Postgres> for Credit {
             .await?;
         Ok(())
     }
+
+    async fn handle_batch(
+        &self,
+        msgs: &[&Envelope],
+        conn: &mut PgConnection,
+    ) -> Result<(), HandlerError> {
+        if !self.batched {
+            for msg in msgs {
+                self.handle(msg, conn).await?;
+            }
+            return Ok(());
+        }
+        let accounts: Vec<i64> = msgs.iter().map(|_| fastrand::i64(0..ACCOUNTS)).collect();
+        sqlx::query(UPDATE_BATCH)
+            .bind(&accounts)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -77,6 +103,10 @@ enum Variant {
     Worker,
     /// The same in lock-held mode.
     WorkerLockHeld,
+    /// Lease mode with a handler that credits the whole batch in one statement.
+    WorkerBatched,
+    /// Lock-held mode with the same batched handler.
+    WorkerLockHeldBatched,
     /// Claim (tx 1), then mark the batch done (tx 2): the lease protocol without a handler.
     BareLease,
     /// Lock, mark done and commit in one transaction: a lock-held claim without a handler.
@@ -107,51 +137,58 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     .execute(&pool)
     .await?;
     println!(
-        "stored->done rows/s, {} s per variant; ratio = worker / bare two-transaction loop",
+        "stored->done rows/s, {} s per variant; ratios = worker with the batch handler / bare loop of its protocol",
         args.seconds
     );
     println!();
     println!(
-        "| workers | batch | worker, lease | worker, lock-held | bare claim->done, 2 tx | bare lock-held, 1 tx | lease worker / bare 2 tx | lock-held worker / bare 1 tx |"
+        "| workers | batch | lease, row handler | lock-held, row handler | lease, batch handler | lock-held, batch handler | bare claim->done, 2 tx | bare lock-held, 1 tx | lease batch / bare 2 tx | lock-held batch / bare 1 tx |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut ratios = Vec::new();
     for &w in &args.workers {
         for &b in &args.batches {
-            let mut rate = [0.0; 4];
+            let mut rate = [0.0; 6];
             let variants = [
                 Variant::Worker,
                 Variant::WorkerLockHeld,
+                Variant::WorkerBatched,
+                Variant::WorkerLockHeldBatched,
                 Variant::BareLease,
                 Variant::BareLockHeld,
             ];
             for (i, v) in variants.into_iter().enumerate() {
                 rate[i] = measure(&store, v, w, b, Duration::from_secs_f64(args.seconds)).await?;
             }
-            ratios.push(rate[0] / rate[2]);
-            let (lease, held, bare2, bare1) = (rate[0], rate[1], rate[2], rate[3]);
+            let [lease, held, lease_b, held_b, bare2, bare1] = rate;
+            ratios.push(lease_b / bare2);
             println!(
-                "| {w} | {b} | {lease:.0} | {held:.0} | {bare2:.0} | {bare1:.0} | {:.2} | {:.2} |",
-                lease / bare2,
-                held / bare1
+                "| {w} | {b} | {lease:.0} | {held:.0} | {lease_b:.0} | {held_b:.0} | {bare2:.0} | {bare1:.0} | {:.2} | {:.2} |",
+                lease_b / bare2,
+                held_b / bare1
             );
         }
     }
     println!();
     let median = crate::median(ratios);
-    println!("median worker / bare 2-tx ratio over the grid: {median:.2}");
+    println!("median lease batch / bare 2-tx ratio over the grid: {median:.2}");
     println!();
-    println!("| offered msg/s | NOTIFY | p50 pickup | p99 pickup | samples |");
-    println!("|---|---|---|---|---|");
+    println!("| offered msg/s | claim mode | NOTIFY | p50 pickup | p99 pickup | samples |");
+    println!("|---|---|---|---|---|---|");
     // At the offered rate the workers rarely idle; at a trickle they always do, which is where
     // waking them matters.
+    let runs = [
+        (ClaimMode::Lease, true),
+        (ClaimMode::LockHeld, true),
+        (ClaimMode::Lease, false),
+    ];
     for rate in [args.rate, 20] {
-        for notify in [true, false] {
+        for (mode, notify) in runs {
             let dur = Duration::from_secs_f64(args.latency_seconds);
-            let (p50, p99, n) = pickup(&store, notify, rate, dur).await?;
-            let mode = if notify { "on" } else { "off (100 ms poll)" };
+            let (p50, p99, n) = pickup(&store, mode, notify, rate, dur).await?;
+            let wake = if notify { "on" } else { "off (100 ms poll)" };
             let (p50, p99) = (p50.as_secs_f64() * 1e3, p99.as_secs_f64() * 1e3);
-            println!("| {rate} | {mode} | {p50:.2} ms | {p99:.2} ms | {n} |");
+            println!("| {rate} | {mode:?} | {wake} | {p50:.2} ms | {p99:.2} ms | {n} |");
         }
     }
     if let Some(min) = args.min_ratio
@@ -188,14 +225,18 @@ async fn measure(
     batch: u32,
     dur: Duration,
 ) -> anyhow::Result<f64> {
-    // Enough rows that no variant runs dry: 60,000 per second of the fastest expected rate.
-    fill(store.pool(), (dur.as_secs_f64() * 60_000.0) as i64 + 1_000).await?;
+    // Enough rows that no variant runs dry: 120,000 per second, twice the fastest seen.
+    fill(store.pool(), (dur.as_secs_f64() * 120_000.0) as i64 + 1_000).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let consumer = ConsumerName::new("bench")?;
     let mode = match variant {
-        Variant::WorkerLockHeld => ClaimMode::LockHeld,
+        Variant::WorkerLockHeld | Variant::WorkerLockHeldBatched => ClaimMode::LockHeld,
         _ => ClaimMode::Lease,
     };
+    let batched = matches!(
+        variant,
+        Variant::WorkerBatched | Variant::WorkerLockHeldBatched
+    );
     let config = WorkerConfig::default()
         .batch_size(batch)
         .notify(false)
@@ -203,7 +244,10 @@ async fn measure(
     let worker = Worker::new(
         store.clone(),
         consumer.clone(),
-        Credit { started: None },
+        Credit {
+            started: None,
+            batched,
+        },
         config,
     );
     let mut tasks = Vec::new();
@@ -219,9 +263,9 @@ async fn measure(
             let mut done = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 done += match variant {
-                    Variant::Worker | Variant::WorkerLockHeld => worker.run_once().await?.done,
                     Variant::BareLease => bare_lease(&store, &consumer, batch).await?,
                     Variant::BareLockHeld => bare_lock_held(store.pool(), batch).await?,
+                    _ => worker.run_once().await?.done,
                 };
             }
             Ok::<u64, anyhow::Error>(done)
@@ -266,7 +310,7 @@ async fn bare_lock_held(pool: &PgPool, batch: u32) -> anyhow::Result<u64> {
     let mut tx = pool.begin().await?;
     let done = sqlx::query(
         "WITH c AS (SELECT id FROM inboxed_inbox_messages WHERE consumer_name = 'bench' AND status = 'pending'
-                    ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+                    ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
          UPDATE inboxed_inbox_messages m SET status = 'done', done_at = now() FROM c WHERE m.id = c.id",
     )
     .bind(i64::from(batch))
@@ -279,6 +323,7 @@ async fn bare_lock_held(pool: &PgPool, batch: u32) -> anyhow::Result<u64> {
 /// Offers `rate` messages per second for `dur` and measures store -> handler start.
 async fn pickup(
     store: &PgStore,
+    mode: ClaimMode,
     notify: bool,
     rate: u64,
     dur: Duration,
@@ -288,12 +333,16 @@ async fn pickup(
         .await?;
     let consumer = ConsumerName::new("bench")?;
     let latencies = Arc::new(Mutex::new((HashMap::new(), Vec::new())));
-    let config = WorkerConfig::default().batch_size(50).notify(notify);
+    let config = WorkerConfig::default()
+        .batch_size(50)
+        .notify(notify)
+        .claim_mode(mode);
     let worker = Worker::new(
         store.clone(),
         consumer.clone(),
         Credit {
             started: Some(latencies.clone()),
+            batched: false,
         },
         config,
     );

@@ -26,16 +26,30 @@ macro_rules! operations {
         }
 
         impl Queries {
-            /// Substitutes the namespace into every template.
+            /// Substitutes the namespace into every template, with `{{processed}}` naming the
+            /// plain processed-messages table.
             #[must_use]
             pub fn render(t: &Templates, ns: &Namespace) -> Self {
+                Self::render_for(t, ns, PROCESSED_PLAIN)
+            }
+
+            /// Like [`Queries::render`], with `{{processed}}` naming `processed`: the plain
+            /// table, or [`PROCESSED_PARTITIONED`] in time-partitioned mode.
+            #[must_use]
+            pub fn render_for(t: &Templates, ns: &Namespace, processed: &str) -> Self {
+                let r = |sql: &str| Arc::from(ns.render(&sql.replace("{{processed}}", processed)));
                 Self {
-                    $($name: Arc::from(ns.render(t.$name)),)*
+                    $($name: r(t.$name),)*
                 }
             }
         }
     };
 }
+
+/// The processed-messages table (after the prefix): one row per key, unique key constraint.
+pub const PROCESSED_PLAIN: &str = "processed_messages";
+/// Its time-partitioned counterpart (PostgreSQL), deduplicated by a key lock and a probe.
+pub const PROCESSED_PARTITIONED: &str = "processed_log";
 
 operations!(
     claim,
@@ -65,4 +79,12 @@ operations!(
     purge_processed,
     count_expired,
     processed_stats,
+    lock_key,
+    claim_partitioned,
+    create_partitions,
+    expired_partitions,
+    partition_consumers,
+    lock_maintenance,
+    detach_partition,
+    drop_partition,
 );

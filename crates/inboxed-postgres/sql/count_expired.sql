@@ -5,7 +5,7 @@
 -- The LIMIT bounds the index range read, so a dry run on a table far behind its window
 -- answers "at least $3" quickly instead of counting every expired row.
 SELECT count(*) FROM (
-    SELECT 1 FROM {{schema}}."{{prefix}}processed_messages"
+    SELECT 1 FROM {{schema}}."{{prefix}}{{processed}}"
     WHERE consumer_name = $1 AND received_at < to_timestamp($2::float8 / 1000)
     LIMIT $3
 ) expired

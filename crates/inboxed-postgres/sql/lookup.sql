@@ -6,7 +6,7 @@
 -- Under READ COMMITTED this statement takes a fresh snapshot, so it sees the row whose
 -- commit the claim waited for.
 SELECT 'processed' AS state, payload_hash
-FROM {{schema}}."{{prefix}}processed_messages"
+FROM {{schema}}."{{prefix}}{{processed}}"
 WHERE consumer_name = $1 AND message_id = $2
 UNION ALL
 SELECT 'dead_lettered' AS state, NULL::bytea

@@ -1,44 +1,58 @@
 -- processed_stats: size, growth and age of consumer $1's keys, without counting the table.
 -- $1 consumer_name
 --
--- Rows are the catalog's estimate: reltuples (kept by VACUUM and ANALYZE) times the consumer's
--- frequency among consumer_name's most common values in pg_stats, or, for a consumer not among
--- them, the remaining frequency shared by the remaining distinct values (the planner's own
--- rule). NULL before the table was first analyzed. Bytes are the whole table's (heap and
--- indexes). The last minute's keys and the oldest key are range reads of the expiry index.
-WITH rel AS (
-    SELECT c.oid, c.reltuples, c.relname, n.nspname
-    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE c.oid = '{{schema}}."{{prefix}}processed_messages"'::regclass
+-- Serves the plain table (its own single leaf) and the time-partitioned one alike (its leaves,
+-- from pg_partition_tree, hold all of its rows and bytes).
+-- Rows are the catalog's estimate, summed over leaves: each leaf's reltuples (kept by VACUUM
+-- and ANALYZE; a never-vacuumed empty leaf counts 0) times the consumer's frequency among that
+-- leaf's most common consumer_name values in pg_stats, or, for a consumer not among them, the
+-- remaining frequency shared by the remaining distinct values (the planner's own rule). Per
+-- leaf, because autovacuum analyzes partitions but never a partitioned parent. NULL while a
+-- leaf with rows has no statistics yet. Bytes are the whole table's (heap and indexes, all
+-- consumers). The last minute's keys and the oldest key are range reads of the expiry index.
+WITH target AS (
+    SELECT '{{schema}}."{{prefix}}{{processed}}"'::regclass AS rel
 ),
-col AS (
-    SELECT s.most_common_vals::text::text[] AS vals, s.most_common_freqs AS freqs, s.n_distinct
-    FROM pg_stats s, rel
-    WHERE s.schemaname = rel.nspname AND s.tablename = rel.relname
-      AND s.attname = 'consumer_name'
+leaf_id AS (
+    SELECT t.relid FROM target, pg_partition_tree(target.rel) t WHERE t.isleaf
+    UNION
+    SELECT c.oid FROM target JOIN pg_class c ON c.oid = target.rel WHERE c.relkind = 'r'
+),
+leaf AS (
+    SELECT c.oid, c.relname, n.nspname, c.relpages,
+           CASE WHEN c.reltuples < 0 AND c.relpages = 0 THEN 0 ELSE c.reltuples END AS tuples
+    FROM leaf_id l
+    JOIN pg_class c ON c.oid = l.relid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
 ),
 share AS (
-    SELECT coalesce(
-        (SELECT col.freqs[array_position(col.vals, $1)] FROM col),
-        (SELECT (1 - coalesce((SELECT sum(f) FROM unnest(col.freqs) f), 0))
-                / greatest(
-                      CASE WHEN col.n_distinct < 0 THEN -col.n_distinct * rel.reltuples
-                           ELSE col.n_distinct END
-                      - coalesce(cardinality(col.vals), 0),
-                      1)
-         FROM col, rel)
-    ) AS freq
+    SELECT leaf.oid, leaf.tuples,
+           CASE WHEN leaf.tuples = 0 THEN 0
+                WHEN s.attname IS NULL THEN NULL
+                ELSE coalesce(
+                    s.most_common_freqs[array_position(s.most_common_vals::text::text[], $1)],
+                    (1 - coalesce((SELECT sum(f) FROM unnest(s.most_common_freqs) f), 0))
+                    / greatest(
+                          CASE WHEN s.n_distinct < 0 THEN -s.n_distinct * leaf.tuples
+                               ELSE s.n_distinct END
+                          - coalesce(cardinality(s.most_common_freqs), 0),
+                          1))
+           END AS freq
+    FROM leaf
+    LEFT JOIN pg_stats s
+           ON s.schemaname = leaf.nspname AND s.tablename = leaf.relname
+          AND s.attname = 'consumer_name' AND NOT s.inherited
 )
 SELECT
-    CASE WHEN rel.reltuples < 0 OR share.freq IS NULL THEN NULL
-         ELSE round(rel.reltuples * share.freq)::bigint END AS estimated_rows,
-    pg_relation_size(rel.oid) AS table_bytes,
-    pg_indexes_size(rel.oid) AS index_bytes,
+    CASE WHEN bool_and(share.tuples >= 0 AND share.freq IS NOT NULL)
+         THEN round(sum(share.tuples * share.freq))::bigint END AS estimated_rows,
+    coalesce(sum(pg_relation_size(share.oid)), 0)::bigint AS table_bytes,
+    coalesce(sum(pg_indexes_size(share.oid)), 0)::bigint AS index_bytes,
     (SELECT count(*) FROM (
-        SELECT 1 FROM {{schema}}."{{prefix}}processed_messages"
+        SELECT 1 FROM {{schema}}."{{prefix}}{{processed}}"
         WHERE consumer_name = $1 AND received_at > now() - interval '1 minute'
         LIMIT 10000000) recent) AS last_minute,
     (SELECT extract(epoch FROM min(received_at)) * 1000
-     FROM {{schema}}."{{prefix}}processed_messages"
+     FROM {{schema}}."{{prefix}}{{processed}}"
      WHERE consumer_name = $1)::float8 AS oldest_ms
-FROM rel, share
+FROM share

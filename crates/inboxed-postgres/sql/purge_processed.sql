@@ -10,9 +10,9 @@
 -- row deleted. A key being claimed right now by a duplicate is not locked by that claim
 -- (ON CONFLICT DO NOTHING takes no lock on the existing row), so the purge never waits on the
 -- hot path, and the hot path never waits on it beyond the index pages both touch.
-DELETE FROM {{schema}}."{{prefix}}processed_messages"
+DELETE FROM {{schema}}."{{prefix}}{{processed}}"
 WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM {{schema}}."{{prefix}}processed_messages"
+    SELECT ctid FROM {{schema}}."{{prefix}}{{processed}}"
     WHERE consumer_name = $1 AND received_at < to_timestamp($2::float8 / 1000)
     ORDER BY received_at
     LIMIT $3

@@ -8,6 +8,7 @@
 
 mod inbox;
 mod migrate;
+mod partitions;
 mod queries;
 mod retention;
 mod store;

@@ -26,6 +26,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "processed_expiry",
         sql: include_str!("../migrations/0004_processed_expiry.sql"),
     },
+    Migration {
+        version: 5,
+        description: "processed_log",
+        sql: include_str!("../migrations/0005_processed_log.sql"),
+    },
 ];
 
 /// One template per store operation.
@@ -57,6 +62,14 @@ pub(crate) const TEMPLATES: Templates = Templates {
     purge_processed: include_str!("../sql/purge_processed.sql"),
     count_expired: include_str!("../sql/count_expired.sql"),
     processed_stats: include_str!("../sql/processed_stats.sql"),
+    lock_key: include_str!("../sql/lock_key.sql"),
+    claim_partitioned: include_str!("../sql/claim_partitioned.sql"),
+    create_partitions: include_str!("../sql/create_partitions.sql"),
+    expired_partitions: include_str!("../sql/expired_partitions.sql"),
+    partition_consumers: include_str!("../sql/partition_consumers.sql"),
+    lock_maintenance: include_str!("../sql/lock_maintenance.sql"),
+    detach_partition: include_str!("../sql/detach_partition.sql"),
+    drop_partition: include_str!("../sql/drop_partition.sql"),
 };
 
 /// Durability settings query; has no identifiers to render.

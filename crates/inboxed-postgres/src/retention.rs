@@ -1,10 +1,11 @@
 //! [`RetentionStore`] for PostgreSQL: the bounded purge of processed keys and their figures.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use sqlx::Row;
 
 use inboxed_core::inbox::store::millis;
+use inboxed_core::retention::PartitionReport;
 use inboxed_core::retention::store::{ProcessedStats, PurgeParams, RetentionStore};
 use inboxed_core::store::{BeginParams, Isolation, Store};
 use inboxed_core::{ConsumerName, StoreError};
@@ -12,7 +13,32 @@ use inboxed_core::{ConsumerName, StoreError};
 use crate::PgStore;
 
 impl RetentionStore for PgStore {
+    fn partitioned(&self) -> bool {
+        self.partitions.is_some()
+    }
+
+    async fn maintain_partitions(
+        &self,
+        now: SystemTime,
+        windows: &[(ConsumerName, Duration)],
+    ) -> Result<PartitionReport, StoreError> {
+        match self.partitions {
+            Some(config) => crate::partitions::maintain(self, config, now, windows).await,
+            None => Err(StoreError::Unsupported {
+                operation: "time partitions",
+                reason: "this store keeps keys in one table (build it with PgStore::partitioned)",
+            }),
+        }
+    }
+
     async fn purge_processed(&self, params: &PurgeParams<'_>) -> Result<u64, StoreError> {
+        if self.partitions.is_some() {
+            // Physical addresses repeat across partitions, and expiry is by partition anyway.
+            return Err(StoreError::Unsupported {
+                operation: "row purge of a partitioned table",
+                reason: "expired partitions are dropped whole; use maintain_partitions",
+            });
+        }
         let begin = BeginParams {
             isolation: Isolation::ReadCommitted,
             lock_timeout: params.lock_timeout,

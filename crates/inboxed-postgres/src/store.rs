@@ -6,6 +6,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres, Row};
 
+use inboxed_core::retention::PartitionConfig;
 use inboxed_core::sql::Queries;
 use inboxed_core::store::{
     BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLetterReason, DeadLettered,
@@ -30,6 +31,8 @@ pub struct PgStore {
     pub(crate) persistent: bool,
     /// Idle workers of this process, woken by receipts through any clone of this store.
     pub(crate) wakers: inboxed_core::inbox::LocalWakers,
+    /// Partitioned mode: keys live in `processed_log`, by received time.
+    pub(crate) partitions: Option<PartitionConfig>,
 }
 
 impl PgStore {
@@ -49,7 +52,26 @@ impl PgStore {
             queries,
             persistent: true,
             wakers: inboxed_core::inbox::LocalWakers::default(),
+            partitions: None,
         }
+    }
+
+    /// Keeps processed keys in time partitions (`processed_log`, migration 5) instead of one
+    /// table, so that expiry drops a partition in O(1) instead of deleting rows. Dedup stays
+    /// global across partitions: a claim takes a lock on its key, then probes every live
+    /// partition (docs/retention.md). Costs one more round trip per message, and needs READ
+    /// COMMITTED (other isolation levels are refused at `begin`). `migrate` creates the first
+    /// partitions; run a [`Purger`](inboxed_core::retention::Purger) to keep creating them
+    /// ahead and to drop expired ones.
+    #[must_use]
+    pub fn partitioned(mut self, config: PartitionConfig) -> Self {
+        self.queries = Arc::new(Queries::render_for(
+            &TEMPLATES,
+            &self.ns,
+            inboxed_core::sql::PROCESSED_PARTITIONED,
+        ));
+        self.partitions = Some(config);
+        self
     }
 
     /// Connects a pool of up to `max_connections` (default 10 when 0) to `url`.
@@ -155,7 +177,12 @@ impl Store for PgStore {
     type Db = Postgres;
 
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
-        crate::migrate::run(&self.pool, &self.ns).await
+        let applied = crate::migrate::run(&self.pool, &self.ns).await?;
+        if let Some(config) = self.partitions {
+            let mut conn = crate::partitions::connect(self).await?;
+            crate::partitions::create(self, &mut conn, config).await?;
+        }
+        Ok(applied)
     }
 
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
@@ -192,6 +219,14 @@ impl Store for PgStore {
         &self,
         params: &BeginParams,
     ) -> Result<sqlx::Transaction<'static, Postgres>, StoreError> {
+        if self.partitions.is_some() && params.isolation != Isolation::ReadCommitted {
+            return Err(StoreError::Unsupported {
+                operation: "partitioned dedup under REPEATABLE READ or SERIALIZABLE",
+                reason: "the claim's probe must see the commits made while it waited for the \
+                         key lock, which takes a fresh snapshot per statement: use \
+                         Isolation::ReadCommitted, or the unpartitioned table",
+            });
+        }
         self.pool
             .begin_with(AssertSqlSafe(begin_statement(params)))
             .await
@@ -206,8 +241,19 @@ impl Store for PgStore {
         let env = params.envelope;
         let consumer = params.consumer.as_str();
         let id = env.id().as_str();
+        let claim = if self.partitions.is_some() {
+            self.query(&self.queries.lock_key)
+                .bind(consumer)
+                .bind(id)
+                .execute(&mut *conn)
+                .await
+                .map_err(StoreError::from_sqlx)?;
+            &self.queries.claim_partitioned
+        } else {
+            &self.queries.claim
+        };
         let inserted = self
-            .query(&self.queries.claim)
+            .query(claim)
             .bind(consumer)
             .bind(id)
             .bind(env.message_type())

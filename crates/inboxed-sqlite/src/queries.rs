@@ -26,6 +26,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "processed_expiry",
         sql: include_str!("../migrations/0004_processed_expiry.sql"),
     },
+    Migration {
+        version: 5,
+        description: "processed_log",
+        sql: include_str!("../migrations/0005_processed_log.sql"),
+    },
 ];
 
 /// One template per store operation.
@@ -58,6 +63,15 @@ pub(crate) const TEMPLATES: Templates = Templates {
     purge_processed: include_str!("../sql/purge_processed.sql"),
     count_expired: include_str!("../sql/count_expired.sql"),
     processed_stats: include_str!("../sql/processed_stats.sql"),
+    // Time partitions are PostgreSQL's.
+    lock_key: "",
+    claim_partitioned: "",
+    create_partitions: "",
+    expired_partitions: "",
+    partition_consumers: "",
+    lock_maintenance: "",
+    detach_partition: "",
+    drop_partition: "",
 };
 
 /// Durability settings query; has no identifiers to render.

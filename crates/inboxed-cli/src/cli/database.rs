@@ -20,6 +20,10 @@ pub(crate) struct DbArgs {
     /// Prefix of the inbox table names. Lowercase letters, digits and `_`.
     #[arg(long, env = "INBOXED_TABLE_PREFIX", default_value = "inboxed_")]
     table_prefix: String,
+    /// The application keeps processed keys in time partitions of this length (PostgreSQL,
+    /// `PgStore::partitioned`), for example 1d: purge then drops partitions, stats reads them.
+    #[arg(long, env = "INBOXED_PARTITION_INTERVAL", value_parser = super::duration::parse_duration)]
+    partition_interval: Option<std::time::Duration>,
 }
 
 impl DbArgs {
@@ -31,7 +35,20 @@ impl DbArgs {
             .schema
             .as_deref()
             .unwrap_or(if is_pg { "public" } else { "main" });
-        AnyStore::connect_in(url, max_connections, Some((schema, &self.table_prefix))).await
+        let store =
+            AnyStore::connect_in(url, max_connections, Some((schema, &self.table_prefix))).await?;
+        match (store, self.partition_interval) {
+            (AnyStore::Postgres(s), Some(interval)) => Ok(AnyStore::Postgres(s.partitioned(
+                inboxed_core::retention::PartitionConfig {
+                    interval,
+                    ..Default::default()
+                },
+            ))),
+            (AnyStore::Sqlite(_), Some(_)) => {
+                anyhow::bail!("--partition-interval is for PostgreSQL; SQLite has no partitions")
+            }
+            (store, _) => Ok(store),
+        }
     }
 }
 

@@ -16,7 +16,29 @@ use std::time::Duration;
 use crate::envelope::ConsumerName;
 
 pub use purger::{PassReport, Purger, PurgerConfig};
-pub use store::RetentionStore;
+pub use store::{PartitionReport, RetentionStore};
+
+/// Time partitions of the dedup table (PostgreSQL, `PgStore::partitioned`): keys live in
+/// partitions by received time, and expiry drops whole partitions instead of deleting rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionConfig {
+    /// Length of one partition, aligned on multiples of it since the Unix epoch. Defaults to
+    /// one day. Every live partition is probed by each claim, so keep their number (window
+    /// divided by this) in the tens.
+    pub interval: Duration,
+    /// Partitions created ahead of the current one, at migration and by every purge pass.
+    /// Defaults to 7: a week of claims even if the purger stops.
+    pub ahead: u32,
+}
+
+impl Default for PartitionConfig {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(24 * 3600),
+            ahead: 7,
+        }
+    }
+}
 
 /// Added to the redelivery horizon unless set otherwise: one day, so that a horizon declared
 /// from the broker's settings survives a late replay, a long outage or a clock off by hours.

@@ -48,6 +48,8 @@ pub struct PassReport {
     pub deleted: Vec<(ConsumerName, u64)>,
     /// How long the pass took.
     pub duration: Duration,
+    /// Partitioned mode: partitions created ahead and expired partitions dropped.
+    pub partitions: super::PartitionReport,
 }
 
 impl PassReport {
@@ -105,6 +107,24 @@ impl<S: RetentionStore> Purger<S> {
     ) -> Result<PassReport, Error> {
         let started = Instant::now();
         let mut report = PassReport::default();
+        if self.store.partitioned() {
+            // Partitions hold every consumer's keys: one goes when each consumer in it is
+            // declared here and past its own window. Shorter windows keep keys longer, never
+            // shorter, and an undeclared consumer keeps the partition.
+            let windows: Vec<(ConsumerName, Duration)> = self
+                .consumers
+                .iter()
+                .map(|(c, r)| (c.clone(), r.window))
+                .collect();
+            report.partitions = self.store.maintain_partitions(now, &windows).await?;
+            for (consumer, _) in &self.consumers {
+                report.deleted.push((consumer.clone(), 0));
+                self.record_oldest(consumer, now).await;
+            }
+            report.duration = started.elapsed();
+            metrics::histogram!(m::PURGE_PASS_SECONDS).record(report.duration.as_secs_f64());
+            return Ok(report);
+        }
         for (consumer, retention) in &self.consumers {
             let older_than = now
                 .checked_sub(retention.window)

@@ -73,8 +73,57 @@ impl ProcessedStats {
     }
 }
 
+/// What one partition maintenance did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PartitionReport {
+    /// Partitions created ahead.
+    pub created: u64,
+    /// Expired partitions detached and dropped.
+    pub dropped: u64,
+    /// Partitions past the shortest window but kept: they hold keys of a consumer with no
+    /// declared window here, or one whose window has not passed over them yet.
+    pub kept: u64,
+}
+
+impl PartitionReport {
+    /// A report of `created` and `dropped` partitions, none kept.
+    #[must_use]
+    pub fn new(created: u64, dropped: u64) -> Self {
+        Self {
+            created,
+            dropped,
+            kept: 0,
+        }
+    }
+}
+
 /// Retention operations. Implemented by the same backends as [`Store`].
 pub trait RetentionStore: Store {
+    /// Whether keys live in time partitions; the purger then drops partitions instead of
+    /// deleting rows.
+    fn partitioned(&self) -> bool {
+        false
+    }
+
+    /// Partitioned mode: creates the upcoming partitions, and detaches and drops each
+    /// partition whose consumers are all in `windows` and whose every key is older than its
+    /// consumer's window at `now`. A partition holding a consumer missing from `windows` is
+    /// kept: partitions are shared by every consumer of the table.
+    fn maintain_partitions(
+        &self,
+        now: SystemTime,
+        windows: &[(ConsumerName, Duration)],
+    ) -> impl Future<Output = Result<PartitionReport, StoreError>> + Send {
+        let _ = (now, windows);
+        async {
+            Err(StoreError::Unsupported {
+                operation: "time partitions",
+                reason: "this store keeps keys in one table; use the row purge",
+            })
+        }
+    }
+
     /// Deletes at most `limit` of the consumer's keys received before `older_than`, oldest
     /// first, in a transaction of its own under the given timeouts. Returns how many.
     fn purge_processed(

@@ -1,0 +1,159 @@
+//! Partitioned mode's maintenance: partitions created ahead, expired ones detached without
+//! blocking claims and dropped, one process at a time.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
+use tracing::{info, warn};
+
+use inboxed_core::inbox::store::millis;
+use inboxed_core::retention::{PartitionConfig, PartitionReport};
+use inboxed_core::{ConsumerName, StoreError};
+
+use crate::PgStore;
+
+fn db(e: sqlx::Error) -> StoreError {
+    StoreError::from_sqlx(e)
+}
+
+/// Creates the partitions missing up to `config.ahead` periods past the current one.
+pub(crate) async fn create(
+    store: &PgStore,
+    conn: &mut PgConnection,
+    config: PartitionConfig,
+) -> Result<u64, StoreError> {
+    let step = i64::try_from(config.interval.as_secs().max(1)).unwrap_or(i64::MAX);
+    let created: i32 = store
+        .query(&store.queries.create_partitions)
+        .bind(step)
+        .bind(i32::try_from(config.ahead.max(1)).unwrap_or(i32::MAX))
+        .fetch_one(&mut *conn)
+        .await
+        .and_then(|r| r.try_get(0))
+        .map_err(db)?;
+    Ok(u64::try_from(created).unwrap_or(0))
+}
+
+/// A connection of its own for maintenance: closing it releases the session lock even when
+/// the pass is cut short.
+pub(crate) async fn connect(store: &PgStore) -> Result<PgConnection, StoreError> {
+    PgConnection::connect_with(&store.pool.connect_options())
+        .await
+        .map_err(db)
+}
+
+/// One maintenance pass, unless another process is running one: creates partitions ahead,
+/// then drops each expired partition whose consumers are all in `windows` and past their own
+/// window (the rest are kept and counted), and finishes what an interrupted pass left.
+pub(crate) async fn maintain(
+    store: &PgStore,
+    config: PartitionConfig,
+    now: SystemTime,
+    windows: &[(ConsumerName, Duration)],
+) -> Result<PartitionReport, StoreError> {
+    let mut conn = connect(store).await?;
+    let mine: bool = store
+        .query(&store.queries.lock_maintenance)
+        .fetch_one(&mut conn)
+        .await
+        .and_then(|r| r.try_get(0))
+        .map_err(db)?;
+    if !mine {
+        info!("another process is maintaining the partitions; skipping this pass");
+        return Ok(PartitionReport::default());
+    }
+    let result = pass(store, &mut conn, config, now, windows).await;
+    let _ = conn.close().await;
+    result
+}
+
+async fn pass(
+    store: &PgStore,
+    conn: &mut PgConnection,
+    config: PartitionConfig,
+    now: SystemTime,
+    windows: &[(ConsumerName, Duration)],
+) -> Result<PartitionReport, StoreError> {
+    let mut report = PartitionReport::new(create(store, conn, config).await?, 0);
+    let windows: HashMap<&str, Duration> = windows.iter().map(|(c, w)| (c.as_str(), *w)).collect();
+    // No consumer declared: nothing may be dropped (but leftovers of a pass are finished).
+    let shortest = windows.values().min().copied();
+    let cutoff = shortest.map_or(i64::MIN, |w| {
+        millis(now.checked_sub(w).unwrap_or(UNIX_EPOCH))
+    });
+    let candidates = store
+        .query(&store.queries.expired_partitions)
+        .bind(cutoff as f64)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    for row in candidates {
+        let name: String = row.try_get("partition").map_err(db)?;
+        let upper: Option<f64> = row.try_get("upper_ms").map_err(db)?;
+        let state: String = row.try_get("state").map_err(db)?;
+        if state == "attached" {
+            let upper = UNIX_EPOCH + Duration::from_secs_f64(upper.unwrap_or(0.0).max(0.0) / 1e3);
+            if !all_expired(store, conn, &name, upper, now, &windows).await? {
+                report.kept += 1;
+                continue;
+            }
+        }
+        let started = Instant::now();
+        // The name comes from the catalog, quoted there (format %I); nothing else is spliced.
+        if state != "detached" {
+            let finalize = if state == "pending" {
+                "FINALIZE"
+            } else {
+                "CONCURRENTLY"
+            };
+            let detach = store
+                .queries
+                .detach_partition
+                .replace("{{partition}}", &name)
+                .replace("{{finalize}}", finalize);
+            sqlx::raw_sql(AssertSqlSafe(detach))
+                .execute(&mut *conn)
+                .await
+                .map_err(db)?;
+        }
+        let drop = store.queries.drop_partition.replace("{{partition}}", &name);
+        sqlx::raw_sql(AssertSqlSafe(drop))
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+        info!(partition = %name, elapsed = ?started.elapsed(), "dropped an expired partition of processed keys");
+        report.dropped += 1;
+    }
+    Ok(report)
+}
+
+/// Whether every consumer with keys in `partition` is one of `windows` and its window has
+/// passed over the partition's upper bound.
+async fn all_expired(
+    store: &PgStore,
+    conn: &mut PgConnection,
+    partition: &str,
+    upper: SystemTime,
+    now: SystemTime,
+    windows: &HashMap<&str, Duration>,
+) -> Result<bool, StoreError> {
+    let sql = store
+        .queries
+        .partition_consumers
+        .replace("{{partition}}", partition);
+    let consumers: Vec<String> = sqlx::query_scalar(AssertSqlSafe(sql))
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    for c in &consumers {
+        let Some(window) = windows.get(c.as_str()) else {
+            warn!(partition, consumer = %c, "partition kept: it holds keys of a consumer this purger has no window for");
+            return Ok(false);
+        };
+        if upper > now.checked_sub(*window).unwrap_or(UNIX_EPOCH) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}

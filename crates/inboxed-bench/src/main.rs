@@ -4,11 +4,13 @@
 //! Run with:
 //! `cargo run --release -p inboxed-bench -- processor`
 //! `cargo run --release -p inboxed-bench -- inbox` (add `--quick` for the CI smoke run)
+//! `cargo run --release -p inboxed-bench -- retention`
 
 #![allow(clippy::print_stdout)]
 
 mod inbox;
 mod processor;
+mod retention;
 mod variants;
 
 use clap::{Parser, Subcommand};
@@ -34,6 +36,9 @@ enum Bench {
     Processor(processor::Args),
     /// Store-then-process: workers against bare claim-and-complete loops, and pickup latency.
     Inbox(inbox::Args),
+    /// Retention: hot-path latency with and without a concurrent purge, purge rate, and the
+    /// time to drop a partition of expired keys.
+    Retention(retention::Args),
 }
 
 #[tokio::main]
@@ -42,6 +47,7 @@ async fn main() -> anyhow::Result<()> {
     match cli.bench {
         Bench::Processor(args) => processor::run(&cli.database_url, args).await,
         Bench::Inbox(args) => inbox::run(&cli.database_url, args).await,
+        Bench::Retention(args) => retention::run(&cli.database_url, args).await,
     }
 }
 

@@ -29,8 +29,9 @@ fn store_sql(template: &str) -> Arc<str> {
 const BEGIN: &str = "BEGIN; SET TRANSACTION ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = 5000; \
                      SET LOCAL statement_timeout = 30000; SET LOCAL idle_in_transaction_session_timeout = 60000";
 
-struct Credit {
-    accounts: i64,
+/// Credits a random one of `accounts` business rows.
+pub(crate) struct Credit {
+    pub(crate) accounts: i64,
 }
 
 impl Handler<Postgres> for Credit {
@@ -49,20 +50,26 @@ pub(crate) struct Setup {
     processor: Processor<PgStore, Credit>,
 }
 
+/// Creates `bench_accounts` with `accounts` rows at balance 0.
+pub(crate) async fn create_accounts(pool: &PgPool, accounts: i64) -> anyhow::Result<()> {
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE TABLE bench_accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);
+         INSERT INTO bench_accounts SELECT g, 0 FROM generate_series(0, {}) g;",
+        accounts - 1
+    )))
+    .execute(pool)
+    .await?;
+    sqlx::raw_sql("VACUUM ANALYZE bench_accounts")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 impl Setup {
     pub(crate) async fn new(pool: PgPool, accounts: i64) -> anyhow::Result<Self> {
         let store = PgStore::new(pool);
         store.migrate().await?;
-        sqlx::raw_sql(AssertSqlSafe(format!(
-            "CREATE TABLE bench_accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);
-             INSERT INTO bench_accounts SELECT g, 0 FROM generate_series(0, {}) g;",
-            accounts - 1
-        )))
-        .execute(store.pool())
-        .await?;
-        sqlx::query("VACUUM ANALYZE bench_accounts")
-            .execute(store.pool())
-            .await?;
+        create_accounts(store.pool(), accounts).await?;
         let consumer = ConsumerName::new("bench")?;
         let processor = Processor::with_config(
             store.clone(),

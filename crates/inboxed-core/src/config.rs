@@ -71,6 +71,10 @@ pub struct ProcessorConfig {
     /// `fsync = off`, SQLite `synchronous` below FULL). Commit-then-ack is void on such a
     /// setting. Defaults to `false`.
     pub allow_non_durable_commits: bool,
+    /// Write dead letters without their payload (its hash is kept, for conflict detection and
+    /// to recognise a redelivery), because payloads may hold personal data. A redacted dead
+    /// letter cannot be retried from the table; the producer must resend. Defaults to `false`.
+    pub redact_dead_letter_payloads: bool,
 }
 
 impl Default for ProcessorConfig {
@@ -94,6 +98,7 @@ impl Default for ProcessorConfig {
             conflict_policy: ConflictPolicy::DeadLetter,
             attempt_counting: AttemptCounting::Auto,
             allow_non_durable_commits: false,
+            redact_dead_letter_payloads: false,
         }
     }
 }
@@ -153,6 +158,22 @@ impl ProcessorConfig {
     pub fn allow_non_durable_commits(mut self, allow: bool) -> Self {
         self.allow_non_durable_commits = allow;
         self
+    }
+
+    /// Sets [`ProcessorConfig::redact_dead_letter_payloads`].
+    #[must_use]
+    pub fn redact_dead_letter_payloads(mut self, redact: bool) -> Self {
+        self.redact_dead_letter_payloads = redact;
+        self
+    }
+
+    /// What a dead letter stores of `payload`: nothing when redacting.
+    pub(crate) fn dead_letter_payload<'a>(&self, payload: &'a [u8]) -> &'a [u8] {
+        if self.redact_dead_letter_payloads {
+            &[]
+        } else {
+            payload
+        }
     }
 
     pub(crate) fn begin_params(&self) -> BeginParams {

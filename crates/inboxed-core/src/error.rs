@@ -246,6 +246,15 @@ pub enum Error {
     /// The broker adapter failed to receive, ack or requeue.
     #[error("broker error")]
     Broker(#[source] BoxError),
+    /// A dead letter written with `redact_dead_letter_payloads` has no payload to retry; the
+    /// producer must send the message again.
+    #[error(
+        "the dead letter of `{message_id}` was stored without its payload (redacted); it cannot be retried from the table"
+    )]
+    PayloadRedacted {
+        /// The message whose payload is gone.
+        message_id: crate::envelope::MessageId,
+    },
 }
 
 impl Error {
@@ -255,7 +264,7 @@ impl Error {
         match self {
             Self::Store(e) => e.is_transient(),
             Self::Handler { .. } | Self::Broker(_) => true,
-            Self::InvalidMessage(_) => false,
+            Self::InvalidMessage(_) | Self::PayloadRedacted { .. } => false,
         }
     }
 }

@@ -85,6 +85,9 @@ operations!(
     expired_partitions,
     partition_consumers,
     lock_maintenance,
+    purge_dead_letters,
+    purge_redrive_audit,
+    redact_done_payloads,
     detach_partition,
     drop_partition,
 );

@@ -153,8 +153,10 @@ pub struct DeadLetter {
     pub message_type: Option<String>,
     /// Correlation metadata.
     pub correlation_id: Option<String>,
-    /// The raw payload.
+    /// The raw payload (empty when it was redacted).
     pub payload: Vec<u8>,
+    /// Hash of the payload as received, kept when the payload itself was redacted.
+    pub payload_hash: Option<PayloadHash>,
     /// The `reason` column: `permanent`, `attempts_exhausted` or `invalid_message`.
     pub reason: String,
     /// The error chain recorded when it was dead-lettered.

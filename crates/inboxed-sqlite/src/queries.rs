@@ -63,6 +63,9 @@ pub(crate) const TEMPLATES: Templates = Templates {
     purge_processed: include_str!("../sql/purge_processed.sql"),
     count_expired: include_str!("../sql/count_expired.sql"),
     processed_stats: include_str!("../sql/processed_stats.sql"),
+    purge_dead_letters: include_str!("../sql/purge_dead_letters.sql"),
+    purge_redrive_audit: include_str!("../sql/purge_redrive_audit.sql"),
+    redact_done_payloads: include_str!("../sql/redact_done_payloads.sql"),
     // Time partitions are PostgreSQL's.
     lock_key: "",
     claim_partitioned: "",

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use sqlx::Row;
 
 use inboxed_core::inbox::store::millis;
-use inboxed_core::retention::store::{ProcessedStats, PurgeParams, RetentionStore};
+use inboxed_core::retention::store::{BatchParams, ProcessedStats, PurgeParams, RetentionStore};
 use inboxed_core::store::{BeginParams, Store};
 use inboxed_core::{ConsumerName, StoreError};
 
@@ -15,22 +15,28 @@ use crate::SqliteStore;
 
 impl RetentionStore for SqliteStore {
     async fn purge_processed(&self, params: &PurgeParams<'_>) -> Result<u64, StoreError> {
-        let begin = BeginParams {
-            lock_timeout: params.lock_timeout,
-            statement_timeout: params.statement_timeout,
-            ..BeginParams::default()
-        };
-        let mut tx = self.begin(&begin).await?;
-        let done = self
+        let query = self
             .query(&self.queries.purge_processed)
             .bind(params.consumer.as_str())
             .bind(millis(params.older_than))
-            .bind(i64::from(params.limit))
-            .execute(&mut *tx)
+            .bind(i64::from(params.limit));
+        self.bounded(query, params.statement_timeout, params.lock_timeout)
             .await
-            .map_err(StoreError::from_sqlx)?;
-        tx.commit().await.map_err(StoreError::from_sqlx)?;
-        Ok(done.rows_affected())
+    }
+
+    async fn purge_dead_letters(&self, params: &BatchParams) -> Result<u64, StoreError> {
+        self.aux_batch(&self.queries.purge_dead_letters, params)
+            .await
+    }
+
+    async fn purge_redrive_audit(&self, params: &BatchParams) -> Result<u64, StoreError> {
+        self.aux_batch(&self.queries.purge_redrive_audit, params)
+            .await
+    }
+
+    async fn redact_done_payloads(&self, params: &BatchParams) -> Result<u64, StoreError> {
+        self.aux_batch(&self.queries.redact_done_payloads, params)
+            .await
     }
 
     async fn count_expired(
@@ -67,5 +73,46 @@ impl RetentionStore for SqliteStore {
             row.try_get("last_minute").map_err(get)?,
             oldest.map(|ms| ms as f64),
         ))
+    }
+}
+
+type Query = sqlx::query::Query<'static, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
+impl SqliteStore {
+    /// Runs one bounded batch statement in a short transaction of its own, under the given
+    /// statement and lock bounds. Returns the rows it affected.
+    async fn bounded(
+        &self,
+        query: Query,
+        statement_timeout: std::time::Duration,
+        lock_timeout: std::time::Duration,
+    ) -> Result<u64, StoreError> {
+        let begin = BeginParams {
+            isolation: inboxed_core::Isolation::ReadCommitted,
+            lock_timeout,
+            statement_timeout,
+            idle_in_transaction_timeout: statement_timeout.saturating_mul(2),
+        };
+        let mut tx = self.begin(&begin).await?;
+        let done = query
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        Ok(done.rows_affected())
+    }
+
+    /// A batch of one of the other tables' retention statements: `$1` cut-off, `$2` limit.
+    async fn aux_batch(
+        &self,
+        sql: &std::sync::Arc<str>,
+        params: &BatchParams,
+    ) -> Result<u64, StoreError> {
+        let query = self
+            .query(sql)
+            .bind(millis(params.older_than))
+            .bind(i64::from(params.limit));
+        self.bounded(query, params.statement_timeout, params.lock_timeout)
+            .await
     }
 }

@@ -274,6 +274,8 @@ impl Store for SqliteStore {
         letter.payload = row.try_get(2).map_err(StoreError::from_sqlx)?;
         letter.reason = row.try_get(3).map_err(StoreError::from_sqlx)?;
         letter.error = row.try_get(4).map_err(StoreError::from_sqlx)?;
+        let hash: Option<Vec<u8>> = row.try_get(6).map_err(StoreError::from_sqlx)?;
+        letter.payload_hash = hash.as_deref().and_then(PayloadHash::from_slice);
         letter.attempts = u32::try_from(attempts).unwrap_or(0);
         Ok(Some(letter))
     }

@@ -31,6 +31,14 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         let Some(letter) = inner.store.load_dead_letter(&key).await? else {
             return Ok(None);
         };
+        if letter
+            .payload_hash
+            .is_some_and(|h| h != crate::envelope::PayloadHash::of(&letter.payload))
+        {
+            return Err(Error::PayloadRedacted {
+                message_id: message_id.clone(),
+            });
+        }
         let mut envelope = Envelope::new(message_id.clone(), letter.payload);
         if let Some(t) = letter.message_type {
             envelope = envelope.with_type(t);

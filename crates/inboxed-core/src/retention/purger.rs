@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tracing::{info, warn};
 
-use super::store::{PurgeParams, RetentionStore};
+use super::store::{BatchParams, PurgeParams, RetentionStore};
 use super::{Retention, RetentionError};
 use crate::envelope::ConsumerName;
 use crate::error::Error;
@@ -50,6 +50,12 @@ pub struct PassReport {
     pub duration: Duration,
     /// Partitioned mode: partitions created ahead and expired partitions dropped.
     pub partitions: super::PartitionReport,
+    /// Dead letters deleted by their own window.
+    pub dead_letters: u64,
+    /// Re-drive audit records deleted by their own window.
+    pub audit_records: u64,
+    /// Done store-then-process rows whose payload was emptied.
+    pub redacted_payloads: u64,
 }
 
 impl PassReport {
@@ -66,6 +72,15 @@ pub struct Purger<S> {
     store: S,
     config: PurgerConfig,
     consumers: Vec<(ConsumerName, Retention)>,
+    others: OtherWindows,
+}
+
+/// Retention of the tables that are not dedup memory; `None` keeps rows for ever.
+#[derive(Debug, Clone, Copy, Default)]
+struct OtherWindows {
+    dead_letters: Option<Duration>,
+    redrive_audit: Option<Duration>,
+    done_payloads: Option<Duration>,
 }
 
 impl<S: RetentionStore> Purger<S> {
@@ -75,7 +90,33 @@ impl<S: RetentionStore> Purger<S> {
             store,
             config,
             consumers: Vec::new(),
+            others: OtherWindows::default(),
         }
+    }
+
+    /// Deletes dead letters whose last failure is older than `window`. Not set: kept for ever.
+    /// Payloads in dead letters may hold personal data; a key whose dead letter is gone is no
+    /// longer held back, and its next redelivery is attempted again.
+    #[must_use]
+    pub fn dead_letters(mut self, window: Duration) -> Self {
+        self.others.dead_letters = Some(window);
+        self
+    }
+
+    /// Deletes re-drive audit records older than `window`. Not set: kept for ever.
+    #[must_use]
+    pub fn redrive_audit(mut self, window: Duration) -> Self {
+        self.others.redrive_audit = Some(window);
+        self
+    }
+
+    /// Empties the stored payload of store-then-process rows done longer ago than `window`;
+    /// the rows stay as dedup memory until `Inbox::purge_done` removes them, but can no longer
+    /// be re-driven. Not set: payloads are kept as long as their rows.
+    #[must_use]
+    pub fn done_payloads(mut self, window: Duration) -> Self {
+        self.others.done_payloads = Some(window);
+        self
     }
 
     /// Adds `consumer` with its retention, checked here: a window that would break
@@ -121,6 +162,7 @@ impl<S: RetentionStore> Purger<S> {
                 report.deleted.push((consumer.clone(), 0));
                 self.record_oldest(consumer, now).await;
             }
+            self.purge_others(now, &mut report).await?;
             report.duration = started.elapsed();
             metrics::histogram!(m::PURGE_PASS_SECONDS).record(report.duration.as_secs_f64());
             return Ok(report);
@@ -135,9 +177,64 @@ impl<S: RetentionStore> Purger<S> {
             report.deleted.push((consumer.clone(), n));
             self.record_oldest(consumer, now).await;
         }
+        self.purge_others(now, &mut report).await?;
         report.duration = started.elapsed();
         metrics::histogram!(m::PURGE_PASS_SECONDS).record(report.duration.as_secs_f64());
         Ok(report)
+    }
+
+    /// The tables with windows of their own, each in bounded batches until one is short.
+    async fn purge_others(&self, now: SystemTime, report: &mut PassReport) -> Result<(), Error> {
+        let batch = |window: Duration| BatchParams {
+            older_than: now.checked_sub(window).unwrap_or(SystemTime::UNIX_EPOCH),
+            limit: self.config.batch_size.max(1),
+            statement_timeout: self.config.statement_timeout,
+            lock_timeout: self.config.lock_timeout,
+        };
+        let OtherWindows {
+            dead_letters,
+            redrive_audit,
+            done_payloads,
+        } = self.others;
+        if let Some(w) = dead_letters {
+            let p = batch(w);
+            report.dead_letters = self
+                .repeat(|| self.store.purge_dead_letters(&p), |_, _| {})
+                .await?;
+        }
+        if let Some(w) = redrive_audit {
+            let p = batch(w);
+            report.audit_records = self
+                .repeat(|| self.store.purge_redrive_audit(&p), |_, _| {})
+                .await?;
+        }
+        if let Some(w) = done_payloads {
+            let p = batch(w);
+            report.redacted_payloads = self
+                .repeat(|| self.store.redact_done_payloads(&p), |_, _| {})
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Runs `op` until it affects fewer rows than a batch, pausing (with jitter) between
+    /// batches; `after` sees each batch's count and the running total.
+    async fn repeat<F, Fut>(&self, op: F, mut after: impl FnMut(u64, u64)) -> Result<u64, Error>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<u64, crate::error::StoreError>>,
+    {
+        let batch = u64::from(self.config.batch_size.max(1));
+        let mut total = 0;
+        loop {
+            let n = op().await?;
+            total += n;
+            after(n, total);
+            if n < batch {
+                return Ok(total);
+            }
+            tokio::time::sleep(self.config.pause.mul_f64(0.5 + fastrand::f64())).await;
+        }
     }
 
     async fn purge_consumer(
@@ -154,18 +251,16 @@ impl<S: RetentionStore> Purger<S> {
             statement_timeout: self.config.statement_timeout,
             lock_timeout: self.config.lock_timeout,
         };
-        let mut total = 0;
-        loop {
-            let n = self.store.purge_processed(&params).await?;
-            total += n;
-            metrics::counter!(m::PURGED_ROWS_TOTAL, "consumer" => consumer.as_str().to_owned())
-                .increment(n);
-            progress(consumer, total);
-            if n < u64::from(batch) {
-                return Ok(total);
-            }
-            tokio::time::sleep(self.config.pause.mul_f64(0.5 + fastrand::f64())).await;
-        }
+        let counter =
+            metrics::counter!(m::PURGED_ROWS_TOTAL, "consumer" => consumer.as_str().to_owned());
+        self.repeat(
+            || self.store.purge_processed(&params),
+            |n, total| {
+                counter.increment(n);
+                progress(consumer, total);
+            },
+        )
+        .await
     }
 
     /// The oldest kept key's age, as a gauge: it should hover near the window; far above it

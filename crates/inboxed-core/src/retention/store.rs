@@ -24,6 +24,20 @@ pub struct PurgeParams<'a> {
     pub lock_timeout: Duration,
 }
 
+/// Parameters of the bounded batches on the other tables (dead letters, the re-drive audit,
+/// done rows' payloads): a cut-off, a batch size and the transaction's bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchParams {
+    /// Rows older than this are affected.
+    pub older_than: SystemTime,
+    /// At most this many rows.
+    pub limit: u32,
+    /// Bound on the statement (PostgreSQL `statement_timeout`).
+    pub statement_timeout: Duration,
+    /// Bound on waiting for a lock (PostgreSQL `lock_timeout`, SQLite busy timeout).
+    pub lock_timeout: Duration,
+}
+
 /// Size and age of one consumer's processed keys. Estimates come from the catalog, never from
 /// counting the hot table.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -129,6 +143,28 @@ pub trait RetentionStore: Store {
     fn purge_processed(
         &self,
         params: &PurgeParams<'_>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Deletes at most `limit` dead letters whose last failure was before `older_than`, in a
+    /// transaction of its own. Returns how many.
+    fn purge_dead_letters(
+        &self,
+        params: &BatchParams,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Deletes at most `limit` re-drive audit records written before `older_than`, in a
+    /// transaction of its own. Returns how many.
+    fn purge_redrive_audit(
+        &self,
+        params: &BatchParams,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Empties the payload of at most `limit` done store-then-process rows finished before
+    /// `older_than` (the rows stay, as dedup memory), in a transaction of its own. Returns how
+    /// many.
+    fn redact_done_payloads(
+        &self,
+        params: &BatchParams,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// How many of the consumer's keys were received before `older_than`, counting at most

@@ -43,8 +43,9 @@ pub use input::{
     custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written,
 };
 pub use retention::{
-    processed_stats_report_age_growth_and_size, purge_deletes_only_expired_keys_in_bounded_batches,
-    purge_timeouts_are_applied, short_retention_window_is_refused,
+    other_tables_have_their_own_windows, processed_stats_report_age_growth_and_size,
+    purge_deletes_only_expired_keys_in_bounded_batches, purge_timeouts_are_applied,
+    short_retention_window_is_refused,
 };
 pub use stress::concurrent_stress_ledger_is_exact;
 
@@ -122,6 +123,7 @@ macro_rules! conformance_tests {
             purge_timeouts_are_applied,
             short_retention_window_is_refused,
             processed_stats_report_age_growth_and_size,
+            other_tables_have_their_own_windows,
             sigterm_to_a_worker_process_loses_nothing,
             lock_held_mode_processes_exactly_once,
             ordered_mode_can_skip_dead_events,

@@ -225,3 +225,112 @@ pub async fn processed_stats_report_age_growth_and_size<B: Backend>(_test: &str)
     assert_eq!((empty.oldest, empty.last_minute), (None, 0));
     db.finish().await;
 }
+
+/// Dead letters, the re-drive audit and done rows' payloads have windows of their own, apart
+/// from the dedup window; payloads can be redacted when a message is dead-lettered, and such a
+/// dead letter refuses a retry with a typed error instead of processing an empty payload.
+pub async fn other_tables_have_their_own_windows<B: Backend>(_test: &str) {
+    use super::inbox::{drain, enqueue_all, inbox, with_status, worker};
+    use crate::handler::{Ledger, Script};
+    use inboxed_core::inbox::{Selector, WorkerConfig};
+
+    let db = B::create().await;
+    let poison = |id: &str| {
+        Script {
+            fail: Some("permanent".into()),
+            ..Script::default()
+        }
+        .message(id)
+    };
+    let (kept, _) = processor(&db, ProcessorConfig::default());
+    let (redacting, _) = processor(
+        &db,
+        ProcessorConfig::default().redact_dead_letter_payloads(true),
+    );
+    kept.process(&poison("dl-kept"), None).await.unwrap();
+    redacting
+        .process(&poison("dl-redacted"), None)
+        .await
+        .unwrap();
+    let empty = "SELECT count(*) FROM inboxed_dead_letters WHERE length(payload) = 0";
+    assert_eq!(
+        db.scalar(empty).await,
+        1,
+        "only the redacting processor's dead letter is empty"
+    );
+    let id = inboxed_core::MessageId::new("dl-redacted").unwrap();
+    let err = redacting.retry_dead_letter(&id).await.unwrap_err();
+    assert!(matches!(err, Error::PayloadRedacted { .. }), "{err:?}");
+
+    let stored: Vec<_> = (0..3).map(|i| credit(&format!("in-{i}"), 1)).collect();
+    enqueue_all(&db, stored.clone(), 1).await;
+    let handler = Ledger::<B>::default();
+    let w = worker(&db, WorkerConfig::default(), &handler);
+    drain(&db, std::slice::from_ref(&w)).await;
+    let ids = db
+        .scalar("SELECT min(id) FROM inboxed_inbox_messages")
+        .await;
+    let inbox = inbox(&db);
+    inbox
+        .replay(&Selector::ids(vec![ids]), true, "test", "re-drive one")
+        .await
+        .unwrap();
+    drain(&db, std::slice::from_ref(&w)).await;
+    assert_eq!(with_status(&db, "done").await, 3);
+
+    let purger = Purger::new(db.store.clone(), PurgerConfig::default())
+        .consumer(ledger(), Retention::new(60 * DAY, 7 * DAY))
+        .unwrap()
+        .dead_letters(30 * DAY)
+        .redrive_audit(30 * DAY)
+        .done_payloads(30 * DAY);
+    let now = purger
+        .purge_once(SystemTime::now(), |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        (now.dead_letters, now.audit_records, now.redacted_payloads),
+        (0, 0, 0),
+        "nothing is older than 30 days yet"
+    );
+    let later = SystemTime::now() + 40 * DAY;
+    let report = purger.purge_once(later, |_, _| {}).await.unwrap();
+    assert_eq!(
+        (
+            report.dead_letters,
+            report.audit_records,
+            report.redacted_payloads
+        ),
+        (2, 1, 3)
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_dead_letters").await,
+        0
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_redrive_audit")
+            .await,
+        0
+    );
+    let emptied = "SELECT count(*) FROM inboxed_inbox_messages WHERE length(payload) = 0";
+    assert_eq!(
+        db.scalar(emptied).await,
+        3,
+        "the rows stay, their payloads go"
+    );
+    let keys = "SELECT count(*) FROM inboxed_processed_messages";
+    assert_eq!(
+        db.scalar(keys).await,
+        0,
+        "no processed keys here: the workers use the inbox"
+    );
+    let again = inbox.store(&stored[1]).await.unwrap();
+    assert_eq!(
+        again,
+        inboxed_core::inbox::Enqueued::Duplicate,
+        "a done row still deduplicates"
+    );
+    let (rows, sum) = ledger_state(&db).await;
+    assert_eq!((rows, sum), (4, 4), "three credits and the one re-drive");
+    db.finish().await;
+}

@@ -5,12 +5,14 @@
 //! `cargo run --release -p inboxed-bench -- processor`
 //! `cargo run --release -p inboxed-bench -- inbox` (add `--quick` for the CI smoke run)
 //! `cargo run --release -p inboxed-bench -- retention`
+//! `cargo run --release -p inboxed-bench -- sizing --rows 1000000,10000000`
 
 #![allow(clippy::print_stdout)]
 
 mod inbox;
 mod processor;
 mod retention;
+mod sizing;
 mod variants;
 
 use clap::{Parser, Subcommand};
@@ -39,6 +41,8 @@ enum Bench {
     /// Retention: hot-path latency with and without a concurrent purge, purge rate, and the
     /// time to drop a partition of expired keys.
     Retention(retention::Args),
+    /// Bytes per row of the processed-keys table: today's layout against compact ones.
+    Sizing(sizing::Args),
 }
 
 #[tokio::main]
@@ -48,6 +52,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Processor(args) => processor::run(&cli.database_url, args).await,
         Bench::Inbox(args) => inbox::run(&cli.database_url, args).await,
         Bench::Retention(args) => retention::run(&cli.database_url, args).await,
+        Bench::Sizing(args) => sizing::run(&cli.database_url, args).await,
     }
 }
 

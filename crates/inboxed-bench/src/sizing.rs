@@ -15,7 +15,11 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',', default_value = "1000000")]
     rows: Vec<i64>,
     /// Layouts (comma-separated): text, uuid, compact, compact-notime, compact4.
-    #[arg(long, value_delimiter = ',', default_value = "text,uuid,compact,compact-notime,compact4")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "text,uuid,compact,compact-notime,compact4"
+    )]
     layouts: Vec<String>,
     /// Key kinds (comma-separated): v4 (random), v7 (time-ordered).
     #[arg(long, value_delimiter = ',', default_value = "v4,v7")]
@@ -81,14 +85,19 @@ fn key(kind: &str) -> Option<&'static str> {
     Some(match kind {
         "v4" => "gen_random_uuid()",
         // 48 bits of milliseconds-like order (the series number), then random bits.
-        "v7" => "(lpad(to_hex(1700000000000 + g), 12, '0') || substr(md5(random()::text), 1, 20))::uuid",
+        "v7" => {
+            "(lpad(to_hex(1700000000000 + g), 12, '0') || substr(md5(random()::text), 1, 20))::uuid"
+        }
         _ => return None,
     })
 }
 
 pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     let url = crate::fresh_database(server).await?;
-    let pool = PgPoolOptions::new().max_connections(1).connect(&url).await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await?;
     println!("| layout | keys | rows | heap B/row | indexes B/row | total B/row | load s |");
     println!("|---|---|---|---|---|---|---|");
     for &n in &args.rows {
@@ -118,7 +127,9 @@ async fn measure(
     key: &str,
     n: i64,
 ) -> anyhow::Result<(i64, i64, f64)> {
-    sqlx::raw_sql("DROP TABLE IF EXISTS sz").execute(pool).await?;
+    sqlx::raw_sql("DROP TABLE IF EXISTS sz")
+        .execute(pool)
+        .await?;
     sqlx::raw_sql(AssertSqlSafe(create.to_owned()))
         .execute(pool)
         .await?;

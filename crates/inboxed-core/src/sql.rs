@@ -88,6 +88,7 @@ operations!(
     purge_dead_letters,
     purge_redrive_audit,
     redact_done_payloads,
+    server_version,
     detach_partition,
     drop_partition,
 );

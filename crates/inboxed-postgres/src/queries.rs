@@ -65,6 +65,7 @@ pub(crate) const TEMPLATES: Templates = Templates {
     purge_dead_letters: include_str!("../sql/purge_dead_letters.sql"),
     purge_redrive_audit: include_str!("../sql/purge_redrive_audit.sql"),
     redact_done_payloads: include_str!("../sql/redact_done_payloads.sql"),
+    server_version: include_str!("../sql/server_version.sql"),
     lock_key: include_str!("../sql/lock_key.sql"),
     claim_partitioned: include_str!("../sql/claim_partitioned.sql"),
     create_partitions: include_str!("../sql/create_partitions.sql"),

@@ -66,6 +66,8 @@ pub(crate) const TEMPLATES: Templates = Templates {
     purge_dead_letters: include_str!("../sql/purge_dead_letters.sql"),
     purge_redrive_audit: include_str!("../sql/purge_redrive_audit.sql"),
     redact_done_payloads: include_str!("../sql/redact_done_payloads.sql"),
+    // Only partitioned mode (PostgreSQL) asks for it.
+    server_version: "",
     // Time partitions are PostgreSQL's.
     lock_key: "",
     claim_partitioned: "",

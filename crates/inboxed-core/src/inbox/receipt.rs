@@ -20,6 +20,7 @@ pub struct Inbox<S> {
     store: S,
     consumer: ConsumerName,
     notify: bool,
+    redact: bool,
     wakeups: Arc<Wakeups>,
 }
 
@@ -37,6 +38,7 @@ impl<S: InboxStore> Inbox<S> {
             store,
             consumer,
             notify: true,
+            redact: false,
             wakeups: Arc::default(),
         }
     }
@@ -49,6 +51,15 @@ impl<S: InboxStore> Inbox<S> {
     #[must_use]
     pub fn notify(mut self, on: bool) -> Self {
         self.notify = on;
+        self
+    }
+
+    /// Whether the dead letter written for a conflicting receipt (same key, another payload)
+    /// leaves out the payload, keeping its hash, as `ProcessorConfig::redact_dead_letter_payloads`
+    /// does for the processor. Off by default.
+    #[must_use]
+    pub fn redact_dead_letter_payloads(mut self, redact: bool) -> Self {
+        self.redact = redact;
         self
     }
 
@@ -76,7 +87,7 @@ impl<S: InboxStore> Inbox<S> {
                 message_id: Some(envelope.id()),
                 message_type: envelope.message_type(),
                 correlation_id: envelope.correlation_id(),
-                payload: envelope.payload(),
+                payload: if self.redact { &[] } else { envelope.payload() },
                 payload_hash: Some(received),
                 reason: DeadLetterReason::Conflict,
                 error: &error,

@@ -26,8 +26,9 @@ pub struct PartitionConfig {
     /// one day. Every live partition is probed by each claim, so keep their number (window
     /// divided by this) in the tens.
     pub interval: Duration,
-    /// Partitions created ahead of the current one, at migration and by every purge pass.
-    /// Defaults to 7: a week of claims even if the purger stops.
+    /// Partitions created ahead of the current one, at migration and by every purge pass
+    /// (0 is taken as 1, so a boundary never finds its partition missing). Defaults to 7: a
+    /// week of claims even if the purger stops.
     pub ahead: u32,
 }
 

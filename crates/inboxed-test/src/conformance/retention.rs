@@ -277,6 +277,21 @@ pub async fn other_tables_have_their_own_windows<B: Backend>(_test: &str) {
         .unwrap();
     drain(&db, std::slice::from_ref(&w)).await;
     assert_eq!(with_status(&db, "done").await, 3);
+    let conflicting = credit("in-0", 99);
+    let outcome = inbox
+        .clone()
+        .redact_dead_letter_payloads(true)
+        .store(&conflicting)
+        .await;
+    assert!(
+        matches!(outcome, Ok(inboxed_core::inbox::Enqueued::Conflict { .. })),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        db.scalar(empty).await,
+        2,
+        "the receipt's conflict letter is redacted too"
+    );
 
     let purger = Purger::new(db.store.clone(), PurgerConfig::default())
         .consumer(ledger(), Retention::new(60 * DAY, 7 * DAY))
@@ -301,7 +316,7 @@ pub async fn other_tables_have_their_own_windows<B: Backend>(_test: &str) {
             report.audit_records,
             report.redacted_payloads
         ),
-        (2, 1, 3)
+        (3, 1, 3)
     );
     assert_eq!(
         db.scalar("SELECT count(*) FROM inboxed_dead_letters").await,

@@ -107,6 +107,25 @@ pub struct TestDb<B: Backend> {
 }
 
 impl<B: Backend> TestDb<B> {
+    /// The same database seen as another backend of the same store type.
+    pub(crate) fn retype<C: Backend<Store = B::Store>>(self) -> TestDb<C> {
+        TestDb {
+            store: self.store,
+            locator: self.locator,
+            _dir: self._dir,
+        }
+    }
+
+    /// A handle on the same database as another backend of the same store type, for
+    /// delegating to it (the temporary directory, if any, stays with `self`).
+    pub(crate) fn view_as<C: Backend<Store = B::Store>>(&self) -> TestDb<C> {
+        TestDb {
+            store: self.store.clone(),
+            locator: self.locator.clone(),
+            _dir: None,
+        }
+    }
+
     /// Removes the database of a passing test. A failing test panics before calling this, so
     /// its database stays for inspection (PostgreSQL: swept an hour later by a later run).
     pub async fn finish(self) {

@@ -11,6 +11,8 @@ pub mod child;
 pub mod conformance;
 pub mod handler;
 pub mod hooks;
+pub mod parted;
 
 pub use backend::{Backend, Lite, Pg, TestDb, admin_url};
 pub use handler::{Ledger, Script, credit};
+pub use parted::PgParted;

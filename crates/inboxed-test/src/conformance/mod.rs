@@ -85,26 +85,10 @@ pub(crate) async fn ledger_state<B: Backend>(db: &TestDb<B>) -> (i64, i64) {
 #[macro_export]
 macro_rules! conformance_tests {
     ($backend:ty) => {
+        $crate::conformance_tests!(@dedup $backend);
         $crate::conformance_tests!(@cases $backend;
-            sequential_duplicate_applies_effect_once,
-            concurrent_duplicates_commit_exactly_once,
-            concurrent_duplicate_proceeds_after_first_rolls_back,
-            hung_claimant_does_not_block_its_duplicate,
-            crash_between_commit_and_ack_does_not_reapply,
-            crash_before_commit_redoes_the_work,
             serializable_conflicts_are_retried,
-            payload_conflict_is_reported,
-            permanent_failure_is_dead_lettered_not_processed,
-            transient_failure_is_retried_then_dead_lettered,
-            handler_rollback_leaves_no_partial_state,
-            swallowed_statement_error_is_not_acked,
-            dead_letter_retry_and_discard,
-            invalid_input_is_rejected_and_nothing_is_written,
             custom_namespace_keeps_tables_apart,
-            concurrent_stress_ledger_is_exact,
-            consumer_acks_only_after_commit,
-            long_handler_extends_the_delivery_deadline,
-            poison_that_kills_the_process_is_dead_lettered,
             non_durable_commit_setting_is_refused,
             receipt_stores_once_and_reports_conflicts,
             replay_and_audited_redrive,
@@ -130,6 +114,32 @@ macro_rules! conformance_tests {
             concurrent_claims_never_share_a_row,
             process_killing_row_spares_its_batch_mates,
             batch_whose_commit_fails_isolates_the_culprit,
+        );
+    };
+    // The processor's dedup guarantee alone, for a store variant that changes only how keys
+    // are recorded (the time-partitioned table).
+    ($backend:ty, dedup_only) => {
+        $crate::conformance_tests!(@dedup $backend);
+    };
+    (@dedup $backend:ty) => {
+        $crate::conformance_tests!(@cases $backend;
+            sequential_duplicate_applies_effect_once,
+            concurrent_duplicates_commit_exactly_once,
+            concurrent_duplicate_proceeds_after_first_rolls_back,
+            hung_claimant_does_not_block_its_duplicate,
+            crash_between_commit_and_ack_does_not_reapply,
+            crash_before_commit_redoes_the_work,
+            payload_conflict_is_reported,
+            permanent_failure_is_dead_lettered_not_processed,
+            transient_failure_is_retried_then_dead_lettered,
+            handler_rollback_leaves_no_partial_state,
+            swallowed_statement_error_is_not_acked,
+            dead_letter_retry_and_discard,
+            invalid_input_is_rejected_and_nothing_is_written,
+            concurrent_stress_ledger_is_exact,
+            consumer_acks_only_after_commit,
+            long_handler_extends_the_delivery_deadline,
+            poison_that_kills_the_process_is_dead_lettered,
         );
     };
     (@cases $backend:ty; $($case:ident),* $(,)?) => {

@@ -17,6 +17,9 @@
 //! | `inboxed_purged_rows_total` | counter | `consumer` | processed keys deleted by the purger |
 //! | `inboxed_purge_pass_seconds` | histogram | | duration of one purge pass over all consumers |
 //! | `inboxed_oldest_key_age_seconds` | gauge | `consumer` | age of the oldest kept key after a pass; well above the window means the purge is behind |
+//! | `inboxed_processed_keys_estimated` | gauge | `consumer` | the catalog's estimate of the consumer's kept keys, after a pass |
+//! | `inboxed_processed_keys_growth_per_hour` | gauge | `consumer` | keys received in the last minute × 60, after a pass |
+//! | `inboxed_processed_table_bytes` | gauge | | heap and index bytes of the processed-keys table, all consumers, after a pass |
 //!
 //! The dedup hit rate is `duplicate / (processed + duplicate)` over `inboxed_messages_total`:
 //! a duplicate writes nothing, so only these counters can show it.
@@ -47,3 +50,9 @@ pub const PURGED_ROWS_TOTAL: &str = "inboxed_purged_rows_total";
 pub const PURGE_PASS_SECONDS: &str = "inboxed_purge_pass_seconds";
 /// Gauge of the oldest kept key's age in seconds after a purge pass, labelled `consumer`.
 pub const OLDEST_KEY_AGE_SECONDS: &str = "inboxed_oldest_key_age_seconds";
+/// Gauge of the catalog's estimate of a consumer's kept keys, labelled `consumer`.
+pub const KEYS_ESTIMATED: &str = "inboxed_processed_keys_estimated";
+/// Gauge of a consumer's keys per hour at the last minute's rate, labelled `consumer`.
+pub const KEYS_GROWTH_PER_HOUR: &str = "inboxed_processed_keys_growth_per_hour";
+/// Gauge of the processed-keys table's heap and index bytes.
+pub const PROCESSED_TABLE_BYTES: &str = "inboxed_processed_table_bytes";

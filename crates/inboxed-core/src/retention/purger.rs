@@ -263,8 +263,8 @@ impl<S: RetentionStore> Purger<S> {
         .await
     }
 
-    /// The oldest kept key's age, as a gauge: it should hover near the window; far above it
-    /// means the purger is not keeping up (or not running).
+    /// The table's figures after a pass, as gauges. The oldest kept key's age should hover
+    /// near the window; far above it means the purger is not keeping up (or not running).
     async fn record_oldest(&self, consumer: &ConsumerName, now: SystemTime) {
         match self.store.processed_stats(consumer).await {
             Ok(stats) => {
@@ -272,8 +272,17 @@ impl<S: RetentionStore> Purger<S> {
                     .oldest
                     .and_then(|t| now.duration_since(t).ok())
                     .unwrap_or_default();
-                metrics::gauge!(m::OLDEST_KEY_AGE_SECONDS, "consumer" => consumer.as_str().to_owned())
+                let label = consumer.as_str().to_owned();
+                metrics::gauge!(m::OLDEST_KEY_AGE_SECONDS, "consumer" => label.clone())
                     .set(age.as_secs_f64());
+                if let Some(rows) = stats.estimated_rows {
+                    metrics::gauge!(m::KEYS_ESTIMATED, "consumer" => label.clone())
+                        .set(rows as f64);
+                }
+                metrics::gauge!(m::KEYS_GROWTH_PER_HOUR, "consumer" => label)
+                    .set(stats.growth_per_hour() as f64);
+                metrics::gauge!(m::PROCESSED_TABLE_BYTES)
+                    .set((stats.table_bytes + stats.index_bytes) as f64);
             }
             Err(e) => {
                 warn!(error = %e, consumer = %consumer, "could not read the oldest key's age")

@@ -60,7 +60,7 @@ async fn a_pass_reports_what_it_purged_and_what_is_left() {
         values
             .iter()
             .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
+            .map(|(_, v)| v)
             .unwrap_or_else(|| panic!("no {name} in {values:?}"))
     };
     assert!(matches!(

@@ -17,29 +17,13 @@ fn db(e: sqlx::Error) -> StoreError {
     StoreError::from_sqlx(e)
 }
 
-/// The oldest server partitioned mode runs on: 14, for `DETACH PARTITION … CONCURRENTLY`.
-const MIN_SERVER_VERSION: i32 = 140_000;
-
 /// Creates the partitions missing up to `config.ahead` periods past the current one (at
-/// least one), after checking that the server can later detach them without blocking claims.
+/// least one).
 pub(crate) async fn create(
     store: &PgStore,
     conn: &mut PgConnection,
     config: PartitionConfig,
 ) -> Result<u64, StoreError> {
-    let version: i32 = store
-        .query(&store.queries.server_version)
-        .fetch_one(&mut *conn)
-        .await
-        .and_then(|r| r.try_get(0))
-        .map_err(db)?;
-    if version < MIN_SERVER_VERSION {
-        return Err(StoreError::Unsupported {
-            operation: "time-partitioned dedup",
-            reason: "needs PostgreSQL 14 or later, which detaches expired partitions without \
-                     blocking claims (DETACH PARTITION CONCURRENTLY)",
-        });
-    }
     let step = i64::try_from(config.interval.as_secs().max(1)).unwrap_or(i64::MAX);
     let created: i32 = store
         .query(&store.queries.create_partitions)

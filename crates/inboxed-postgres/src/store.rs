@@ -144,6 +144,9 @@ impl PgStore {
     }
 }
 
+/// The oldest server the migrations run on: 14, for `DETACH PARTITION … CONCURRENTLY`.
+const MIN_SERVER_VERSION: i32 = 140_000;
+
 /// One round trip: the simple-query protocol runs `BEGIN` and the `SET`s together.
 ///
 /// The isolation level is set with `SET TRANSACTION` rather than `BEGIN ISOLATION LEVEL`: if a
@@ -177,6 +180,19 @@ impl Store for PgStore {
     type Db = Postgres;
 
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        let version: i32 = self
+            .query(&self.queries.server_version)
+            .fetch_one(&self.pool)
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(StoreError::from_sqlx)?;
+        if version < MIN_SERVER_VERSION {
+            return Err(StoreError::Unsupported {
+                operation: "the inbox tables",
+                reason: "need PostgreSQL 14 or later (the partitioned table's maintenance \
+                         detaches partitions CONCURRENTLY and reads pg_inherits.inhdetachpending)",
+            });
+        }
         let applied = crate::migrate::run(&self.pool, &self.ns).await?;
         if let Some(config) = self.partitions {
             let mut conn = crate::partitions::connect(self).await?;

@@ -3,10 +3,10 @@
 -- short. The row stays as dedup memory (see the PostgreSQL file).
 -- ?1 cut-off (ms), ?2 limit
 UPDATE {{schema}}."{{prefix}}inbox_messages"
-SET payload = X''
-WHERE status = 'done' AND id IN (
+SET payload = X'', payload_redacted = 1
+WHERE id IN (
     SELECT id FROM {{schema}}."{{prefix}}inbox_messages"
-    WHERE status = 'done' AND done_at < ?1 AND length(payload) > 0
+    WHERE status = 'done' AND payload_redacted = 0 AND done_at < ?1
     ORDER BY done_at
     LIMIT ?2
 )

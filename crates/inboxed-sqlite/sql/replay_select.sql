@@ -8,5 +8,5 @@ WHERE consumer_name = ?1
   AND (?3 IS NULL OR aggregate_id = ?3)
   AND (?4 IS NULL OR received_at >= ?4)
   AND (?5 IS NULL OR received_at < ?5)
-  AND (status = 'dead' OR (status = 'done' AND ?6))
+  AND (status = 'dead' OR (status = 'done' AND ?6 AND payload_redacted = 0))
 ORDER BY id

@@ -31,6 +31,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "processed_log",
         sql: include_str!("../migrations/0005_processed_log.sql"),
     },
+    Migration {
+        version: 6,
+        description: "inbox_payload_redacted",
+        sql: include_str!("../migrations/0006_inbox_payload_redacted.sql"),
+    },
 ];
 
 /// One template per store operation.

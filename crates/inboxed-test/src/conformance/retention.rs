@@ -333,6 +333,21 @@ pub async fn other_tables_have_their_own_windows<B: Backend>(_test: &str) {
         3,
         "the rows stay, their payloads go"
     );
+    let redrive = inbox
+        .replay(
+            &Selector::ids(vec![ids]),
+            true,
+            "test",
+            "re-drive a redacted row",
+        )
+        .await
+        .unwrap();
+    assert!(
+        redrive.ids.is_empty(),
+        "a redacted row is not re-driven: {redrive:?}"
+    );
+    drain(&db, std::slice::from_ref(&w)).await;
+    assert_eq!(with_status(&db, "done").await, 3);
     let keys = "SELECT count(*) FROM inboxed_processed_messages";
     assert_eq!(
         db.scalar(keys).await,

@@ -223,11 +223,10 @@ where
     for _ in 0..workers {
         let (p, until) = (processor.clone(), until.clone());
         tasks.push(tokio::spawn(async move {
-            let mut tick = rate.map(|r| {
-                let mut t = tokio::time::interval(Duration::from_secs_f64(workers as f64 / r));
-                t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                t
-            });
+            // Each message has a scheduled send time; latency is counted from it, so a stall
+            // that delays later sends shows in their latency instead of thinning the sample.
+            let period = rate.map(|r| Duration::from_secs_f64(workers as f64 / r));
+            let mut due = Instant::now();
             let mut lat = Vec::new();
             loop {
                 let over = end.is_some_and(|e| Instant::now() >= e)
@@ -235,11 +234,16 @@ where
                 if over {
                     return Ok::<_, anyhow::Error>(lat);
                 }
-                if let Some(t) = tick.as_mut() {
-                    t.tick().await;
-                }
+                let started = match period {
+                    Some(every) => {
+                        tokio::time::sleep_until(due.into()).await;
+                        let scheduled = due;
+                        due += every;
+                        scheduled
+                    }
+                    None => Instant::now(),
+                };
                 let env = Envelope::new(MessageId::from_uuid(uuid::Uuid::now_v7()), b"{}".to_vec());
-                let started = Instant::now();
                 p.process(&env, Some(1)).await?;
                 lat.push(started.elapsed().as_secs_f64() * 1e3);
             }

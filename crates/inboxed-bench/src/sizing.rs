@@ -1,7 +1,9 @@
 //! `inboxed-bench sizing`: bytes per row of the processed-keys table (heap and indexes) for
 //! the current layout and compact candidates, at given row counts, with random (v4) and
 //! time-ordered (v7-like) keys. Rows go in through the indexes one by one (one INSERT ... SELECT
-//! in key order of generation, so random keys split index pages as live traffic does).
+//! in key order of generation, so random keys split index pages as live traffic does), each
+//! with its own received time (equal times would let btree deduplication shrink a time index
+//! far below what live traffic gives).
 
 use std::time::Instant;
 
@@ -36,7 +38,7 @@ fn layout(name: &str) -> Option<(&'static str, &'static str)> {
                  correlation_id text, payload_hash bytea, PRIMARY KEY (consumer_name, message_id));
              CREATE INDEX sz_expiry ON sz (consumer_name, received_at);",
             "INSERT INTO sz (consumer_name, message_id, received_at, payload_hash)
-             SELECT 'billing', ({key})::text, now(), sha256(g::text::bytea) FROM generate_series(1, {n}) g",
+             SELECT 'billing', ({key})::text, now() + g * interval '1 microsecond', sha256(g::text::bytea) FROM generate_series(1, {n}) g",
         ),
         // The same with a native uuid key.
         "uuid" => (
@@ -45,7 +47,7 @@ fn layout(name: &str) -> Option<(&'static str, &'static str)> {
                  correlation_id text, payload_hash bytea, PRIMARY KEY (consumer_name, message_id));
              CREATE INDEX sz_expiry ON sz (consumer_name, received_at);",
             "INSERT INTO sz (consumer_name, message_id, received_at, payload_hash)
-             SELECT 'billing', {key}, now(), sha256(g::text::bytea) FROM generate_series(1, {n}) g",
+             SELECT 'billing', {key}, now() + g * interval '1 microsecond', sha256(g::text::bytea) FROM generate_series(1, {n}) g",
         ),
         // Compact: consumer as a smallint id, uuid key, 8-byte payload fingerprint, BRIN on
         // the insertion-ordered time column, metadata columns dropped.
@@ -55,7 +57,7 @@ fn layout(name: &str) -> Option<(&'static str, &'static str)> {
                  PRIMARY KEY (consumer_id, message_id));
              CREATE INDEX sz_expiry ON sz USING brin (received_at);",
             "INSERT INTO sz (consumer_id, message_id, received_at, fingerprint)
-             SELECT 1, {key}, now(), substr(sha256(g::text::bytea), 1, 8) FROM generate_series(1, {n}) g",
+             SELECT 1, {key}, now() + g * interval '1 microsecond', substr(sha256(g::text::bytea), 1, 8) FROM generate_series(1, {n}) g",
         ),
         // Compact without any time index: time lives in the partition (partitioned mode).
         "compact-notime" => (
@@ -63,7 +65,7 @@ fn layout(name: &str) -> Option<(&'static str, &'static str)> {
                  received_at timestamptz NOT NULL DEFAULT now(), fingerprint bytea NOT NULL,
                  PRIMARY KEY (consumer_id, message_id));",
             "INSERT INTO sz (consumer_id, message_id, received_at, fingerprint)
-             SELECT 1, {key}, now(), substr(sha256(g::text::bytea), 1, 8) FROM generate_series(1, {n}) g",
+             SELECT 1, {key}, now() + g * interval '1 microsecond', substr(sha256(g::text::bytea), 1, 8) FROM generate_series(1, {n}) g",
         ),
         // Narrowest: 4-byte fingerprint and 4-byte received second (since 2020) as integers,
         // no varlena headers, columns ordered so nothing is padded: 28 bytes of data a row;
@@ -75,7 +77,7 @@ fn layout(name: &str) -> Option<(&'static str, &'static str)> {
              CREATE INDEX sz_expiry ON sz USING brin (received_s);",
             "INSERT INTO sz (message_id, consumer_id, fingerprint, received_s)
              SELECT {key}, 1, ('x' || substr(md5(g::text), 1, 8))::bit(32)::integer,
-                    extract(epoch FROM now())::integer - 1577836800 FROM generate_series(1, {n}) g",
+                    extract(epoch FROM now())::integer - 1577836800 + g / 1000 FROM generate_series(1, {n}) g",
         ),
         _ => return None,
     })

@@ -42,6 +42,12 @@ macro_rules! operations {
                     $($name: r(t.$name),)*
                 }
             }
+
+            /// Every rendered query with its operation's name, for checks over all of them.
+            #[must_use]
+            pub fn named(&self) -> Vec<(&'static str, &str)> {
+                vec![$((stringify!($name), &*self.$name),)*]
+            }
         }
     };
 }

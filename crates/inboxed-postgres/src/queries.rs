@@ -83,3 +83,31 @@ pub(crate) const TEMPLATES: Templates = Templates {
 
 /// Durability settings query; has no identifiers to render.
 pub(crate) const CHECK_DURABILITY: &str = include_str!("../sql/check_durability.sql");
+
+#[cfg(test)]
+mod tests {
+    use inboxed_core::sql::{PROCESSED_PARTITIONED, Queries};
+
+    use super::TEMPLATES;
+
+    /// In partitioned mode every statement on processed keys must reach the partitioned
+    /// table: one that still named the plain table would read or write keys the claim never
+    /// sees. Only the plain claim (never run in that mode) may name it.
+    #[test]
+    fn partitioned_queries_never_name_the_plain_table() {
+        let ns = crate::default_namespace();
+        let parted = Queries::render_for(&TEMPLATES, &ns, PROCESSED_PARTITIONED);
+        for (name, sql) in parted.named() {
+            if name != "claim" {
+                assert!(
+                    !sql.contains("processed_messages"),
+                    "{name} names the plain table"
+                );
+            }
+            assert!(!sql.contains("{{processed}}"), "{name} left a placeholder");
+        }
+        let plain = Queries::render(&TEMPLATES, &ns);
+        let lookup = plain.named().into_iter().find(|(n, _)| *n == "lookup");
+        assert!(lookup.is_some_and(|(_, sql)| sql.contains("\"inboxed_processed_messages\"")));
+    }
+}

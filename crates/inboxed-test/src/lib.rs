@@ -11,8 +11,12 @@ pub mod child;
 pub mod conformance;
 pub mod handler;
 pub mod hooks;
+pub mod lite;
 pub mod parted;
+pub mod pg;
 
-pub use backend::{Backend, Lite, Pg, TestDb, admin_url};
+pub use backend::{Backend, TestDb};
 pub use handler::{Ledger, Script, credit};
+pub use lite::Lite;
 pub use parted::PgParted;
+pub use pg::{Pg, admin_url};

@@ -9,7 +9,8 @@ use inboxed_core::retention::PartitionConfig;
 use inboxed_postgres::PgStore;
 use sqlx::PgConnection;
 
-use crate::backend::{Backend, Pg, TestDb};
+use crate::backend::{Backend, TestDb};
+use crate::pg::Pg;
 
 /// PostgreSQL in partitioned mode.
 #[derive(Debug)]

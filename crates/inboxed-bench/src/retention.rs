@@ -208,7 +208,7 @@ async fn seed_expired(pool: &PgPool, table: &str, n: i64) -> anyhow::Result<()> 
 
 /// Runs `workers` tasks processing fresh messages, paced to `rate` msg/s in all when given,
 /// for `dur` or until `until` is set. Returns each message's latency in milliseconds.
-async fn load<S: Store + inboxed_core::inbox::InboxStore>(
+async fn load<S: Store>(
     processor: &Processor<S, Credit>,
     workers: usize,
     rate: Option<f64>,

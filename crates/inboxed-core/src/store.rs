@@ -48,6 +48,21 @@ impl Default for BeginParams {
     }
 }
 
+impl BeginParams {
+    /// Bounds for a maintenance batch (a purge or redaction statement in a transaction of its
+    /// own): READ COMMITTED, the given statement and lock timeouts, and an idle timeout of
+    /// twice the statement's, so a stalled batch cannot hold its locks for long either.
+    #[must_use]
+    pub fn bounded(statement_timeout: Duration, lock_timeout: Duration) -> Self {
+        Self {
+            isolation: Isolation::ReadCommitted,
+            lock_timeout,
+            statement_timeout,
+            idle_in_transaction_timeout: statement_timeout.saturating_mul(2),
+        }
+    }
+}
+
 /// Parameters of [`Store::claim`].
 #[derive(Debug, Clone, Copy)]
 pub struct ClaimParams<'a> {

@@ -13,10 +13,6 @@ use inboxed_core::{ConsumerName, StoreError};
 
 use crate::PgStore;
 
-fn db(e: sqlx::Error) -> StoreError {
-    StoreError::from_sqlx(e)
-}
-
 /// Creates the partitions missing up to `config.ahead` periods past the current one (at
 /// least one).
 pub(crate) async fn create(
@@ -32,7 +28,7 @@ pub(crate) async fn create(
         .fetch_one(&mut *conn)
         .await
         .and_then(|r| r.try_get(0))
-        .map_err(db)?;
+        .map_err(StoreError::from_sqlx)?;
     Ok(u64::try_from(created).unwrap_or(0))
 }
 
@@ -41,7 +37,7 @@ pub(crate) async fn create(
 pub(crate) async fn connect(store: &PgStore) -> Result<PgConnection, StoreError> {
     PgConnection::connect_with(&store.pool.connect_options())
         .await
-        .map_err(db)
+        .map_err(StoreError::from_sqlx)
 }
 
 /// One maintenance pass, unless another process is running one: creates partitions ahead,
@@ -59,7 +55,7 @@ pub(crate) async fn maintain(
         .fetch_one(&mut conn)
         .await
         .and_then(|r| r.try_get(0))
-        .map_err(db)?;
+        .map_err(StoreError::from_sqlx)?;
     if !mine {
         info!("another process is maintaining the partitions; skipping this pass");
         return Ok(PartitionReport::default());
@@ -88,11 +84,11 @@ async fn pass(
         .bind(cutoff as f64)
         .fetch_all(&mut *conn)
         .await
-        .map_err(db)?;
+        .map_err(StoreError::from_sqlx)?;
     for row in candidates {
-        let name: String = row.try_get("partition").map_err(db)?;
-        let upper: Option<f64> = row.try_get("upper_ms").map_err(db)?;
-        let state: String = row.try_get("state").map_err(db)?;
+        let name: String = row.try_get("partition").map_err(StoreError::from_sqlx)?;
+        let upper: Option<f64> = row.try_get("upper_ms").map_err(StoreError::from_sqlx)?;
+        let state: String = row.try_get("state").map_err(StoreError::from_sqlx)?;
         if state == "attached" {
             let upper = UNIX_EPOCH + Duration::from_secs_f64(upper.unwrap_or(0.0).max(0.0) / 1e3);
             if !all_expired(store, conn, &name, upper, now, &windows).await? {
@@ -116,13 +112,13 @@ async fn pass(
             sqlx::raw_sql(AssertSqlSafe(detach))
                 .execute(&mut *conn)
                 .await
-                .map_err(db)?;
+                .map_err(StoreError::from_sqlx)?;
         }
         let drop = store.queries.drop_partition.replace("{{partition}}", &name);
         sqlx::raw_sql(AssertSqlSafe(drop))
             .execute(&mut *conn)
             .await
-            .map_err(db)?;
+            .map_err(StoreError::from_sqlx)?;
         info!(partition = %name, elapsed = ?started.elapsed(), "dropped an expired partition of processed keys");
         report.dropped += 1;
     }
@@ -146,7 +142,7 @@ async fn all_expired(
     let consumers: Vec<String> = sqlx::query_scalar(AssertSqlSafe(sql))
         .fetch_all(&mut *conn)
         .await
-        .map_err(db)?;
+        .map_err(StoreError::from_sqlx)?;
     for c in &consumers {
         let Some(window) = windows.get(c.as_str()) else {
             warn!(partition, consumer = %c, "partition kept: it holds keys of a consumer this purger has no window for");

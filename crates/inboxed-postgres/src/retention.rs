@@ -117,13 +117,9 @@ impl PgStore {
         statement_timeout: std::time::Duration,
         lock_timeout: std::time::Duration,
     ) -> Result<u64, StoreError> {
-        let begin = BeginParams {
-            isolation: inboxed_core::Isolation::ReadCommitted,
-            lock_timeout,
-            statement_timeout,
-            idle_in_transaction_timeout: statement_timeout.saturating_mul(2),
-        };
-        let mut tx = self.begin(&begin).await?;
+        let mut tx = self
+            .begin(&BeginParams::bounded(statement_timeout, lock_timeout))
+            .await?;
         let done = query
             .execute(&mut *tx)
             .await

@@ -63,13 +63,6 @@ impl LocalWakers {
         any
     }
 
-    /// A 16-character id of this store family, to put in database notifications so that its
-    /// own listener can skip them.
-    #[must_use]
-    pub fn sender(&self) -> &str {
-        &self.inner.sender
-    }
-
     /// The payload of a database notification for `consumer`: the sender, `:`, the consumer.
     #[must_use]
     pub fn payload(&self, consumer: &ConsumerName) -> String {

@@ -185,28 +185,23 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (inner, notify) = (&*self.inner, Arc::new(Notify::new()));
-        let mut wake = None;
-        let mut _subscription = None;
-        if inner.config.notify {
-            if let Some(local) = inner.store.local_wakers() {
-                local.register(&inner.consumer, &notify);
-                wake = Some(Arc::clone(&notify));
-            }
-            match inner
+        let local = inner.config.notify
+            && inner
                 .store
-                .subscribe(&inner.consumer, Arc::clone(&notify))
-                .await
-            {
-                Ok(Some(sub)) => {
-                    _subscription = Some(sub);
-                    wake = Some(Arc::clone(&notify));
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    warn!(error = %e, "cannot listen for rows stored by other processes; polling for them")
-                }
-            }
-        }
+                .local_wakers()
+                .map(|l| l.register(&inner.consumer, &notify))
+                .is_some();
+        let subscription = if inner.config.notify {
+            let sub = inner.store.subscribe(&inner.consumer, Arc::clone(&notify));
+            sub.await.unwrap_or_else(|e| {
+                warn!(error = %e, "cannot listen for rows stored by other processes; polling for them");
+                None
+            })
+        } else {
+            None
+        };
+        // Held for the run: dropping the subscription stops its listener.
+        let wake = (local || subscription.is_some()).then(|| Arc::clone(&notify));
         let mut loops = JoinSet::new();
         let limit = self
             .inner

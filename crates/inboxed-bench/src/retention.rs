@@ -139,7 +139,8 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     parted.migrate().await?;
     sqlx::raw_sql(
         "CREATE TABLE inboxed_processed_log_old PARTITION OF inboxed_processed_log
-         FOR VALUES FROM (now() - interval '42 days') TO (now() - interval '39 days')",
+         FOR VALUES FROM ((floor(extract(epoch FROM now() - interval '42 days')) - 1577836800)::int)
+                     TO ((floor(extract(epoch FROM now() - interval '39 days')) - 1577836800)::int)",
     )
     .execute(&pool)
     .await?;
@@ -190,8 +191,10 @@ fn secs(s: f64) -> Duration {
 async fn seed_expired(pool: &PgPool, table: &str, n: i64) -> anyhow::Result<()> {
     let started = Instant::now();
     sqlx::raw_sql(AssertSqlSafe(format!(
-        "INSERT INTO {table} (consumer_name, message_id, received_at)
-         SELECT 'bench', 'old-' || g, now() - interval '40 days' - g * interval '1 ms'
+        "INSERT INTO {table} (consumer_id, message_key, received_s)
+         SELECT (SELECT id FROM inboxed_consumers WHERE name = 'bench'),
+                inboxed_message_key('old-' || g),
+                (floor(extract(epoch FROM now() - interval '40 days')) - 1577836800)::int - g / 1000
          FROM generate_series(1, {n}) g"
     )))
     .execute(pool)

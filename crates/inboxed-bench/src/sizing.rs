@@ -16,11 +16,12 @@ pub(crate) struct Args {
     /// Row counts (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "1000000")]
     rows: Vec<i64>,
-    /// Layouts (comma-separated): text, uuid, compact, compact-notime, compact4.
+    /// Layouts (comma-separated): plain and partition (what the migrations create), text (the
+    /// layout before key format v2), and the candidates uuid, compact, compact-notime, compact4.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "text,uuid,compact,compact-notime,compact4"
+        default_value = "plain,partition,text,uuid,compact,compact-notime,compact4"
     )]
     layouts: Vec<String>,
     /// Key kinds (comma-separated): v4 (random), v7 (time-ordered).
@@ -31,7 +32,7 @@ pub(crate) struct Args {
 /// `(create statements, insert select)` of a layout; `{key}` is the key expression.
 fn layout(name: &str) -> Option<(&'static str, &'static str)> {
     Some(match name {
-        // What migrations 1 and 4 create today: text key, full SHA-256, btree on time.
+        // The layout before key format v2: text key, full SHA-256, btree on time.
         "text" => (
             "CREATE TABLE sz (consumer_name text NOT NULL, message_id text NOT NULL,
                  received_at timestamptz NOT NULL DEFAULT now(), message_type text,
@@ -79,9 +80,34 @@ fn layout(name: &str) -> Option<(&'static str, &'static str)> {
              SELECT {key}, 1, ('x' || substr(md5(g::text), 1, 8))::bit(32)::integer,
                     extract(epoch FROM now())::integer - 1577836800 + g / 1000 FROM generate_series(1, {n}) g",
         ),
+        // The layout migrations 1 and 4 create: compact key (a UUID's 16 bytes), registered
+        // consumer id, 4-byte fingerprint and second, btree on (consumer_id, received_s).
+        "plain" => (
+            "CREATE TABLE sz (consumer_id integer NOT NULL, received_s integer NOT NULL,
+                 fingerprint integer, message_key bytea NOT NULL,
+                 PRIMARY KEY (consumer_id, message_key) WITH (fillfactor = 100));
+             CREATE INDEX sz_expiry ON sz (consumer_id, received_s);",
+            ADOPTED_INSERT,
+        ),
+        // One partition of migration 5's table: the same columns, a plain key index, and a BRIN
+        // on received_s instead of the btree (partitions are dropped whole, never purged).
+        "partition" => (
+            "CREATE TABLE sz (consumer_id integer NOT NULL, received_s integer NOT NULL,
+                 fingerprint integer, message_key bytea NOT NULL);
+             CREATE INDEX sz_key ON sz (consumer_id, message_key) WITH (fillfactor = 100);
+             CREATE INDEX sz_received ON sz USING brin (received_s)
+                 WITH (pages_per_range = 32, autosummarize = on);",
+            ADOPTED_INSERT,
+        ),
         _ => return None,
     })
 }
+
+/// Rows of the adopted layouts: a UUID key as migration 1's message_key() stores it.
+const ADOPTED_INSERT: &str = "INSERT INTO sz (consumer_id, message_key, fingerprint, received_s)
+     SELECT 1, uuid_send({key}), ('x' || substr(md5(g::text), 1, 8))::bit(32)::integer,
+            extract(epoch FROM now())::integer - 1577836800 + g / 1000
+     FROM generate_series(1, {n}) g";
 
 fn key(kind: &str) -> Option<&'static str> {
     Some(match kind {

@@ -137,10 +137,14 @@ async fn purge_is_a_dry_run_until_told_and_refuses_short_windows() {
     let db = Pg::create().await;
     let seeded = db
         .scalar(
-            "WITH i AS (INSERT INTO inboxed_processed_messages (consumer_name, message_id, received_at)
-                        SELECT 'billing', 'k-' || g, now() - interval '40 days' FROM generate_series(1, 25) g
+            "WITH c AS (INSERT INTO inboxed_consumers (name) VALUES ('billing') RETURNING id),
+                  now_s AS (SELECT (floor(extract(epoch FROM now())) - 1577836800)::int AS s),
+                  i AS (INSERT INTO inboxed_processed_messages (consumer_id, message_key, received_s)
+                        SELECT c.id, inboxed_message_key('k-' || g), now_s.s - 40 * 86400
+                        FROM c, now_s, generate_series(1, 25) g
                         UNION ALL
-                        SELECT 'billing', 'fresh-' || g, now() FROM generate_series(1, 5) g
+                        SELECT c.id, inboxed_message_key('fresh-' || g), now_s.s
+                        FROM c, now_s, generate_series(1, 5) g
                         RETURNING 1)
              SELECT count(*) FROM i",
         )

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use sha2::{Digest, Sha256};
+use crate::hash::PayloadHash;
 
 /// Longest accepted message id, in bytes. Long enough for any UUID, URI-ish CloudEvents key or
 /// business idempotency key; short enough that the primary key stays a narrow B-tree entry.
@@ -217,43 +217,6 @@ impl fmt::Display for ConsumerName {
     }
 }
 
-/// SHA-256 of the raw payload bytes (hash format v1), kept beside the dedup row so that a
-/// *different* payload under an already processed key is reported instead of silently skipped.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PayloadHash([u8; 32]);
-
-impl PayloadHash {
-    /// Hashes the payload exactly as received: no JSON canonicalisation, no headers.
-    #[must_use]
-    pub fn of(payload: &[u8]) -> Self {
-        Self(Sha256::digest(payload).into())
-    }
-
-    /// Reads a stored hash; `None` when the stored value is not 32 bytes (another format).
-    #[must_use]
-    pub fn from_slice(bytes: &[u8]) -> Option<Self> {
-        bytes.try_into().ok().map(Self)
-    }
-
-    /// The 32 digest bytes as stored.
-    #[must_use]
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-}
-
-impl fmt::Debug for PayloadHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sha256:{}", hex::encode(self.0))
-    }
-}
-
-impl fmt::Display for PayloadHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
-
 /// One message, ready for the processor: key, optional metadata and the payload.
 #[derive(Clone, Debug)]
 pub struct Envelope {
@@ -417,14 +380,5 @@ mod tests {
         for bad in ["", "x'; DROP TABLE t; --", "a b", "é"] {
             assert!(ConsumerName::new(bad).is_err(), "{bad:?} accepted");
         }
-    }
-
-    #[test]
-    fn hash_is_sha256_of_raw_bytes() {
-        let h = PayloadHash::of(b"abc");
-        assert_eq!(
-            format!("{h}"),
-            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
     }
 }

@@ -59,6 +59,7 @@ pub const PROCESSED_PARTITIONED: &str = "processed_log";
 
 operations!(
     claim,
+    register_consumer,
     lookup,
     record_attempt,
     clear_attempts,

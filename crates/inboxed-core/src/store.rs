@@ -3,8 +3,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::envelope::{ConsumerName, Envelope, MessageId, PayloadHash};
+use crate::envelope::{ConsumerName, Envelope, MessageId};
 use crate::error::StoreError;
+use crate::hash::{PayloadHash, StoredHash};
 
 /// Transaction isolation for the inbox transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,10 +79,10 @@ pub struct ClaimParams<'a> {
 pub enum Claim {
     /// The row was inserted in this transaction: run the handler.
     New,
-    /// A committed row exists; `stored_hash` is its payload hash, when one was recorded.
+    /// A committed row exists; `stored` is what it kept of its payload hash, if anything.
     Duplicate {
-        /// Hash stored with the first processing.
-        stored_hash: Option<PayloadHash>,
+        /// Hash (or fingerprint) stored with the first processing.
+        stored: Option<StoredHash>,
     },
     /// The key sits on the dead-letter path; it is not reprocessed until an operator retries
     /// or discards it.
@@ -203,6 +204,14 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// [`StoreError::NonDurable`] when one can lose acknowledged commits.
     fn check_durability(&self)
     -> impl Future<Output = Result<DurabilityReport, StoreError>> + Send;
+
+    /// Makes `consumer` known to the store before its first claim, in a statement of its own
+    /// (PostgreSQL gives each consumer a compact id that its keys store instead of the name).
+    /// Idempotent; a processor calls it once.
+    fn register_consumer(
+        &self,
+        consumer: &ConsumerName,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Begins the transaction that the claim and the handler share.
     fn begin(

@@ -1,46 +1,46 @@
 -- 0005: the time-partitioned dedup table, used instead of processed_messages by a store in
--- partitioned mode (PgStore::partitioned). Same columns; partitioned by received_at, so that an
+-- partitioned mode (PgStore::partitioned). Same columns; partitioned by received_s, so that an
 -- expired day of keys goes with one DROP instead of millions of DELETEs. Same template rules as
 -- 0001.
 --
 -- PostgreSQL only allows unique constraints that include the partition key, so this table has
--- no unique key on (consumer_name, message_id), and dedup cannot rest on one. It rests on a
+-- no unique key on (consumer_id, message_key), and dedup cannot rest on one. It rests on a
 -- lock instead: the claim first takes a transaction-scoped advisory lock on the key (lock_key),
 -- then inserts only if no live partition holds the key (claim_partitioned), in a statement of
 -- its own, so under READ COMMITTED it sees every commit made before the lock was granted. Two
--- deliveries of one key therefore serialize on the lock whatever partition their received_at
+-- deliveries of one key therefore serialize on the lock whatever partition their received_s
 -- falls in, and the second finds the first's row. docs/retention.md gives the whole argument.
 CREATE TABLE {{schema}}."{{prefix}}processed_log" (
-    consumer_name  text        NOT NULL,
-    message_id     text        NOT NULL,
-    received_at    timestamptz NOT NULL DEFAULT now(),
-    message_type   text,
-    correlation_id text,
-    payload_hash   bytea
-) PARTITION BY RANGE (received_at);
+    consumer_id  integer NOT NULL,
+    received_s   integer NOT NULL
+        DEFAULT (floor(extract(epoch FROM now())) - 1577836800)::integer,
+    fingerprint  integer,
+    message_key  bytea   NOT NULL
+) PARTITION BY RANGE (received_s);
 
 -- The claim's probe of every live partition, and the lookup after a duplicate.
 CREATE INDEX "{{prefix}}processed_log_key_idx"
-    ON {{schema}}."{{prefix}}processed_log" (consumer_name, message_id);
--- The stats call's oldest key and last minute.
-CREATE INDEX "{{prefix}}processed_log_expiry_idx"
-    ON {{schema}}."{{prefix}}processed_log" (consumer_name, received_at);
+    ON {{schema}}."{{prefix}}processed_log" (consumer_id, message_key) WITH (fillfactor = 100);
+-- The stats call's last minute and oldest key. A BRIN, a few bytes per thousand rows instead of
+-- a btree's 20 a row: a partition is only ever appended to and then dropped whole, never
+-- purged row by row, so its heap stays in arrival order and the block ranges stay narrow.
+CREATE INDEX "{{prefix}}processed_log_received_idx"
+    ON {{schema}}."{{prefix}}processed_log" USING brin (received_s)
+    WITH (pages_per_range = 32, autosummarize = on);
 
 -- Every partition of processed_log, and every table this mode detached but did not drop yet
 -- (an interrupted pass): name (quoted, schema-qualified), bounds in ms since the epoch (NULL for
 -- a detached table) and state: attached, pending (a DETACH CONCURRENTLY cut short) or detached.
--- Bounds are read back from the catalog's rendering of them, with DateStyle and TimeZone pinned
--- for the call so that the rendering parses back exactly whatever the session's settings.
+-- Bounds are read back from the catalog's rendering of them (integers: seconds since 2020).
 CREATE FUNCTION {{schema}}."{{prefix}}processed_log_partitions"()
 RETURNS TABLE (partition text, lower_ms float8, upper_ms float8, state text)
 LANGUAGE sql STABLE
-SET datestyle = 'ISO, YMD' SET timezone = 'UTC'
 AS $fn$
     SELECT format('%I.%I', n.nspname, c.relname),
-           extract(epoch FROM (regexp_match(pg_get_expr(c.relpartbound, c.oid),
-                                            'FROM \(''([^'']+)''\)'))[1]::timestamptz) * 1000,
-           extract(epoch FROM (regexp_match(pg_get_expr(c.relpartbound, c.oid),
-                                            'TO \(''([^'']+)''\)'))[1]::timestamptz) * 1000,
+           ((regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \((-?[0-9]+)\)'))[1]::float8
+            + 1577836800) * 1000,
+           ((regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \((-?[0-9]+)\)'))[1]::float8
+            + 1577836800) * 1000,
            CASE WHEN i.inhdetachpending THEN 'pending' ELSE 'attached' END
     FROM pg_inherits i
     JOIN pg_class c ON c.oid = i.inhrelid
@@ -88,11 +88,64 @@ BEGIN
         EXECUTE format('CREATE TABLE %s.%I (LIKE {{schema}}."{{prefix}}processed_log" '
                        'INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', '{{schema}}', part_name);
         EXECUTE format('ALTER TABLE {{schema}}."{{prefix}}processed_log" ATTACH PARTITION '
-                       '%s.%I FOR VALUES FROM (%L) TO (%L)',
-                       '{{schema}}', part_name, to_timestamp(start_s), to_timestamp(end_s));
+                       '%s.%I FOR VALUES FROM (%s) TO (%s)',
+                       '{{schema}}', part_name, start_s - 1577836800, end_s - 1577836800);
         created := created + 1;
         start_s := end_s;
     END LOOP;
     RETURN created;
+END
+$fn$;
+
+-- The oldest key of consumer `cid` in processed_log, in seconds since 2020, or NULL: the stats
+-- call's oldest-key age. The BRIN cannot answer min() and the key index would read every key
+-- the consumer has in the partition, so this searches time instead: the first live partition,
+-- in bound order, holding any key of the consumer (one probe of its key index, which leads with
+-- consumer_id); in it, windows doubling from its lower bound until one holds a key; then that
+-- window halved down to one second. Each probe is an EXISTS over the BRIN ranges overlapping
+-- its window, which stops at the first key found, so the call reads a few block ranges, not
+-- the partition.
+CREATE FUNCTION {{schema}}."{{prefix}}processed_log_oldest"(cid integer) RETURNS integer
+LANGUAGE plpgsql STABLE
+AS $fn$
+DECLARE
+    p record;
+    probe text;
+    has boolean;
+    lo bigint;
+    hi bigint;
+    step bigint;
+BEGIN
+    FOR p IN SELECT partition, lower_ms, upper_ms
+             FROM {{schema}}."{{prefix}}processed_log_partitions"()
+             WHERE state = 'attached' ORDER BY lower_ms LOOP
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE consumer_id = $1)', p.partition)
+            INTO has USING cid;
+        CONTINUE WHEN NOT has;
+        probe := format('SELECT EXISTS (SELECT 1 FROM %s WHERE consumer_id = $1 '
+                        'AND received_s >= $2 AND received_s < $3)', p.partition);
+        lo := (p.lower_ms / 1000)::bigint - 1577836800;
+        hi := (p.upper_ms / 1000)::bigint - 1577836800;
+        step := 60;
+        LOOP
+            EXECUTE probe INTO has USING cid, lo, least(lo + step, hi);
+            EXIT WHEN has OR lo + step >= hi;
+            lo := lo + step;
+            step := step * 2;
+        END LOOP;
+        CONTINUE WHEN NOT has;
+        step := least(lo + step, hi) - lo;
+        WHILE step > 1 LOOP
+            EXECUTE probe INTO has USING cid, lo, lo + step / 2;
+            IF has THEN
+                step := step / 2;
+            ELSE
+                lo := lo + step / 2;
+                step := step - step / 2;
+            END IF;
+        END LOOP;
+        RETURN lo;
+    END LOOP;
+    RETURN NULL;
 END
 $fn$;

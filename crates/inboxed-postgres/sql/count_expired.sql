@@ -6,6 +6,7 @@
 -- answers "at least $3" quickly instead of counting every expired row.
 SELECT count(*) FROM (
     SELECT 1 FROM {{schema}}."{{prefix}}{{processed}}"
-    WHERE consumer_name = $1 AND received_at < to_timestamp($2::float8 / 1000)
+    WHERE consumer_id = (SELECT id FROM {{schema}}."{{prefix}}consumers" WHERE name = $1)
+      AND received_s < floor($2::float8 / 1000) - 1577836800
     LIMIT $3
 ) expired

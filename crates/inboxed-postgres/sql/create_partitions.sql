@@ -3,5 +3,5 @@
 -- $1 partition length (seconds), $2 partitions ahead
 --
 -- Run at migration and by every purge pass, well before the last partition fills: a key whose
--- received_at has no partition cannot be claimed (the message is requeued, not lost).
+-- received_s has no partition cannot be claimed (the message is requeued, not lost).
 SELECT {{schema}}."{{prefix}}processed_log_create"($1, $2)

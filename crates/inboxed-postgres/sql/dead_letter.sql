@@ -15,6 +15,7 @@ INSERT INTO {{schema}}."{{prefix}}dead_letters"
 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
 WHERE $7 = 'conflict' OR $2::text IS NULL OR NOT EXISTS (
     SELECT 1 FROM {{schema}}."{{prefix}}{{processed}}" p
-    WHERE p.consumer_name = $1 AND p.message_id = $2
+    WHERE p.consumer_id = (SELECT id FROM {{schema}}."{{prefix}}consumers" WHERE name = $1)
+      AND p.message_key = {{schema}}."{{prefix}}message_key"($2)
 )
 ON CONFLICT (consumer_name, message_id, conflict_hash) DO NOTHING

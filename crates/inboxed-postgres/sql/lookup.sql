@@ -1,15 +1,16 @@
--- lookup: after a claim inserted nothing, says why: processed (with its payload hash, for
+-- lookup: after a claim inserted nothing, says why: processed (with its payload fingerprint, for
 -- conflict detection) or dead-lettered. Only runs on the duplicate path. Should both exist (a
 -- dead letter written while a concurrent delivery processed the key), "processed" wins.
 -- $1 consumer_name, $2 message_id
 --
 -- Under READ COMMITTED this statement takes a fresh snapshot, so it sees the row whose
 -- commit the claim waited for.
-SELECT 'processed' AS state, payload_hash
+SELECT 'processed' AS state, fingerprint
 FROM {{schema}}."{{prefix}}{{processed}}"
-WHERE consumer_name = $1 AND message_id = $2
+WHERE consumer_id = (SELECT id FROM {{schema}}."{{prefix}}consumers" WHERE name = $1)
+  AND message_key = {{schema}}."{{prefix}}message_key"($2)
 UNION ALL
-SELECT 'dead_lettered' AS state, NULL::bytea
+SELECT 'dead_lettered' AS state, NULL::integer
 FROM {{schema}}."{{prefix}}dead_letters"
 WHERE consumer_name = $1 AND message_id = $2 AND reason <> 'conflict'
 ORDER BY state DESC

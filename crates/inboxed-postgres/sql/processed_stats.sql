@@ -5,13 +5,16 @@
 -- from pg_partition_tree, hold all of its rows and bytes).
 -- Rows are the catalog's estimate, summed over leaves: each leaf's reltuples (kept by VACUUM
 -- and ANALYZE; a never-vacuumed empty leaf counts 0) times the consumer's frequency among that
--- leaf's most common consumer_name values in pg_stats, or, for a consumer not among them, the
+-- leaf's most common consumer_id values in pg_stats, or, for a consumer not among them, the
 -- remaining frequency shared by the remaining distinct values (the planner's own rule). Per
 -- leaf, because autovacuum analyzes partitions but never a partitioned parent. NULL while a
 -- leaf with rows has no statistics yet. Bytes are the whole table's (heap and indexes, all
--- consumers). The last minute's keys and the oldest key are range reads of the expiry index.
+-- consumers). The last minute's keys are a range read of the time index (a btree on the plain
+-- table, a BRIN on the partitioned one); the oldest key comes from <table>_oldest (migrations 4
+-- and 5), which knows how to find it cheaply in each.
 WITH target AS (
-    SELECT '{{schema}}."{{prefix}}{{processed}}"'::regclass AS rel
+    SELECT '{{schema}}."{{prefix}}{{processed}}"'::regclass AS rel,
+           (SELECT id FROM {{schema}}."{{prefix}}consumers" WHERE name = $1) AS cid
 ),
 leaf_id AS (
     SELECT t.relid FROM target, pg_partition_tree(target.rel) t WHERE t.isleaf
@@ -30,7 +33,8 @@ share AS (
            CASE WHEN leaf.tuples = 0 THEN 0
                 WHEN s.attname IS NULL THEN NULL
                 ELSE coalesce(
-                    s.most_common_freqs[array_position(s.most_common_vals::text::text[], $1)],
+                    s.most_common_freqs[array_position(s.most_common_vals::text::text[],
+                                                       (SELECT cid::text FROM target))],
                     (1 - coalesce((SELECT sum(f) FROM unnest(s.most_common_freqs) f), 0))
                     / greatest(
                           CASE WHEN s.n_distinct < 0 THEN -s.n_distinct * leaf.tuples
@@ -41,7 +45,7 @@ share AS (
     FROM leaf
     LEFT JOIN pg_stats s
            ON s.schemaname = leaf.nspname AND s.tablename = leaf.relname
-          AND s.attname = 'consumer_name' AND NOT s.inherited
+          AND s.attname = 'consumer_id' AND NOT s.inherited
 )
 SELECT
     CASE WHEN bool_and(share.tuples >= 0 AND share.freq IS NOT NULL)
@@ -49,10 +53,10 @@ SELECT
     coalesce(sum(pg_relation_size(share.oid)), 0)::bigint AS table_bytes,
     coalesce(sum(pg_indexes_size(share.oid)), 0)::bigint AS index_bytes,
     (SELECT count(*) FROM (
-        SELECT 1 FROM {{schema}}."{{prefix}}{{processed}}"
-        WHERE consumer_name = $1 AND received_at > now() - interval '1 minute'
+        SELECT 1 FROM {{schema}}."{{prefix}}{{processed}}", target
+        WHERE consumer_id = target.cid
+          AND received_s >= floor(extract(epoch FROM now())) - 1577836800 - 60
         LIMIT 10000000) recent) AS last_minute,
-    (SELECT extract(epoch FROM min(received_at)) * 1000
-     FROM {{schema}}."{{prefix}}{{processed}}"
-     WHERE consumer_name = $1)::float8 AS oldest_ms
+    ((SELECT {{schema}}."{{prefix}}{{processed}}_oldest"(cid) FROM target)::float8 + 1577836800)
+        * 1000 AS oldest_ms
 FROM share

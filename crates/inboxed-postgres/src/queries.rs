@@ -41,6 +41,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
 /// One template per store operation.
 pub(crate) const TEMPLATES: Templates = Templates {
     claim: include_str!("../sql/claim.sql"),
+    register_consumer: include_str!("../sql/register_consumer.sql"),
     lookup: include_str!("../sql/lookup.sql"),
     record_attempt: include_str!("../sql/record_attempt.sql"),
     clear_attempts: include_str!("../sql/clear_attempts.sql"),

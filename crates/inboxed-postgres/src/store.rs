@@ -12,7 +12,9 @@ use inboxed_core::store::{
     BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLetterReason, DeadLettered,
     DurabilityReport, KeyParams,
 };
-use inboxed_core::{Isolation, Namespace, PayloadHash, Store, StoreError};
+use inboxed_core::{
+    ConsumerName, Isolation, Namespace, PayloadHash, Store, StoreError, StoredHash,
+};
 
 use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 
@@ -201,6 +203,13 @@ impl Store for PgStore {
         Ok(applied)
     }
 
+    async fn register_consumer(&self, consumer: &ConsumerName) -> Result<(), StoreError> {
+        let query = self
+            .query(&self.queries.register_consumer)
+            .bind(consumer.as_str());
+        self.autocommit_count(query).await.map(drop)
+    }
+
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
         // The simple protocol: one exchange, nothing prepared, safe behind any proxy.
         let row = sqlx::raw_sql(CHECK_DURABILITY)
@@ -272,9 +281,8 @@ impl Store for PgStore {
             .query(claim)
             .bind(consumer)
             .bind(id)
-            .bind(env.message_type())
-            .bind(env.correlation_id())
-            .bind(env.hash().as_bytes().as_slice())
+            // The same 32 bits as a signed integer, the column's type.
+            .bind(env.hash().fingerprint().cast_signed())
             .execute(&mut *conn)
             .await
             .map_err(StoreError::from_sqlx)?
@@ -298,9 +306,9 @@ impl Store for PgStore {
         if state == "dead_lettered" {
             return Ok(Claim::DeadLettered);
         }
-        let hash: Option<Vec<u8>> = row.try_get(1).map_err(StoreError::from_sqlx)?;
+        let fingerprint: Option<i32> = row.try_get(1).map_err(StoreError::from_sqlx)?;
         Ok(Claim::Duplicate {
-            stored_hash: hash.as_deref().and_then(PayloadHash::from_slice),
+            stored: fingerprint.map(|f| StoredHash::Fingerprint(f.cast_unsigned())),
         })
     }
 
@@ -309,18 +317,9 @@ impl Store for PgStore {
             .query(&self.queries.record_attempt)
             .bind(params.consumer.as_str())
             .bind(params.message_id.as_str());
-        let row = if self.persistent {
-            query.fetch_one(&self.pool).await
-        } else {
-            // An unnamed statement is parsed and executed in two exchanges; outside a
-            // transaction a transaction-pooling proxy may route them to different servers.
-            let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
-            let row = query.fetch_one(&mut *tx).await;
-            tx.commit().await.map_err(StoreError::from_sqlx)?;
-            row
-        };
+        let row = self.autocommit(query).await?.into_iter().next();
         let n: i32 = row
-            .map_err(StoreError::from_sqlx)?
+            .ok_or_else(|| StoreError::from_sqlx(sqlx::Error::RowNotFound))?
             .try_get(0)
             .map_err(StoreError::from_sqlx)?;
         Ok(u32::try_from(n).unwrap_or(u32::MAX))

@@ -41,6 +41,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
 /// One template per store operation.
 pub(crate) const TEMPLATES: Templates = Templates {
     claim: include_str!("../sql/claim.sql"),
+    // Keys store the consumer name: no registry.
+    register_consumer: "",
     lookup: include_str!("../sql/lookup.sql"),
     record_attempt: include_str!("../sql/record_attempt.sql"),
     clear_attempts: include_str!("../sql/clear_attempts.sql"),

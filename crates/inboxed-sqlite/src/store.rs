@@ -13,7 +13,7 @@ use inboxed_core::store::{
     BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLetterReason, DeadLettered,
     DurabilityReport, KeyParams,
 };
-use inboxed_core::{Namespace, PayloadHash, Store, StoreError};
+use inboxed_core::{ConsumerName, Namespace, PayloadHash, Store, StoreError, StoredHash};
 
 use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 
@@ -142,6 +142,11 @@ impl Store for SqliteStore {
         crate::migrate::run(&self.pool, &self.ns).await
     }
 
+    /// Keys store the consumer's name here: nothing to register.
+    async fn register_consumer(&self, _consumer: &ConsumerName) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
         let row = sqlx::query(CHECK_DURABILITY)
             .fetch_one(&self.pool)
@@ -224,7 +229,10 @@ impl Store for SqliteStore {
         }
         let hash: Option<Vec<u8>> = row.try_get(1).map_err(StoreError::from_sqlx)?;
         Ok(Claim::Duplicate {
-            stored_hash: hash.as_deref().and_then(PayloadHash::from_slice),
+            stored: hash
+                .as_deref()
+                .and_then(PayloadHash::from_slice)
+                .map(StoredHash::Full),
         })
     }
 

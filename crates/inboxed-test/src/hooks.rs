@@ -10,7 +10,7 @@ use inboxed_core::store::{
     BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
     KeyParams,
 };
-use inboxed_core::{Store, StoreError};
+use inboxed_core::{ConsumerName, Store, StoreError};
 
 /// Where the barrier sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +57,10 @@ impl<S: Store> Store for Hooked<S> {
 
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
         self.inner.check_durability().await
+    }
+
+    async fn register_consumer(&self, consumer: &ConsumerName) -> Result<(), StoreError> {
+        self.inner.register_consumer(consumer).await
     }
 
     async fn begin(

@@ -35,7 +35,7 @@ impl Backend for PgParted {
         db.store = parted(&db.store);
         db.store.migrate().await.expect("partitions");
         sqlx::raw_sql(
-            "DROP TABLE inboxed_processed_messages;
+            "DROP TABLE inboxed_processed_messages CASCADE;
              CREATE VIEW inboxed_processed_messages AS SELECT * FROM inboxed_processed_log;",
         )
         .execute(db.store.pool())

@@ -151,11 +151,14 @@ impl Backend for Pg {
         id: &'static str,
     ) -> sqlx::Transaction<'static, sqlx::Postgres> {
         let mut tx = store.pool().begin().await.expect("begin");
-        sqlx::query("SELECT 1 FROM inboxed_processed_messages WHERE message_id = $1 FOR UPDATE")
-            .bind(id)
-            .fetch_one(&mut *tx)
-            .await
-            .expect("lock key");
+        sqlx::query(
+            "SELECT 1 FROM inboxed_processed_messages \
+             WHERE message_key = inboxed_message_key($1) FOR UPDATE",
+        )
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await
+        .expect("lock key");
         tx
     }
 
@@ -168,8 +171,8 @@ impl Backend for Pg {
 
     async fn age_processed(store: &PgStore, prefix: &'static str, days: i64) {
         sqlx::query(
-            "UPDATE inboxed_processed_messages SET received_at = now() - make_interval(days => $2)
-             WHERE message_id LIKE $1 || '%'",
+            "UPDATE inboxed_processed_messages SET received_s = received_s - $2 * 86400
+             WHERE inboxed_message_id(message_key) LIKE $1 || '%'",
         )
         .bind(prefix)
         .bind(i32::try_from(days).expect("days"))
@@ -208,7 +211,8 @@ impl Backend for Pg {
     }
 
     async fn settled_rows(store: &PgStore, id: &str) -> i64 {
-        let sql = "SELECT (SELECT count(*) FROM inboxed_processed_messages WHERE message_id = $1) \
+        let sql = "SELECT (SELECT count(*) FROM inboxed_processed_messages \
+                          WHERE message_key = inboxed_message_key($1)) \
                    + (SELECT count(*) FROM inboxed_dead_letters WHERE message_id = $1)";
         sqlx::query_scalar::<_, i64>(sql)
             .bind(id)

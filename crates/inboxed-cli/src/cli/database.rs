@@ -110,6 +110,18 @@ impl AnyStore {
     }
 
     /// Runs SQL built by this program (never from user input), possibly several statements.
+    /// Selects the processed keys of consumer `demo`: PostgreSQL keys store the consumer's
+    /// registered id, SQLite keys its name.
+    pub(crate) fn demo_keys(&self) -> &'static str {
+        match self {
+            Self::Postgres(_) => {
+                "FROM inboxed_processed_messages \
+                 WHERE consumer_id = (SELECT id FROM inboxed_consumers WHERE name = 'demo')"
+            }
+            Self::Sqlite(_) => "FROM inboxed_processed_messages WHERE consumer_name = 'demo'",
+        }
+    }
+
     pub(crate) async fn execute_script(&self, sql: String) -> anyhow::Result<()> {
         match self {
             Self::Postgres(s) => {
@@ -127,7 +139,8 @@ impl AnyStore {
     }
 
     /// A query without parameters returning one integer.
-    pub(crate) async fn scalar(&self, sql: &'static str) -> anyhow::Result<i64> {
+    pub(crate) async fn scalar(&self, sql: &str) -> anyhow::Result<i64> {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
         Ok(match self {
             Self::Postgres(s) => sqlx::query_scalar(sql).fetch_one(s.pool()).await?,
             Self::Sqlite(s) => sqlx::query_scalar(sql).fetch_one(s.pool()).await?,

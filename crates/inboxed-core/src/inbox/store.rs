@@ -4,8 +4,9 @@
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::envelope::{ConsumerName, Envelope, PayloadHash};
+use crate::envelope::{ConsumerName, Envelope};
 use crate::error::StoreError;
+use crate::hash::PayloadHash;
 use crate::store::Store;
 
 /// Milliseconds since the Unix epoch, the unit every inbox time parameter travels in.

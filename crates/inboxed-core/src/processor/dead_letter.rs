@@ -6,9 +6,10 @@ use tracing::warn;
 
 use super::{Outcome, Processor};
 use crate::config::ConflictPolicy;
-use crate::envelope::{Envelope, PayloadHash};
+use crate::envelope::Envelope;
 use crate::error::{Error, error_chain};
 use crate::handler::Handler;
+use crate::hash::{PayloadHash, StoredHash};
 use crate::metrics as m;
 use crate::store::{DeadLetterParams, DeadLetterReason, DeadLettered, Store};
 
@@ -16,7 +17,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     pub(super) async fn conflict(
         &self,
         envelope: &Envelope,
-        stored: PayloadHash,
+        stored: StoredHash,
         received: PayloadHash,
     ) -> Result<Outcome, Error> {
         warn!(%stored, %received, "message id already processed with a different payload");

@@ -5,9 +5,10 @@ use std::sync::Arc;
 use tracing::{Instrument, debug};
 
 use crate::config::{AttemptCounting, ProcessorConfig};
-use crate::envelope::{ConsumerName, Envelope, PayloadHash};
+use crate::envelope::{ConsumerName, Envelope};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::Handler;
+use crate::hash::{PayloadHash, StoredHash};
 use crate::metrics as m;
 use crate::store::{Claim, DeadLetterReason, KeyParams, Store};
 
@@ -23,8 +24,8 @@ pub enum Outcome {
     /// The key was already processed with a *different* payload. Logged at WARN and, under
     /// [`ConflictPolicy::DeadLetter`](crate::ConflictPolicy::DeadLetter), written to the dead-letter path.
     Conflict {
-        /// Hash recorded when the key was first processed.
-        stored: PayloadHash,
+        /// What was recorded of the hash when the key was first processed.
+        stored: StoredHash,
         /// Hash of the payload that arrived now.
         received: PayloadHash,
         /// Whether a dead letter was written for it.
@@ -135,18 +136,21 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     }
 
     /// Checks once that the database keeps acknowledged commits (see
-    /// [`ProcessorConfig::allow_non_durable_commits`]). Called by the first `process`.
+    /// [`ProcessorConfig::allow_non_durable_commits`]) and registers the consumer with the
+    /// store. Called by the first `process`.
     ///
     /// # Errors
-    /// [`StoreError::NonDurable`] naming the setting, or a store error reading it.
+    /// [`StoreError::NonDurable`] naming the setting, or a store error reading it or
+    /// registering the consumer.
     pub async fn ensure_ready(&self) -> Result<(), Error> {
-        if self.inner.config.allow_non_durable_commits {
-            return Ok(());
-        }
-        self.inner
+        let inner = &*self.inner;
+        inner
             .ready
             .get_or_try_init(|| async {
-                self.inner.store.check_durability().await?;
+                if !inner.config.allow_non_durable_commits {
+                    inner.store.check_durability().await?;
+                }
+                inner.store.register_consumer(&inner.consumer).await?;
                 Ok::<(), Error>(())
             })
             .await?;
@@ -289,10 +293,10 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         match claim {
             Claim::New => Ok(Outcome::Processed),
             Claim::DeadLettered => Ok(Outcome::AlreadyDeadLettered),
-            Claim::Duplicate { stored_hash } => {
+            Claim::Duplicate { stored } => {
                 let received = envelope.hash();
-                match stored_hash {
-                    Some(stored) if stored != received => {
+                match stored {
+                    Some(stored) if !stored.matches(&received) => {
                         self.conflict(envelope, stored, received).await
                     }
                     _ => Ok(Outcome::Duplicate),

@@ -33,7 +33,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         };
         if letter
             .payload_hash
-            .is_some_and(|h| h != crate::envelope::PayloadHash::of(&letter.payload))
+            .is_some_and(|h| h != crate::hash::PayloadHash::of(&letter.payload))
         {
             return Err(Error::PayloadRedacted {
                 message_id: message_id.clone(),

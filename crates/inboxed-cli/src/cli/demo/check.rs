@@ -11,7 +11,11 @@ use crate::cli::AnyStore;
 
 pub(super) async fn reset(store: &AnyStore, accounts: usize, opening: i64) -> anyhow::Result<()> {
     store
-        .execute_script(super::ledger::reset_sql(accounts, opening))
+        .execute_script(super::ledger::reset_sql(
+            accounts,
+            opening,
+            store.demo_keys(),
+        ))
         .await
 }
 
@@ -40,7 +44,7 @@ impl Report {
             .scalar("SELECT count(DISTINCT message_id) FROM inboxed_demo_ledger")
             .await?;
         let processed = store
-            .scalar("SELECT count(*) FROM inboxed_processed_messages WHERE consumer_name = 'demo'")
+            .scalar(&format!("SELECT count(*) {}", store.demo_keys()))
             .await?;
         let dead = store
             .scalar("SELECT count(*) FROM inboxed_dead_letters WHERE consumer_name = 'demo' AND message_id IS NOT NULL")

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use inboxed_core::{Envelope, Handler, HandlerError, ResultExt};
 
 /// Table setup, valid on both engines. Account ids are generated here, never user input.
-pub(super) fn reset_sql(accounts: usize, opening: i64) -> String {
+pub(super) fn reset_sql(accounts: usize, opening: i64, demo_keys: &str) -> String {
     let values: Vec<String> = (0..accounts)
         .map(|i| format!("('{}', {opening})", account(i)))
         .collect();
@@ -17,7 +17,7 @@ pub(super) fn reset_sql(accounts: usize, opening: i64) -> String {
          CREATE TABLE inboxed_demo_ledger (message_id TEXT NOT NULL, from_account TEXT NOT NULL,
                                            to_account TEXT NOT NULL, amount BIGINT NOT NULL);
          INSERT INTO inboxed_demo_accounts (id, balance) VALUES {};
-         DELETE FROM inboxed_processed_messages WHERE consumer_name = 'demo';
+         DELETE {demo_keys};
          DELETE FROM inboxed_dead_letters WHERE consumer_name = 'demo';
          DELETE FROM inboxed_attempts WHERE consumer_name = 'demo';",
         values.join(", ")

@@ -17,7 +17,7 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',', default_value = "1000000")]
     rows: Vec<i64>,
     /// Layouts (comma-separated): plain and partition (what the migrations create), text (the
-    /// layout before key format v2), and the candidates uuid, compact, compact-notime, compact4.
+    /// layout before the compact keys), and the candidates uuid, compact, compact-notime, compact4.
     #[arg(
         long,
         value_delimiter = ',',
@@ -32,7 +32,7 @@ pub(crate) struct Args {
 /// `(create statements, insert select)` of a layout; `{key}` is the key expression.
 fn layout(name: &str) -> Option<(&'static str, &'static str)> {
     Some(match name {
-        // The layout before key format v2: text key, full SHA-256, btree on time.
+        // The layout before the compact keys: text key, full SHA-256, btree on time.
         "text" => (
             "CREATE TABLE sz (consumer_name text NOT NULL, message_id text NOT NULL,
                  received_at timestamptz NOT NULL DEFAULT now(), message_type text,

@@ -48,6 +48,9 @@ pub const LEASES_EXPIRED_TOTAL: &str = "inboxed_leases_expired_total";
 pub const PURGED_ROWS_TOTAL: &str = "inboxed_purged_rows_total";
 /// Histogram of purge pass durations in seconds.
 pub const PURGE_PASS_SECONDS: &str = "inboxed_purge_pass_seconds";
+/// Histogram of the seconds one expired partition took to detach and drop (PostgreSQL,
+/// partitioned mode): the part of a pass that takes locks on the parent table.
+pub const PARTITION_DROP_SECONDS: &str = "inboxed_partition_drop_seconds";
 /// Gauge of the oldest kept key's age in seconds after a purge pass, labelled `consumer`.
 pub const OLDEST_KEY_AGE_SECONDS: &str = "inboxed_oldest_key_age_seconds";
 /// Gauge of the catalog's estimate of a consumer's kept keys, labelled `consumer`.

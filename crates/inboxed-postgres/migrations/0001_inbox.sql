@@ -15,7 +15,7 @@ CREATE TABLE {{schema}}."{{prefix}}consumers" (
     registered_at timestamptz NOT NULL DEFAULT now()
 );
 
--- Key format v2 (docs/key-format.md): a message id as stored in the processed keys. The
+-- The stored form of a message id in the processed keys (docs/key-format.md, "Stored form"). The
 -- canonical UUID text (lowercase, hyphenated) becomes its 16 bytes; any other id its UTF-8
 -- bytes, with a 0xFF byte appended when they are 16 bytes long. The encoding is injective, so
 -- the unique key on it is exactly the unique key on the text: 16 bytes is always a UUID, and a

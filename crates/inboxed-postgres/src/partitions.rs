@@ -119,8 +119,12 @@ async fn pass(
             .execute(&mut *conn)
             .await
             .map_err(StoreError::from_sqlx)?;
-        info!(partition = %name, elapsed = ?started.elapsed(), "dropped an expired partition of processed keys");
+        let took = started.elapsed();
+        metrics::histogram!(inboxed_core::metrics::PARTITION_DROP_SECONDS)
+            .record(took.as_secs_f64());
+        info!(partition = %name, elapsed = ?took, "dropped an expired partition of processed keys");
         report.dropped += 1;
+        report.longest_drop = report.longest_drop.max(took);
     }
     Ok(report)
 }

@@ -1,4 +1,4 @@
-//! The compact processed-key layout (key format v2): ids stored as 16 bytes when they are
+//! The compact processed-key layout (docs/key-format.md, "Stored form"): ids stored as 16 bytes when they are
 //! canonical UUIDs and as text otherwise, without two ids ever sharing a key; consumers stored
 //! by registered id; and the oldest-key search of the partitioned table.
 

@@ -182,6 +182,7 @@ impl ProcessorConfig {
             lock_timeout: self.lock_timeout,
             statement_timeout: self.statement_timeout,
             idle_in_transaction_timeout: self.idle_in_transaction_timeout,
+            durable_commit: true,
         }
     }
 }

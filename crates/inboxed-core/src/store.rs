@@ -35,24 +35,31 @@ pub struct BeginParams {
     /// Longest idle gap inside the transaction before the server ends the session, so a hung
     /// process cannot hold a claim (and block its duplicate) forever.
     pub idle_in_transaction_timeout: Duration,
+    /// Whether the commit waits for its WAL to reach disk. Only maintenance batches turn it
+    /// off (PostgreSQL `synchronous_commit = off`; SQLite ignores it): a purge commit lost in a
+    /// crash leaves expired rows that the next pass deletes again, and skipping its flushes
+    /// leaves the disk to the hot path's commits.
+    pub durable_commit: bool,
 }
 
 impl Default for BeginParams {
-    /// READ COMMITTED; 5 s lock, 30 s statement, 60 s idle-in-transaction timeouts.
+    /// READ COMMITTED; 5 s lock, 30 s statement, 60 s idle-in-transaction timeouts; durable.
     fn default() -> Self {
         Self {
             isolation: Isolation::ReadCommitted,
             lock_timeout: std::time::Duration::from_secs(5),
             statement_timeout: std::time::Duration::from_secs(30),
             idle_in_transaction_timeout: std::time::Duration::from_secs(60),
+            durable_commit: true,
         }
     }
 }
 
 impl BeginParams {
     /// Bounds for a maintenance batch (a purge or redaction statement in a transaction of its
-    /// own): READ COMMITTED, the given statement and lock timeouts, and an idle timeout of
-    /// twice the statement's, so a stalled batch cannot hold its locks for long either.
+    /// own): READ COMMITTED, the given statement and lock timeouts, an idle timeout of twice
+    /// the statement's, so a stalled batch cannot hold its locks for long either, and no wait
+    /// for the commit's flush (every maintenance batch is redone by the next pass if lost).
     #[must_use]
     pub fn bounded(statement_timeout: Duration, lock_timeout: Duration) -> Self {
         Self {
@@ -60,6 +67,7 @@ impl BeginParams {
             lock_timeout,
             statement_timeout,
             idle_in_transaction_timeout: statement_timeout.saturating_mul(2),
+            durable_commit: false,
         }
     }
 }

@@ -161,9 +161,15 @@ fn begin_statement(p: &BeginParams) -> String {
         Isolation::RepeatableRead => "REPEATABLE READ",
         _ => "SERIALIZABLE",
     };
+    let flush = if p.durable_commit {
+        ""
+    } else {
+        "; SET LOCAL synchronous_commit = off"
+    };
     format!(
         "BEGIN; SET TRANSACTION ISOLATION LEVEL {level}; SET LOCAL lock_timeout = {}; \
-         SET LOCAL statement_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = {}",
+         SET LOCAL statement_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = {}\
+         {flush}",
         p.lock_timeout.as_millis(),
         p.statement_timeout.as_millis(),
         p.idle_in_transaction_timeout.as_millis()

@@ -181,7 +181,10 @@ async fn purger_drops_expired_partitions_whole() {
         .await
         .unwrap();
     assert!(report.partitions.dropped >= 1, "{report:?}");
-    assert!(report.partitions.longest_drop > Duration::ZERO, "{report:?}");
+    assert!(
+        report.partitions.longest_drop > Duration::ZERO,
+        "{report:?}"
+    );
     assert_eq!(report.partitions.kept, 0, "{report:?}");
     assert_eq!(
         db.scalar("SELECT count(*) FROM inboxed_processed_log")

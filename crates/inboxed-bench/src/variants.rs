@@ -121,9 +121,8 @@ impl Setup {
                             sqlx::query(AssertSqlSafe(claim.clone()))
                                 .bind("bench")
                                 .bind(env.id().as_str())
-                                .bind(env.message_type())
-                                .bind(env.correlation_id())
-                                .bind(env.hash().as_bytes().as_slice())
+                                .bind(inboxed_postgres::message_key(env.id().as_str()))
+                                .bind(env.hash().fingerprint().cast_signed())
                                 .execute(&mut *tx)
                                 .await?;
                             sqlx::query(UPDATE)

@@ -1,6 +1,7 @@
 -- claim_partitioned: partitioned mode's claim, run right after lock_key in the same
 -- transaction. Records the key unless a live partition holds it or it is dead-lettered.
--- $1 consumer_name, $2 message_id, $3 payload fingerprint (first 4 bytes of its SHA-256)
+-- $1 consumer_name, $2 message_id, $3 message_key (the id's stored form, see migration 1),
+-- $4 payload fingerprint (first 4 bytes of its SHA-256)
 --
 -- The table has no unique key on (consumer_id, message_key) (PostgreSQL requires the partition
 -- key in every unique constraint), so the key lock stands in for it: whoever holds the lock
@@ -8,10 +9,10 @@
 -- nowhere. One row affected means "new"; zero means "look up why" (lookup.sql), as in claim.sql.
 WITH k AS (
     SELECT (SELECT id FROM {{schema}}."{{prefix}}consumers" WHERE name = $1) AS consumer_id,
-           {{schema}}."{{prefix}}message_key"($2) AS message_key
+           $3::bytea AS message_key
 )
 INSERT INTO {{schema}}."{{prefix}}processed_log" (consumer_id, message_key, fingerprint)
-SELECT k.consumer_id, k.message_key, $3
+SELECT k.consumer_id, k.message_key, $4
 FROM k
 WHERE NOT EXISTS (
     SELECT 1 FROM {{schema}}."{{prefix}}processed_log" p

@@ -7,12 +7,14 @@
 //! so.
 
 mod inbox;
+mod key;
 mod migrate;
 mod partitions;
 mod queries;
 mod retention;
 mod store;
 
+pub use key::message_key;
 pub use store::PgStore;
 
 /// Schema `public`, prefix `inboxed_`.

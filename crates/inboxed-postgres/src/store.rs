@@ -16,6 +16,7 @@ use inboxed_core::{
     ConsumerName, Isolation, Namespace, PayloadHash, Store, StoreError, StoredHash,
 };
 
+use crate::key::message_key;
 use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 
 /// The inbox on PostgreSQL, over the application's own pool so that handlers write to the
@@ -123,9 +124,7 @@ impl PgStore {
         id: &str,
     ) -> Result<DeadLettered, StoreError> {
         let state: Option<String> = self
-            .query(&self.queries.lookup)
-            .bind(consumer)
-            .bind(id)
+            .lookup(consumer, id)
             .fetch_optional(&mut *conn)
             .await
             .map_err(StoreError::from_sqlx)?
@@ -136,6 +135,18 @@ impl PgStore {
             Some("processed") => DeadLettered::AlreadyProcessed,
             _ => DeadLettered::AlreadyDeadLettered,
         })
+    }
+
+    /// lookup.sql for one key: why did a claim or dead letter of it write nothing?
+    fn lookup(
+        &self,
+        consumer: &str,
+        id: &str,
+    ) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {
+        self.query(&self.queries.lookup)
+            .bind(consumer.to_owned())
+            .bind(id.to_owned())
+            .bind(message_key(id).into_owned())
     }
 
     pub(crate) fn query(
@@ -287,6 +298,7 @@ impl Store for PgStore {
             .query(claim)
             .bind(consumer)
             .bind(id)
+            .bind(message_key(id))
             // The same 32 bits as a signed integer, the column's type.
             .bind(env.hash().fingerprint().cast_signed())
             .execute(&mut *conn)
@@ -297,9 +309,7 @@ impl Store for PgStore {
             return Ok(Claim::New);
         }
         let row = self
-            .query(&self.queries.lookup)
-            .bind(consumer)
-            .bind(id)
+            .lookup(consumer, id)
             .fetch_optional(&mut *conn)
             .await
             .map_err(StoreError::from_sqlx)?;
@@ -400,6 +410,7 @@ impl Store for PgStore {
             .bind(p.error)
             .bind(i32::try_from(p.attempts).unwrap_or(i32::MAX))
             .bind(conflict_hash(p))
+            .bind(p.message_id.map(|m| message_key(m.as_str())))
             .execute(&mut *tx)
             .await
             .map_err(StoreError::from_sqlx)?

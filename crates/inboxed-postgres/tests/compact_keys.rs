@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use inboxed_core::retention::{PartitionConfig, RetentionStore};
 use inboxed_core::{ConsumerName, Outcome, Processor, Store};
-use inboxed_postgres::PgStore;
+use inboxed_postgres::{PgStore, message_key};
 use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
 
 /// Seconds since 2020-01-01 UTC, the stored time's origin.
@@ -50,6 +50,8 @@ async fn ids_get_distinct_keys_and_read_back_exactly() {
     for id in &ids {
         let k = key(&db, id).await;
         assert_eq!(&id_of(&db, &k).await, id, "round trip of {id:?}");
+        // The store encodes in Rust; operators use the SQL function. They must agree.
+        assert_eq!(&*message_key(id), &k[..], "Rust and SQL disagree on {id:?}");
         keys.push(k);
     }
     assert_eq!(keys[0].len(), 16, "a canonical UUID is stored in 16 bytes");

@@ -21,7 +21,7 @@ pub(crate) struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "plain,partition,text,uuid,compact,compact-notime,compact4"
+        default_value = "plain,partition,partition-hash,text,uuid,compact,compact-notime,compact4"
     )]
     layouts: Vec<String>,
     /// Key kinds (comma-separated): v4 (random), v7 (time-ordered).
@@ -95,6 +95,18 @@ fn layout(name: &str) -> Option<(&'static str, &'static str)> {
             "CREATE TABLE sz (consumer_id integer NOT NULL, received_s integer NOT NULL,
                  fingerprint integer, message_key bytea NOT NULL);
              CREATE INDEX sz_key ON sz (consumer_id, message_key) WITH (fillfactor = 100);
+             CREATE INDEX sz_received ON sz USING brin (received_s)
+                 WITH (pages_per_range = 32, autosummarize = on);",
+            ADOPTED_INSERT,
+        ),
+        // A partition with the key probed through a hash index (4-byte hash codes, whatever
+        // the key's order) and the consumers found through a btree on consumer_id alone, which
+        // btree deduplication shrinks to a posting list per consumer.
+        "partition-hash" => (
+            "CREATE TABLE sz (consumer_id integer NOT NULL, received_s integer NOT NULL,
+                 fingerprint integer, message_key bytea NOT NULL);
+             CREATE INDEX sz_key ON sz USING hash (message_key);
+             CREATE INDEX sz_consumer ON sz (consumer_id);
              CREATE INDEX sz_received ON sz USING brin (received_s)
                  WITH (pages_per_range = 32, autosummarize = on);",
             ADOPTED_INSERT,

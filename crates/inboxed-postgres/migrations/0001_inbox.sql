@@ -15,6 +15,23 @@ CREATE TABLE {{schema}}."{{prefix}}consumers" (
     registered_at timestamptz NOT NULL DEFAULT now()
 );
 
+-- A registered consumer is never renamed or removed: its keys store only its id, so a deleted
+-- row would give the name a new id at its next registration, and every key processed before
+-- would look new (and stay unreachable to the purge). Refused here rather than trusted to care.
+CREATE FUNCTION {{schema}}."{{prefix}}consumers_are_permanent"() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    RAISE EXCEPTION 'inboxed consumers are permanent: their processed keys store the id'
+        USING ERRCODE = 'restrict_violation';
+END
+$fn$;
+CREATE TRIGGER "{{prefix}}consumers_are_permanent"
+    BEFORE UPDATE OR DELETE ON {{schema}}."{{prefix}}consumers"
+    FOR EACH ROW EXECUTE FUNCTION {{schema}}."{{prefix}}consumers_are_permanent"();
+CREATE TRIGGER "{{prefix}}consumers_are_not_truncated"
+    BEFORE TRUNCATE ON {{schema}}."{{prefix}}consumers"
+    FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}."{{prefix}}consumers_are_permanent"();
+
 -- The stored form of a message id in the processed keys (docs/key-format.md, "Stored form"). The
 -- canonical UUID text (lowercase, hyphenated) becomes its 16 bytes; any other id its UTF-8
 -- bytes, with a 0xFF byte appended when they are 16 bytes long. The encoding is injective, so
@@ -22,18 +39,18 @@ CREATE TABLE {{schema}}."{{prefix}}consumers" (
 -- text of 16 bytes becomes 17 bytes ending in 0xFF, a byte that UTF-8 never contains. An
 -- uppercase or unhyphenated UUID is another id (ids are compared as text) and stays text.
 CREATE FUNCTION {{schema}}."{{prefix}}message_key"(message_id text) RETURNS bytea
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
 RETURN CASE
     WHEN message_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
         THEN decode(translate(message_id, '-', ''), 'hex')
-    WHEN octet_length(message_id) = 16
+    WHEN octet_length(convert_to(message_id, 'UTF8')) = 16
         THEN convert_to(message_id, 'UTF8') || '\xff'::bytea
     ELSE convert_to(message_id, 'UTF8')
 END;
 
 -- The inverse of message_key, for operators and tests reading keys back.
 CREATE FUNCTION {{schema}}."{{prefix}}message_id"(message_key bytea) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
 RETURN CASE
     WHEN octet_length(message_key) = 16
         THEN encode(message_key, 'hex')::uuid::text

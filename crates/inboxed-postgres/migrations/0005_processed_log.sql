@@ -31,15 +31,16 @@ CREATE INDEX "{{prefix}}processed_log_received_idx"
 -- Every partition of processed_log, and every table this mode detached but did not drop yet
 -- (an interrupted pass): name (quoted, schema-qualified), bounds in ms since the epoch (NULL for
 -- a detached table) and state: attached, pending (a DETACH CONCURRENTLY cut short) or detached.
--- Bounds are read back from the catalog's rendering of them (integers: seconds since 2020).
+-- Bounds are read back from the catalog's rendering of them (integers: seconds since 2020,
+-- quoted when negative); a partition this mode did not create (DEFAULT, MINVALUE) gets NULLs.
 CREATE FUNCTION {{schema}}."{{prefix}}processed_log_partitions"()
 RETURNS TABLE (partition text, lower_ms float8, upper_ms float8, state text)
 LANGUAGE sql STABLE
 AS $fn$
     SELECT format('%I.%I', n.nspname, c.relname),
-           ((regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \((-?[0-9]+)\)'))[1]::float8
+           ((regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''?(-?[0-9]+)''?\)'))[1]::float8
             + 1577836800) * 1000,
-           ((regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \((-?[0-9]+)\)'))[1]::float8
+           ((regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \(''?(-?[0-9]+)''?\)'))[1]::float8
             + 1577836800) * 1000,
            CASE WHEN i.inhdetachpending THEN 'pending' ELSE 'attached' END
     FROM pg_inherits i
@@ -104,7 +105,7 @@ $fn$;
 -- consumer_id); in it, windows doubling from its lower bound until one holds a key; then that
 -- window halved down to one second. Each probe is an EXISTS over the BRIN ranges overlapping
 -- its window, which stops at the first key found, so the call reads a few block ranges, not
--- the partition.
+-- the partition. Partitions without bounds (not created by this mode) are not searched.
 CREATE FUNCTION {{schema}}."{{prefix}}processed_log_oldest"(cid integer) RETURNS integer
 LANGUAGE plpgsql STABLE
 AS $fn$
@@ -118,7 +119,8 @@ DECLARE
 BEGIN
     FOR p IN SELECT partition, lower_ms, upper_ms
              FROM {{schema}}."{{prefix}}processed_log_partitions"()
-             WHERE state = 'attached' ORDER BY lower_ms LOOP
+             WHERE state = 'attached' AND lower_ms IS NOT NULL AND upper_ms IS NOT NULL
+             ORDER BY lower_ms LOOP
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE consumer_id = $1)', p.partition)
             INTO has USING cid;
         CONTINUE WHEN NOT has;

@@ -7,6 +7,6 @@
 SELECT count(*) FROM (
     SELECT 1 FROM {{schema}}."{{prefix}}{{processed}}"
     WHERE consumer_id = (SELECT id FROM {{schema}}."{{prefix}}consumers" WHERE name = $1)
-      AND received_s < floor($2::float8 / 1000) - 1577836800
+      AND received_s < (floor($2::float8 / 1000) - 1577836800)::integer
     LIMIT $3
 ) expired

@@ -6,7 +6,7 @@
 --
 -- Names come back quoted and schema-qualified, ready for detach_partition, drop_partition and
 -- partition_consumers (identifiers cannot be bind parameters). Bounds come from
--- processed_log_partitions (migration 5), which reads them with pinned date settings.
+-- processed_log_partitions (migration 5), in ms since the epoch.
 SELECT partition, upper_ms, state
 FROM {{schema}}."{{prefix}}processed_log_partitions"()
 WHERE state <> 'attached' OR upper_ms <= $1::float8

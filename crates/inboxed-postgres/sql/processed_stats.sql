@@ -55,7 +55,7 @@ SELECT
     (SELECT count(*) FROM (
         SELECT 1 FROM {{schema}}."{{prefix}}{{processed}}", target
         WHERE consumer_id = target.cid
-          AND received_s >= floor(extract(epoch FROM now())) - 1577836800 - 60
+          AND received_s >= (floor(extract(epoch FROM now())) - 1577836800 - 60)::integer
         LIMIT 10000000) recent) AS last_minute,
     ((SELECT {{schema}}."{{prefix}}{{processed}}_oldest"(cid) FROM target)::float8 + 1577836800)
         * 1000 AS oldest_ms

@@ -3,7 +3,8 @@
 -- $1 consumer_name, $2 cut-off (ms), $3 limit
 --
 -- received_s holds whole seconds since 2020 rounded down, so comparing it with the cut-off
--- rounded down takes only keys received before the cut-off.
+-- rounded down takes only keys received before the cut-off. The cut-off is cast to integer: a
+-- float8 on the right would cast the column instead, and the index could no longer bound time.
 --
 -- Run in a short transaction of its own under statement and lock timeouts (set when it
 -- begins), repeated by the purger until a batch comes back short: bounded batches keep lock
@@ -17,7 +18,7 @@ DELETE FROM {{schema}}."{{prefix}}{{processed}}"
 WHERE ctid = ANY(ARRAY(
     SELECT ctid FROM {{schema}}."{{prefix}}{{processed}}"
     WHERE consumer_id = (SELECT id FROM {{schema}}."{{prefix}}consumers" WHERE name = $1)
-      AND received_s < floor($2::float8 / 1000) - 1577836800
+      AND received_s < (floor($2::float8 / 1000) - 1577836800)::integer
     ORDER BY received_s
     LIMIT $3
 ))

@@ -31,7 +31,7 @@ async fn id_of(db: &TestDb<Pg>, key: &[u8]) -> String {
 }
 
 /// Ids that a careless encoding would map to one key: a UUID in its canonical and other
-/// spellings, and texts of exactly 16 bytes, one of them made of a UUID's own bytes.
+/// spellings, and texts of exactly 16 bytes, in ASCII and in two-byte characters.
 #[tokio::test]
 async fn ids_get_distinct_keys_and_read_back_exactly() {
     let db = Pg::create().await;
@@ -44,6 +44,7 @@ async fn ids_get_distinct_keys_and_read_back_exactly() {
         "0123456789abcde".to_owned(),
         "0123456789abcdefg".to_owned(),
         "ünïcødé-16bytes".to_owned(),
+        "éééééééé".to_owned(),
         "order-42".to_owned(),
     ];
     let mut keys = Vec::new();
@@ -60,6 +61,7 @@ async fn ids_get_distinct_keys_and_read_back_exactly() {
         "only UUIDs take 16 bytes"
     );
     assert_eq!(keys[3].len(), 17, "a 16-byte text gets its marker byte");
+    assert_eq!(keys[7].len(), 17, "16 bytes of UTF-8 in 8 characters too");
     let mut distinct = keys.clone();
     distinct.sort();
     distinct.dedup();
@@ -81,12 +83,26 @@ async fn ids_get_distinct_keys_and_read_back_exactly() {
             Outcome::Duplicate
         );
     }
-    assert_eq!(db.scalar("SELECT count(*) FROM ledger").await, 8);
+    assert_eq!(db.scalar("SELECT count(*) FROM ledger").await, 9);
     assert_eq!(
         db.scalar("SELECT count(*) FROM inboxed_processed_messages")
             .await,
-        8
+        9
     );
+    // The keys store the consumer's id: its registry row can be neither changed nor removed.
+    for change in [
+        "DELETE FROM inboxed_consumers",
+        "UPDATE inboxed_consumers SET name = 'other'",
+        "TRUNCATE inboxed_consumers",
+    ] {
+        let err = sqlx::raw_sql(change)
+            .execute(db.store.pool())
+            .await
+            .unwrap_err();
+        let code = err.as_database_error().and_then(|e| e.code());
+        assert_eq!(code.as_deref(), Some("23001"), "{change}: {err}");
+    }
+    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_consumers").await, 1);
     db.finish().await;
 }
 

@@ -5,7 +5,8 @@
 # pg_ctlcluster when it is installed but down); otherwise a throwaway cluster made with the
 # local initdb on port 55432 and stopped afterwards. With none of these the script fails:
 # database tests never skip. PgBouncer is installed with apt when missing (its test starts its
-# own instance). SQLite needs nothing.
+# own instance). RabbitMQ: INBOXED_AMQP_URL, else the local broker, started or installed when
+# missing. SQLite needs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,6 +68,23 @@ if ! command -v pgbouncer >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v ap
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null 2>&1 \
     || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
 fi
+
+# RabbitMQ (the adapter's tests): INBOXED_AMQP_URL when set, else the local broker on 5672,
+# started (and installed with apt) when missing. Without one the script fails.
+amqp_up() { (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
+if [ -z "${INBOXED_AMQP_URL:-}" ] && ! amqp_up; then
+  if ! command -v rabbitmq-server >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing RabbitMQ from Debian's packages"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null 2>&1 \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null; }
+  fi
+  command -v rabbitmq-server >/dev/null 2>&1 || { say "no RabbitMQ: install rabbitmq-server or set INBOXED_AMQP_URL"; exit 1; }
+  say "starting RabbitMQ"
+  rabbitmq-server -detached >/dev/null 2>&1 || true
+  for _ in $(seq 1 120); do amqp_up && break; sleep 0.5; done
+  amqp_up || { say "RabbitMQ did not come up on 5672"; exit 1; }
+fi
+say "RabbitMQ: ${INBOXED_AMQP_URL:-amqp://127.0.0.1:5672}"
 
 # Doctests first, so that the run closes with the main suite's summary.
 cargo test --workspace --all-features --doc

@@ -84,7 +84,13 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         println!(
             "round {round}: alone p50 {:.2} / p99 {:.2} ms; during the purge p50 {:.2} / p99 {:.2} ms; \
              ratio {:.2}; purged {} keys at {:.0} keys/s",
-            r.idle.0, r.idle.1, r.during.0, r.during.1, r.ratio(), r.purged, r.rate
+            r.idle.0,
+            r.idle.1,
+            r.during.0,
+            r.during.1,
+            r.ratio(),
+            r.purged,
+            r.rate
         );
         rounds.push(r);
     }
@@ -187,7 +193,14 @@ async fn purge_round(
     args: &Args,
     rate: f64,
 ) -> anyhow::Result<Round> {
-    let idle = load(processor, args.workers, Some(rate), secs(args.seconds), None).await?;
+    let idle = load(
+        processor,
+        args.workers,
+        Some(rate),
+        secs(args.seconds),
+        None,
+    )
+    .await?;
     let done = Arc::new(AtomicBool::new(false));
     let purging = {
         let (done, purger) = (done.clone(), purger.clone());
@@ -198,7 +211,14 @@ async fn purge_round(
             report.map(|r| (r.total(), started.elapsed()))
         })
     };
-    let during = load(processor, args.workers, Some(rate), Duration::MAX, Some(done)).await?;
+    let during = load(
+        processor,
+        args.workers,
+        Some(rate),
+        Duration::MAX,
+        Some(done),
+    )
+    .await?;
     let (purged, took) = purging.await??;
     Ok(Round {
         idle: (pct(&idle, 0.5), pct(&idle, 0.99)),

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod backend;
+pub mod broker_child;
 pub mod child;
 pub mod conformance;
 pub mod handler;

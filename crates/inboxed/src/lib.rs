@@ -50,8 +50,15 @@
 //! ## Layout
 //! - [`inboxed_core`] (re-exported here): envelope, processor, consumer loop, errors.
 //! - [`postgres`] (feature `postgres`) and [`sqlite`] (feature `sqlite`): the stores.
+//! - [`rabbitmq`] (feature `rabbitmq`): the RabbitMQ source for [`Consumer`].
 
 pub use inboxed_core::*;
+
+/// RabbitMQ deliveries, acked only after the commit.
+#[cfg(feature = "rabbitmq")]
+pub mod rabbitmq {
+    pub use inboxed_rabbitmq::*;
+}
 
 /// PostgreSQL store.
 #[cfg(feature = "postgres")]

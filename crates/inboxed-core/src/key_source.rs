@@ -1,0 +1,166 @@
+//! Where a broker adapter finds a delivery's message id: one rule for every adapter, so that
+//! the same producer's messages get the same key whichever broker carries them.
+
+use crate::envelope::{EnvelopeError, MessageId};
+
+/// Where the message id of a delivery comes from. Always something the producer set when it
+/// created the message; never an offset, a receipt handle or a delivery counter, which change
+/// on redelivery or replay.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum KeySource {
+    /// The broker's message-id field set by the producer: AMQP `message_id`, NATS
+    /// `Nats-Msg-Id`. Adapters whose broker has no such producer field document what they read.
+    /// The default.
+    #[default]
+    MessageIdProperty,
+    /// A header (AMQP header, NATS or Kafka header, SQS message attribute) holding the id.
+    Header(String),
+    /// A field of the JSON body, by JSON pointer (`/order/id`): see
+    /// [`MessageId::from_json_field`].
+    JsonField(String),
+    /// CloudEvents `source` + `id` (see [`MessageId::from_cloudevent`]): from headers in
+    /// binary mode (`ce-source`/`ce-id`, `ce_source`/`ce_id`, `cloudEvents:source`/
+    /// `cloudEvents:id`, `cloudEvents_source`/`cloudEvents_id`), otherwise from the body's
+    /// `source` and `id` fields in structured mode.
+    CloudEvents,
+}
+
+/// What a delivery offers to find its key in; implemented by each adapter's delivery.
+pub trait KeyCarrier {
+    /// The broker's producer-set message-id field, if any.
+    fn message_id_property(&self) -> Option<&str>;
+    /// A header's value as text (numbers in decimal), if present.
+    fn header(&self, name: &str) -> Option<String>;
+    /// The raw body.
+    fn body(&self) -> &[u8];
+}
+
+/// CloudEvents header prefixes of the protocol bindings (HTTP and Kafka `ce-`/`ce_`, AMQP
+/// `cloudEvents:` and its JMS-safe `cloudEvents_`).
+const CE_PREFIXES: [&str; 4] = ["ce-", "ce_", "cloudEvents:", "cloudEvents_"];
+
+impl KeySource {
+    /// The id of `delivery` by this rule.
+    ///
+    /// # Errors
+    /// [`EnvelopeError::MissingId`] when the place is empty or absent, and the errors of
+    /// [`MessageId::new`] and [`MessageId::from_json_field`] for a value that cannot be a key.
+    /// The consumer loop dead-letters such a delivery; it is never processed without a key.
+    pub fn message_id(&self, delivery: &impl KeyCarrier) -> Result<MessageId, EnvelopeError> {
+        match self {
+            Self::MessageIdProperty => delivery
+                .message_id_property()
+                .filter(|id| !id.is_empty())
+                .ok_or(EnvelopeError::MissingId)
+                .and_then(MessageId::new),
+            Self::Header(name) => delivery
+                .header(name)
+                .filter(|id| !id.is_empty())
+                .ok_or(EnvelopeError::MissingId)
+                .and_then(MessageId::new),
+            Self::JsonField(pointer) => MessageId::from_json_field(delivery.body(), pointer),
+            Self::CloudEvents => {
+                let attribute = |name: &str| {
+                    CE_PREFIXES
+                        .iter()
+                        .find_map(|prefix| delivery.header(&format!("{prefix}{name}")))
+                };
+                match (attribute("source"), attribute("id")) {
+                    (Some(source), Some(id)) => MessageId::from_cloudevent(&source, &id),
+                    (None, None) => structured(delivery.body()),
+                    _ => Err(EnvelopeError::MissingId),
+                }
+            }
+        }
+    }
+}
+
+/// Structured-mode CloudEvents: the event is the JSON body, with `source` and `id` strings.
+fn structured(body: &[u8]) -> Result<MessageId, EnvelopeError> {
+    let event: serde_json::Value =
+        serde_json::from_slice(body).map_err(|_| EnvelopeError::MissingId)?;
+    match (event.get("source"), event.get("id")) {
+        (Some(serde_json::Value::String(source)), Some(serde_json::Value::String(id))) => {
+            MessageId::from_cloudevent(source, id)
+        }
+        _ => Err(EnvelopeError::MissingId),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    struct Fake {
+        property: Option<&'static str>,
+        headers: HashMap<&'static str, &'static str>,
+        body: &'static [u8],
+    }
+
+    impl KeyCarrier for Fake {
+        fn message_id_property(&self) -> Option<&str> {
+            self.property
+        }
+        fn header(&self, name: &str) -> Option<String> {
+            self.headers.get(name).map(|v| (*v).to_owned())
+        }
+        fn body(&self) -> &[u8] {
+            self.body
+        }
+    }
+
+    fn fake(property: Option<&'static str>, headers: &[(&'static str, &'static str)]) -> Fake {
+        Fake {
+            property,
+            headers: headers.iter().copied().collect(),
+            body: br#"{"order":{"id":"o-7"},"source":"/orders","id":"e-1"}"#,
+        }
+    }
+
+    #[test]
+    fn each_place_gives_its_key() {
+        let d = fake(
+            Some("m-1"),
+            &[("x-id", "h-1"), ("ce_source", "/s"), ("ce_id", "9")],
+        );
+        let key = |k: KeySource| k.message_id(&d).map(|m| m.as_str().to_owned());
+        assert_eq!(key(KeySource::MessageIdProperty).unwrap(), "m-1");
+        assert_eq!(key(KeySource::Header("x-id".into())).unwrap(), "h-1");
+        assert_eq!(
+            key(KeySource::JsonField("/order/id".into())).unwrap(),
+            "o-7"
+        );
+        assert_eq!(key(KeySource::CloudEvents).unwrap(), "ce|/s|9");
+        let structured = fake(None, &[]);
+        assert_eq!(
+            KeySource::CloudEvents
+                .message_id(&structured)
+                .unwrap()
+                .as_str(),
+            "ce|/orders|e-1"
+        );
+    }
+
+    #[test]
+    fn a_missing_or_empty_key_is_an_error_never_a_guess() {
+        let d = fake(Some(""), &[("ce-id", "9")]);
+        for rule in [
+            KeySource::MessageIdProperty,
+            KeySource::Header("x-id".into()),
+            KeySource::CloudEvents,
+        ] {
+            assert_eq!(
+                rule.message_id(&d),
+                Err(EnvelopeError::MissingId),
+                "{rule:?}"
+            );
+        }
+        assert!(matches!(
+            KeySource::JsonField("/nope".into()).message_id(&d),
+            Err(EnvelopeError::JsonKey { .. })
+        ));
+    }
+}

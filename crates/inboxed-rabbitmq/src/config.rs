@@ -1,0 +1,87 @@
+//! Settings of a RabbitMQ source: plain fields, each with its default.
+
+use std::time::Duration;
+
+use inboxed_core::{Backoff, KeySource};
+
+/// Which kind of queue [`RabbitConfig::declare`] creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QueueKind {
+    /// A durable classic queue. Redeliveries are only flagged (`redelivered`), so the store
+    /// counts attempts itself.
+    Classic,
+    /// A quorum queue: replicated, and it counts deliveries (`x-delivery-count`), which the
+    /// processor then uses as the attempt count.
+    Quorum,
+}
+
+/// Where and how to consume.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RabbitConfig {
+    /// AMQP URI, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`. No default.
+    pub uri: String,
+    /// The queue to consume. No default.
+    pub queue: String,
+    /// How many unacked deliveries the broker sends ahead (`basic.qos`): the bound on messages
+    /// in flight in this process, and with it the back-pressure on the broker when the database
+    /// is slow. Defaults to 32; keep it at or above the consumer loop's concurrency.
+    pub prefetch: u16,
+    /// Where the message id comes from. Defaults to the AMQP `message_id` property.
+    pub key: KeySource,
+    /// Declare the queue (durable) before consuming, or `None` to require that it exists.
+    /// Defaults to `None`: queues, their dead-letter exchanges and policies belong to the
+    /// broker's configuration.
+    pub declare: Option<QueueKind>,
+    /// Delay between reconnection attempts after the broker went away. Defaults to 100 ms
+    /// doubling to 10 s, with jitter.
+    pub reconnect: Backoff,
+    /// RabbitMQ cannot delay a requeue, so a delivery asked to come back later is held this
+    /// long at most before it is nacked back to the queue (holding it keeps it out of other
+    /// consumers' hands, and counts against the prefetch). Defaults to 1 s.
+    pub max_requeue_hold: Duration,
+    /// Consumer tag sent to the broker, shown in its management views. Defaults to `inboxed`.
+    pub consumer_tag: String,
+}
+
+impl RabbitConfig {
+    /// Settings for consuming `queue` at `uri`, with every other field at its default.
+    #[must_use]
+    pub fn new(uri: impl Into<String>, queue: impl Into<String>) -> Self {
+        Self {
+            uri: uri.into(),
+            queue: queue.into(),
+            prefetch: 32,
+            key: KeySource::default(),
+            declare: None,
+            reconnect: Backoff {
+                base: Duration::from_millis(100),
+                max: Duration::from_secs(10),
+            },
+            max_requeue_hold: Duration::from_secs(1),
+            consumer_tag: "inboxed".to_owned(),
+        }
+    }
+
+    /// Sets [`RabbitConfig::prefetch`] (at least 1).
+    #[must_use]
+    pub fn prefetch(mut self, n: u16) -> Self {
+        self.prefetch = n.max(1);
+        self
+    }
+
+    /// Sets [`RabbitConfig::key`].
+    #[must_use]
+    pub fn key(mut self, key: KeySource) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// Sets [`RabbitConfig::declare`].
+    #[must_use]
+    pub fn declare(mut self, kind: QueueKind) -> Self {
+        self.declare = Some(kind);
+        self
+    }
+}

@@ -1,0 +1,122 @@
+//! One RabbitMQ delivery, settled through its channel's acker.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::types::AMQPValue;
+
+use inboxed_core::{BoxError, Delivery, Envelope, EnvelopeError, KeyCarrier, KeySource};
+
+/// A delivery from [`RabbitSource`](crate::RabbitSource).
+#[derive(Debug)]
+pub struct RabbitDelivery {
+    pub(crate) inner: lapin::message::Delivery,
+    pub(crate) key: Arc<KeySource>,
+    pub(crate) max_requeue_hold: Duration,
+}
+
+impl RabbitDelivery {
+    /// The AMQP delivery as lapin gave it.
+    #[must_use]
+    pub fn amqp(&self) -> &lapin::message::Delivery {
+        &self.inner
+    }
+}
+
+/// An acker answers `false` when its channel is gone (the broker then redelivers the message
+/// elsewhere): report that as a failure, never as a settled delivery.
+fn settled(what: &'static str, done: lapin::Result<bool>) -> Result<(), BoxError> {
+    match done {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!("{what}: the channel closed; the broker redelivers").into()),
+        Err(e) => Err(Box::new(e)),
+    }
+}
+
+impl KeyCarrier for RabbitDelivery {
+    fn message_id_property(&self) -> Option<&str> {
+        self.inner
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|s| s.as_str())
+    }
+
+    fn header(&self, name: &str) -> Option<String> {
+        let headers = self.inner.properties.headers().as_ref()?;
+        let (_, value) = headers.inner().iter().find(|(k, _)| k.as_str() == name)?;
+        match value {
+            AMQPValue::LongString(s) => String::from_utf8(s.as_bytes().to_vec()).ok(),
+            AMQPValue::ShortString(s) => Some(s.as_str().to_owned()),
+            AMQPValue::ByteArray(b) => String::from_utf8(b.as_slice().to_vec()).ok(),
+            AMQPValue::ShortShortInt(n) => Some(n.to_string()),
+            AMQPValue::ShortShortUInt(n) => Some(n.to_string()),
+            AMQPValue::ShortInt(n) => Some(n.to_string()),
+            AMQPValue::ShortUInt(n) => Some(n.to_string()),
+            AMQPValue::LongInt(n) => Some(n.to_string()),
+            AMQPValue::LongUInt(n) => Some(n.to_string()),
+            AMQPValue::LongLongInt(n) => Some(n.to_string()),
+            _ => None,
+        }
+    }
+
+    fn body(&self) -> &[u8] {
+        &self.inner.data
+    }
+}
+
+impl Delivery for RabbitDelivery {
+    fn envelope(&self) -> Result<Envelope, EnvelopeError> {
+        let id = self.key.message_id(self)?;
+        let props = &self.inner.properties;
+        let mut envelope = Envelope::new(id, self.inner.data.clone());
+        if let Some(kind) = props.kind() {
+            envelope = envelope.with_type(kind.as_str());
+        }
+        if let Some(correlation) = props.correlation_id() {
+            envelope = envelope.with_correlation_id(correlation.as_str());
+        }
+        Ok(envelope)
+    }
+
+    fn payload(&self) -> &[u8] {
+        &self.inner.data
+    }
+
+    /// Quorum queues count earlier deliveries in `x-delivery-count`; a first delivery is 1. A
+    /// classic queue only flags a redelivery, so then the store counts attempts itself.
+    fn delivery_count(&self) -> Option<u32> {
+        if let Some(earlier) = self
+            .header("x-delivery-count")
+            .and_then(|n| n.parse::<u32>().ok())
+        {
+            return Some(earlier.saturating_add(1));
+        }
+        (!self.inner.redelivered).then_some(1)
+    }
+
+    async fn ack(self) -> Result<(), BoxError> {
+        settled(
+            "ack",
+            self.inner.acker.ack(BasicAckOptions::default()).await,
+        )
+    }
+
+    async fn requeue(self, delay: Option<Duration>) -> Result<(), BoxError> {
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay.min(self.max_requeue_hold)).await;
+        }
+        let options = BasicNackOptions {
+            multiple: false,
+            requeue: true,
+        };
+        settled("nack", self.inner.acker.nack(options).await)
+    }
+
+    /// `basic.reject` without requeue: the queue's dead-letter exchange gets it, if it has one.
+    async fn reject(self) -> Result<(), BoxError> {
+        let options = BasicRejectOptions { requeue: false };
+        settled("reject", self.inner.acker.reject(options).await)
+    }
+}

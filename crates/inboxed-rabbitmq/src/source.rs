@@ -1,0 +1,154 @@
+//! The stream of deliveries from one queue, reconnecting when the broker goes away.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use lapin::options::{BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Connection, ConnectionProperties};
+use tracing::{info, warn};
+
+use inboxed_core::{BoxError, DeliverySource, KeySource};
+
+use crate::config::{QueueKind, RabbitConfig};
+use crate::delivery::RabbitDelivery;
+
+/// Why a RabbitMQ source could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RabbitError {
+    /// Connecting, opening the channel, setting the prefetch, declaring or consuming failed.
+    #[error("RabbitMQ: could not {step} (queue {queue:?})")]
+    Setup {
+        /// The step that failed.
+        step: &'static str,
+        /// The queue.
+        queue: String,
+        /// lapin's error.
+        #[source]
+        source: lapin::Error,
+    },
+}
+
+/// Deliveries of one queue, with manual acks and a bounded prefetch. When the connection or
+/// channel is lost, `next` reconnects with backoff on its own; deliveries taken before the loss
+/// cannot be acked any more (their acks fail and the broker redelivers them, which the inbox
+/// settles as duplicates if they were committed).
+#[derive(Debug)]
+pub struct RabbitSource {
+    config: RabbitConfig,
+    key: Arc<KeySource>,
+    live: Option<(Connection, lapin::Consumer)>,
+    failures: u32,
+}
+
+impl RabbitSource {
+    /// Connects and starts consuming, so that a wrong URI, credentials or queue name fails
+    /// here with an error naming the step, rather than in a reconnect loop.
+    ///
+    /// # Errors
+    /// [`RabbitError::Setup`] naming the step that failed.
+    pub async fn connect(config: RabbitConfig) -> Result<Self, RabbitError> {
+        let live = open(&config).await?;
+        Ok(Self {
+            key: Arc::new(config.key.clone()),
+            config,
+            live: Some(live),
+            failures: 0,
+        })
+    }
+
+    fn wrap(&self, inner: lapin::message::Delivery) -> RabbitDelivery {
+        RabbitDelivery {
+            inner,
+            key: Arc::clone(&self.key),
+            max_requeue_hold: self.config.max_requeue_hold,
+        }
+    }
+}
+
+async fn open(config: &RabbitConfig) -> Result<(Connection, lapin::Consumer), RabbitError> {
+    let setup = |step: &'static str| {
+        let queue = config.queue.clone();
+        move |source| RabbitError::Setup {
+            step,
+            queue,
+            source,
+        }
+    };
+    let conn = Connection::connect(&config.uri, ConnectionProperties::default())
+        .await
+        .map_err(setup("connect"))?;
+    let channel = conn
+        .create_channel()
+        .await
+        .map_err(setup("open a channel"))?;
+    channel
+        .basic_qos(config.prefetch, BasicQosOptions::default())
+        .await
+        .map_err(setup("set the prefetch"))?;
+    if let Some(kind) = config.declare {
+        let mut args = FieldTable::default();
+        if kind == QueueKind::Quorum {
+            args.insert(
+                "x-queue-type".into(),
+                AMQPValue::LongString("quorum".into()),
+            );
+        }
+        channel
+            .queue_declare(
+                config.queue.as_str().into(),
+                QueueDeclareOptions::durable(),
+                args,
+            )
+            .await
+            .map_err(setup("declare the queue"))?;
+    }
+    let consumer = channel
+        .basic_consume(
+            config.queue.as_str().into(),
+            config.consumer_tag.as_str().into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(setup("consume"))?;
+    Ok((conn, consumer))
+}
+
+impl DeliverySource for RabbitSource {
+    type Delivery = RabbitDelivery;
+
+    /// Never ends on its own: a lost connection is reopened with backoff (logged at WARN), and
+    /// the consumer loop's shutdown is what stops it.
+    async fn next(&mut self) -> Option<Result<RabbitDelivery, BoxError>> {
+        loop {
+            let Some((_, consumer)) = self.live.as_mut() else {
+                tokio::time::sleep(self.config.reconnect.delay(self.failures)).await;
+                match open(&self.config).await {
+                    Ok(live) => {
+                        info!(queue = %self.config.queue, after = self.failures, "reconnected to RabbitMQ");
+                        self.live = Some(live);
+                        self.failures = 0;
+                    }
+                    Err(e) => {
+                        self.failures = self.failures.saturating_add(1);
+                        warn!(error = %e, failures = self.failures, "RabbitMQ reconnect failed; retrying");
+                    }
+                }
+                continue;
+            };
+            match consumer.next().await {
+                Some(Ok(delivery)) => return Some(Ok(self.wrap(delivery))),
+                Some(Err(e)) => {
+                    warn!(error = %e, queue = %self.config.queue, "RabbitMQ consumer lost; reconnecting")
+                }
+                None => {
+                    warn!(queue = %self.config.queue, "RabbitMQ consumer cancelled; reconnecting")
+                }
+            }
+            self.live = None;
+            self.failures = 1;
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The RabbitMQ adapter against a real RabbitMQ (`INBOXED_AMQP_URL`, default the local broker)
+//! and a real PostgreSQL: keys, redelivery counts, dead letters of keyless messages, and a
+//! consumer process killed with SIGKILL between its commit and its ack.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+
+use inboxed_core::{
+    ConsumerName, Delivery, DeliverySource, KeySource, Outcome, Processor, Settled, settle,
+};
+use inboxed_rabbitmq::{QueueKind, RabbitConfig, RabbitSource};
+use inboxed_test::broker_child::{
+    broker_child_locator, broker_child_main, spawn_broker_child, watch_then_kill,
+};
+use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
+
+fn amqp_url() -> String {
+    std::env::var("INBOXED_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+/// A fresh queue of `kind` for one test, and a channel to publish on.
+async fn queue(kind: QueueKind) -> (Channel, String) {
+    let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
+        .await
+        .expect("RabbitMQ must be running: scripts/test.sh starts it");
+    let channel = conn.create_channel().await.unwrap();
+    let name = format!("inboxed-test-{}", uuid::Uuid::new_v4());
+    let mut args = FieldTable::default();
+    if kind == QueueKind::Quorum {
+        args.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString("quorum".into()),
+        );
+    }
+    channel
+        .queue_declare(name.as_str().into(), QueueDeclareOptions::durable(), args)
+        .await
+        .unwrap();
+    (channel, name)
+}
+
+async fn publish(channel: &Channel, queue: &str, id: Option<&str>, body: &[u8]) {
+    let mut props = BasicProperties::default().with_delivery_mode(2);
+    if let Some(id) = id {
+        props = props.with_message_id(id.into());
+    }
+    channel
+        .basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            body,
+            props,
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+}
+
+/// Messages still in the queue (ready; unacked ones return there when their channel closes).
+async fn depth(channel: &Channel, queue: &str) -> u32 {
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(queue.into(), passive, FieldTable::default())
+        .await
+        .unwrap()
+        .message_count()
+}
+
+async fn drop_queue(channel: &Channel, queue: &str) {
+    channel
+        .queue_delete(queue.into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+}
+
+async fn ledger(db: &TestDb<Pg>) -> (i64, i64) {
+    (
+        db.scalar("SELECT count(*) FROM ledger").await,
+        db.scalar("SELECT coalesce(sum(amount), 0)::bigint FROM ledger")
+            .await,
+    )
+}
+
+fn processor(db: &TestDb<Pg>) -> Processor<inboxed_postgres::PgStore, Ledger<Pg>> {
+    Processor::new(
+        db.store.clone(),
+        ConsumerName::new("ledger").unwrap(),
+        Ledger::<Pg>::default(),
+    )
+}
+
+async fn source(queue: &str, key: KeySource) -> RabbitSource {
+    RabbitSource::connect(RabbitConfig::new(amqp_url(), queue).prefetch(1).key(key))
+        .await
+        .unwrap()
+}
+
+/// A published duplicate (same `message_id`) is processed once and both deliveries are acked;
+/// a message without a key is dead-lettered and acked, never processed; a key can come from a
+/// JSON field instead.
+#[tokio::test]
+async fn duplicates_and_keyless_messages_settle_with_the_broker() {
+    let db = Pg::create().await;
+    let (channel, name) = queue(QueueKind::Classic).await;
+    let body = credit("a-1", 7).payload().to_vec();
+    publish(&channel, &name, Some("a-1"), &body).await;
+    publish(&channel, &name, Some("a-1"), &body).await;
+    publish(&channel, &name, None, &body).await;
+    let p = processor(&db);
+    let mut src = source(&name, KeySource::MessageIdProperty).await;
+    let mut outcomes = Vec::new();
+    for _ in 0..3 {
+        let d = src.next().await.unwrap().unwrap();
+        match settle(&p, d, None).await.unwrap() {
+            Settled::Acked(o) => outcomes.push(o),
+            other => panic!("not acked: {other:?}"),
+        }
+    }
+    assert_eq!(outcomes[..2], [Outcome::Processed, Outcome::Duplicate]);
+    assert!(
+        matches!(outcomes[2], Outcome::DeadLettered { .. }),
+        "{outcomes:?}"
+    );
+    assert_eq!(ledger(&db).await, (1, 7));
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_dead_letters WHERE reason = 'invalid_message'")
+            .await,
+        1
+    );
+    drop(src);
+    assert_eq!(depth(&channel, &name).await, 0, "everything was acked");
+
+    // The key can come from a field of the JSON body instead.
+    let keyed = br#"{"amount": 3, "order": {"id": "o-9"}}"#;
+    publish(&channel, &name, None, keyed).await;
+    let mut src = source(&name, KeySource::JsonField("/order/id".into())).await;
+    let d = src.next().await.unwrap().unwrap();
+    assert_eq!(d.envelope().unwrap().id().as_str(), "o-9");
+    drop_queue(&channel, &name).await;
+    db.finish().await;
+}
+
+/// A quorum queue counts deliveries: a requeued message comes back with count 2, which the
+/// processor uses as its attempt number. A classic queue only flags the redelivery.
+#[tokio::test]
+async fn quorum_queues_count_deliveries() {
+    for (kind, second) in [(QueueKind::Quorum, Some(2)), (QueueKind::Classic, None)] {
+        let (channel, name) = queue(kind).await;
+        publish(&channel, &name, Some("q-1"), b"{}").await;
+        let mut src = source(&name, KeySource::MessageIdProperty).await;
+        let first = src.next().await.unwrap().unwrap();
+        assert_eq!(first.delivery_count(), Some(1), "{kind:?}");
+        first
+            .requeue(Some(Duration::from_millis(10)))
+            .await
+            .unwrap();
+        let again = src.next().await.unwrap().unwrap();
+        assert_eq!(again.envelope().unwrap().id().as_str(), "q-1");
+        assert_eq!(again.delivery_count(), second, "{kind:?}");
+        again.ack().await.unwrap();
+        drop_queue(&channel, &name).await;
+    }
+}
+
+/// A consumer process killed with SIGKILL after its commit and before its ack: RabbitMQ
+/// redelivers the unacked message to the restarted consumer, which settles it as a duplicate.
+/// The ledger shows every effect once.
+#[tokio::test]
+async fn killed_between_commit_and_ack_applies_once() {
+    let test = "killed_between_commit_and_ack_applies_once";
+    if let Some(locator) = broker_child_locator() {
+        let name = std::env::var("INBOXED_RABBIT_QUEUE").unwrap();
+        let src = source(&name, KeySource::MessageIdProperty).await;
+        return broker_child_main::<Pg, _>(&locator, src).await;
+    }
+    let db = Pg::create().await;
+    let (channel, name) = queue(QueueKind::Classic).await;
+    for (id, amount) in [("k-1", 25), ("k-2", 5), ("k-3", 1)] {
+        publish(&channel, &name, Some(id), credit(id, amount).payload()).await;
+    }
+    let wait = Duration::from_secs(60);
+    let env = [
+        ("INBOXED_RABBIT_QUEUE", name.as_str()),
+        ("INBOXED_FAULT", "pause_before_ack"),
+    ];
+    let mut child = spawn_broker_child(test, &db.locator, &env);
+    let said = watch_then_kill(&mut child, wait, |s| !s.is_empty()).await;
+    assert_eq!(said, [("committed".to_owned(), "k-1".to_owned())]);
+    assert_eq!(ledger(&db).await, (1, 25), "k-1 committed before the kill");
+
+    let env = [("INBOXED_RABBIT_QUEUE", name.as_str())];
+    let mut child = spawn_broker_child(test, &db.locator, &env);
+    let said = watch_then_kill(&mut child, wait, |s| s.len() == 3).await;
+    let mut acked: Vec<&str> = said
+        .iter()
+        .filter(|(what, _)| what == "acked")
+        .map(|(_, id)| id.as_str())
+        .collect();
+    acked.sort_unstable();
+    assert_eq!(acked, ["k-1", "k-2", "k-3"], "{said:?}");
+    assert_eq!(ledger(&db).await, (3, 31), "k-1 was not applied twice");
+    assert_eq!(depth(&channel, &name).await, 0, "all acked");
+    drop_queue(&channel, &name).await;
+    db.finish().await;
+}

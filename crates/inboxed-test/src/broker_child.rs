@@ -1,0 +1,162 @@
+//! Crash tests through real brokers. The test binary re-runs itself as a child consumer on a
+//! real broker's source (`INBOXED_BROKER_CHILD` holds the database locator); the child prints
+//! `inboxed-child: acked <id>` after each ack, or, with `INBOXED_FAULT=pause_before_ack`,
+//! `inboxed-child: committed <id>` where it would ack and then stops, so the parent can kill it
+//! with SIGKILL between the commit and the ack. The broker redelivers what was never acked.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdout, Command};
+
+use inboxed_core::{
+    AckOrdering, BoxError, Consumer, ConsumerConfig, ConsumerName, Delivery, DeliverySource,
+    Envelope, EnvelopeError, Processor,
+};
+
+use crate::backend::Backend;
+use crate::handler::Ledger;
+
+/// A delivery whose ack prints what happened, or pauses for ever (the kill point).
+#[derive(Debug)]
+pub struct Announced<D> {
+    inner: D,
+    pause_before_ack: bool,
+}
+
+impl<D: Delivery> Announced<D> {
+    fn id(&self) -> String {
+        self.inner
+            .envelope()
+            .map_or_else(|_| "-".to_owned(), |e| e.id().as_str().to_owned())
+    }
+}
+
+impl<D: Delivery> Delivery for Announced<D> {
+    fn envelope(&self) -> Result<Envelope, EnvelopeError> {
+        self.inner.envelope()
+    }
+
+    fn payload(&self) -> &[u8] {
+        self.inner.payload()
+    }
+
+    fn delivery_count(&self) -> Option<u32> {
+        self.inner.delivery_count()
+    }
+
+    fn ack_ordering(&self) -> AckOrdering {
+        self.inner.ack_ordering()
+    }
+
+    async fn ack(self) -> Result<(), BoxError> {
+        let id = self.id();
+        if self.pause_before_ack {
+            println!("inboxed-child: committed {id}");
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        self.inner.ack().await?;
+        println!("inboxed-child: acked {id}");
+        Ok(())
+    }
+
+    async fn requeue(self, delay: Option<Duration>) -> Result<(), BoxError> {
+        let id = self.id();
+        self.inner.requeue(delay).await?;
+        println!("inboxed-child: requeued {id}");
+        Ok(())
+    }
+
+    async fn reject(self) -> Result<(), BoxError> {
+        self.inner.reject().await
+    }
+
+    async fn extend_deadline(&self, by: Duration) -> Result<(), BoxError> {
+        self.inner.extend_deadline(by).await
+    }
+}
+
+/// A broker's source whose deliveries are [`Announced`].
+#[derive(Debug)]
+pub struct AnnouncedSource<S> {
+    inner: S,
+    pause_before_ack: bool,
+}
+
+impl<S: DeliverySource> DeliverySource for AnnouncedSource<S> {
+    type Delivery = Announced<S::Delivery>;
+
+    async fn next(&mut self) -> Option<Result<Self::Delivery, BoxError>> {
+        let pause_before_ack = self.pause_before_ack;
+        self.inner.next().await.map(|r| {
+            r.map(|inner| Announced {
+                inner,
+                pause_before_ack,
+            })
+        })
+    }
+}
+
+/// The database locator when this process is a broker child.
+#[must_use]
+pub fn broker_child_locator() -> Option<String> {
+    std::env::var("INBOXED_BROKER_CHILD").ok()
+}
+
+/// The child: settles `source`'s deliveries through the `ledger` consumer one at a time until
+/// it is killed.
+pub async fn broker_child_main<B: Backend, S: DeliverySource>(locator: &str, source: S) {
+    let store = B::attach(locator).await;
+    let consumer = ConsumerName::new("ledger").expect("consumer name");
+    let processor = Processor::new(store, consumer, Ledger::<B>::default());
+    let source = AnnouncedSource {
+        inner: source,
+        pause_before_ack: std::env::var("INBOXED_FAULT").as_deref() == Ok("pause_before_ack"),
+    };
+    Consumer::new(processor, ConsumerConfig::default().concurrency(1))
+        .run(source, std::future::pending())
+        .await
+        .expect("consumer loop");
+}
+
+/// Starts this test binary again as a broker child of `test` on `locator`, with `env` added
+/// (the broker's address and queue, `INBOXED_FAULT`).
+pub fn spawn_broker_child(test: &str, locator: &str, env: &[(&str, &str)]) -> Child {
+    let exe = std::env::current_exe().expect("current test executable");
+    let mut cmd = Command::new(exe);
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("INBOXED_BROKER_CHILD", locator)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    cmd.spawn().expect("spawn broker child")
+}
+
+/// Reads the child's announcements until `done` says enough (given every `(what, id)` so
+/// far) or `timeout` passes, then kills it with SIGKILL. Returns the announcements.
+pub async fn watch_then_kill(
+    child: &mut Child,
+    timeout: Duration,
+    mut done: impl FnMut(&[(String, String)]) -> bool,
+) -> Vec<(String, String)> {
+    let stdout: ChildStdout = child.stdout.take().expect("child stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut said = Vec::new();
+    while !done(&said) {
+        let Ok(Ok(Some(line))) = tokio::time::timeout_at(deadline, lines.next_line()).await else {
+            break;
+        };
+        if let Some((_, rest)) = line.split_once("inboxed-child: ")
+            && let Some((what, id)) = rest.split_once(' ')
+        {
+            said.push((what.to_owned(), id.to_owned()));
+        }
+    }
+    child.kill().await.expect("SIGKILL the child");
+    let _ = child.wait().await;
+    said
+}

@@ -5,8 +5,8 @@
 # pg_ctlcluster when it is installed but down); otherwise a throwaway cluster made with the
 # local initdb on port 55432 and stopped afterwards. With none of these the script fails:
 # database tests never skip. PgBouncer is installed with apt when missing (its test starts its
-# own instance). RabbitMQ: INBOXED_AMQP_URL, else the local broker, started or installed when
-# missing. SQLite needs nothing.
+# own instance). RabbitMQ and NATS: INBOXED_AMQP_URL / INBOXED_NATS_URL, else the local servers,
+# started or installed when missing. SQLite needs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -85,6 +85,26 @@ if [ -z "${INBOXED_AMQP_URL:-}" ] && ! amqp_up; then
   amqp_up || { say "RabbitMQ did not come up on 5672"; exit 1; }
 fi
 say "RabbitMQ: ${INBOXED_AMQP_URL:-amqp://127.0.0.1:5672}"
+
+# NATS with JetStream (the adapter's tests): INBOXED_NATS_URL when set, else the local server on
+# 4222, started (and installed with apt) when missing. Without one the script fails.
+nats_up() { (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; }
+if [ -z "${INBOXED_NATS_URL:-}" ] && ! nats_up; then
+  if ! command -v nats-server >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing nats-server from Debian's packages"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null 2>&1 \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null; }
+  fi
+  nats=$(command -v nats-server || true)
+  [ -n "$nats" ] || { say "no NATS: install nats-server or set INBOXED_NATS_URL"; exit 1; }
+  say "starting NATS with JetStream"
+  mkdir -p target/nats
+  start-stop-daemon --start --oknodo --background --exec "$nats" -- \
+    -a 127.0.0.1 -p 4222 -js -sd "$PWD/target/nats" -l "$PWD/target/nats/server.log" >/dev/null 2>&1 || true
+  for _ in $(seq 1 40); do nats_up && break; sleep 0.25; done
+  nats_up || { say "NATS did not come up on 4222"; exit 1; }
+fi
+say "NATS: ${INBOXED_NATS_URL:-nats://127.0.0.1:4222}"
 
 # Doctests first, so that the run closes with the main suite's summary.
 cargo test --workspace --all-features --doc

@@ -50,9 +50,16 @@
 //! ## Layout
 //! - [`inboxed_core`] (re-exported here): envelope, processor, consumer loop, errors.
 //! - [`postgres`] (feature `postgres`) and [`sqlite`] (feature `sqlite`): the stores.
-//! - [`rabbitmq`] (feature `rabbitmq`): the RabbitMQ source for [`Consumer`].
+//! - [`rabbitmq`] (feature `rabbitmq`) and [`nats`] (feature `nats`): broker sources for
+//!   [`Consumer`].
 
 pub use inboxed_core::*;
+
+/// NATS JetStream messages, acked only after the commit.
+#[cfg(feature = "nats")]
+pub mod nats {
+    pub use inboxed_nats::*;
+}
 
 /// RabbitMQ deliveries, acked only after the commit.
 #[cfg(feature = "rabbitmq")]

@@ -1,0 +1,87 @@
+//! Settings of a JetStream source: plain fields, each with its default.
+
+use std::time::Duration;
+
+use inboxed_core::{Backoff, KeySource};
+
+/// Where and how to consume.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct NatsConfig {
+    /// Server URL, e.g. `nats://127.0.0.1:4222`. No default.
+    pub url: String,
+    /// The JetStream stream. No default.
+    pub stream: String,
+    /// The durable consumer's name: the server keeps its position and unacked messages across
+    /// restarts of this process. No default.
+    pub consumer: String,
+    /// Messages pulled per request and the consumer's `max_ack_pending`: the bound on messages
+    /// in flight, and with it the back-pressure when the database is slow. Defaults to 32; keep
+    /// it at or above the consumer loop's concurrency.
+    pub prefetch: usize,
+    /// How long the server waits for an ack before redelivering (the consumer's `ack_wait`).
+    /// Handlers that may take longer need `ConsumerConfig::extend_every` (NATS `Progress`).
+    /// Defaults to 30 s.
+    pub ack_wait: Duration,
+    /// Where the message id comes from. Defaults to the `Nats-Msg-Id` header, which is also
+    /// what the server's own (windowed) publish dedup uses.
+    pub key: KeySource,
+    /// Create the stream (file storage) on these subjects if it does not exist, or `None` to
+    /// require that it does. Defaults to `None`.
+    pub declare_subjects: Option<Vec<String>>,
+    /// Delay between attempts to resume pulling after the server went away (the client itself
+    /// reconnects the connection). Defaults to 100 ms doubling to 10 s, with jitter.
+    pub reconnect: Backoff,
+}
+
+impl NatsConfig {
+    /// Settings for consuming `stream` through the durable consumer `consumer` at `url`.
+    #[must_use]
+    pub fn new(
+        url: impl Into<String>,
+        stream: impl Into<String>,
+        consumer: impl Into<String>,
+    ) -> Self {
+        Self {
+            url: url.into(),
+            stream: stream.into(),
+            consumer: consumer.into(),
+            prefetch: 32,
+            ack_wait: Duration::from_secs(30),
+            key: KeySource::default(),
+            declare_subjects: None,
+            reconnect: Backoff {
+                base: Duration::from_millis(100),
+                max: Duration::from_secs(10),
+            },
+        }
+    }
+
+    /// Sets [`NatsConfig::prefetch`] (at least 1).
+    #[must_use]
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = n.max(1);
+        self
+    }
+
+    /// Sets [`NatsConfig::ack_wait`].
+    #[must_use]
+    pub fn ack_wait(mut self, wait: Duration) -> Self {
+        self.ack_wait = wait;
+        self
+    }
+
+    /// Sets [`NatsConfig::key`].
+    #[must_use]
+    pub fn key(mut self, key: KeySource) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// Sets [`NatsConfig::declare_subjects`].
+    #[must_use]
+    pub fn declare(mut self, subjects: Vec<String>) -> Self {
+        self.declare_subjects = Some(subjects);
+        self
+    }
+}

@@ -1,0 +1,77 @@
+//! One JetStream message, settled with acks the server confirms.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::AckKind;
+
+use inboxed_core::{BoxError, Delivery, Envelope, EnvelopeError, KeyCarrier, KeySource};
+
+/// A message from [`NatsSource`](crate::NatsSource).
+#[derive(Debug)]
+pub struct NatsDelivery {
+    pub(crate) inner: async_nats::jetstream::Message,
+    pub(crate) key: Arc<KeySource>,
+}
+
+impl NatsDelivery {
+    /// The JetStream message as async-nats gave it.
+    #[must_use]
+    pub fn message(&self) -> &async_nats::jetstream::Message {
+        &self.inner
+    }
+}
+
+impl KeyCarrier for NatsDelivery {
+    fn message_id_property(&self) -> Option<&str> {
+        let headers = self.inner.message.headers.as_ref()?;
+        headers.get("Nats-Msg-Id").map(|v| v.as_str())
+    }
+
+    fn header(&self, name: &str) -> Option<String> {
+        let headers = self.inner.message.headers.as_ref()?;
+        headers.get(name).map(|v| v.as_str().to_owned())
+    }
+
+    fn body(&self) -> &[u8] {
+        &self.inner.message.payload
+    }
+}
+
+impl Delivery for NatsDelivery {
+    fn envelope(&self) -> Result<Envelope, EnvelopeError> {
+        let id = self.key.message_id(self)?;
+        Ok(Envelope::new(id, self.inner.message.payload.to_vec()))
+    }
+
+    fn payload(&self) -> &[u8] {
+        &self.inner.message.payload
+    }
+
+    /// The server's count of deliveries of this message, this one included.
+    fn delivery_count(&self) -> Option<u32> {
+        let info = self.inner.info().ok()?;
+        u32::try_from(info.delivered).ok().filter(|n| *n > 0)
+    }
+
+    /// A double ack: it returns once the server confirmed it, so an ack lost on the way is an
+    /// error (and the message comes back as a duplicate), never a silent gap.
+    async fn ack(self) -> Result<(), BoxError> {
+        self.inner.double_ack().await
+    }
+
+    /// `Nak` with the delay: the server redelivers after it.
+    async fn requeue(self, delay: Option<Duration>) -> Result<(), BoxError> {
+        self.inner.ack_with(AckKind::Nak(delay)).await
+    }
+
+    /// `Term`: the server stops redelivering it.
+    async fn reject(self) -> Result<(), BoxError> {
+        self.inner.ack_with(AckKind::Term).await
+    }
+
+    /// `Progress`: the server restarts this message's `ack_wait`.
+    async fn extend_deadline(&self, _by: Duration) -> Result<(), BoxError> {
+        self.inner.ack_with(AckKind::Progress).await
+    }
+}

@@ -1,0 +1,173 @@
+//! The stream of messages from one durable pull consumer, resuming when the server goes away.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{AckPolicy, PullConsumer, pull};
+use async_nats::jetstream::stream::{Config as StreamConfig, StorageType};
+use futures_util::StreamExt;
+use tracing::{info, warn};
+
+use inboxed_core::{BoxError, DeliverySource, KeySource};
+
+use crate::config::NatsConfig;
+use crate::delivery::NatsDelivery;
+
+/// Why a JetStream source could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NatsError {
+    /// Connecting, finding or creating the stream or consumer, or pulling failed.
+    #[error("NATS JetStream: could not {step} (stream {stream:?}, consumer {consumer:?})")]
+    Setup {
+        /// The step that failed.
+        step: &'static str,
+        /// The stream.
+        stream: String,
+        /// The durable consumer.
+        consumer: String,
+        /// The client's error.
+        #[source]
+        source: BoxError,
+    },
+}
+
+/// Messages of one durable pull consumer with explicit acks. The client reconnects its
+/// connection by itself; when the pull stream fails (a restarted server, missed heartbeats),
+/// `next` starts a new one with backoff. Messages taken before are redelivered by the server
+/// after `ack_wait` if their acks did not get through.
+pub struct NatsSource {
+    config: NatsConfig,
+    key: Arc<KeySource>,
+    consumer: PullConsumer,
+    messages: Option<pull::Stream>,
+    failures: u32,
+}
+
+impl std::fmt::Debug for NatsSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsSource")
+            .field("config", &self.config)
+            .field("pulling", &self.messages.is_some())
+            .field("failures", &self.failures)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NatsSource {
+    /// Connects, finds (or creates, see [`NatsConfig::declare_subjects`]) the stream and the
+    /// durable consumer, and starts pulling, so that a wrong URL or name fails here with an
+    /// error naming the step.
+    ///
+    /// # Errors
+    /// [`NatsError::Setup`] naming the step that failed.
+    pub async fn connect(config: NatsConfig) -> Result<Self, NatsError> {
+        let setup = |step: &'static str| {
+            let (stream, consumer) = (config.stream.clone(), config.consumer.clone());
+            move |source: BoxError| NatsError::Setup {
+                step,
+                stream,
+                consumer,
+                source,
+            }
+        };
+        let client = async_nats::connect(config.url.as_str())
+            .await
+            .map_err(|e| setup("connect")(e.into()))?;
+        let js = async_nats::jetstream::new(client);
+        let stream = match &config.declare_subjects {
+            Some(subjects) => js
+                .get_or_create_stream(StreamConfig {
+                    name: config.stream.clone(),
+                    subjects: subjects.clone(),
+                    storage: StorageType::File,
+                    ..StreamConfig::default()
+                })
+                .await
+                .map_err(|e| setup("create the stream")(e.into()))?,
+            None => js
+                .get_stream(&config.stream)
+                .await
+                .map_err(|e| setup("find the stream")(e.into()))?,
+        };
+        let consumer: PullConsumer = stream
+            .get_or_create_consumer(
+                &config.consumer,
+                pull::Config {
+                    durable_name: Some(config.consumer.clone()),
+                    ack_policy: AckPolicy::Explicit,
+                    ack_wait: config.ack_wait,
+                    max_ack_pending: i64::try_from(config.prefetch).unwrap_or(i64::MAX),
+                    ..pull::Config::default()
+                },
+            )
+            .await
+            .map_err(|e| setup("create the consumer")(e.into()))?;
+        let messages = pull_stream(&consumer, &config)
+            .await
+            .map_err(setup("pull"))?;
+        Ok(Self {
+            key: Arc::new(config.key.clone()),
+            config,
+            consumer,
+            messages: Some(messages),
+            failures: 0,
+        })
+    }
+}
+
+/// Pulls of `prefetch` messages, with idle heartbeats so that a dead server is noticed.
+async fn pull_stream(
+    consumer: &PullConsumer,
+    config: &NatsConfig,
+) -> Result<pull::Stream, BoxError> {
+    Ok(consumer
+        .stream()
+        .max_messages_per_batch(config.prefetch)
+        .expires(Duration::from_secs(10))
+        .heartbeat(Duration::from_secs(3))
+        .messages()
+        .await?)
+}
+
+impl DeliverySource for NatsSource {
+    type Delivery = NatsDelivery;
+
+    /// Never ends on its own: a failed pull stream is restarted with backoff (logged at WARN),
+    /// and the consumer loop's shutdown is what stops it.
+    async fn next(&mut self) -> Option<Result<NatsDelivery, BoxError>> {
+        loop {
+            let Some(messages) = self.messages.as_mut() else {
+                tokio::time::sleep(self.config.reconnect.delay(self.failures)).await;
+                match pull_stream(&self.consumer, &self.config).await {
+                    Ok(messages) => {
+                        info!(stream = %self.config.stream, after = self.failures, "resumed pulling from JetStream");
+                        self.messages = Some(messages);
+                        self.failures = 0;
+                    }
+                    Err(e) => {
+                        self.failures = self.failures.saturating_add(1);
+                        warn!(error = %e, failures = self.failures, "JetStream pull failed; retrying");
+                    }
+                }
+                continue;
+            };
+            match messages.next().await {
+                Some(Ok(message)) => {
+                    return Some(Ok(NatsDelivery {
+                        inner: message,
+                        key: Arc::clone(&self.key),
+                    }));
+                }
+                Some(Err(e)) => {
+                    warn!(error = %e, stream = %self.config.stream, "JetStream pull stream failed; restarting it")
+                }
+                None => {
+                    warn!(stream = %self.config.stream, "JetStream pull stream ended; restarting it")
+                }
+            }
+            self.messages = None;
+            self.failures = 1;
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! The JetStream adapter against a real NATS server with JetStream (`INBOXED_NATS_URL`, default
+//! the local server) and a real PostgreSQL: keys, delivery counts, dead letters of keyless
+//! messages, and a consumer process killed with SIGKILL between its commit and its ack.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, Context};
+
+use inboxed_core::{
+    ConsumerName, Delivery, DeliverySource, KeySource, Outcome, Processor, Settled, settle,
+};
+use inboxed_nats::{NatsConfig, NatsSource};
+use inboxed_test::broker_child::{
+    broker_child_locator, broker_child_main, spawn_broker_child, watch_then_kill,
+};
+use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
+
+fn nats_url() -> String {
+    std::env::var("INBOXED_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".to_owned())
+}
+
+/// A fresh stream for one test: its name and subject, and a context to publish with.
+async fn stream() -> (Context, String, String) {
+    let client = async_nats::connect(nats_url())
+        .await
+        .expect("NATS must be running: scripts/test.sh starts it");
+    let js = jetstream::new(client);
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let (name, subject) = (format!("INBOXED_TEST_{tag}"), format!("inboxed.test.{tag}"));
+    js.create_stream(jetstream::stream::Config {
+        name: name.clone(),
+        subjects: vec![subject.clone()],
+        storage: jetstream::stream::StorageType::File,
+        ..jetstream::stream::Config::default()
+    })
+    .await
+    .unwrap();
+    (js, name, subject)
+}
+
+async fn publish(js: &Context, subject: &str, headers: &[(&str, &str)], body: &[u8]) {
+    let mut map = HeaderMap::new();
+    for (k, v) in headers {
+        map.insert(*k, *v);
+    }
+    js.publish_with_headers(subject.to_owned(), map, body.to_vec().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+}
+
+async fn ledger(db: &TestDb<Pg>) -> (i64, i64) {
+    (
+        db.scalar("SELECT count(*) FROM ledger").await,
+        db.scalar("SELECT coalesce(sum(amount), 0)::bigint FROM ledger")
+            .await,
+    )
+}
+
+async fn source(stream: &str, key: KeySource) -> NatsSource {
+    let config = NatsConfig::new(nats_url(), stream, "ledger")
+        .prefetch(1)
+        .ack_wait(Duration::from_secs(2))
+        .key(key);
+    NatsSource::connect(config).await.unwrap()
+}
+
+/// A duplicate (same key) is processed once and both messages are acked; a message without a
+/// key is dead-lettered and acked, never processed. The key here is a header of our own:
+/// `Nats-Msg-Id` would make the server drop the duplicate publish inside its window.
+#[tokio::test]
+async fn duplicates_and_keyless_messages_settle_with_the_server() {
+    let db = Pg::create().await;
+    let (js, name, subject) = stream().await;
+    let body = credit("n-1", 7).payload().to_vec();
+    publish(&js, &subject, &[("x-id", "n-1")], &body).await;
+    publish(&js, &subject, &[("x-id", "n-1")], &body).await;
+    publish(&js, &subject, &[], &body).await;
+    let p = Processor::new(
+        db.store.clone(),
+        ConsumerName::new("ledger").unwrap(),
+        Ledger::<Pg>::default(),
+    );
+    let mut src = source(&name, KeySource::Header("x-id".into())).await;
+    let mut outcomes = Vec::new();
+    for _ in 0..3 {
+        let d = src.next().await.unwrap().unwrap();
+        match settle(&p, d, None).await.unwrap() {
+            Settled::Acked(o) => outcomes.push(o),
+            other => panic!("not acked: {other:?}"),
+        }
+    }
+    assert_eq!(outcomes[..2], [Outcome::Processed, Outcome::Duplicate]);
+    assert!(
+        matches!(outcomes[2], Outcome::DeadLettered { .. }),
+        "{outcomes:?}"
+    );
+    assert_eq!(ledger(&db).await, (1, 7));
+    let mut consumer: jetstream::consumer::PullConsumer = js
+        .get_stream(&name)
+        .await
+        .unwrap()
+        .get_consumer("ledger")
+        .await
+        .unwrap();
+    let info = consumer.info().await.unwrap();
+    assert_eq!(
+        (info.num_ack_pending, info.num_pending),
+        (0, 0),
+        "every message acked"
+    );
+    js.delete_stream(&name).await.unwrap();
+    db.finish().await;
+}
+
+/// The server counts deliveries: a message nak'ed once comes back with count 2, which the
+/// processor uses as its attempt number; `Nats-Msg-Id` is the default key.
+#[tokio::test]
+async fn nak_redelivers_with_a_count() {
+    let (js, name, subject) = stream().await;
+    publish(&js, &subject, &[("Nats-Msg-Id", "c-1")], b"{}").await;
+    let mut src = source(&name, KeySource::MessageIdProperty).await;
+    let first = src.next().await.unwrap().unwrap();
+    assert_eq!(first.envelope().unwrap().id().as_str(), "c-1");
+    assert_eq!(first.delivery_count(), Some(1));
+    first
+        .requeue(Some(Duration::from_millis(50)))
+        .await
+        .unwrap();
+    let again = src.next().await.unwrap().unwrap();
+    assert_eq!(again.envelope().unwrap().id().as_str(), "c-1");
+    assert_eq!(again.delivery_count(), Some(2));
+    again.ack().await.unwrap();
+    js.delete_stream(&name).await.unwrap();
+}
+
+/// A consumer process killed with SIGKILL after its commit and before its ack: the server
+/// redelivers the unacked message after `ack_wait` to the restarted consumer, which settles it
+/// as a duplicate. The ledger shows every effect once.
+#[tokio::test]
+async fn killed_between_commit_and_ack_applies_once() {
+    let test = "killed_between_commit_and_ack_applies_once";
+    if let Some(locator) = broker_child_locator() {
+        let name = std::env::var("INBOXED_NATS_STREAM").unwrap();
+        let src = source(&name, KeySource::MessageIdProperty).await;
+        return broker_child_main::<Pg, _>(&locator, src).await;
+    }
+    let db = Pg::create().await;
+    let (js, name, subject) = stream().await;
+    for (id, amount) in [("k-1", 25), ("k-2", 5), ("k-3", 1)] {
+        let body = credit(id, amount).payload().to_vec();
+        publish(&js, &subject, &[("Nats-Msg-Id", id)], &body).await;
+    }
+    let wait = Duration::from_secs(60);
+    let env = [
+        ("INBOXED_NATS_STREAM", name.as_str()),
+        ("INBOXED_FAULT", "pause_before_ack"),
+    ];
+    let mut child = spawn_broker_child(test, &db.locator, &env);
+    let said = watch_then_kill(&mut child, wait, |s| !s.is_empty()).await;
+    assert_eq!(said, [("committed".to_owned(), "k-1".to_owned())]);
+    assert_eq!(ledger(&db).await, (1, 25), "k-1 committed before the kill");
+
+    let env = [("INBOXED_NATS_STREAM", name.as_str())];
+    let mut child = spawn_broker_child(test, &db.locator, &env);
+    let said = watch_then_kill(&mut child, wait, |s| s.len() == 3).await;
+    let mut acked: Vec<&str> = said
+        .iter()
+        .filter(|(what, _)| what == "acked")
+        .map(|(_, id)| id.as_str())
+        .collect();
+    acked.sort_unstable();
+    assert_eq!(acked, ["k-1", "k-2", "k-3"], "{said:?}");
+    assert_eq!(ledger(&db).await, (3, 31), "k-1 was not applied twice");
+    js.delete_stream(&name).await.unwrap();
+    db.finish().await;
+}

@@ -6,11 +6,13 @@
 //! `cargo run --release -p inboxed-bench -- inbox` (add `--quick` for the CI smoke run)
 //! `cargo run --release -p inboxed-bench -- retention`
 //! `cargo run --release -p inboxed-bench -- sizing --rows 1000000,10000000`
+//! `cargo run --release -p inboxed-bench -- rabbitmq`
 
 #![allow(clippy::print_stdout)]
 
 mod inbox;
 mod processor;
+mod rabbitmq;
 mod retention;
 mod sizing;
 mod variants;
@@ -43,6 +45,9 @@ enum Bench {
     Retention(retention::Args),
     /// Bytes per row of the processed-keys table: today's layout against compact ones.
     Sizing(sizing::Args),
+    /// RabbitMQ → processor → PostgreSQL at several prefetch settings, against the same
+    /// consumer acking after the business update alone.
+    Rabbitmq(rabbitmq::Args),
 }
 
 #[tokio::main]
@@ -53,6 +58,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Inbox(args) => inbox::run(&cli.database_url, args).await,
         Bench::Retention(args) => retention::run(&cli.database_url, args).await,
         Bench::Sizing(args) => sizing::run(&cli.database_url, args).await,
+        Bench::Rabbitmq(args) => rabbitmq::run(&cli.database_url, args).await,
     }
 }
 

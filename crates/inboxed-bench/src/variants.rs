@@ -19,7 +19,7 @@ pub(crate) enum Variant {
     BusinessOnly,
 }
 
-const UPDATE: &str = "UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1";
+pub(crate) const UPDATE: &str = "UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1";
 /// A statement exactly as the store issues it, rendered from the store's own SQL file.
 fn store_sql(template: &str) -> Arc<str> {
     Arc::from(inboxed_postgres::default_namespace().render(template))

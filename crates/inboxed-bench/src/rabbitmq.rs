@@ -1,0 +1,278 @@
+//! `inboxed-bench rabbitmq`: messages per second from RabbitMQ through the processor into
+//! PostgreSQL at several prefetch settings, against the same consumer acking after the business
+//! update alone (no inbox), measured in the same run and interleaved.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use lapin::options::{
+    BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use tokio::task::JoinSet;
+
+use inboxed_core::{
+    BoxError, Consumer, ConsumerConfig, ConsumerName, Delivery, DeliverySource, Envelope,
+    EnvelopeError, Processor, Store,
+};
+use inboxed_postgres::PgStore;
+use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
+
+use crate::variants::{Credit, UPDATE, create_accounts};
+
+/// RabbitMQ → processor → PostgreSQL against RabbitMQ → update → ack.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// AMQP URI of the broker.
+    #[arg(
+        long,
+        env = "INBOXED_AMQP_URL",
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    amqp_url: String,
+    /// Prefetch settings to measure (comma-separated); the consumer's concurrency follows.
+    #[arg(long, value_delimiter = ',', default_value = "1,10,100")]
+    prefetch: Vec<u16>,
+    /// Messages per measurement.
+    #[arg(long, default_value_t = 5_000)]
+    messages: u64,
+    /// Rounds; each measures every prefetch with both consumers.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+}
+
+const ACCOUNTS: i64 = 10_000;
+/// Database connections for either consumer (the server's limit is 100 by default).
+const POOL: u32 = 32;
+
+pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
+    let url = crate::fresh_database(server).await?;
+    let pool = PgPoolOptions::new()
+        // Both consumers share this bound: past it, deliveries wait for a connection.
+        .max_connections(POOL)
+        .connect(&url)
+        .await?;
+    create_accounts(&pool, ACCOUNTS).await?;
+    let store = PgStore::new(pool.clone());
+    store.migrate().await?;
+    let processor = Processor::new(
+        store,
+        ConsumerName::new("bench")?,
+        Credit { accounts: ACCOUNTS },
+    );
+    processor.ensure_ready().await?;
+    let conn = Connection::connect(&args.amqp_url, ConnectionProperties::default()).await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    println!(
+        "{} messages per measurement, {} rounds, persistent messages on a durable classic queue, \
+         {POOL} database connections",
+        args.messages, args.rounds
+    );
+    // (prefetch, inbox msg/s, bare msg/s) per round.
+    let mut results: Vec<(u16, f64, f64)> = Vec::new();
+    for round in 1..=args.rounds {
+        for &prefetch in &args.prefetch {
+            let inbox = measure(&channel, &args, prefetch, |source, target| {
+                through_inbox(processor.clone(), source, prefetch, target)
+            })
+            .await?;
+            let bare = measure(&channel, &args, prefetch, |source, target| {
+                without_inbox(pool.clone(), source, prefetch, target)
+            })
+            .await?;
+            println!(
+                "round {round}, prefetch {prefetch}: inbox {inbox:.0} msg/s, without inbox {bare:.0} msg/s"
+            );
+            results.push((prefetch, inbox, bare));
+        }
+    }
+    println!();
+    println!(
+        "| prefetch | inbox msg/s (median) | without inbox msg/s (median) | ratio (median of rounds) |"
+    );
+    println!("|---|---|---|---|");
+    for &prefetch in &args.prefetch {
+        let of = |f: fn(&(u16, f64, f64)) -> f64| {
+            crate::median(results.iter().filter(|r| r.0 == prefetch).map(f).collect())
+        };
+        println!(
+            "| {prefetch} | {:.0} | {:.0} | {:.2} |",
+            of(|r| r.1),
+            of(|r| r.2),
+            of(|r| r.1 / r.2)
+        );
+    }
+    Ok(())
+}
+
+/// Fills a fresh queue with `messages` keyed messages, then times `consume` (given the source
+/// and how many acks to wait for) until it returns.
+async fn measure<F, Fut>(
+    channel: &Channel,
+    args: &Args,
+    prefetch: u16,
+    consume: F,
+) -> anyhow::Result<f64>
+where
+    F: FnOnce(RabbitSource, u64) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let queue = format!("inboxed-bench-{}", uuid::Uuid::now_v7());
+    channel
+        .queue_declare(
+            queue.as_str().into(),
+            QueueDeclareOptions::durable(),
+            FieldTable::default(),
+        )
+        .await?;
+    let mut confirms = Vec::new();
+    for _ in 0..args.messages {
+        let props = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_message_id(uuid::Uuid::now_v7().to_string().into());
+        confirms.push(
+            channel
+                .basic_publish(
+                    "".into(),
+                    queue.as_str().into(),
+                    BasicPublishOptions::default(),
+                    b"{\"credit\":1}",
+                    props,
+                )
+                .await?,
+        );
+    }
+    for confirm in confirms {
+        confirm.await?;
+    }
+    let config = RabbitConfig::new(args.amqp_url.clone(), queue.clone()).prefetch(prefetch);
+    let source = RabbitSource::connect(config).await?;
+    let started = Instant::now();
+    consume(source, args.messages).await?;
+    let rate = args.messages as f64 / started.elapsed().as_secs_f64();
+    channel
+        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await?;
+    Ok(rate)
+}
+
+/// The consumer loop with the processor, concurrency = prefetch, until `target` acks.
+async fn through_inbox(
+    processor: Processor<PgStore, Credit>,
+    source: RabbitSource,
+    prefetch: u16,
+    target: u64,
+) -> anyhow::Result<()> {
+    let acked = Arc::new(AtomicU64::new(0));
+    let counted = Counted {
+        inner: source,
+        acked: Arc::clone(&acked),
+    };
+    let all_acked = async move {
+        while acked.load(Ordering::Relaxed) < target {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    Consumer::new(
+        processor,
+        ConsumerConfig::default().concurrency(usize::from(prefetch)),
+    )
+    .run(counted, all_acked)
+    .await?;
+    Ok(())
+}
+
+/// The same source and concurrency, each delivery settled by the business update alone in its
+/// own transaction, then acked: what a consumer without the inbox does.
+async fn without_inbox(
+    pool: PgPool,
+    mut source: RabbitSource,
+    prefetch: u16,
+    target: u64,
+) -> anyhow::Result<()> {
+    let mut tasks: JoinSet<anyhow::Result<()>> = JoinSet::new();
+    let mut taken = 0;
+    while taken < target {
+        while tasks.len() >= usize::from(prefetch) {
+            tasks.join_next().await.transpose()?.transpose()?;
+        }
+        let Some(delivery) = source.next().await else {
+            anyhow::bail!("the source ended");
+        };
+        let delivery = delivery.map_err(|e| anyhow::anyhow!(e))?;
+        taken += 1;
+        let pool = pool.clone();
+        tasks.spawn(async move {
+            let mut tx = pool.begin().await?;
+            sqlx::query(UPDATE)
+                .bind(fastrand::i64(0..ACCOUNTS))
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            delivery.ack().await.map_err(|e| anyhow::anyhow!(e))?;
+            Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    Ok(())
+}
+
+/// Counts acks that went through, so the run knows when the queue is drained.
+struct Counted<S> {
+    inner: S,
+    acked: Arc<AtomicU64>,
+}
+
+struct CountedDelivery<D> {
+    inner: D,
+    acked: Arc<AtomicU64>,
+}
+
+impl<S: DeliverySource> DeliverySource for Counted<S> {
+    type Delivery = CountedDelivery<S::Delivery>;
+
+    async fn next(&mut self) -> Option<Result<Self::Delivery, BoxError>> {
+        let acked = Arc::clone(&self.acked);
+        self.inner
+            .next()
+            .await
+            .map(|r| r.map(|inner| CountedDelivery { inner, acked }))
+    }
+}
+
+impl<D: Delivery> Delivery for CountedDelivery<D> {
+    fn envelope(&self) -> Result<Envelope, EnvelopeError> {
+        self.inner.envelope()
+    }
+
+    fn payload(&self) -> &[u8] {
+        self.inner.payload()
+    }
+
+    fn delivery_count(&self) -> Option<u32> {
+        self.inner.delivery_count()
+    }
+
+    async fn ack(self) -> Result<(), BoxError> {
+        self.inner.ack().await?;
+        self.acked.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn requeue(self, delay: Option<Duration>) -> Result<(), BoxError> {
+        self.inner.requeue(delay).await
+    }
+
+    async fn reject(self) -> Result<(), BoxError> {
+        self.inner.reject().await
+    }
+}

@@ -62,49 +62,41 @@ else
 fi
 say "PostgreSQL: ${DATABASE_URL}"
 
+# Installs a Debian package when running as root with apt; otherwise leaves it to the caller.
+apt_install() {
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 || return 0
+  say "installing $1 from Debian's packages"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null 2>&1 \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null; }
+}
+
 # The PgBouncer test starts its own pgbouncer; it fails, never skips, without one.
-if ! command -v pgbouncer >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  say "installing pgbouncer from Debian's packages"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null 2>&1 \
-    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
-fi
+command -v pgbouncer >/dev/null 2>&1 || apt_install pgbouncer
 
-# RabbitMQ (the adapter's tests): INBOXED_AMQP_URL when set, else the local broker on 5672,
+# Brokers for the adapters' tests: each URL variable when set, else a local server on its port,
 # started (and installed with apt) when missing. Without one the script fails.
-amqp_up() { (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
-if [ -z "${INBOXED_AMQP_URL:-}" ] && ! amqp_up; then
-  if ! command -v rabbitmq-server >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing RabbitMQ from Debian's packages"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null 2>&1 \
-      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null; }
+port_up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# need_service NAME PORT BINARY PACKAGE URL_VARIABLE START_COMMAND...
+need_service() {
+  local name=$1 port=$2 binary=$3 package=$4 url=$5
+  shift 5
+  if [ -n "${!url:-}" ]; then say "$name: ${!url}"; return; fi
+  if ! port_up "$port"; then
+    command -v "$binary" >/dev/null 2>&1 || apt_install "$package"
+    command -v "$binary" >/dev/null 2>&1 || { say "no $name: install $package or set $url"; exit 1; }
+    say "starting $name"
+    "$@" >/dev/null 2>&1 || true
+    for _ in $(seq 1 120); do port_up "$port" && break; sleep 0.5; done
+    port_up "$port" || { say "$name did not come up on port $port"; exit 1; }
   fi
-  command -v rabbitmq-server >/dev/null 2>&1 || { say "no RabbitMQ: install rabbitmq-server or set INBOXED_AMQP_URL"; exit 1; }
-  say "starting RabbitMQ"
-  rabbitmq-server -detached >/dev/null 2>&1 || true
-  for _ in $(seq 1 120); do amqp_up && break; sleep 0.5; done
-  amqp_up || { say "RabbitMQ did not come up on 5672"; exit 1; }
-fi
-say "RabbitMQ: ${INBOXED_AMQP_URL:-amqp://127.0.0.1:5672}"
-
-# NATS with JetStream (the adapter's tests): INBOXED_NATS_URL when set, else the local server on
-# 4222, started (and installed with apt) when missing. Without one the script fails.
-nats_up() { (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; }
-if [ -z "${INBOXED_NATS_URL:-}" ] && ! nats_up; then
-  if ! command -v nats-server >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing nats-server from Debian's packages"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null 2>&1 \
-      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null; }
-  fi
-  nats=$(command -v nats-server || true)
-  [ -n "$nats" ] || { say "no NATS: install nats-server or set INBOXED_NATS_URL"; exit 1; }
-  say "starting NATS with JetStream"
-  mkdir -p target/nats
-  start-stop-daemon --start --oknodo --background --exec "$nats" -- \
-    -a 127.0.0.1 -p 4222 -js -sd "$PWD/target/nats" -l "$PWD/target/nats/server.log" >/dev/null 2>&1 || true
-  for _ in $(seq 1 40); do nats_up && break; sleep 0.25; done
-  nats_up || { say "NATS did not come up on 4222"; exit 1; }
-fi
-say "NATS: ${INBOXED_NATS_URL:-nats://127.0.0.1:4222}"
+  say "$name: localhost:$port"
+}
+need_service RabbitMQ 5672 rabbitmq-server rabbitmq-server INBOXED_AMQP_URL \
+  rabbitmq-server -detached
+mkdir -p target/nats
+need_service NATS 4222 nats-server nats-server INBOXED_NATS_URL \
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+  -a 127.0.0.1 -p 4222 -js -sd "$PWD/target/nats" -l "$PWD/target/nats/server.log"
 
 # Doctests first, so that the run closes with the main suite's summary.
 cargo test --workspace --all-features --doc

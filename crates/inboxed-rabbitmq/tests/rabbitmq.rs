@@ -15,8 +15,9 @@ use inboxed_core::{
 };
 use inboxed_rabbitmq::{QueueKind, RabbitConfig, RabbitSource};
 use inboxed_test::broker_child::{
-    broker_child_locator, broker_child_main, spawn_broker_child, watch_then_kill,
+    CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
 };
+use inboxed_test::conformance::ledger_state as ledger;
 use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
 
 fn amqp_url() -> String {
@@ -82,14 +83,6 @@ async fn drop_queue(channel: &Channel, queue: &str) {
         .queue_delete(queue.into(), QueueDeleteOptions::default())
         .await
         .unwrap();
-}
-
-async fn ledger(db: &TestDb<Pg>) -> (i64, i64) {
-    (
-        db.scalar("SELECT count(*) FROM ledger").await,
-        db.scalar("SELECT coalesce(sum(amount), 0)::bigint FROM ledger")
-            .await,
-    )
 }
 
 fn processor(db: &TestDb<Pg>) -> Processor<inboxed_postgres::PgStore, Ledger<Pg>> {
@@ -186,30 +179,10 @@ async fn killed_between_commit_and_ack_applies_once() {
     }
     let db = Pg::create().await;
     let (channel, name) = queue(QueueKind::Classic).await;
-    for (id, amount) in [("k-1", 25), ("k-2", 5), ("k-3", 1)] {
+    for (id, amount) in CRASH_MESSAGES {
         publish(&channel, &name, Some(id), credit(id, amount).payload()).await;
     }
-    let wait = Duration::from_secs(60);
-    let env = [
-        ("INBOXED_RABBIT_QUEUE", name.as_str()),
-        ("INBOXED_FAULT", "pause_before_ack"),
-    ];
-    let mut child = spawn_broker_child(test, &db.locator, &env);
-    let said = watch_then_kill(&mut child, wait, |s| !s.is_empty()).await;
-    assert_eq!(said, [("committed".to_owned(), "k-1".to_owned())]);
-    assert_eq!(ledger(&db).await, (1, 25), "k-1 committed before the kill");
-
-    let env = [("INBOXED_RABBIT_QUEUE", name.as_str())];
-    let mut child = spawn_broker_child(test, &db.locator, &env);
-    let said = watch_then_kill(&mut child, wait, |s| s.len() == 3).await;
-    let mut acked: Vec<&str> = said
-        .iter()
-        .filter(|(what, _)| what == "acked")
-        .map(|(_, id)| id.as_str())
-        .collect();
-    acked.sort_unstable();
-    assert_eq!(acked, ["k-1", "k-2", "k-3"], "{said:?}");
-    assert_eq!(ledger(&db).await, (3, 31), "k-1 was not applied twice");
+    killed_between_commit_and_ack(test, &db, &[("INBOXED_RABBIT_QUEUE", name.as_str())]).await;
     assert_eq!(depth(&channel, &name).await, 0, "all acked");
     drop_queue(&channel, &name).await;
     db.finish().await;

@@ -15,7 +15,8 @@ use inboxed_core::{
     Envelope, EnvelopeError, Processor,
 };
 
-use crate::backend::Backend;
+use crate::backend::{Backend, TestDb};
+use crate::conformance::ledger_state;
 use crate::handler::Ledger;
 
 /// A delivery whose ack prints what happened, or pauses for ever (the kill point).
@@ -159,4 +160,41 @@ pub async fn watch_then_kill(
     child.kill().await.expect("SIGKILL the child");
     let _ = child.wait().await;
     said
+}
+
+/// The messages of [`killed_between_commit_and_ack`]: ids (their keys) and credited amounts,
+/// in the order the broker delivers them.
+pub const CRASH_MESSAGES: [(&str, i64); 3] = [("k-1", 25), ("k-2", 5), ("k-3", 1)];
+
+/// The parent's half of every adapter's SIGKILL case. With [`CRASH_MESSAGES`] published on the
+/// broker, a child started with `env` commits `k-1` and is killed before its ack; a second
+/// child then settles all three, `k-1` as a redelivered duplicate. Asserts that the ledger shows
+/// each effect once.
+pub async fn killed_between_commit_and_ack<B: Backend>(
+    test: &str,
+    db: &TestDb<B>,
+    env: &[(&str, &str)],
+) {
+    let wait = Duration::from_secs(60);
+    let mut faulty = env.to_vec();
+    faulty.push(("INBOXED_FAULT", "pause_before_ack"));
+    let mut child = spawn_broker_child(test, &db.locator, &faulty);
+    let said = watch_then_kill(&mut child, wait, |s| !s.is_empty()).await;
+    assert_eq!(said, [("committed".to_owned(), "k-1".to_owned())]);
+    assert_eq!(
+        ledger_state(db).await,
+        (1, 25),
+        "k-1 committed before the kill"
+    );
+
+    let mut child = spawn_broker_child(test, &db.locator, env);
+    let said = watch_then_kill(&mut child, wait, |s| s.len() == 3).await;
+    let mut acked: Vec<&str> = said
+        .iter()
+        .filter(|(what, _)| what == "acked")
+        .map(|(_, id)| id.as_str())
+        .collect();
+    acked.sort_unstable();
+    assert_eq!(acked, ["k-1", "k-2", "k-3"], "{said:?}");
+    assert_eq!(ledger_state(db).await, (3, 31), "k-1 was not applied twice");
 }

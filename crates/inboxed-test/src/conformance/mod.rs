@@ -72,7 +72,8 @@ pub(crate) fn processor<B: Backend>(
 }
 
 /// Rows and money in the ledger: `(rows, sum of amounts)`.
-pub(crate) async fn ledger_state<B: Backend>(db: &TestDb<B>) -> (i64, i64) {
+/// Rows and total amount of the test ledger.
+pub async fn ledger_state<B: Backend>(db: &TestDb<B>) -> (i64, i64) {
     (
         db.scalar("SELECT count(*) FROM ledger").await,
         db.scalar("SELECT CAST(coalesce(sum(amount), 0) AS BIGINT) FROM ledger")

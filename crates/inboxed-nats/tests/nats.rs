@@ -9,12 +9,11 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, Context};
 
-use inboxed_core::{
-    ConsumerName, Delivery, DeliverySource, KeySource, Outcome, Processor, Settled, settle,
-};
+use inboxed_core::{ConsumerName, Delivery, DeliverySource, KeySource, Outcome, Processor};
 use inboxed_nats::{NatsConfig, NatsSource};
 use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
+    settle_acked,
 };
 use inboxed_test::conformance::ledger_state as ledger;
 use inboxed_test::{Backend, Ledger, Pg, credit};
@@ -79,14 +78,7 @@ async fn duplicates_and_keyless_messages_settle_with_the_server() {
         Ledger::<Pg>::default(),
     );
     let mut src = source(&name, KeySource::Header("x-id".into())).await;
-    let mut outcomes = Vec::new();
-    for _ in 0..3 {
-        let d = src.next().await.unwrap().unwrap();
-        match settle(&p, d, None).await.unwrap() {
-            Settled::Acked(o) => outcomes.push(o),
-            other => panic!("not acked: {other:?}"),
-        }
-    }
+    let outcomes = settle_acked(&p, &mut src, 3).await;
     assert_eq!(outcomes[..2], [Outcome::Processed, Outcome::Duplicate]);
     assert!(
         matches!(outcomes[2], Outcome::DeadLettered { .. }),

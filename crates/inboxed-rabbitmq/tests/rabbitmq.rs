@@ -10,12 +10,11 @@ use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOption
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
-use inboxed_core::{
-    ConsumerName, Delivery, DeliverySource, KeySource, Outcome, Processor, Settled, settle,
-};
+use inboxed_core::{ConsumerName, Delivery, DeliverySource, KeySource, Outcome, Processor};
 use inboxed_rabbitmq::{QueueKind, RabbitConfig, RabbitSource};
 use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
+    settle_acked,
 };
 use inboxed_test::conformance::ledger_state as ledger;
 use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
@@ -112,14 +111,7 @@ async fn duplicates_and_keyless_messages_settle_with_the_broker() {
     publish(&channel, &name, None, &body).await;
     let p = processor(&db);
     let mut src = source(&name, KeySource::MessageIdProperty).await;
-    let mut outcomes = Vec::new();
-    for _ in 0..3 {
-        let d = src.next().await.unwrap().unwrap();
-        match settle(&p, d, None).await.unwrap() {
-            Settled::Acked(o) => outcomes.push(o),
-            other => panic!("not acked: {other:?}"),
-        }
-    }
+    let outcomes = settle_acked(&p, &mut src, 3).await;
     assert_eq!(outcomes[..2], [Outcome::Processed, Outcome::Duplicate]);
     assert!(
         matches!(outcomes[2], Outcome::DeadLettered { .. }),

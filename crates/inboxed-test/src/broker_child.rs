@@ -12,7 +12,7 @@ use tokio::process::{Child, ChildStdout, Command};
 
 use inboxed_core::{
     AckOrdering, BoxError, Consumer, ConsumerConfig, ConsumerName, Delivery, DeliverySource,
-    Envelope, EnvelopeError, Processor,
+    Envelope, EnvelopeError, Handler, Outcome, Processor, Settled, Store, settle,
 };
 
 use crate::backend::{Backend, TestDb};
@@ -197,4 +197,27 @@ pub async fn killed_between_commit_and_ack<B: Backend>(
     acked.sort_unstable();
     assert_eq!(acked, ["k-1", "k-2", "k-3"], "{said:?}");
     assert_eq!(ledger_state(db).await, (3, 31), "k-1 was not applied twice");
+}
+
+/// Takes `n` deliveries from `source` and settles each through `processor` in this process;
+/// every one must end acked. Returns their outcomes in delivery order.
+pub async fn settle_acked<S, H, Src>(
+    processor: &Processor<S, H>,
+    source: &mut Src,
+    n: usize,
+) -> Vec<Outcome>
+where
+    S: Store,
+    H: Handler<S::Db>,
+    Src: DeliverySource,
+{
+    let mut outcomes = Vec::new();
+    for _ in 0..n {
+        let delivery = source.next().await.expect("source open").expect("delivery");
+        match settle(processor, delivery, None).await.expect("settled") {
+            Settled::Acked(outcome) => outcomes.push(outcome),
+            other => panic!("not acked: {other:?}"),
+        }
+    }
+    outcomes
 }

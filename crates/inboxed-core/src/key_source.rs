@@ -20,7 +20,7 @@ pub enum KeySource {
     /// [`MessageId::from_json_field`].
     JsonField(String),
     /// CloudEvents `source` + `id` (see [`MessageId::from_cloudevent`]): from headers in
-    /// binary mode (`ce-source`/`ce-id`, `ce_source`/`ce_id`, `cloudEvents:source`/
+    /// binary mode (`ce-source`/`ce-id`, `Ce-Source`/`Ce-Id`, `ce_source`/`ce_id`, `cloudEvents:source`/
     /// `cloudEvents:id`, `cloudEvents_source`/`cloudEvents_id`), otherwise from the body's
     /// `source` and `id` fields in structured mode.
     CloudEvents,
@@ -36,9 +36,20 @@ pub trait KeyCarrier {
     fn body(&self) -> &[u8];
 }
 
-/// CloudEvents header prefixes of the protocol bindings (HTTP and Kafka `ce-`/`ce_`, AMQP
-/// `cloudEvents:` and its JMS-safe `cloudEvents_`).
-const CE_PREFIXES: [&str; 4] = ["ce-", "ce_", "cloudEvents:", "cloudEvents_"];
+/// CloudEvents header names of attribute `name` in the protocol bindings: HTTP and Kafka `ce-`
+/// (and `Ce-Name`, as HTTP bridges that canonicalise header case write it), `ce_`, AMQP
+/// `cloudEvents:` and its JMS-safe `cloudEvents_`.
+fn ce_headers(name: &str) -> [String; 5] {
+    let mut title = name.to_owned();
+    title[..1].make_ascii_uppercase();
+    [
+        format!("ce-{name}"),
+        format!("Ce-{title}"),
+        format!("ce_{name}"),
+        format!("cloudEvents:{name}"),
+        format!("cloudEvents_{name}"),
+    ]
+}
 
 impl KeySource {
     /// The id of `delivery` by this rule.
@@ -61,11 +72,8 @@ impl KeySource {
                 .and_then(MessageId::new),
             Self::JsonField(pointer) => MessageId::from_json_field(delivery.body(), pointer),
             Self::CloudEvents => {
-                let attribute = |name: &str| {
-                    CE_PREFIXES
-                        .iter()
-                        .find_map(|prefix| delivery.header(&format!("{prefix}{name}")))
-                };
+                let attribute =
+                    |name: &str| ce_headers(name).iter().find_map(|h| delivery.header(h));
                 match (attribute("source"), attribute("id")) {
                     (Some(source), Some(id)) => MessageId::from_cloudevent(&source, &id),
                     (None, None) => structured(delivery.body()),
@@ -122,6 +130,11 @@ mod tests {
 
     #[test]
     fn each_place_gives_its_key() {
+        let go = fake(None, &[("Ce-Source", "/g"), ("Ce-Id", "1")]);
+        assert_eq!(
+            KeySource::CloudEvents.message_id(&go).unwrap().as_str(),
+            "ce|/g|1"
+        );
         let d = fake(
             Some("m-1"),
             &[("x-id", "h-1"), ("ce_source", "/s"), ("ce_id", "9")],

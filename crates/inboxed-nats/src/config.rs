@@ -13,11 +13,12 @@ pub struct NatsConfig {
     /// The JetStream stream. No default.
     pub stream: String,
     /// The durable consumer's name: the server keeps its position and unacked messages across
-    /// restarts of this process. No default.
+    /// restarts of this process. Created with explicit acks if missing; an existing one keeps its
+    /// settings (ack wait, limits), and is refused unless its acks are explicit. No default.
     pub consumer: String,
-    /// Messages pulled per request and the consumer's `max_ack_pending`: the bound on messages
-    /// in flight, and with it the back-pressure when the database is slow. Defaults to 32; keep
-    /// it at or above the consumer loop's concurrency.
+    /// Messages pulled per request, the bound on messages in flight in this process and with it
+    /// the back-pressure when the database is slow; a new consumer gets twice this as its
+    /// `max_ack_pending`. Defaults to 32; keep it at or above the consumer loop's concurrency.
     pub prefetch: usize,
     /// How long the server waits for an ack before redelivering (the consumer's `ack_wait`).
     /// Handlers that may take longer need `ConsumerConfig::extend_every` (NATS `Progress`).

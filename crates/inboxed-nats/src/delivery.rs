@@ -54,8 +54,9 @@ impl Delivery for NatsDelivery {
         u32::try_from(info.delivered).ok().filter(|n| *n > 0)
     }
 
-    /// A double ack: it returns once the server confirmed it, so an ack lost on the way is an
-    /// error (and the message comes back as a duplicate), never a silent gap.
+    /// A double ack: it waits for the server's reply, so a lost connection is an error. Should
+    /// an ack still go missing, the server redelivers after `ack_wait` and the inbox settles the
+    /// message as a duplicate.
     async fn ack(self) -> Result<(), BoxError> {
         self.inner.double_ack().await
     }

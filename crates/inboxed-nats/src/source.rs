@@ -97,12 +97,23 @@ impl NatsSource {
                     durable_name: Some(config.consumer.clone()),
                     ack_policy: AckPolicy::Explicit,
                     ack_wait: config.ack_wait,
-                    max_ack_pending: i64::try_from(config.prefetch).unwrap_or(i64::MAX),
+                    // Twice the batch: messages stranded by a restarted pull (redelivered only
+                    // after ack_wait) do not stop the next pull.
+                    max_ack_pending: i64::try_from(config.prefetch.saturating_mul(2))
+                        .unwrap_or(i64::MAX),
                     ..pull::Config::default()
                 },
             )
             .await
             .map_err(|e| setup("create the consumer")(e.into()))?;
+        // An existing durable consumer keeps its own settings. Acks that cover earlier messages
+        // (`All`) or no acks at all (`None`) would lose messages still being processed; refuse.
+        let policy = consumer.cached_info().config.ack_policy;
+        if policy != AckPolicy::Explicit {
+            return Err(setup("use the existing consumer")(
+                format!("its ack policy is {policy:?}; inboxed needs Explicit").into(),
+            ));
+        }
         let messages = pull_stream(&consumer, &config)
             .await
             .map_err(setup("pull"))?;
@@ -143,7 +154,6 @@ impl DeliverySource for NatsSource {
                     Ok(messages) => {
                         info!(stream = %self.config.stream, after = self.failures, "resumed pulling from JetStream");
                         self.messages = Some(messages);
-                        self.failures = 0;
                     }
                     Err(e) => {
                         self.failures = self.failures.saturating_add(1);
@@ -154,6 +164,9 @@ impl DeliverySource for NatsSource {
             };
             match messages.next().await {
                 Some(Ok(message)) => {
+                    // Only a message proves the pull works again: starting one succeeds locally
+                    // even while the server is away.
+                    self.failures = 0;
                     return Some(Ok(NatsDelivery {
                         inner: message,
                         key: Arc::clone(&self.key),
@@ -167,7 +180,7 @@ impl DeliverySource for NatsSource {
                 }
             }
             self.messages = None;
-            self.failures = 1;
+            self.failures = self.failures.saturating_add(1);
         }
     }
 }

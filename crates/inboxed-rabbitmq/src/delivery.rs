@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::options::{BasicAckOptions, BasicRejectOptions};
 use lapin::types::AMQPValue;
 
 use inboxed_core::{BoxError, Delivery, Envelope, EnvelopeError, KeyCarrier, KeySource};
@@ -84,16 +84,18 @@ impl Delivery for RabbitDelivery {
         &self.inner.data
     }
 
-    /// Quorum queues count earlier deliveries in `x-delivery-count`; a first delivery is 1. A
-    /// classic queue only flags a redelivery, so then the store counts attempts itself.
+    /// Quorum queues count a redelivered message's earlier deliveries (`x-delivery-count`, and
+    /// `x-acquired-count` on brokers whose delivery count skips some returns); this is that plus
+    /// one. `None` otherwise, and the store counts attempts itself: always on classic queues,
+    /// which only flag a redelivery, and on a first delivery, whose headers may still carry the
+    /// count of a queue it was moved from.
     fn delivery_count(&self) -> Option<u32> {
-        if let Some(earlier) = self
-            .header("x-delivery-count")
-            .and_then(|n| n.parse::<u32>().ok())
-        {
-            return Some(earlier.saturating_add(1));
+        if !self.inner.redelivered {
+            return None;
         }
-        (!self.inner.redelivered).then_some(1)
+        let count = |name| self.header(name).and_then(|n| n.parse::<u32>().ok());
+        let earlier = count("x-delivery-count").max(count("x-acquired-count"))?;
+        Some(earlier.saturating_add(1))
     }
 
     async fn ack(self) -> Result<(), BoxError> {
@@ -107,11 +109,10 @@ impl Delivery for RabbitDelivery {
         if let Some(delay) = delay {
             tokio::time::sleep(delay.min(self.max_requeue_hold)).await;
         }
-        let options = BasicNackOptions {
-            multiple: false,
-            requeue: true,
-        };
-        settled("nack", self.inner.acker.nack(options).await)
+        // reject, not nack: quorum queues count a rejected return in x-delivery-count on every
+        // broker version.
+        let options = BasicRejectOptions { requeue: true };
+        settled("reject", self.inner.acker.reject(options).await)
     }
 
     /// `basic.reject` without requeue: the queue's dead-letter exchange gets it, if it has one.

@@ -93,6 +93,10 @@ need_service() {
 }
 need_service RabbitMQ 5672 rabbitmq-server rabbitmq-server INBOXED_AMQP_URL \
   rabbitmq-server -detached
+mkdir -p target/redis
+need_service Redis 6379 redis-server redis-server INBOXED_REDIS_URL \
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+  --dir "$PWD/target/redis" --logfile "$PWD/target/redis/server.log"
 mkdir -p target/nats
 need_service NATS 4222 nats-server nats-server INBOXED_NATS_URL \
   start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \

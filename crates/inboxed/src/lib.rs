@@ -50,10 +50,16 @@
 //! ## Layout
 //! - [`inboxed_core`] (re-exported here): envelope, processor, consumer loop, errors.
 //! - [`postgres`] (feature `postgres`) and [`sqlite`] (feature `sqlite`): the stores.
-//! - [`rabbitmq`] (feature `rabbitmq`) and [`nats`] (feature `nats`): broker sources for
-//!   [`Consumer`].
+//! - [`rabbitmq`] (feature `rabbitmq`), [`nats`] (feature `nats`) and [`redis`] (feature
+//!   `redis`): broker sources for [`Consumer`].
 
 pub use inboxed_core::*;
+
+/// Redis Streams entries, acked only after the commit.
+#[cfg(feature = "redis")]
+pub mod redis {
+    pub use inboxed_redis::*;
+}
 
 /// NATS JetStream messages, acked only after the commit.
 #[cfg(feature = "nats")]

@@ -1,0 +1,95 @@
+//! One stream entry, acked with `XACK` on the group.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+use redis::streams::StreamId;
+
+use inboxed_core::{BoxError, Delivery, Envelope, EnvelopeError, KeyCarrier, KeySource};
+
+/// What every delivery of one source shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) stream: String,
+    pub(crate) group: String,
+    pub(crate) key: KeySource,
+}
+
+/// An entry from [`RedisSource`](crate::RedisSource).
+#[derive(Debug)]
+pub struct RedisDelivery {
+    pub(crate) entry: StreamId,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) count: u32,
+    pub(crate) conn: ConnectionManager,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl RedisDelivery {
+    /// The entry's id in the stream.
+    #[must_use]
+    pub fn entry_id(&self) -> &str {
+        &self.entry.id
+    }
+}
+
+impl KeyCarrier for RedisDelivery {
+    fn message_id_property(&self) -> Option<&str> {
+        match self.entry.map.get("message_id")? {
+            redis::Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+            redis::Value::SimpleString(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<String> {
+        self.entry.get(name)
+    }
+
+    fn body(&self) -> &[u8] {
+        &self.payload
+    }
+}
+
+impl Delivery for RedisDelivery {
+    fn envelope(&self) -> Result<Envelope, EnvelopeError> {
+        let id = self.shared.key.message_id(self)?;
+        Ok(Envelope::new(id, self.payload.clone()))
+    }
+
+    fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
+    /// Deliveries to the group so far, this one included: 1 for a new entry, the group's
+    /// pending count for one taken over by `XAUTOCLAIM`.
+    fn delivery_count(&self) -> Option<u32> {
+        Some(self.count)
+    }
+
+    async fn ack(mut self) -> Result<(), BoxError> {
+        let s = &self.shared;
+        let acked: i64 = self
+            .conn
+            .xack(&s.stream, &s.group, &[&self.entry.id])
+            .await?;
+        if acked == 1 {
+            Ok(())
+        } else {
+            Err(format!("XACK of {} found it no longer pending", self.entry.id).into())
+        }
+    }
+
+    /// Redis cannot hand an entry back: it stays pending and is delivered again once idle for
+    /// `claim_idle`, whatever `delay` asks.
+    async fn requeue(self, _delay: Option<Duration>) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// Acks without processing: the group never delivers it again (it stays in the stream).
+    async fn reject(self) -> Result<(), BoxError> {
+        self.ack().await
+    }
+}

@@ -1,0 +1,199 @@
+//! The entries of one consumer group member: new ones with `XREADGROUP`, abandoned ones taken
+//! over with `XAUTOCLAIM`.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
+use tracing::warn;
+
+use inboxed_core::{BoxError, DeliverySource};
+
+use crate::config::RedisConfig;
+use crate::delivery::{RedisDelivery, Shared};
+
+/// Why a Redis Streams source could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedisError {
+    /// Connecting or creating the group failed.
+    #[error("Redis Streams: could not {step} (stream {stream:?}, group {group:?})")]
+    Setup {
+        /// The step that failed.
+        step: &'static str,
+        /// The stream's key.
+        stream: String,
+        /// The group.
+        group: String,
+        /// redis-rs's error.
+        #[source]
+        source: redis::RedisError,
+    },
+}
+
+/// Entries of one stream for one member of a consumer group. The connection reconnects by
+/// itself; a failed command is retried with backoff (logged at WARN).
+pub struct RedisSource {
+    config: RedisConfig,
+    conn: ConnectionManager,
+    shared: Arc<Shared>,
+    ready: VecDeque<RedisDelivery>,
+    claim_cursor: String,
+    last_claim: Option<Instant>,
+    failures: u32,
+}
+
+impl std::fmt::Debug for RedisSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSource")
+            .field("config", &self.config)
+            .field("ready", &self.ready.len())
+            .field("failures", &self.failures)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisSource {
+    /// Connects and (with [`RedisConfig::create_group`]) creates the group, so that a wrong
+    /// URL fails here with an error naming the step.
+    ///
+    /// # Errors
+    /// [`RedisError::Setup`] naming the step that failed.
+    pub async fn connect(config: RedisConfig) -> Result<Self, RedisError> {
+        let setup = |step: &'static str| {
+            let (stream, group) = (config.stream.clone(), config.group.clone());
+            move |source| RedisError::Setup {
+                step,
+                stream,
+                group,
+                source,
+            }
+        };
+        let client = redis::Client::open(config.url.as_str()).map_err(setup("parse the URL"))?;
+        let mut conn = client
+            .get_connection_manager()
+            .await
+            .map_err(setup("connect"))?;
+        if config.create_group {
+            let created: redis::RedisResult<()> = conn
+                .xgroup_create_mkstream(&config.stream, &config.group, "0")
+                .await;
+            match created {
+                Err(e) if e.code() == Some("BUSYGROUP") => {}
+                other => other.map_err(setup("create the group"))?,
+            }
+        }
+        Ok(Self {
+            shared: Arc::new(Shared {
+                stream: config.stream.clone(),
+                group: config.group.clone(),
+                key: config.key.clone(),
+            }),
+            config,
+            conn,
+            ready: VecDeque::new(),
+            claim_cursor: "0-0".to_owned(),
+            last_claim: None,
+            failures: 0,
+        })
+    }
+
+    /// Entries idle past `claim_idle`, taken over, with their delivery counts. Runs at most four
+    /// times per `claim_idle`, since nothing can become claimable faster.
+    async fn claim(&mut self) -> redis::RedisResult<()> {
+        let every = (self.config.claim_idle / 4).max(Duration::from_millis(50));
+        if self.last_claim.is_some_and(|at| at.elapsed() < every) {
+            return Ok(());
+        }
+        self.last_claim = Some(Instant::now());
+        let c = &self.config;
+        let idle = u64::try_from(c.claim_idle.as_millis()).unwrap_or(u64::MAX);
+        let options = StreamAutoClaimOptions::default().count(c.prefetch);
+        let reply: redis::streams::StreamAutoClaimReply = self
+            .conn
+            .xautoclaim_options(
+                &c.stream,
+                &c.group,
+                &c.consumer,
+                idle,
+                &self.claim_cursor,
+                options,
+            )
+            .await?;
+        self.claim_cursor = reply.next_stream_id;
+        let (stream, group) = (c.stream.clone(), c.group.clone());
+        for entry in reply.claimed {
+            let pending: redis::streams::StreamPendingCountReply = self
+                .conn
+                .xpending_count(&stream, &group, &entry.id, &entry.id, 1)
+                .await?;
+            let count = pending.ids.first().map_or(1, |p| p.times_delivered);
+            self.push(entry, u32::try_from(count).unwrap_or(u32::MAX));
+        }
+        Ok(())
+    }
+
+    /// New entries, blocking up to `block` for some to arrive.
+    async fn read(&mut self) -> redis::RedisResult<()> {
+        let c = &self.config;
+        let block = usize::try_from(c.block.as_millis()).unwrap_or(usize::MAX);
+        let options = StreamReadOptions::default()
+            .group(&c.group, &c.consumer)
+            .count(c.prefetch)
+            .block(block);
+        let reply: Option<StreamReadReply> = self
+            .conn
+            .xread_options(&[&c.stream], &[">"], &options)
+            .await?;
+        for key in reply.map(|r| r.keys).unwrap_or_default() {
+            for entry in key.ids {
+                self.push(entry, 1);
+            }
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, entry: StreamId, count: u32) {
+        let payload = match entry.map.get(&self.config.payload_field) {
+            Some(redis::Value::BulkString(bytes)) => bytes.clone(),
+            Some(redis::Value::SimpleString(s)) => s.clone().into_bytes(),
+            _ => Vec::new(),
+        };
+        self.ready.push_back(RedisDelivery {
+            entry,
+            payload,
+            count,
+            conn: self.conn.clone(),
+            shared: Arc::clone(&self.shared),
+        });
+    }
+}
+
+impl DeliverySource for RedisSource {
+    type Delivery = RedisDelivery;
+
+    /// Never ends on its own: a failed command is retried with backoff, and the consumer loop's
+    /// shutdown is what stops it.
+    async fn next(&mut self) -> Option<Result<RedisDelivery, BoxError>> {
+        loop {
+            if let Some(delivery) = self.ready.pop_front() {
+                return Some(Ok(delivery));
+            }
+            let fetched = match self.claim().await {
+                Ok(()) if self.ready.is_empty() => self.read().await,
+                other => other,
+            };
+            match fetched {
+                Ok(()) => self.failures = 0,
+                Err(e) => {
+                    self.failures = self.failures.saturating_add(1);
+                    warn!(error = %e, stream = %self.config.stream, failures = self.failures, "Redis Streams read failed; retrying");
+                    tokio::time::sleep(self.config.reconnect.delay(self.failures)).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! The Redis Streams adapter against a real Redis (`INBOXED_REDIS_URL`, default the local
+//! server) and a real PostgreSQL: keys, delivery counts of entries taken over, dead letters of
+//! keyless entries, and a consumer process killed with SIGKILL between its commit and its ack.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+
+use inboxed_core::{ConsumerName, Delivery, DeliverySource, KeySource, Outcome, Processor};
+use inboxed_redis::{RedisConfig, RedisSource};
+use inboxed_test::broker_child::{
+    CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
+    settle_acked,
+};
+use inboxed_test::conformance::ledger_state as ledger;
+use inboxed_test::{Backend, Ledger, Pg, credit};
+
+fn redis_url() -> String {
+    std::env::var("INBOXED_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// A connection and a fresh stream key for one test.
+async fn stream() -> (ConnectionManager, String) {
+    let client = redis::Client::open(redis_url()).unwrap();
+    let conn = client
+        .get_connection_manager()
+        .await
+        .expect("Redis must be running: scripts/test.sh starts it");
+    (conn, format!("inboxed-test-{}", uuid::Uuid::new_v4()))
+}
+
+async fn add(conn: &mut ConnectionManager, stream: &str, fields: &[(&str, &[u8])]) {
+    let _: String = conn.xadd(stream, "*", fields).await.unwrap();
+}
+
+async fn source(stream: &str, consumer: &str, claim_idle: Duration) -> RedisSource {
+    let mut config = RedisConfig::new(redis_url(), stream, "ledger")
+        .prefetch(1)
+        .claim_idle(claim_idle)
+        .key(KeySource::MessageIdProperty);
+    config.consumer = consumer.to_owned();
+    config.block = Duration::from_millis(200);
+    RedisSource::connect(config).await.unwrap()
+}
+
+/// Entries still pending in the group (delivered, never acked).
+async fn pending(conn: &mut ConnectionManager, stream: &str) -> usize {
+    let reply: redis::streams::StreamPendingReply = conn.xpending(stream, "ledger").await.unwrap();
+    reply.count()
+}
+
+/// A duplicate (same `message_id` field) is processed once and both entries are acked; an
+/// entry without one is dead-lettered and acked, never processed; a JSON-field key works too.
+#[tokio::test]
+async fn duplicates_and_keyless_entries_settle_with_the_group() {
+    let db = Pg::create().await;
+    let (mut conn, name) = stream().await;
+    let body = credit("s-1", 7).payload().to_vec();
+    add(
+        &mut conn,
+        &name,
+        &[("message_id", b"s-1"), ("payload", &body)],
+    )
+    .await;
+    add(
+        &mut conn,
+        &name,
+        &[("message_id", b"s-1"), ("payload", &body)],
+    )
+    .await;
+    add(&mut conn, &name, &[("payload", &body)]).await;
+    let p = Processor::new(
+        db.store.clone(),
+        ConsumerName::new("ledger").unwrap(),
+        Ledger::<Pg>::default(),
+    );
+    let mut src = source(&name, "c1", Duration::from_secs(30)).await;
+    let outcomes = settle_acked(&p, &mut src, 3).await;
+    assert_eq!(outcomes[..2], [Outcome::Processed, Outcome::Duplicate]);
+    assert!(
+        matches!(outcomes[2], Outcome::DeadLettered { .. }),
+        "{outcomes:?}"
+    );
+    assert_eq!(ledger(&db).await, (1, 7));
+    assert_eq!(pending(&mut conn, &name).await, 0, "every entry acked");
+
+    let mut config = RedisConfig::new(redis_url(), &name, "by-field")
+        .key(KeySource::JsonField("/order/id".into()));
+    config.block = Duration::from_millis(200);
+    add(
+        &mut conn,
+        &name,
+        &[("payload", br#"{"order":{"id":"o-4"}}"#)],
+    )
+    .await;
+    let mut by_field = RedisSource::connect(config).await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        let d = by_field.next().await.unwrap().unwrap();
+        ids.push(d.envelope().map(|e| e.id().as_str().to_owned()));
+    }
+    assert!(ids.contains(&Ok("o-4".to_owned())), "{ids:?}");
+    let _: () = conn.del(&name).await.unwrap();
+    db.finish().await;
+}
+
+/// An entry left pending (requeued, or its consumer died) is taken over by another member
+/// once idle for `claim_idle`, with the group's delivery count.
+#[tokio::test]
+async fn idle_entries_are_taken_over_with_their_count() {
+    let (mut conn, name) = stream().await;
+    add(
+        &mut conn,
+        &name,
+        &[("message_id", b"i-1"), ("payload", b"{}")],
+    )
+    .await;
+    let idle = Duration::from_millis(300);
+    let mut first = source(&name, "c1", idle).await;
+    let d = first.next().await.unwrap().unwrap();
+    assert_eq!(d.delivery_count(), Some(1));
+    d.requeue(None).await.unwrap();
+    let mut second = source(&name, "c2", idle).await;
+    tokio::time::sleep(idle).await;
+    let again = second.next().await.unwrap().unwrap();
+    assert_eq!(again.envelope().unwrap().id().as_str(), "i-1");
+    assert_eq!(again.delivery_count(), Some(2));
+    again.ack().await.unwrap();
+    assert_eq!(pending(&mut conn, &name).await, 0);
+    let _: () = conn.del(&name).await.unwrap();
+}
+
+/// A consumer process killed with SIGKILL after its commit and before its `XACK`: the restarted
+/// consumer takes the pending entry over once idle and settles it as a duplicate. The ledger
+/// shows every effect once.
+#[tokio::test]
+async fn killed_between_commit_and_ack_applies_once() {
+    let test = "killed_between_commit_and_ack_applies_once";
+    if let Some(locator) = broker_child_locator() {
+        let name = std::env::var("INBOXED_REDIS_STREAM").unwrap();
+        let consumer = format!("child-{}", std::process::id());
+        let src = source(&name, &consumer, Duration::from_secs(1)).await;
+        return broker_child_main::<Pg, _>(&locator, src).await;
+    }
+    let db = Pg::create().await;
+    let (mut conn, name) = stream().await;
+    for (id, amount) in CRASH_MESSAGES {
+        let body = credit(id, amount).payload().to_vec();
+        add(
+            &mut conn,
+            &name,
+            &[("message_id", id.as_bytes()), ("payload", &body)],
+        )
+        .await;
+    }
+    killed_between_commit_and_ack(test, &db, &[("INBOXED_REDIS_STREAM", name.as_str())]).await;
+    assert_eq!(pending(&mut conn, &name).await, 0, "all acked");
+    let _: () = conn.del(&name).await.unwrap();
+    db.finish().await;
+}

@@ -131,7 +131,8 @@ impl<B: Backend> TestDb<B> {
     }
 }
 
-pub(crate) const LEDGER: &str =
+/// The test schema: a ledger the scripted handler writes, accounts, and a deferred foreign key.
+pub const LEDGER: &str =
     "CREATE TABLE ledger (message_id TEXT NOT NULL, account TEXT NOT NULL, amount BIGINT NOT NULL);
 CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL);
 CREATE TABLE fk_parent (id BIGINT PRIMARY KEY);

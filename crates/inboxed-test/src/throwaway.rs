@@ -1,0 +1,121 @@
+//! A PostgreSQL server of a test's own, made with the local `initdb` in a temporary directory on
+//! a free port, so that a test can crash and restart it without touching anyone else's
+//! database. As root, the server runs as the `postgres` user (initdb refuses root).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A throwaway PostgreSQL cluster; stopped (immediately) when dropped.
+#[derive(Debug)]
+pub struct ThrowawayPg {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    port: u16,
+}
+
+impl ThrowawayPg {
+    /// Creates and starts the cluster.
+    ///
+    /// # Panics
+    /// When no PostgreSQL binaries are installed, or the cluster does not start.
+    #[must_use]
+    pub fn start() -> Self {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("PostgreSQL binaries under /usr/lib/postgresql")
+            .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+            .filter(|p| p.join("initdb").exists())
+            .max()
+            .expect("an initdb under /usr/lib/postgresql/*/bin");
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let pg = Self { dir, bin, port };
+        if is_root() {
+            run("chown", &["-R", "postgres", &pg.path()]);
+        }
+        let made = pg.as_owner(&format!(
+            "{}/initdb -D {}/data -A trust -U postgres >{}/initdb.log 2>&1",
+            pg.bin.display(),
+            pg.path(),
+            pg.path()
+        ));
+        assert!(made, "initdb failed; see {}/initdb.log", pg.path());
+        pg.restart();
+        pg
+    }
+
+    /// The server's URL (database `postgres`).
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Kills the server as a crash would (`pg_ctl stop -m immediate`: no checkpoint, recovery
+    /// from the WAL at the next start).
+    pub fn crash(&self) {
+        // Fails harmlessly when the server is already down (a drop after a crash).
+        let _ = self.as_owner(&format!(
+            "{}/pg_ctl -D {}/data -m immediate stop >/dev/null 2>&1",
+            self.bin.display(),
+            self.path()
+        ));
+    }
+
+    /// Starts the server (again), waiting until it accepts connections.
+    ///
+    /// # Panics
+    /// When the server does not start.
+    pub fn restart(&self) {
+        let started = self.as_owner(&format!(
+            "{}/pg_ctl -D {dir}/data -o '-p {port} -k {dir} -c listen_addresses=127.0.0.1' \
+             -l {dir}/server.log -w start >/dev/null",
+            self.bin.display(),
+            dir = self.path(),
+            port = self.port
+        ));
+        assert!(
+            started,
+            "PostgreSQL did not start; see {}/server.log",
+            self.path()
+        );
+    }
+
+    fn path(&self) -> String {
+        self.dir.path().display().to_string()
+    }
+
+    /// Runs `script` as the cluster's owner; whether it succeeded.
+    fn as_owner(&self, script: &str) -> bool {
+        let status = if is_root() {
+            Command::new("su")
+                .args(["postgres", "-s", "/bin/sh", "-c", script])
+                .status()
+        } else {
+            Command::new("sh").args(["-c", script]).status()
+        };
+        status.is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for ThrowawayPg {
+    fn drop(&mut self) {
+        self.crash();
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
+}
+
+fn run(program: &str, args: &[&str]) {
+    let status = Command::new(program)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(status.success(), "{program} {args:?} failed: {status}");
+}

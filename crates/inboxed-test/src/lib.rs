@@ -15,6 +15,7 @@ pub mod hooks;
 pub mod lite;
 pub mod parted;
 pub mod pg;
+pub mod restart;
 pub mod throwaway;
 
 pub use backend::{Backend, TestDb};

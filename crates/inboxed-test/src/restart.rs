@@ -1,0 +1,124 @@
+//! Restart tests through real brokers: a consumer loop on a broker's source runs while a
+//! server under it is crashed and restarted, and a ledger audit then checks that every message
+//! was applied exactly once.
+
+use std::time::Duration;
+
+use sqlx::postgres::PgPoolOptions;
+
+use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, DeliverySource, Processor, Store};
+use inboxed_postgres::PgStore;
+
+use crate::backend::LEDGER;
+use crate::handler::Ledger;
+use crate::pg::Pg;
+use crate::throwaway::ThrowawayPg;
+
+/// Messages of a restart test.
+pub const MESSAGES: i64 = 10_000;
+
+/// The amount credited by message `i`; the audit checks the sum.
+#[must_use]
+pub fn amount(i: i64) -> i64 {
+    i % 5 + 1
+}
+
+/// A store on `pg` with the test schema and the inbox tables.
+pub async fn store_on(pg: &ThrowawayPg) -> PgStore {
+    let pool = PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(2))
+        .connect(&pg.url())
+        .await
+        .expect("connect to the throwaway server");
+    sqlx::raw_sql(LEDGER).execute(&pool).await.expect("schema");
+    let store = PgStore::new(pool);
+    store.migrate().await.expect("migrate");
+    store
+}
+
+/// Rows in the ledger, or `None` while the server is down.
+async fn ledger_rows(url: &str) -> Option<i64> {
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(1))
+        .connect(url)
+        .await
+        .ok()?;
+    let n = sqlx::query_scalar("SELECT count(*) FROM ledger")
+        .fetch_one(&pool)
+        .await
+        .ok();
+    pool.close().await;
+    n
+}
+
+/// Runs the consumer loop on `source` (holding [`MESSAGES`] messages keyed `<prefix>-<i>`,
+/// crediting [`amount`]`(i)`) into `store` on `pg`; a quarter of the way, crashes PostgreSQL
+/// (`pg_ctl stop -m immediate`) and starts it again a second later; then audits the ledger:
+/// every message exactly once, the exact sum. Returns the rows committed before the crash.
+///
+/// # Panics
+/// When the audit fails or the stream stalls for 150 s.
+pub async fn audit_through_pg_crash<S: DeliverySource + 'static>(
+    pg: &ThrowawayPg,
+    store: PgStore,
+    source: S,
+) -> i64 {
+    let url = pg.url();
+    let processor = Processor::new(
+        store,
+        ConsumerName::new("ledger").expect("name"),
+        Ledger::<Pg>::default(),
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let consuming = tokio::spawn(async move {
+        Consumer::new(processor, ConsumerConfig::default().concurrency(16))
+            .run(source, async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(150);
+    while ledger_rows(&url).await.unwrap_or(0) < MESSAGES / 4 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no progress before the crash"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    pg.crash();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    pg.restart();
+    let before = ledger_rows(&url).await.expect("server back");
+    while ledger_rows(&url).await.unwrap_or(0) < MESSAGES {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "stuck at {:?} of {MESSAGES} after the restart ({before} before the crash)",
+            ledger_rows(&url).await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Redeliveries of messages whose acks were lost settle as duplicates meanwhile.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.send(()).expect("consumer still running");
+    consuming
+        .await
+        .expect("consumer task")
+        .expect("consumer loop");
+    let pool = PgPoolOptions::new().connect(&url).await.expect("connect");
+    let (rows, distinct, sum): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT message_id), coalesce(sum(amount), 0)::bigint FROM ledger",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("audit");
+    let expected: i64 = (0..MESSAGES).map(amount).sum();
+    assert!(before < MESSAGES, "the crash came mid-stream ({before})");
+    assert_eq!(
+        (rows, distinct, sum),
+        (MESSAGES, MESSAGES, expected),
+        "ledger audit"
+    );
+    before
+}

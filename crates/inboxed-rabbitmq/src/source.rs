@@ -116,6 +116,13 @@ async fn open(config: &RabbitConfig) -> Result<(Connection, lapin::Consumer), Ra
     Ok((conn, consumer))
 }
 
+/// Resolves once `conn` is no longer connected (checked every 500 ms).
+async fn lost(conn: &Connection) {
+    while conn.status().connected() {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
 impl DeliverySource for RabbitSource {
     type Delivery = RabbitDelivery;
 
@@ -123,7 +130,7 @@ impl DeliverySource for RabbitSource {
     /// the consumer loop's shutdown is what stops it.
     async fn next(&mut self) -> Option<Result<RabbitDelivery, BoxError>> {
         loop {
-            let Some((_, consumer)) = self.live.as_mut() else {
+            let Some((conn, consumer)) = self.live.as_mut() else {
                 tokio::time::sleep(self.config.reconnect.delay(self.failures)).await;
                 match open(&self.config).await {
                     Ok(live) => {
@@ -138,7 +145,13 @@ impl DeliverySource for RabbitSource {
                 }
                 continue;
             };
-            match consumer.next().await {
+            // A consumer whose connection died does not always end its stream: watch the
+            // connection too, so that a killed broker leads to a reconnect, not a wait for ever.
+            let next = tokio::select! {
+                next = consumer.next() => next,
+                () = lost(conn) => None,
+            };
+            match next {
                 Some(Ok(delivery)) => return Some(Ok(self.wrap(delivery))),
                 Some(Err(e)) => {
                     warn!(error = %e, queue = %self.config.queue, "RabbitMQ consumer lost; reconnecting")

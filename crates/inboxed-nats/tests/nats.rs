@@ -4,6 +4,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use std::time::Duration;
 
 use async_nats::HeaderMap;
@@ -33,14 +35,7 @@ async fn stream() -> (Context, String, String) {
     let js = jetstream::new(client);
     let tag = uuid::Uuid::new_v4().simple().to_string();
     let (name, subject) = (format!("INBOXED_TEST_{tag}"), format!("inboxed.test.{tag}"));
-    js.create_stream(jetstream::stream::Config {
-        name: name.clone(),
-        subjects: vec![subject.clone()],
-        storage: jetstream::stream::StorageType::File,
-        ..jetstream::stream::Config::default()
-    })
-    .await
-    .unwrap();
+    common::create_stream(&js, &name, &subject).await;
     (js, name, subject)
 }
 

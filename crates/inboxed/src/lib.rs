@@ -51,9 +51,22 @@
 //! - [`inboxed_core`] (re-exported here): envelope, processor, consumer loop, errors.
 //! - [`postgres`] (feature `postgres`) and [`sqlite`] (feature `sqlite`): the stores.
 //! - [`rabbitmq`] (feature `rabbitmq`), [`nats`] (feature `nats`) and [`redis`] (feature
-//!   `redis`): broker sources for [`Consumer`].
+//!   `redis`): broker sources for [`Consumer`]. `kafka` and `sqs` are the same for Kafka and
+//!   Amazon SQS; they build C and SDK code, so they are opt-in.
 
 pub use inboxed_core::*;
+
+/// Kafka records, their offsets committed only after the database commit.
+#[cfg(feature = "kafka")]
+pub mod kafka {
+    pub use inboxed_kafka::*;
+}
+
+/// Amazon SQS messages, deleted only after the database commit.
+#[cfg(feature = "sqs")]
+pub mod sqs {
+    pub use inboxed_sqs::*;
+}
 
 /// Redis Streams entries, acked only after the commit.
 #[cfg(feature = "redis")]

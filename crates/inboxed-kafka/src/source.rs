@@ -1,0 +1,149 @@
+//! The records of a consumer group member's assigned partitions, in partition order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Headers, Message};
+use tracing::warn;
+
+use inboxed_core::{BoxError, DeliverySource};
+
+use crate::config::KafkaConfig;
+use crate::delivery::{KafkaDelivery, Shared};
+
+/// Why a Kafka source could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KafkaSetupError {
+    /// Creating the consumer, reaching the brokers or subscribing failed.
+    #[error("Kafka: could not {step} (brokers {brokers:?}, group {group:?})")]
+    Setup {
+        /// The step that failed.
+        step: &'static str,
+        /// The bootstrap servers.
+        brokers: String,
+        /// The group.
+        group: String,
+        /// librdkafka's error.
+        #[source]
+        source: KafkaError,
+    },
+}
+
+/// Records of the partitions assigned to this member of the group. Offsets are stored only by
+/// acks (after the database commit) and committed every `commit_interval`, and on close.
+pub struct KafkaSource {
+    config: KafkaConfig,
+    shared: Arc<Shared>,
+    failures: u32,
+}
+
+impl std::fmt::Debug for KafkaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSource")
+            .field("config", &self.config)
+            .field("failures", &self.failures)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KafkaSource {
+    /// Creates the consumer, checks that a broker answers (librdkafka would otherwise retry a
+    /// wrong address silently for ever) and subscribes.
+    ///
+    /// # Errors
+    /// [`KafkaSetupError::Setup`] naming the step that failed.
+    pub async fn connect(config: KafkaConfig) -> Result<Self, KafkaSetupError> {
+        let setup = |step: &'static str| {
+            let (brokers, group) = (config.brokers.clone(), config.group.clone());
+            move |source| KafkaSetupError::Setup {
+                step,
+                brokers,
+                group,
+                source,
+            }
+        };
+        let mut client = ClientConfig::new();
+        client
+            .set("bootstrap.servers", &config.brokers)
+            .set("group.id", &config.group)
+            // Offsets advance only when an ack stores them, after the database commit.
+            .set("enable.auto.offset.store", "false")
+            .set("enable.auto.commit", "true")
+            .set("auto.commit.interval.ms", millis(config.commit_interval))
+            .set("auto.offset.reset", &config.offset_reset)
+            .set("max.poll.interval.ms", millis(config.max_poll_interval))
+            .set("enable.partition.eof", "false");
+        for (name, value) in &config.properties {
+            client.set(name, value);
+        }
+        let consumer: StreamConsumer = client.create().map_err(setup("create the consumer"))?;
+        let shared = Arc::new(Shared {
+            consumer,
+            key: config.key.clone(),
+        });
+        let probe = Arc::clone(&shared);
+        tokio::task::spawn_blocking(move || {
+            probe
+                .consumer
+                .fetch_metadata(None, Duration::from_secs(10))
+                .map(drop)
+        })
+        .await
+        .unwrap_or(Err(KafkaError::Canceled))
+        .map_err(setup("reach the brokers"))?;
+        let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
+        shared
+            .consumer
+            .subscribe(&topics)
+            .map_err(setup("subscribe"))?;
+        Ok(Self {
+            config,
+            shared,
+            failures: 0,
+        })
+    }
+}
+
+fn millis(d: Duration) -> String {
+    d.as_millis().max(1).to_string()
+}
+
+impl DeliverySource for KafkaSource {
+    type Delivery = KafkaDelivery;
+
+    /// Never ends on its own: a failed receive is retried with backoff, and the consumer loop's
+    /// shutdown is what stops it.
+    async fn next(&mut self) -> Option<Result<KafkaDelivery, BoxError>> {
+        loop {
+            let received = self.shared.consumer.recv().await;
+            match received {
+                Ok(record) => {
+                    self.failures = 0;
+                    let headers = record.headers().map_or_else(Vec::new, |h| {
+                        h.iter()
+                            .map(|h| (h.key.to_owned(), h.value.unwrap_or_default().to_vec()))
+                            .collect()
+                    });
+                    return Some(Ok(KafkaDelivery {
+                        topic: record.topic().to_owned(),
+                        partition: record.partition(),
+                        offset: record.offset(),
+                        headers,
+                        payload: record.payload().unwrap_or_default().to_vec(),
+                        shared: Arc::clone(&self.shared),
+                    }));
+                }
+                Err(e) => {
+                    self.failures = self.failures.saturating_add(1);
+                    warn!(error = %e, group = %self.config.group, failures = self.failures,
+                        "Kafka receive failed; retrying");
+                    tokio::time::sleep(self.config.reconnect.delay(self.failures)).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The Kafka adapter against a real Kafka-API broker (`INBOXED_KAFKA_BROKERS`, default the
+//! local one on port 19092 that scripts/test.sh starts) and a real PostgreSQL: header and JSON
+//! keys, dead letters of keyless records, offsets committed only for committed records, and a
+//! consumer process killed with SIGKILL between its commit and its ack.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+
+use inboxed_core::{ConsumerName, Delivery, DeliverySource, KeySource, Outcome, Processor};
+use inboxed_kafka::{KafkaConfig, KafkaSource};
+use inboxed_test::broker_child::{
+    CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
+    settle_acked,
+};
+use inboxed_test::conformance::ledger_state as ledger;
+use inboxed_test::{Backend, Ledger, Pg, credit};
+
+fn brokers() -> String {
+    std::env::var("INBOXED_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:19092".to_owned())
+}
+
+/// A fresh one-partition topic for one test.
+async fn topic() -> String {
+    let name = format!("inboxed-test-{}", uuid::Uuid::new_v4());
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .create()
+        .unwrap();
+    let created = admin
+        .create_topics(
+            &[NewTopic::new(&name, 1, TopicReplication::Fixed(1))],
+            &AdminOptions::new().request_timeout(Some(Duration::from_secs(10))),
+        )
+        .await
+        .expect("a Kafka-API broker must be running: scripts/test.sh starts one");
+    assert!(created.iter().all(Result::is_ok), "{created:?}");
+    name
+}
+
+/// Publishes `body` with the given headers and waits for the broker's acknowledgement.
+async fn publish(topic: &str, headers: &[(&str, &str)], body: &[u8]) {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .create()
+        .unwrap();
+    let mut owned = OwnedHeaders::new();
+    for (key, value) in headers {
+        owned = owned.insert(Header {
+            key,
+            value: Some(*value),
+        });
+    }
+    let record: FutureRecord<'_, (), [u8]> = FutureRecord::to(topic).payload(body).headers(owned);
+    producer
+        .send(record, Duration::from_secs(10))
+        .await
+        .map_err(|(e, _)| e)
+        .unwrap();
+}
+
+/// Settings for `group` on `topic`; the group's name is made unique to the topic, since a
+/// Kafka group spans topics and its rebalances would couple the tests.
+fn config(topic: &str, group: &str) -> KafkaConfig {
+    KafkaConfig::new(brokers(), format!("{group}-{topic}"), [topic])
+        .commit_interval(Duration::from_millis(100))
+        // A killed member's partitions move to the restarted one after this.
+        .property("session.timeout.ms", "6000")
+}
+
+/// The offset `group` has committed on partition 0 of `topic`.
+fn committed(topic: &str, group: &str) -> Offset {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("group.id", format!("{group}-{topic}"))
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(topic, 0);
+    let tpl = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .unwrap();
+    tpl.find_partition(topic, 0).unwrap().offset()
+}
+
+/// A duplicate (same `message_id` header) is processed once and both records are acked; a
+/// record without one is dead-lettered and acked, never processed. The group's committed
+/// offset reaches the end only through those acks. A JSON-field key works too.
+#[tokio::test]
+async fn duplicates_and_keyless_records_commit_their_offsets() {
+    let db = Pg::create().await;
+    let name = topic().await;
+    let body = credit("f-1", 7).payload().to_vec();
+    publish(&name, &[("message_id", "f-1")], &body).await;
+    publish(&name, &[("message_id", "f-1")], &body).await;
+    publish(&name, &[("other", "x")], &body).await;
+    let p = Processor::new(
+        db.store.clone(),
+        ConsumerName::new("ledger").unwrap(),
+        Ledger::<Pg>::default(),
+    );
+    let mut src = KafkaSource::connect(config(&name, "ledger")).await.unwrap();
+    let outcomes = settle_acked(&p, &mut src, 3).await;
+    assert_eq!(outcomes[..2], [Outcome::Processed, Outcome::Duplicate]);
+    assert!(
+        matches!(outcomes[2], Outcome::DeadLettered { .. }),
+        "{outcomes:?}"
+    );
+    assert_eq!(ledger(&db).await, (1, 7));
+    drop(src);
+    assert_eq!(
+        committed(&name, "ledger"),
+        Offset::Offset(3),
+        "all three acked"
+    );
+
+    publish(&name, &[], br#"{"order":{"id":"o-4"}}"#).await;
+    let by_field = config(&name, "by-field").key(KeySource::JsonField("/order/id".into()));
+    let mut by_field = KafkaSource::connect(by_field).await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        let d = by_field.next().await.unwrap().unwrap();
+        ids.push(d.envelope().map(|e| e.id().as_str().to_owned()));
+    }
+    assert!(ids.contains(&Ok("o-4".to_owned())), "{ids:?}");
+    db.finish().await;
+}
+
+/// Nothing acked, nothing committed: a member that received records and settled none leaves
+/// the group's offset where it was, so the next member receives them all.
+#[tokio::test]
+async fn unacked_records_are_delivered_again() {
+    let name = topic().await;
+    publish(&name, &[("message_id", "u-1")], b"{}").await;
+    publish(&name, &[("message_id", "u-2")], b"{}").await;
+    let mut src = KafkaSource::connect(config(&name, "g")).await.unwrap();
+    let held = (
+        src.next().await.unwrap().unwrap(),
+        src.next().await.unwrap().unwrap(),
+    );
+    // Deliveries share the group member: it leaves the group when the last one is gone.
+    drop(held);
+    drop(src);
+    assert_eq!(committed(&name, "g"), Offset::Invalid, "nothing committed");
+    let mut again = KafkaSource::connect(config(&name, "g")).await.unwrap();
+    let d = again.next().await.unwrap().unwrap();
+    assert_eq!(d.envelope().unwrap().id().as_str(), "u-1");
+    assert_eq!(d.delivery_count(), None, "Kafka keeps no delivery count");
+}
+
+/// A wrong address fails at connect, naming the step, instead of retrying silently.
+#[tokio::test]
+async fn unreachable_brokers_fail_at_connect() {
+    let mut c = KafkaConfig::new("127.0.0.1:1", "g", ["t"]);
+    c.properties
+        .push(("socket.timeout.ms".into(), "1000".into()));
+    let err = KafkaSource::connect(c).await.unwrap_err();
+    assert!(err.to_string().contains("reach the brokers"), "{err}");
+}
+
+/// A consumer process killed with SIGKILL after its commit and before its offset was stored:
+/// the restarted member receives the record again and settles it as a duplicate. The ledger
+/// shows every effect once.
+#[tokio::test]
+async fn killed_between_commit_and_ack_applies_once() {
+    let test = "killed_between_commit_and_ack_applies_once";
+    if let Some(locator) = broker_child_locator() {
+        let name = std::env::var("INBOXED_KAFKA_TOPIC").unwrap();
+        let src = KafkaSource::connect(config(&name, "ledger")).await.unwrap();
+        return broker_child_main::<Pg, _>(&locator, src).await;
+    }
+    let db = Pg::create().await;
+    let name = topic().await;
+    for (id, amount) in CRASH_MESSAGES {
+        publish(&name, &[("message_id", id)], credit(id, amount).payload()).await;
+    }
+    killed_between_commit_and_ack(test, &db, &[("INBOXED_KAFKA_TOPIC", name.as_str())]).await;
+    db.finish().await;
+}

@@ -1,0 +1,116 @@
+//! One SQS message, acked by deleting it with its receipt handle.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::types::MessageAttributeValue;
+
+use inboxed_core::{BoxError, Delivery, Envelope, EnvelopeError, KeyCarrier, KeySource};
+
+use crate::config::seconds;
+
+/// What every delivery of one source shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) client: Client,
+    pub(crate) queue_url: String,
+    pub(crate) key: KeySource,
+}
+
+/// A message from [`SqsSource`](crate::SqsSource). Its receipt handle is only ever used to
+/// settle it: it changes on every receive.
+#[derive(Debug)]
+pub struct SqsDelivery {
+    pub(crate) message_id: Option<String>,
+    pub(crate) receipt_handle: String,
+    pub(crate) body: Vec<u8>,
+    pub(crate) attributes: HashMap<String, MessageAttributeValue>,
+    pub(crate) receive_count: Option<u32>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl SqsDelivery {
+    /// SQS's own id of the message (assigned per send; not the dedup key).
+    #[must_use]
+    pub fn sqs_message_id(&self) -> Option<&str> {
+        self.message_id.as_deref()
+    }
+
+    /// Hides the message for `timeout` from now (0: visible at once).
+    async fn set_visibility(&self, timeout: Duration) -> Result<(), BoxError> {
+        self.shared
+            .client
+            .change_message_visibility()
+            .queue_url(&self.shared.queue_url)
+            .receipt_handle(&self.receipt_handle)
+            .visibility_timeout(seconds(timeout))
+            .send()
+            .await?;
+        Ok(())
+    }
+}
+
+impl KeyCarrier for SqsDelivery {
+    /// SQS has no producer message-id field: the message attribute `message_id` stands for it.
+    fn message_id_property(&self) -> Option<&str> {
+        self.attributes.get("message_id")?.string_value()
+    }
+
+    /// A message attribute of type String or Number.
+    fn header(&self, name: &str) -> Option<String> {
+        self.attributes.get(name)?.string_value().map(str::to_owned)
+    }
+
+    fn body(&self) -> &[u8] {
+        &self.body
+    }
+}
+
+impl Delivery for SqsDelivery {
+    fn envelope(&self) -> Result<Envelope, EnvelopeError> {
+        let id = self.shared.key.message_id(self)?;
+        Ok(Envelope::new(id, self.body.clone()))
+    }
+
+    fn payload(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// `ApproximateReceiveCount`: receives so far, this one included.
+    fn delivery_count(&self) -> Option<u32> {
+        self.receive_count
+    }
+
+    /// Deletes the message. A receipt handle whose visibility ran out fails here; SQS then
+    /// delivers the message again and the inbox settles it as a duplicate.
+    async fn ack(self) -> Result<(), BoxError> {
+        self.shared
+            .client
+            .delete_message()
+            .queue_url(&self.shared.queue_url)
+            .receipt_handle(&self.receipt_handle)
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// Makes the message visible again after `delay` (at once for `None`; at most 12 h).
+    async fn requeue(self, delay: Option<Duration>) -> Result<(), BoxError> {
+        self.set_visibility(delay.unwrap_or_default()).await
+    }
+
+    /// Makes the message visible again at once: the queue's redrive policy moves it to its
+    /// dead-letter queue after `maxReceiveCount` receives. (The consumer loop deletes it
+    /// instead once inboxed has written its own dead letter.)
+    async fn reject(self) -> Result<(), BoxError> {
+        self.set_visibility(Duration::ZERO).await
+    }
+
+    /// Sets the visibility timeout to `by` from now: SQS counts it from the call, not from the
+    /// receive.
+    async fn extend_deadline(&self, by: Duration) -> Result<(), BoxError> {
+        self.set_visibility(by).await
+    }
+}

@@ -10,10 +10,14 @@ async fn main() -> std::process::ExitCode {
     let args = cli::Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("INBOXED_LOG")
         .unwrap_or_else(|_| args.default_log_filter().into());
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    if args.log_format == "json" {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
     let mut out = std::io::stdout();
     match cli::run(args, &mut out).await {
         Ok(code) => code,

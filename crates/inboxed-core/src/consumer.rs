@@ -3,10 +3,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tokio::task::JoinSet;
-use tracing::{error, warn};
+use tracing::warn;
 
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
+use crate::drive::drive;
 use crate::error::Error;
 use crate::handler::Handler;
 use crate::processor::{Outcome, Processor};
@@ -155,54 +155,17 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
     /// Runs until the source closes or `shutdown` resolves, then drains in-flight work.
     ///
     /// # Errors
-    /// The source failed to receive, or a delivery could not be acked or requeued.
+    /// The source failed to receive, or an in-order delivery could not be acked.
     pub async fn run<Src: DeliverySource>(
         &self,
-        mut source: Src,
+        source: Src,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), Error> {
-        tokio::pin!(shutdown);
-        let mut tasks: JoinSet<Result<Settled, Error>> = JoinSet::new();
-        let result = loop {
-            while tasks.len() >= self.config.concurrency {
-                if let Some(joined) = tasks.join_next().await {
-                    log_task(joined);
-                }
-            }
-            let next = tokio::select! {
-                () = &mut shutdown => break Ok(()),
-                next = source.next() => next,
-            };
-            let delivery = match next {
-                None => break Ok(()),
-                Some(Err(e)) => break Err(Error::Broker(e)),
-                Some(Ok(d)) => d,
-            };
-            if delivery.ack_ordering() == AckOrdering::InOrder {
-                // Everything before it settles first; an error ends the loop after draining.
-                while let Some(joined) = tasks.join_next().await {
-                    log_task(joined);
-                }
-                if let Err(e) = settle(&self.processor, delivery, self.config.extend_every).await {
-                    break Err(e);
-                }
-                continue;
-            }
+        let extend = self.config.extend_every;
+        drive(source, shutdown, self.config.concurrency, |delivery| {
             let processor = self.processor.clone();
-            let extend = self.config.extend_every;
-            tasks.spawn(async move { settle(&processor, delivery, extend).await });
-        };
-        while let Some(joined) = tasks.join_next().await {
-            log_task(joined);
-        }
-        result
-    }
-}
-
-fn log_task(joined: Result<Result<Settled, Error>, tokio::task::JoinError>) {
-    match joined {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => error!(error = %e, "could not settle a delivery with the broker"),
-        Err(e) => error!(error = %e, "delivery task failed"),
+            async move { settle(&processor, delivery, extend).await }
+        })
+        .await
     }
 }

@@ -15,6 +15,7 @@ pub mod backoff;
 pub mod config;
 pub mod consumer;
 pub mod delivery;
+mod drive;
 pub mod envelope;
 pub mod error;
 pub mod handler;

@@ -38,6 +38,9 @@ pub const HANDLER_DURATION_SECONDS: &str = "inboxed_handler_duration_seconds";
 pub const CLAIM_WAIT_SECONDS: &str = "inboxed_claim_wait_seconds";
 /// Counter of store-then-process receipts, labelled `consumer` and `outcome`.
 pub const RECEIPTS_TOTAL: &str = "inboxed_receipts_total";
+/// Counter of deliveries the relay handed back to the broker because nothing could be stored
+/// (the database was unreachable, say), labelled `consumer`.
+pub const RELAY_REQUEUES_TOTAL: &str = "inboxed_relay_requeues_total";
 /// Counter of rows settled by workers, labelled `consumer` and `outcome`.
 pub const ROWS_TOTAL: &str = "inboxed_rows_total";
 /// Histogram of rows per non-empty claim, labelled `consumer`.

@@ -36,6 +36,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "inbox_payload_redacted",
         sql: include_str!("../migrations/0006_inbox_payload_redacted.sql"),
     },
+    Migration {
+        version: 7,
+        description: "inbox_contract",
+        sql: include_str!("../migrations/0007_inbox_contract.sql"),
+    },
 ];
 
 /// One template per store operation.

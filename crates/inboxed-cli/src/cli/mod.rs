@@ -5,6 +5,7 @@ mod demo;
 mod duration;
 mod migrate;
 mod purge;
+mod relay;
 mod stats;
 
 use std::io::Write;
@@ -23,6 +24,10 @@ pub(crate) use database::AnyStore;
 pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log format on stderr: `text` or `json` (one object per line). The level filter is
+    /// `INBOXED_LOG` (e.g. `info`, `inboxed=debug`).
+    #[arg(long, global = true, env = "INBOXED_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub(crate) log_format: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -39,6 +44,10 @@ enum Command {
     Purge(purge::Args),
     /// Size, growth and oldest-key age of a consumer's processed keys.
     Stats(stats::Args),
+    /// Move a broker's messages into the store-then-process inbox table: store, commit, then
+    /// ack. Workers (this library's, or any language's per docs/inbox-contract.md) process the
+    /// rows. Runs until Ctrl-C or SIGTERM.
+    Relay(relay::Args),
 }
 
 impl Cli {
@@ -48,6 +57,7 @@ impl Cli {
         match self.command {
             Command::Demo(_) => "error",
             Command::Migrate(_) | Command::Purge(_) | Command::Stats(_) => "warn",
+            Command::Relay(_) => "info",
         }
     }
 }
@@ -59,5 +69,6 @@ pub(crate) async fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<ExitCo
         Command::Demo(args) => demo::run(args, out).await,
         Command::Purge(args) => purge::run(args, out).await,
         Command::Stats(args) => stats::run(args, out).await,
+        Command::Relay(args) => relay::run(args, out).await,
     }
 }

@@ -10,7 +10,8 @@ use tracing::warn;
 
 use super::store::{EnqueueParams, Enqueued, InboxStore, ReplayParams, Replayed, Selector};
 use crate::envelope::{ConsumerName, Envelope};
-use crate::error::Error;
+use crate::error::{Error, error_chain};
+use crate::hash::PayloadHash;
 use crate::metrics as m;
 use crate::store::{DeadLetterParams, DeadLetterReason};
 
@@ -41,6 +42,12 @@ impl<S: InboxStore> Inbox<S> {
             redact: false,
             wakeups: Arc::default(),
         }
+    }
+
+    /// The consumer whose rows this inbox stores.
+    #[must_use]
+    pub fn consumer(&self) -> &ConsumerName {
+        &self.consumer
     }
 
     /// Whether a new row wakes idle workers at once: those of this process directly (when
@@ -103,6 +110,39 @@ impl<S: InboxStore> Inbox<S> {
         metrics::counter!(m::RECEIPTS_TOTAL, "consumer" => self.consumer.as_str().to_owned(), "outcome" => outcome)
             .increment(1);
         Ok(enqueued)
+    }
+
+    /// Dead-letters a delivery that has no usable key (reason `invalid_message`, with its raw
+    /// payload unless redacted), so that it is neither stored without dedup nor dropped. Ack
+    /// the delivery after `Ok`.
+    ///
+    /// # Errors
+    /// A store failure: nothing was written, so requeue the delivery.
+    pub async fn dead_letter_invalid(
+        &self,
+        payload: &[u8],
+        error: &(dyn std::error::Error + Send + Sync + 'static),
+    ) -> Result<(), Error> {
+        let chain = error_chain(error);
+        let letter = DeadLetterParams {
+            consumer: &self.consumer,
+            message_id: None,
+            message_type: None,
+            correlation_id: None,
+            payload: if self.redact { &[] } else { payload },
+            payload_hash: Some(PayloadHash::of(payload)),
+            reason: DeadLetterReason::InvalidMessage,
+            error: &chain,
+            attempts: 1,
+        };
+        self.store.dead_letter(&letter).await?;
+        warn!(
+            error = chain,
+            "delivery without a usable message id dead-lettered"
+        );
+        metrics::counter!(m::RECEIPTS_TOTAL, "consumer" => self.consumer.as_str().to_owned(), "outcome" => "invalid")
+            .increment(1);
+        Ok(())
     }
 
     /// Wakes idle workers after the row committed: this process's own at once, other

@@ -1,0 +1,271 @@
+//! `inboxed relay` as a process, between a real RabbitMQ and a real PostgreSQL: every message
+//! stored once whatever happens to the relay (SIGKILL mid-stream) or to the database (crashed
+//! and restarted mid-stream); nothing acked before its row is committed (the queue ends empty
+//! only because every message has its row); keyless messages dead-lettered; metrics served;
+//! SIGTERM settles what is in flight and exits 0. A worker then processes the rows once.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use sqlx::PgPool;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+
+use inboxed_core::ConsumerName;
+use inboxed_core::inbox::{Worker, WorkerConfig};
+use inboxed_test::restart::{amount, store_on};
+use inboxed_test::throwaway::ThrowawayPg;
+use inboxed_test::{Backend, Ledger, Pg, credit};
+
+fn amqp_url() -> String {
+    std::env::var("INBOXED_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+/// A fresh durable queue, and a channel to publish on.
+async fn queue() -> (Channel, String) {
+    let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
+        .await
+        .expect("RabbitMQ must be running: scripts/test.sh starts it");
+    let channel = conn.create_channel().await.unwrap();
+    let name = format!("inboxed-test-{}", uuid::Uuid::new_v4());
+    channel
+        .queue_declare(
+            name.as_str().into(),
+            QueueDeclareOptions::durable(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    (channel, name)
+}
+
+/// Publishes `r-<i>` for every `i` in `ids` (persistent, confirmed by the broker).
+async fn publish(channel: &Channel, queue: &str, ids: impl Iterator<Item = i64>) {
+    channel
+        .confirm_select(lapin::options::ConfirmSelectOptions::default())
+        .await
+        .unwrap();
+    for i in ids {
+        let id = format!("r-{i}");
+        let props = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_message_id(id.as_str().into());
+        channel
+            .basic_publish(
+                "".into(),
+                queue.into(),
+                BasicPublishOptions::default(),
+                credit(&id, amount(i)).payload(),
+                props,
+            )
+            .await
+            .unwrap();
+    }
+    channel.wait_for_confirms().await.unwrap();
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn relay(queue: &str, to: &str, metrics_port: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(["relay", "--from", &amqp_url(), "--queue", queue, "--to", to])
+        .args(["--consumer", "billing", "--prefetch", "50"])
+        .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+        .env("INBOXED_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start inboxed relay")
+}
+
+/// Stored rows of consumer `billing`, or `None` while the database is down.
+async fn rows(pool: &PgPool) -> Option<i64> {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM inboxed_inbox_messages WHERE consumer_name = 'billing'",
+    )
+    .fetch_one(pool)
+    .await
+    .ok()
+}
+
+async fn wait_for_rows(pool: &PgPool, at_least: i64) {
+    for _ in 0..1200 {
+        if rows(pool).await.unwrap_or(0) >= at_least {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "fewer than {at_least} rows after 120 s: {:?}",
+        rows(pool).await
+    );
+}
+
+/// SIGTERM, then the exit status and what the relay printed.
+async fn terminate(mut child: Child) -> (bool, String) {
+    let pid = child.id().unwrap().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the relay stops within 30 s of SIGTERM")
+        .unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .await
+        .unwrap();
+    (status.success(), out)
+}
+
+/// Messages left in the queue (no consumer holds any once the relay is gone).
+async fn depth(channel: &Channel, queue: &str) -> u32 {
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(queue.into(), passive, FieldTable::default())
+        .await
+        .unwrap()
+        .message_count()
+}
+
+async fn scrape(port: u16) -> String {
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).await.unwrap();
+    text
+}
+
+const MESSAGES: i64 = 2_000;
+
+#[tokio::test]
+async fn relay_stores_each_message_once_through_a_kill() {
+    let db = Pg::create().await;
+    let pool = db.store.pool().clone();
+    let (channel, name) = queue().await;
+    publish(&channel, &name, 0..MESSAGES).await;
+    publish(&channel, &name, 0..200).await; // producer retries
+    channel
+        .basic_publish(
+            "".into(),
+            name.as_str().into(),
+            BasicPublishOptions::default(),
+            b"{}",
+            BasicProperties::default(),
+        )
+        .await
+        .unwrap();
+
+    let mut first = relay(&name, &db.locator, free_port());
+    wait_for_rows(&pool, MESSAGES / 4).await;
+    // SIGKILL: whatever it stored but had not acked comes back, and is a duplicate.
+    first.kill().await.unwrap();
+    let at_kill = rows(&pool).await.unwrap();
+    assert!(at_kill < MESSAGES, "killed mid-stream: {at_kill} stored");
+    let port = free_port();
+    let second = relay(&name, &db.locator, port);
+    wait_for_rows(&pool, MESSAGES).await;
+    let mut invalid = 0_i64;
+    for _ in 0..100 {
+        invalid = sqlx::query_scalar(
+            "SELECT count(*) FROM inboxed_dead_letters WHERE reason = 'invalid_message'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if invalid > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for _ in 0..100 {
+        if scrape(port)
+            .await
+            .contains(r#"inboxed_receipts_total{consumer="billing",outcome="stored"}"#)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(scrape(port).await.contains("inboxed_receipts_total"));
+    let (ok, out) = terminate(second).await;
+    assert!(ok && out.contains("relay stopped"), "{out}");
+    assert_eq!(
+        rows(&pool).await,
+        Some(MESSAGES),
+        "each message stored once"
+    );
+    assert_eq!(invalid, 1, "the keyless message dead-lettered");
+    assert_eq!(depth(&channel, &name).await, 0, "everything acked");
+
+    let worker = Worker::new(
+        db.store.clone(),
+        ConsumerName::new("billing").unwrap(),
+        Ledger::<Pg>::default(),
+        WorkerConfig::default().batch_size(500),
+    );
+    while worker.run_once().await.unwrap().claimed > 0 {}
+    let expected: i64 = (0..MESSAGES).map(amount).sum();
+    assert_eq!(
+        inboxed_test::conformance::ledger_state(&db).await,
+        (MESSAGES, expected)
+    );
+    channel
+        .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+    db.finish().await;
+}
+
+#[tokio::test]
+async fn relay_survives_a_database_crash() {
+    const MANY: i64 = 10_000;
+    let pg = ThrowawayPg::start();
+    let pool = store_on(&pg).await.pool().clone();
+    let (channel, name) = queue().await;
+    publish(&channel, &name, 0..MANY).await;
+    let relay = relay(&name, &pg.url(), free_port());
+    wait_for_rows(&pool, MANY / 10).await;
+    pg.crash();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    pg.restart();
+    let after_restart = rows(&pool).await.unwrap_or(0);
+    assert!(
+        after_restart < MANY,
+        "the crash came mid-stream: {after_restart} of {MANY} stored when it restarted"
+    );
+    wait_for_rows(&pool, MANY).await;
+    let (ok, out) = terminate(relay).await;
+    assert!(ok, "{out}");
+    assert_eq!(rows(&pool).await, Some(MANY), "each message stored once");
+    assert_eq!(depth(&channel, &name).await, 0, "everything acked");
+    channel
+        .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+}

@@ -1,0 +1,171 @@
+//! The inbox table contract (docs/inbox-contract.md), run as written: a worker made of the
+//! document's own statements, no library code, claims, completes and fails rows that
+//! `Inbox::store` wrote; a completion after a lost lease rolls back; the Rust worker finishes
+//! the rest; the ledger shows every effect once.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::time::{Duration, SystemTime};
+
+use sqlx::{Connection, Row};
+
+use inboxed_core::ConsumerName;
+use inboxed_core::inbox::{Enqueued, Inbox, Reaper, ReaperConfig, Worker, WorkerConfig};
+use inboxed_test::{Backend, Ledger, Pg, credit};
+
+/// The statement after `-- contract: <name>` in the document, up to its code fence.
+fn statement(name: &str) -> &'static str {
+    let doc = include_str!("../../../docs/inbox-contract.md");
+    let marker = format!("-- contract: {name}\n");
+    let start = doc.find(&marker).expect("statement in the document") + marker.len();
+    let end = start + doc[start..].find("```").expect("end of the code block");
+    Box::leak(doc[start..end].to_owned().into_boxed_str())
+}
+
+const AMOUNTS: [(&str, i64); 3] = [("c-1", 5), ("c-2", 7), ("c-3", 1)];
+
+/// The business write of the foreign worker: the same ledger row the Rust `Ledger` handler
+/// writes.
+async fn credit_ledger(conn: &mut sqlx::PgConnection, message_id: &str) {
+    let amount = AMOUNTS.iter().find(|(id, _)| *id == message_id).unwrap().1;
+    sqlx::query("INSERT INTO ledger (message_id, account, amount) VALUES ($1, 'a', $2)")
+        .bind(message_id)
+        .bind(amount)
+        .execute(conn)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_worker_in_another_language_keeps_the_guarantee() {
+    let db = Pg::create().await;
+    let pool = db.store.pool().clone();
+    let version: Option<String> = sqlx::query_scalar(
+        "SELECT obj_description('inboxed_inbox_messages'::regclass, 'pg_class')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(version.as_deref(), Some("inboxed inbox contract v1"));
+
+    let consumer = ConsumerName::new("billing").unwrap();
+    let inbox = Inbox::new(db.store.clone(), consumer.clone());
+    for (id, amount) in AMOUNTS {
+        assert!(matches!(
+            inbox.store(&credit(id, amount)).await.unwrap(),
+            Enqueued::Stored { .. }
+        ));
+    }
+    let again = inbox.store(&credit("c-1", 5)).await.unwrap();
+    assert!(matches!(again, Enqueued::Duplicate));
+
+    let claim = |token: &'static [u8], limit: i64| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query(statement("claim"))
+                .bind("billing")
+                .bind("foreign-1")
+                .bind(token)
+                .bind(limit)
+                .bind(30_000_i64)
+                .fetch_all(&pool)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<String, _>("message_id"))
+                .collect::<Vec<_>>()
+        }
+    };
+    let mut claimed = claim(b"token-one-16byte", 2).await;
+    claimed.sort();
+    assert_eq!(claimed, ["c-1", "c-2"], "oldest first, up to the limit");
+    let extended = sqlx::query(statement("heartbeat"))
+        .bind(&b"token-one-16byte"[..])
+        .bind(60_000_i64)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(extended.rows_affected(), 2);
+
+    // c-1 processed: business write and completion in one transaction.
+    let id_of = |message_id: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT id FROM inboxed_inbox_messages WHERE message_id = $1",
+            )
+            .bind(message_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let mut conn = pool.acquire().await.unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    credit_ledger(&mut tx, "c-1").await;
+    let done = sqlx::query(statement("complete"))
+        .bind(id_of("c-1").await)
+        .bind(&b"token-one-16byte"[..])
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(done.rows_affected(), 1);
+    tx.commit().await.unwrap();
+
+    // c-2 failed: back to pending with no backoff.
+    let status: String = sqlx::query_scalar(statement("fail"))
+        .bind(id_of("c-2").await)
+        .bind(&b"token-one-16byte"[..])
+        .bind("downstream unavailable")
+        .bind(0_i64)
+        .bind(5_i32)
+        .bind(false)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(status, "pending");
+
+    // A second claim takes c-2 and c-3; its lease is reaped (the worker stalled), so its late
+    // completion of c-3 must find no row and roll back.
+    let mut claimed = claim(b"token-two-16byte", 10).await;
+    claimed.sort();
+    assert_eq!(claimed, ["c-2", "c-3"]);
+    let reaper = Reaper::new(db.store.clone(), ReaperConfig::default());
+    let later = SystemTime::now() + Duration::from_secs(3600);
+    assert_eq!(reaper.reap_once(Some(later)).await.unwrap(), 2);
+    let mut tx = conn.begin().await.unwrap();
+    credit_ledger(&mut tx, "c-3").await;
+    let late = sqlx::query(statement("complete"))
+        .bind(id_of("c-3").await)
+        .bind(&b"token-two-16byte"[..])
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(late.rows_affected(), 0, "the lease was lost");
+    tx.rollback().await.unwrap();
+    drop(conn);
+
+    // The Rust worker finishes what is pending; c-1 is not processed again.
+    let worker = Worker::new(
+        db.store.clone(),
+        consumer,
+        Ledger::<Pg>::default(),
+        WorkerConfig::default(),
+    );
+    // Rows whose lease expired are run one at a time, so this takes more than one batch.
+    let mut done = 0;
+    loop {
+        let report = worker.run_once().await.unwrap();
+        if report.claimed == 0 {
+            break;
+        }
+        done += report.done;
+    }
+    assert_eq!(done, 2, "c-2 and c-3");
+    assert_eq!(
+        inboxed_test::conformance::ledger_state(&db).await,
+        (3, 13),
+        "each effect once"
+    );
+    db.finish().await;
+}

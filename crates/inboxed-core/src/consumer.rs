@@ -100,13 +100,19 @@ where
     };
     match result {
         Ok(outcome) => {
+            processor.failure_streak().succeeded();
             delivery.ack().await.map_err(Error::Broker)?;
             Ok(Settled::Acked(outcome))
         }
         Err(error) => {
             let attempt = match &error {
                 Error::Handler { attempt, .. } => *attempt,
-                _ => delivery.delivery_count().unwrap_or(1),
+                // Not the message's fault (the database is down, say): back off by the
+                // outage's length, whatever count the broker keeps.
+                _ => {
+                    let streak = processor.failure_streak().failed();
+                    delivery.delivery_count().unwrap_or(1).max(streak)
+                }
             };
             let delay = Some(processor.config().requeue_backoff.delay(attempt));
             delivery.requeue(delay).await.map_err(Error::Broker)?;

@@ -2,12 +2,16 @@
 //! concurrency, stop at shutdown after the in-flight ones are settled.
 
 use std::future::Future;
+use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tracing::error;
 
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
 use crate::error::Error;
+
+/// How long shutdown waits for an in-order delivery being settled before leaving it unacked.
+const IN_ORDER_GRACE: Duration = Duration::from_secs(10);
 
 /// Pulls from `source` until it ends or `shutdown` resolves, settling each delivery with
 /// `settle`: at most `concurrency` at once, and an [`AckOrdering::InOrder`] delivery alone,
@@ -51,7 +55,20 @@ where
             while let Some(joined) = tasks.join_next().await {
                 log_task(joined);
             }
-            if let Err(e) = settle(delivery).await {
+            // It may be retrying in place (the database is down): shutdown interrupts it after a
+            // grace, unacked, and the broker delivers it again after the restart.
+            let settling = settle(delivery);
+            tokio::pin!(settling);
+            let settled = tokio::select! {
+                settled = &mut settling => settled,
+                () = &mut shutdown => {
+                    match tokio::time::timeout(IN_ORDER_GRACE, settling).await {
+                        Ok(Err(e)) => break Err(e),
+                        _ => break Ok(()),
+                    }
+                }
+            };
+            if let Err(e) = settled {
                 break Err(e);
             }
             continue;

@@ -30,7 +30,7 @@ pub mod retention;
 pub mod sql;
 pub mod store;
 
-pub use backoff::Backoff;
+pub use backoff::{Backoff, FailureStreak};
 pub use config::{AttemptCounting, ConflictPolicy, ProcessorConfig};
 pub use consumer::{Consumer, ConsumerConfig, Settled, settle};
 pub use delivery::{AckOrdering, Delivery, DeliverySource};

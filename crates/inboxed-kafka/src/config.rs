@@ -30,6 +30,9 @@ pub struct KafkaConfig {
     /// (`max.poll.interval.ms`); the new owner redelivers what was not committed. It must exceed
     /// the longest handler run. Defaults to 5 min.
     pub max_poll_interval: Duration,
+    /// Records librdkafka keeps fetched ahead per partition (`queued.min.messages`): the bound
+    /// on what waits in the process while the database is slow. Defaults to 1,000.
+    pub prefetch: usize,
     /// Further librdkafka properties (`security.protocol`, `sasl.*`, …), set last.
     pub properties: Vec<(String, String)>,
     /// Delay between attempts after a failed receive (librdkafka reconnects by itself).
@@ -53,6 +56,7 @@ impl KafkaConfig {
             commit_interval: Duration::from_secs(1),
             offset_reset: "earliest".to_owned(),
             max_poll_interval: Duration::from_secs(300),
+            prefetch: 1_000,
             properties: Vec::new(),
             reconnect: Backoff {
                 base: Duration::from_millis(100),
@@ -65,6 +69,13 @@ impl KafkaConfig {
     #[must_use]
     pub fn key(mut self, key: KeySource) -> Self {
         self.key = key;
+        self
+    }
+
+    /// Sets [`KafkaConfig::prefetch`] (at least 1).
+    #[must_use]
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = n.max(1);
         self
     }
 

@@ -76,7 +76,8 @@ impl KafkaSource {
             .set("auto.commit.interval.ms", millis(config.commit_interval))
             .set("auto.offset.reset", &config.offset_reset)
             .set("max.poll.interval.ms", millis(config.max_poll_interval))
-            .set("enable.partition.eof", "false");
+            .set("enable.partition.eof", "false")
+            .set("queued.min.messages", config.prefetch.to_string());
         for (name, value) in &config.properties {
             client.set(name, value);
         }

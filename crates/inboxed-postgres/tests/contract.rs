@@ -5,12 +5,12 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use sqlx::{Connection, Row};
 
 use inboxed_core::ConsumerName;
-use inboxed_core::inbox::{Enqueued, Inbox, Reaper, ReaperConfig, Worker, WorkerConfig};
+use inboxed_core::inbox::{Enqueued, Inbox, Worker, WorkerConfig};
 use inboxed_test::{Backend, Ledger, Pg, credit};
 
 /// The statement after `-- contract: <name>` in the document, up to its code fence.
@@ -59,7 +59,7 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
     let again = inbox.store(&credit("c-1", 5)).await.unwrap();
     assert!(matches!(again, Enqueued::Duplicate));
 
-    let claim = |token: &'static [u8], limit: i64| {
+    let claim = |token: &'static [u8], limit: i64, lease_ms: i64| {
         let pool = pool.clone();
         async move {
             sqlx::query(statement("claim"))
@@ -67,7 +67,7 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
                 .bind("foreign-1")
                 .bind(token)
                 .bind(limit)
-                .bind(30_000_i64)
+                .bind(lease_ms)
                 .fetch_all(&pool)
                 .await
                 .unwrap()
@@ -76,7 +76,7 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
                 .collect::<Vec<_>>()
         }
     };
-    let mut claimed = claim(b"token-one-16byte", 2).await;
+    let mut claimed = claim(b"token-one-16byte", 2, 30_000).await;
     claimed.sort();
     assert_eq!(claimed, ["c-1", "c-2"], "oldest first, up to the limit");
     let extended = sqlx::query(statement("heartbeat"))
@@ -125,14 +125,20 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
         .unwrap();
     assert_eq!(status, "pending");
 
-    // A second claim takes c-2 and c-3; its lease is reaped (the worker stalled), so its late
-    // completion of c-3 must find no row and roll back.
-    let mut claimed = claim(b"token-two-16byte", 10).await;
+    // A second claim takes c-2 and c-3 with a lease that runs out at once (the worker
+    // stalled); the reap statement returns them, so the late completion of c-3 must find no
+    // row and roll back.
+    let mut claimed = claim(b"token-two-16byte", 10, 0).await;
     claimed.sort();
     assert_eq!(claimed, ["c-2", "c-3"]);
-    let reaper = Reaper::new(db.store.clone(), ReaperConfig::default());
-    let later = SystemTime::now() + Duration::from_secs(3600);
-    assert_eq!(reaper.reap_once(Some(later)).await.unwrap(), 2);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let reaped = sqlx::query(statement("reap"))
+        .bind(5_i32)
+        .bind(100_i64)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(reaped.rows_affected(), 2);
     let mut tx = conn.begin().await.unwrap();
     credit_ledger(&mut tx, "c-3").await;
     let late = sqlx::query(statement("complete"))

@@ -43,6 +43,10 @@ pub struct RabbitConfig {
     pub max_requeue_hold: Duration,
     /// Consumer tag sent to the broker, shown in its management views. Defaults to `inboxed`.
     pub consumer_tag: String,
+    /// How long opening the connection and starting to consume may take. A broker that is
+    /// still booting can accept the TCP connection and then not answer the handshake; without
+    /// a bound, a reconnect would wait on it for ever. Defaults to 15 s.
+    pub connect_timeout: Duration,
 }
 
 impl RabbitConfig {
@@ -61,6 +65,7 @@ impl RabbitConfig {
             },
             max_requeue_hold: Duration::from_secs(1),
             consumer_tag: "inboxed".to_owned(),
+            connect_timeout: Duration::from_secs(15),
         }
     }
 

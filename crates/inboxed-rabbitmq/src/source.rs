@@ -28,6 +28,14 @@ pub enum RabbitError {
         #[source]
         source: lapin::Error,
     },
+    /// Connecting and starting to consume took longer than `connect_timeout`.
+    #[error("RabbitMQ: no answer within {after:?} (queue {queue:?})")]
+    TimedOut {
+        /// The queue.
+        queue: String,
+        /// The timeout.
+        after: std::time::Duration,
+    },
 }
 
 /// Deliveries of one queue, with manual acks and a bounded prefetch. When the connection or
@@ -47,7 +55,7 @@ impl RabbitSource {
     /// here with an error naming the step, rather than in a reconnect loop.
     ///
     /// # Errors
-    /// [`RabbitError::Setup`] naming the step that failed.
+    /// [`RabbitError::Setup`] naming the step that failed, or [`RabbitError::TimedOut`].
     pub async fn connect(config: RabbitConfig) -> Result<Self, RabbitError> {
         let live = open(&config).await?;
         Ok(Self {
@@ -68,6 +76,17 @@ impl RabbitSource {
 }
 
 async fn open(config: &RabbitConfig) -> Result<(Connection, lapin::Consumer), RabbitError> {
+    tokio::time::timeout(config.connect_timeout, open_now(config))
+        .await
+        .unwrap_or_else(|_| {
+            Err(RabbitError::TimedOut {
+                queue: config.queue.clone(),
+                after: config.connect_timeout,
+            })
+        })
+}
+
+async fn open_now(config: &RabbitConfig) -> Result<(Connection, lapin::Consumer), RabbitError> {
     let setup = |step: &'static str| {
         let queue = config.queue.clone();
         move |source| RabbitError::Setup {

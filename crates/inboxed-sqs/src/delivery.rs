@@ -83,8 +83,10 @@ impl Delivery for SqsDelivery {
         self.receive_count
     }
 
-    /// Deletes the message. A receipt handle whose visibility ran out fails here; SQS then
-    /// delivers the message again and the inbox settles it as a duplicate.
+    /// Deletes the message. If its visibility ran out first, SQS may already have delivered it
+    /// again; the delete of the old receipt handle may then fail, or succeed, or remove the
+    /// message anyway. Either way the inbox settles any redelivery as a duplicate: it is the
+    /// dedup, not the delete, that makes this safe.
     async fn ack(self) -> Result<(), BoxError> {
         self.shared
             .client

@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_sqs::Client;
@@ -10,7 +11,7 @@ use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
 use tracing::warn;
 
-use inboxed_core::{BoxError, DeliverySource};
+use inboxed_core::{BoxError, Delivery, DeliverySource};
 
 use crate::config::{SqsConfig, seconds};
 use crate::delivery::{Shared, SqsDelivery};
@@ -47,7 +48,8 @@ pub enum SqsSetupError {
 pub struct SqsSource {
     config: SqsConfig,
     shared: Arc<Shared>,
-    ready: VecDeque<SqsDelivery>,
+    ready: VecDeque<(Instant, SqsDelivery)>,
+    visibility: Duration,
     failures: u32,
 }
 
@@ -89,7 +91,7 @@ impl SqsSource {
     /// # Errors
     /// [`SqsSetupError::Setup`] when the queue cannot be reached.
     pub async fn with_client(client: Client, config: SqsConfig) -> Result<Self, SqsSetupError> {
-        client
+        let attributes = client
             .get_queue_attributes()
             .queue_url(&config.queue_url)
             .attribute_names(QueueAttributeName::VisibilityTimeout)
@@ -100,12 +102,19 @@ impl SqsSource {
                 queue_url: config.queue_url.clone(),
                 source: e.into(),
             })?;
+        let queue_visibility = attributes
+            .attributes
+            .as_ref()
+            .and_then(|a| a.get(&QueueAttributeName::VisibilityTimeout))
+            .and_then(|v| v.parse().ok())
+            .map_or(Duration::from_secs(30), Duration::from_secs);
         Ok(Self {
             shared: Arc::new(Shared {
                 client,
                 queue_url: config.queue_url.clone(),
                 key: config.key.clone(),
             }),
+            visibility: config.visibility_timeout.unwrap_or(queue_visibility),
             config,
             ready: VecDeque::new(),
             failures: 0,
@@ -136,16 +145,38 @@ impl SqsSource {
                 .as_ref()
                 .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
                 .and_then(|n| n.parse().ok());
-            self.ready.push_back(SqsDelivery {
-                message_id: message.message_id,
-                receipt_handle,
-                body: message.body.unwrap_or_default().into_bytes(),
-                attributes: message.message_attributes.unwrap_or_default(),
-                receive_count,
-                shared: Arc::clone(&self.shared),
-            });
+            self.ready.push_back((
+                Instant::now(),
+                SqsDelivery {
+                    message_id: message.message_id,
+                    receipt_handle,
+                    body: message.body.unwrap_or_default().into_bytes(),
+                    attributes: message.message_attributes.unwrap_or_default(),
+                    receive_count,
+                    shared: Arc::clone(&self.shared),
+                },
+            ));
         }
         Ok(())
+    }
+}
+
+/// Messages received but never handed out become visible again at once (best effort: it
+/// needs a running runtime), instead of staying hidden for their whole visibility timeout.
+impl Drop for SqsSource {
+    fn drop(&mut self) {
+        if self.ready.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let buffered: Vec<SqsDelivery> = self.ready.drain(..).map(|(_, d)| d).collect();
+        runtime.spawn(async move {
+            for delivery in buffered {
+                let _ = delivery.requeue(None).await;
+            }
+        });
     }
 }
 
@@ -156,7 +187,14 @@ impl DeliverySource for SqsSource {
     /// shutdown is what stops it.
     async fn next(&mut self) -> Option<Result<SqsDelivery, BoxError>> {
         loop {
-            if let Some(delivery) = self.ready.pop_front() {
+            if let Some((received, delivery)) = self.ready.pop_front() {
+                // A message that waited in the batch for a free handler has used up part of
+                // its visibility: renew it, so it is not delivered elsewhere meanwhile.
+                if received.elapsed() > self.visibility / 2
+                    && let Err(e) = delivery.extend_deadline(self.visibility).await
+                {
+                    warn!(error = %e, "could not renew the visibility of a buffered message");
+                }
                 return Some(Ok(delivery));
             }
             match self.receive().await {

@@ -9,7 +9,7 @@ use tracing::warn;
 
 use super::receipt::Inbox;
 use super::store::{Enqueued, InboxStore};
-use crate::backoff::Backoff;
+use crate::backoff::{Backoff, FailureStreak};
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
 use crate::drive::drive;
 use crate::error::Error;
@@ -72,7 +72,8 @@ pub enum Relayed {
 }
 
 /// Stores one delivery and settles it: acked after the row (or its dead letter) is committed,
-/// requeued otherwise. An [`AckOrdering::InOrder`] delivery is retried in place until stored.
+/// requeued otherwise, after a delay that grows with `streak` (failures in a row, shared by
+/// the relay's tasks). An [`AckOrdering::InOrder`] delivery is retried in place until stored.
 ///
 /// # Errors
 /// Only a failure to talk to the broker.
@@ -80,6 +81,7 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
     inbox: &Inbox<S>,
     delivery: D,
     backoff: &Backoff,
+    streak: &FailureStreak,
 ) -> Result<Relayed, Error> {
     let mut tries = 0;
     loop {
@@ -97,6 +99,7 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
         tries += 1;
         match stored {
             Ok(relayed) => {
+                streak.succeeded();
                 delivery.ack().await.map_err(Error::Broker)?;
                 return Ok(relayed);
             }
@@ -105,7 +108,9 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
                 tokio::time::sleep(backoff.delay(tries)).await;
             }
             Err(error) => {
-                let delay = backoff.delay(delivery.delivery_count().unwrap_or(tries));
+                // The database, not the message: back off by the outage's length.
+                let step = delivery.delivery_count().unwrap_or(1).max(streak.failed());
+                let delay = backoff.delay(step);
                 warn!(error = %error, ?delay, "delivery not stored; handed back to the broker");
                 metrics::counter!(m::RELAY_REQUEUES_TOTAL, "consumer" => inbox.consumer().as_str().to_owned())
                     .increment(1);
@@ -121,12 +126,17 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
 pub struct Relay<S> {
     inbox: Inbox<S>,
     config: RelayConfig,
+    streak: FailureStreak,
 }
 
 impl<S: InboxStore> Relay<S> {
     /// A relay into `inbox`.
     pub fn new(inbox: Inbox<S>, config: RelayConfig) -> Self {
-        Self { inbox, config }
+        Self {
+            inbox,
+            config,
+            streak: FailureStreak::default(),
+        }
     }
 
     /// Runs until the source closes or `shutdown` resolves, then finishes the deliveries in
@@ -141,8 +151,8 @@ impl<S: InboxStore> Relay<S> {
     ) -> Result<(), Error> {
         drive(source, shutdown, self.config.concurrency, |delivery| {
             let inbox = self.inbox.clone();
-            let backoff = self.config.retry_backoff;
-            async move { relay_one(&inbox, delivery, &backoff).await }
+            let (backoff, streak) = (self.config.retry_backoff, self.streak.clone());
+            async move { relay_one(&inbox, delivery, &backoff, &streak).await }
         })
         .await
     }

@@ -56,6 +56,8 @@ pub(super) struct Inner<S, H> {
     pub(super) id: String,
     /// Tokens of batches in flight, handed back if shutdown cuts them short.
     pub(super) in_flight: Mutex<HashSet<ClaimToken>>,
+    /// Held shared by each claim while it runs, exclusively by shutdown before handing back.
+    pub(super) claims: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl<S, H> Clone for Worker<S, H> {
@@ -82,6 +84,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 config,
                 id,
                 in_flight: Mutex::default(),
+                claims: Arc::default(),
             }),
         }
     }
@@ -103,18 +106,8 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             return self.run_locked().await;
         }
         let token = ClaimToken::random();
-        let params = ClaimBatchParams {
-            consumer: &inner.consumer,
-            worker: &inner.id,
-            token: &token,
-            limit: inner.config.batch_size,
-            lease: inner.config.lease,
-            now: None,
-            ordered: inner.config.ordered,
-            park: inner.config.on_dead == super::config::OnDead::Park,
-        };
         self.track(token, true);
-        let rows = match inner.store.claim_batch(&params).await {
+        let rows = match self.claim(token).await {
             Ok(rows) => rows,
             Err(e) => {
                 self.track(token, false);
@@ -137,6 +130,34 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let report = self.process_batch(rows, token).await;
         self.track(token, false);
         report
+    }
+
+    /// Claims a batch under `token` in a task of its own, holding the claim gate: a claim loop
+    /// aborted at shutdown cannot cut the claim off between its commit and its reply (it would
+    /// commit rows nobody holds). Shutdown waits at the gate, then hands back every token.
+    async fn claim(&self, token: ClaimToken) -> Result<Vec<InboxRow>, crate::error::StoreError> {
+        let worker = self.clone();
+        let claiming = tokio::spawn(async move {
+            let _gate = Arc::clone(&worker.inner.claims).read_owned().await;
+            let inner = &*worker.inner;
+            let params = ClaimBatchParams {
+                consumer: &inner.consumer,
+                worker: &inner.id,
+                token: &token,
+                limit: inner.config.batch_size,
+                lease: inner.config.lease,
+                now: None,
+                ordered: inner.config.ordered,
+                park: inner.config.on_dead == super::config::OnDead::Park,
+            };
+            inner.store.claim_batch(&params).await
+        });
+        match claiming.await {
+            Ok(claimed) => claimed,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // The runtime is shutting down: whatever was claimed comes back through the reaper.
+            Err(_) => Ok(Vec::new()),
+        }
     }
 
     /// A batch holding a row whose last claim died runs that row alone and hands the rest
@@ -226,6 +247,9 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             );
             loops.shutdown().await;
         }
+        // Claims already sent finish first (their tasks are not aborted), so that their rows
+        // carry their token when it is handed back.
+        let _no_claims = self.inner.claims.write().await;
         let tokens: Vec<ClaimToken> = {
             let mut set = self
                 .inner
@@ -234,8 +258,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             set.drain().collect()
         };
-        // Every token is tried, whatever fails. A claim cut short at the very moment of the abort
-        // may still commit after this; its rows then come back through the reaper.
+        // Every token is tried, whatever fails.
         let mut first_error = None;
         for token in tokens {
             if let Err(e) = self.inner.store.release(&token, None).await {

@@ -73,6 +73,7 @@ struct Inner<S, H> {
     handler: H,
     config: ProcessorConfig,
     ready: tokio::sync::OnceCell<()>,
+    streak: crate::backoff::FailureStreak,
 }
 
 impl<S, H> Clone for Processor<S, H> {
@@ -113,6 +114,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 handler,
                 config,
                 ready: tokio::sync::OnceCell::new(),
+                streak: crate::backoff::FailureStreak::default(),
             }),
         }
     }
@@ -127,6 +129,12 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     #[must_use]
     pub fn config(&self) -> &ProcessorConfig {
         &self.inner.config
+    }
+
+    /// Consecutive deliveries that failed for want of the database (shared by clones): the
+    /// consumer loop's requeue backoff step when the broker keeps no delivery count.
+    pub(crate) fn failure_streak(&self) -> &crate::backoff::FailureStreak {
+        &self.inner.streak
     }
 
     /// The store.

@@ -50,6 +50,7 @@ pub(crate) async fn relay_from<S: InboxStore>(
             let brokers = s.from.trim_start_matches("kafka://").trim_end_matches('/');
             let config =
                 inboxed_kafka::KafkaConfig::new(brokers, &s.group, [need(&s.topic, "topic")?])
+                    .prefetch(usize::from(s.prefetch))
                     .key(s.key.clone());
             let source = inboxed_kafka::KafkaSource::connect(config).await?;
             Ok(relay.run(source, shutdown).await?)

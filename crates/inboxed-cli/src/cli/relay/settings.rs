@@ -59,8 +59,10 @@ pub(crate) struct Args {
     #[arg(long, env = "INBOXED_TABLE_PREFIX")]
     pub(crate) table_prefix: Option<String>,
     /// Do not create or upgrade the inbox tables at start (they must then be current).
-    #[arg(long, env = "INBOXED_RELAY_NO_MIGRATE")]
-    pub(crate) no_migrate: bool,
+    /// `--no-migrate` alone means true; the variable takes true/false, yes/no, 1/0.
+    #[arg(long, env = "INBOXED_RELAY_NO_MIGRATE", num_args = 0..=1, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub(crate) no_migrate: Option<bool>,
 }
 
 /// Everything the relay runs with, resolved.
@@ -119,7 +121,7 @@ impl Args {
                 .table_prefix
                 .or(file.table_prefix)
                 .unwrap_or_else(|| "inboxed_".to_owned()),
-            migrate: !(self.no_migrate || file.no_migrate),
+            migrate: !self.no_migrate.or(file.no_migrate).unwrap_or(false),
         })
     }
 }
@@ -167,18 +169,23 @@ mod tests {
         let path = dir.path().join("relay.toml");
         std::fs::write(
             &path,
-            "from = \"amqp://file\"\nto = \"sqlite://file.db\"\nconsumer = \"billing\"\nprefetch = 7\n",
+            "from = \"amqp://file\"\nto = \"sqlite://file.db\"\nconsumer = \"billing\"\nprefetch = 7\nno_migrate = true\n",
         )
         .unwrap();
         let args = Args {
             config: Some(path.clone()),
             to: Some("postgres://flag".into()),
+            no_migrate: Some(false),
             ..Args::default()
         };
         let s = args.resolve().unwrap();
         assert_eq!(
             (s.from.as_str(), s.to.as_str(), s.prefetch, s.concurrency),
             ("amqp://file", "postgres://flag", 7, 32)
+        );
+        assert!(
+            s.migrate,
+            "the flag's no_migrate=false wins over the file's true"
         );
         assert_eq!(s.group, "billing", "group defaults to the consumer");
 

@@ -136,11 +136,15 @@ cargo test --workspace --all-features --doc
 if [ -n "${INBOXED_BENCH_QUICK:-}" ]; then
   cargo run -q --release -p inboxed-bench -- --database-url "$DATABASE_URL" inbox --quick
 fi
-# The examples (their own workspace, sharing this target directory), each run as its top says.
+# The workspace is built once, with all features; the tests below and the relay example use
+# that build. The examples are a workspace of their own sharing the target directory, each run
+# as its top says.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+cargo test -q --workspace --all-features --no-run
 AMQP_URL="${INBOXED_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}" \
   cargo run -q --manifest-path examples/Cargo.toml -p billing-rabbitmq
-AMQP_URL="${INBOXED_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}" examples/relay-worker/run.sh
+AMQP_URL="${INBOXED_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}" \
+  INBOXED_BIN="$CARGO_TARGET_DIR/debug/inboxed" examples/relay-worker/run.sh
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --all-features --profile "${NEXTEST_PROFILE:-default}"
 else

@@ -2,13 +2,15 @@
 //! stored once whatever happens to the relay (SIGKILL mid-stream) or to the database (crashed
 //! and restarted mid-stream); nothing acked before its row is committed (the queue ends empty
 //! only because every message has its row); keyless messages dead-lettered; metrics served;
-//! SIGTERM settles what is in flight and exits 0. A worker then processes the rows once.
+//! SIGTERM settles what is in flight and exits 0. A worker then processes the rows once. And
+//! through a NATS server SIGKILLed and restarted mid-stream, the relay recovers by itself.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::process::Stdio;
 use std::time::Duration;
 
+use async_nats::jetstream;
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
@@ -18,7 +20,8 @@ use tokio::process::{Child, Command};
 
 use inboxed_core::ConsumerName;
 use inboxed_core::inbox::{Worker, WorkerConfig};
-use inboxed_test::restart::{amount, store_on};
+use inboxed_test::nats::{NatsServer, create_stream, publish_restart_messages};
+use inboxed_test::restart::{MESSAGES as RESTART_MESSAGES, amount, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 use inboxed_test::{Backend, Ledger, Pg, credit};
 
@@ -78,10 +81,17 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The relay from RabbitMQ queue `queue` into `to`.
 fn relay(queue: &str, to: &str, metrics_port: u16) -> Child {
+    relay_from(&["--from", &amqp_url(), "--queue", queue], to, metrics_port)
+}
+
+/// The relay from the broker `from` names into `to`, as consumer `billing`.
+fn relay_from(from: &[&str], to: &str, metrics_port: u16) -> Child {
     Command::new(env!("CARGO_BIN_EXE_inboxed"))
-        .args(["relay", "--from", &amqp_url(), "--queue", queue, "--to", to])
-        .args(["--consumer", "billing", "--prefetch", "50"])
+        .arg("relay")
+        .args(from)
+        .args(["--to", to, "--consumer", "billing", "--prefetch", "50"])
         .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
         .env("INBOXED_LOG", "warn")
         .stdout(Stdio::piped())
@@ -280,4 +290,70 @@ async fn relay_survives_a_database_crash() {
         .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
         .await
         .unwrap();
+}
+
+/// The relay from a NATS server of its own, SIGKILLed and started again in the middle of
+/// 10,000 messages: the relay recovers by itself, every message gets its row, and the durable
+/// consumer ends with nothing pending or unacked.
+#[tokio::test]
+async fn relay_survives_a_broker_restart() {
+    let db = Pg::create().await;
+    let pool = db.store.pool().clone();
+    let mut server = NatsServer::start().await;
+    let js = jetstream::new(async_nats::connect(&server.url()).await.unwrap());
+    create_stream(&js, "RELAY", "relay.>").await;
+    publish_restart_messages(&js, "relay.all", "n").await;
+    // The relay keeps an existing durable consumer's settings: a short ack wait brings back
+    // soon the messages whose acks the kill lost.
+    js.get_stream("RELAY")
+        .await
+        .unwrap()
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some("billing".to_owned()),
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ack_wait: Duration::from_secs(2),
+            ..jetstream::consumer::pull::Config::default()
+        })
+        .await
+        .unwrap();
+    drop(js);
+    let url = server.url();
+    let relay = relay_from(
+        &["--from", &url, "--stream", "RELAY"],
+        &db.locator,
+        free_port(),
+    );
+    wait_for_rows(&pool, RESTART_MESSAGES / 4).await;
+    server.kill().await;
+    let at_kill = rows(&pool).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    server.boot().await;
+    assert!(
+        at_kill < RESTART_MESSAGES,
+        "killed mid-stream: {at_kill} stored"
+    );
+    wait_for_rows(&pool, RESTART_MESSAGES).await;
+    // Messages delivered before the kill whose acks were lost come back after the ack wait
+    // and are acked as duplicates.
+    let js = jetstream::new(async_nats::connect(&url).await.unwrap());
+    let mut unacked = (u64::MAX, usize::MAX);
+    for _ in 0..300 {
+        let info = js
+            .get_stream("RELAY")
+            .await
+            .unwrap()
+            .consumer_info("billing")
+            .await
+            .unwrap();
+        unacked = (info.num_pending, info.num_ack_pending);
+        if unacked == (0, 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(unacked, (0, 0), "every message acked");
+    let (ok, out) = terminate(relay).await;
+    assert!(ok, "{out}");
+    assert_eq!(rows(&pool).await, Some(RESTART_MESSAGES));
+    db.finish().await;
 }

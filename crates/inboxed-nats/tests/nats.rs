@@ -4,8 +4,6 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::time::Duration;
 
 use async_nats::HeaderMap;
@@ -35,7 +33,7 @@ async fn stream() -> (Context, String, String) {
     let js = jetstream::new(client);
     let tag = uuid::Uuid::new_v4().simple().to_string();
     let (name, subject) = (format!("INBOXED_TEST_{tag}"), format!("inboxed.test.{tag}"));
-    common::create_stream(&js, &name, &subject).await;
+    inboxed_test::nats::create_stream(&js, &name, &subject).await;
     (js, name, subject)
 }
 

@@ -5,8 +5,6 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::time::Duration;
 
 use async_nats::jetstream;
@@ -30,8 +28,8 @@ async fn postgres_crashed_and_restarted_mid_stream_loses_and_repeats_nothing() {
         format!("INBOXED_PGRESTART_{tag}"),
         format!("inboxed.pgrestart.{tag}"),
     );
-    common::create_stream(&js, &name, &subject).await;
-    common::publish_restart_messages(&js, &subject, "p").await;
+    inboxed_test::nats::create_stream(&js, &name, &subject).await;
+    inboxed_test::nats::publish_restart_messages(&js, &subject, "p").await;
     let config = NatsConfig::new(nats_url(), &name, "ledger")
         .prefetch(64)
         .ack_wait(Duration::from_secs(5))

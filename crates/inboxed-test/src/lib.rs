@@ -13,6 +13,7 @@ pub mod conformance;
 pub mod handler;
 pub mod hooks;
 pub mod lite;
+pub mod nats;
 pub mod parted;
 pub mod pg;
 pub mod restart;

@@ -13,64 +13,22 @@ use std::time::Duration;
 use async_nats::jetstream;
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use lapin::{BasicProperties, Channel};
 use sqlx::PgPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 use inboxed_core::ConsumerName;
 use inboxed_core::inbox::{Worker, WorkerConfig};
+use inboxed_test::amqp::{publish_keyed, queue};
 use inboxed_test::nats::{NatsServer, create_stream, publish_restart_messages};
 use inboxed_test::restart::{MESSAGES as RESTART_MESSAGES, amount, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
-use inboxed_test::{Backend, Ledger, Pg, credit};
+use inboxed_test::{Backend, Ledger, Pg};
 
 fn amqp_url() -> String {
     std::env::var("INBOXED_AMQP_URL")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
-
-/// A fresh durable queue, and a channel to publish on.
-async fn queue() -> (Channel, String) {
-    let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
-        .await
-        .expect("RabbitMQ must be running: scripts/test.sh starts it");
-    let channel = conn.create_channel().await.unwrap();
-    let name = format!("inboxed-test-{}", uuid::Uuid::new_v4());
-    channel
-        .queue_declare(
-            name.as_str().into(),
-            QueueDeclareOptions::durable(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    (channel, name)
-}
-
-/// Publishes `r-<i>` for every `i` in `ids` (persistent, confirmed by the broker).
-async fn publish(channel: &Channel, queue: &str, ids: impl Iterator<Item = i64>) {
-    channel
-        .confirm_select(lapin::options::ConfirmSelectOptions::default())
-        .await
-        .unwrap();
-    for i in ids {
-        let id = format!("r-{i}");
-        let props = BasicProperties::default()
-            .with_delivery_mode(2)
-            .with_message_id(id.as_str().into());
-        channel
-            .basic_publish(
-                "".into(),
-                queue.into(),
-                BasicPublishOptions::default(),
-                credit(&id, amount(i)).payload(),
-                props,
-            )
-            .await
-            .unwrap();
-    }
-    channel.wait_for_confirms().await.unwrap();
 }
 
 fn free_port() -> u16 {
@@ -177,9 +135,9 @@ const MESSAGES: i64 = 2_000;
 async fn relay_stores_each_message_once_through_a_kill() {
     let db = Pg::create().await;
     let pool = db.store.pool().clone();
-    let (channel, name) = queue().await;
-    publish(&channel, &name, 0..MESSAGES).await;
-    publish(&channel, &name, 0..200).await; // producer retries
+    let (channel, name) = queue(&amqp_url()).await;
+    publish_keyed(&channel, &name, "r", 0..MESSAGES).await;
+    publish_keyed(&channel, &name, "r", 0..200).await; // producer retries
     channel
         .basic_publish(
             "".into(),
@@ -257,8 +215,8 @@ async fn relay_survives_a_database_crash() {
     const MANY: i64 = 10_000;
     let pg = ThrowawayPg::start();
     let pool = store_on(&pg).await.pool().clone();
-    let (channel, name) = queue().await;
-    publish(&channel, &name, 0..MANY).await;
+    let (channel, name) = queue(&amqp_url()).await;
+    publish_keyed(&channel, &name, "r", 0..MANY).await;
     let relay = relay(&name, &pg.url(), free_port());
     wait_for_rows(&pool, MANY / 10).await;
     pg.crash();

@@ -1,8 +1,7 @@
 //! Exponential backoff with full jitter.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// Exponential backoff: `base * 2^(n-1)`, capped at `max`, with full jitter so that workers
 /// that failed together do not retry together.
@@ -15,6 +14,15 @@ pub struct Backoff {
 }
 
 impl Backoff {
+    /// Delay for a failure during an outage that has lasted `outage`: uniform in
+    /// `[0, outage]`, kept within `[base, max]`.
+    #[must_use]
+    pub fn after_outage(&self, outage: Duration) -> Duration {
+        outage
+            .clamp(self.base, self.max.max(self.base))
+            .mul_f64(fastrand::f64())
+    }
+
     /// Delay before retry number `n` (1-based): uniform in `[0, min(max, base * 2^(n-1))]`.
     #[must_use]
     pub fn delay(&self, n: u32) -> Duration {
@@ -26,21 +34,29 @@ impl Backoff {
     }
 }
 
-/// Consecutive failures shared by the tasks of one loop. A failure that carries no count of its
-/// own (the database is down, and the broker keeps no delivery count) takes its backoff step
-/// from here, so requeues wait longer the longer an outage lasts instead of cycling hot.
+/// An outage seen by the tasks of one loop: when its first failure happened. A failure that is
+/// not the message's fault (the database is down) waits about as long as the outage has lasted
+/// ([`Backoff::after_outage`]), so retries thin out however many deliveries fail meanwhile and
+/// whatever delivery count the broker keeps (some keep none).
 #[derive(Debug, Default, Clone)]
-pub struct FailureStreak(Arc<AtomicU32>);
+pub struct FailureStreak(Arc<Mutex<Option<Instant>>>);
 
 impl FailureStreak {
-    /// Records a failure; returns the streak's length, this failure included.
-    pub fn failed(&self) -> u32 {
-        self.0.fetch_add(1, Ordering::Relaxed).saturating_add(1)
+    /// Records a failure; returns how long the outage has lasted (zero at its first failure).
+    pub fn failed(&self) -> Duration {
+        let mut started = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match *started {
+            Some(at) => at.elapsed(),
+            None => {
+                *started = Some(Instant::now());
+                Duration::ZERO
+            }
+        }
     }
 
-    /// Ends the streak.
+    /// Ends the outage.
     pub fn succeeded(&self) {
-        self.0.store(0, Ordering::Relaxed);
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 }
 
@@ -62,11 +78,24 @@ mod tests {
     }
 
     #[test]
-    fn a_streak_counts_until_a_success() {
+    fn an_outage_lasts_until_a_success() {
         let s = FailureStreak::default();
         let shared = s.clone();
-        assert_eq!((s.failed(), shared.failed()), (1, 2));
+        assert_eq!(s.failed(), Duration::ZERO, "the first failure starts it");
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            shared.failed() >= Duration::from_millis(20),
+            "shared by clones"
+        );
         s.succeeded();
-        assert_eq!(shared.failed(), 1);
+        assert_eq!(shared.failed(), Duration::ZERO);
+        let b = Backoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        };
+        for _ in 0..100 {
+            assert!(b.after_outage(Duration::from_secs(60)) <= Duration::from_secs(1));
+            assert!(b.after_outage(Duration::ZERO) <= Duration::from_millis(100));
+        }
     }
 }

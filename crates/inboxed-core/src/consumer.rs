@@ -105,16 +105,17 @@ where
             Ok(Settled::Acked(outcome))
         }
         Err(error) => {
-            let attempt = match &error {
-                Error::Handler { attempt, .. } => *attempt,
-                // Not the message's fault (the database is down, say): back off by the
-                // outage's length, whatever count the broker keeps.
+            let backoff = &processor.config().requeue_backoff;
+            let delay = Some(match &error {
+                Error::Handler { attempt, .. } => backoff.delay(*attempt),
+                // Not the message's fault (the database is down, say): also wait about as long
+                // as the outage has lasted, whatever count the broker keeps.
                 _ => {
-                    let streak = processor.failure_streak().failed();
-                    delivery.delivery_count().unwrap_or(1).max(streak)
+                    let outage = processor.failure_streak().failed();
+                    let by_count = backoff.delay(delivery.delivery_count().unwrap_or(1));
+                    by_count.max(backoff.after_outage(outage))
                 }
-            };
-            let delay = Some(processor.config().requeue_backoff.delay(attempt));
+            });
             delivery.requeue(delay).await.map_err(Error::Broker)?;
             Ok(Settled::Requeued { error, delay })
         }

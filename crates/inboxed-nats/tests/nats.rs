@@ -9,13 +9,12 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, Context};
 
-use inboxed_core::{ConsumerName, Delivery, DeliverySource, KeySource, Outcome, Processor};
+use inboxed_core::{ConsumerName, Delivery, DeliverySource, KeySource, Processor};
 use inboxed_nats::{NatsConfig, NatsSource};
 use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
-    settle_acked,
+    settle_duplicate_and_keyless,
 };
-use inboxed_test::conformance::ledger_state as ledger;
 use inboxed_test::{Backend, Ledger, Pg, credit};
 
 /// `ack_wait` of the tests that need no redelivery: no stall of a busy machine reaches it.
@@ -75,13 +74,7 @@ async fn duplicates_and_keyless_messages_settle_with_the_server() {
         Ledger::<Pg>::default(),
     );
     let mut src = source(&name, KeySource::Header("x-id".into()), LONG).await;
-    let outcomes = settle_acked(&p, &mut src, 3).await;
-    assert_eq!(outcomes[..2], [Outcome::Processed, Outcome::Duplicate]);
-    assert!(
-        matches!(outcomes[2], Outcome::DeadLettered { .. }),
-        "{outcomes:?}"
-    );
-    assert_eq!(ledger(&db).await, (1, 7));
+    settle_duplicate_and_keyless(&db, &p, &mut src).await;
     let mut consumer: jetstream::consumer::PullConsumer = js
         .get_stream(&name)
         .await

@@ -5,15 +5,11 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use lapin::options::{
-    BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
-};
-use lapin::types::FieldTable;
-use lapin::{BasicProperties, Connection, ConnectionProperties};
+use lapin::options::QueueDeleteOptions;
 
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
-use inboxed_test::credit;
-use inboxed_test::restart::{MESSAGES, amount, audit_through_pg_crash, store_on};
+use inboxed_test::amqp::{publish_keyed, queue};
+use inboxed_test::restart::{MESSAGES, audit_through_pg_crash, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 
 fn amqp_url() -> String {
@@ -25,46 +21,8 @@ fn amqp_url() -> String {
 async fn postgres_crashed_and_restarted_mid_stream_loses_and_repeats_nothing() {
     let pg = ThrowawayPg::start();
     let store = store_on(&pg).await;
-    let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
-        .await
-        .unwrap();
-    let channel = conn.create_channel().await.unwrap();
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await
-        .unwrap();
-    let name = format!("inboxed-test-{}", uuid::Uuid::new_v4());
-    channel
-        .queue_declare(
-            name.as_str().into(),
-            QueueDeclareOptions::durable(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    let mut confirms = Vec::new();
-    for i in 0..MESSAGES {
-        let id = format!("p-{i}");
-        let props = BasicProperties::default()
-            .with_delivery_mode(2)
-            .with_message_id(id.as_str().into());
-        let body = credit(&id, amount(i)).payload().to_vec();
-        confirms.push(
-            channel
-                .basic_publish(
-                    "".into(),
-                    name.as_str().into(),
-                    BasicPublishOptions::default(),
-                    &body,
-                    props,
-                )
-                .await
-                .unwrap(),
-        );
-    }
-    for confirm in confirms {
-        confirm.await.unwrap();
-    }
+    let (channel, name) = queue(&amqp_url()).await;
+    publish_keyed(&channel, &name, "p", 0..MESSAGES).await;
     let source = RabbitSource::connect(RabbitConfig::new(amqp_url(), &name).prefetch(64))
         .await
         .unwrap();

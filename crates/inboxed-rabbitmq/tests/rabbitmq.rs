@@ -10,13 +10,12 @@ use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOption
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
-use inboxed_core::{ConsumerName, Delivery, DeliverySource, KeySource, Outcome, Processor};
+use inboxed_core::{ConsumerName, Delivery, DeliverySource, KeySource, Processor};
 use inboxed_rabbitmq::{QueueKind, RabbitConfig, RabbitSource};
 use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
-    settle_acked,
+    settle_duplicate_and_keyless,
 };
-use inboxed_test::conformance::ledger_state as ledger;
 use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
 
 fn amqp_url() -> String {
@@ -118,13 +117,7 @@ async fn duplicates_and_keyless_messages_settle_with_the_broker() {
     publish(&channel, &name, None, &body).await;
     let p = processor(&db);
     let mut src = source(&name, KeySource::MessageIdProperty).await;
-    let outcomes = settle_acked(&p, &mut src, 3).await;
-    assert_eq!(outcomes[..2], [Outcome::Processed, Outcome::Duplicate]);
-    assert!(
-        matches!(outcomes[2], Outcome::DeadLettered { .. }),
-        "{outcomes:?}"
-    );
-    assert_eq!(ledger(&db).await, (1, 7));
+    settle_duplicate_and_keyless(&db, &p, &mut src).await;
     assert_eq!(
         db.scalar("SELECT count(*) FROM inboxed_dead_letters WHERE reason = 'invalid_message'")
             .await,

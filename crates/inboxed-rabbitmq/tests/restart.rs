@@ -8,13 +8,12 @@
 use std::process::Command;
 use std::time::Duration;
 
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
-use lapin::types::FieldTable;
-use lapin::{BasicProperties, Connection, ConnectionProperties};
+use lapin::{Connection, ConnectionProperties};
 
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
-use inboxed_test::restart::{MESSAGES, amount, audit_through};
-use inboxed_test::{Backend, Pg, credit};
+use inboxed_test::amqp::{declare, publish_keyed};
+use inboxed_test::restart::{MESSAGES, audit_through};
+use inboxed_test::{Backend, Pg};
 
 /// A RabbitMQ node in a temporary directory; killed when dropped.
 struct Node {
@@ -129,36 +128,8 @@ async fn broker_killed_and_restarted_mid_stream_loses_and_repeats_nothing() {
             .await
             .unwrap();
         let channel = conn.create_channel().await.unwrap();
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await
-            .unwrap();
-        channel
-            .queue_declare(
-                "restart".into(),
-                QueueDeclareOptions::durable(),
-                FieldTable::default(),
-            )
-            .await
-            .unwrap();
-        for i in 0..MESSAGES {
-            let id = format!("b-{i}");
-            let props = BasicProperties::default()
-                .with_delivery_mode(2)
-                .with_message_id(id.as_str().into());
-            let body = credit(&id, amount(i)).payload().to_vec();
-            channel
-                .basic_publish(
-                    "".into(),
-                    "restart".into(),
-                    BasicPublishOptions::default(),
-                    &body,
-                    props,
-                )
-                .await
-                .unwrap();
-        }
-        channel.wait_for_confirms().await.unwrap();
+        declare(&channel, "restart").await;
+        publish_keyed(&channel, "restart", "b", 0..MESSAGES).await;
         conn.close(0, "published".into()).await.unwrap();
     }
     eprintln!("restart test: {MESSAGES} messages published and confirmed");

@@ -221,3 +221,26 @@ where
     }
     outcomes
 }
+
+/// Settles the three deliveries every adapter's first test sends (a credit of 7, the same
+/// message again as a producer retry, and the same body without a key) and checks what they
+/// did: processed, duplicate and dead-lettered, in that order, and one ledger row of 7.
+///
+/// # Panics
+/// When any of that differs.
+pub async fn settle_duplicate_and_keyless<B, Src>(
+    db: &TestDb<B>,
+    processor: &Processor<B::Store, Ledger<B>>,
+    source: &mut Src,
+) where
+    B: Backend,
+    Src: DeliverySource,
+{
+    let outcomes = settle_acked(processor, source, 3).await;
+    assert_eq!(outcomes[..2], [Outcome::Processed, Outcome::Duplicate]);
+    assert!(
+        matches!(outcomes[2], Outcome::DeadLettered { .. }),
+        "{outcomes:?}"
+    );
+    assert_eq!(ledger_state(db).await, (1, 7));
+}

@@ -6,6 +6,7 @@
 // A harness fails its test by panicking; there is no caller to hand an error to.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod amqp;
 pub mod backend;
 pub mod broker_child;
 pub mod child;

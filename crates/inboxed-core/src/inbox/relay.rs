@@ -72,7 +72,7 @@ pub enum Relayed {
 }
 
 /// Stores one delivery and settles it: acked after the row (or its dead letter) is committed,
-/// requeued otherwise, after a delay that grows with `streak` (failures in a row, shared by
+/// requeued otherwise, after a delay that grows with the outage `streak` records (shared by
 /// the relay's tasks). An [`AckOrdering::InOrder`] delivery is retried in place until stored.
 ///
 /// # Errors
@@ -108,9 +108,9 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
                 tokio::time::sleep(backoff.delay(tries)).await;
             }
             Err(error) => {
-                // The database, not the message: back off by the outage's length.
-                let step = delivery.delivery_count().unwrap_or(1).max(streak.failed());
-                let delay = backoff.delay(step);
+                // The database, not the message: wait about as long as the outage has lasted.
+                let by_count = backoff.delay(delivery.delivery_count().unwrap_or(1));
+                let delay = by_count.max(backoff.after_outage(streak.failed()));
                 warn!(error = %error, ?delay, "delivery not stored; handed back to the broker");
                 metrics::counter!(m::RELAY_REQUEUES_TOTAL, "consumer" => inbox.consumer().as_str().to_owned())
                     .increment(1);

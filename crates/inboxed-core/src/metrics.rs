@@ -10,7 +10,8 @@
 //! | `inboxed_handler_duration_seconds` | histogram | `consumer` | time inside the handler |
 //! | `inboxed_claim_wait_seconds` | histogram | `consumer` | time the claim statement took, including waiting on a concurrent duplicate |
 //!
-//! | `inboxed_receipts_total` | counter | `consumer`, `outcome` | store-then-process receipts: `stored`, `duplicate`, `conflict` |
+//! | `inboxed_receipts_total` | counter | `consumer`, `outcome` | store-then-process receipts: `stored`, `duplicate`, `conflict`, `invalid` |
+//! | `inboxed_relay_requeues_total` | counter | `consumer` | deliveries the relay handed back because nothing could be stored |
 //! | `inboxed_rows_total` | counter | `consumer`, `outcome` | worker rows: `done`, `retrying`, `dead`, `lost` (claim reaped before completion) |
 //! | `inboxed_claim_batch_size` | histogram | `consumer` | rows per non-empty claim |
 //! | `inboxed_leases_expired_total` | counter | | rows the reaper returned |

@@ -72,7 +72,7 @@ async fn migrate_twice_is_a_no_op() {
     assert_eq!(
         (
             code,
-            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7]")
+            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8]")
         ),
         (0, true),
         "{out}"
@@ -98,7 +98,7 @@ async fn migrate_into_a_chosen_schema_and_prefix() {
     assert_eq!(
         (
             code,
-            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7]")
+            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8]")
         ),
         (0, true),
         "{out}"

@@ -25,6 +25,7 @@ pub mod key_source;
 pub mod metrics;
 pub mod migration;
 pub mod namespace;
+pub mod observe;
 pub mod processor;
 pub mod retention;
 pub mod sql;

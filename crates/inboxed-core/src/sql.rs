@@ -80,6 +80,8 @@ operations!(
     replay_reset,
     replay_audit,
     purge_done,
+    observe_inbox,
+    observe_dead_letters,
     lock_batch,
     count_attempts,
     finish_locked,

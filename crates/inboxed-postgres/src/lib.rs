@@ -9,6 +9,7 @@
 mod inbox;
 mod key;
 mod migrate;
+mod observe;
 mod partitions;
 mod queries;
 mod retention;

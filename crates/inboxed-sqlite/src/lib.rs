@@ -6,6 +6,7 @@
 
 mod inbox;
 mod migrate;
+mod observe;
 mod queries;
 mod retention;
 mod store;

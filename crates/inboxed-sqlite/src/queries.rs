@@ -41,6 +41,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "inbox_contract",
         sql: include_str!("../migrations/0007_inbox_contract.sql"),
     },
+    Migration {
+        version: 8,
+        description: "inbox_dead_index",
+        sql: include_str!("../migrations/0008_inbox_dead_index.sql"),
+    },
 ];
 
 /// One template per store operation.
@@ -68,6 +73,8 @@ pub(crate) const TEMPLATES: Templates = Templates {
     replay_reset: include_str!("../sql/replay_reset.sql"),
     replay_audit: include_str!("../sql/replay_audit.sql"),
     purge_done: include_str!("../sql/purge_done.sql"),
+    observe_inbox: include_str!("../sql/observe_inbox.sql"),
+    observe_dead_letters: include_str!("../sql/observe_dead_letters.sql"),
     // The lock-held claim needs row locks, which SQLite does not have.
     lock_batch: "",
     count_attempts: "",

@@ -12,7 +12,9 @@ pub type Conn<B> = <<<B as Backend>::Store as Store>::Db as sqlx::Database>::Con
 /// A database engine under test. Internal to the suite.
 pub trait Backend: Send + Sync + Sized + 'static {
     /// The store.
-    type Store: InboxStore + inboxed_core::retention::RetentionStore;
+    type Store: InboxStore
+        + inboxed_core::retention::RetentionStore
+        + inboxed_core::observe::ObserveStore;
     /// Name used in test output.
     const NAME: &'static str;
     /// Writers serialize at `BEGIN` (SQLite), so a concurrent duplicate waits there, not at

@@ -3,6 +3,7 @@
 
 mod batches;
 mod claims;
+mod observe;
 mod ordering;
 mod processing;
 mod receipt;
@@ -13,6 +14,7 @@ pub use claims::{
     claim_batch_skips_rows_locked_by_another_worker, complete_after_reclaim_is_fenced,
     concurrent_claims_never_share_a_row, reaper_returns_expired_claims,
 };
+pub use observe::observation_counts_backlog_and_dead_letters;
 pub use ordering::{
     ordered_mode_can_skip_dead_events, ordered_mode_keeps_order_and_parks_dead_aggregates,
 };

@@ -1,0 +1,123 @@
+//! What an operator's view reads: each consumer's store-then-process backlog and its dead
+//! letters, for `inboxed serve`'s gauges and health check and for `inboxed stats`.
+
+use std::future::Future;
+use std::time::{Duration, SystemTime};
+
+use crate::error::StoreError;
+use crate::store::Store;
+
+/// One consumer's store-then-process rows that are not done.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Backlog {
+    /// The consumer.
+    pub consumer: String,
+    /// Rows waiting for a worker (retries in their backoff included).
+    pub pending: u64,
+    /// Rows claimed by a worker now.
+    pub processing: u64,
+    /// Rows that went dead: parked, waiting for an operator's replay.
+    pub dead: u64,
+    /// When the oldest pending row was received: its age is how far behind the workers are.
+    pub oldest_pending: Option<SystemTime>,
+    /// Claimed rows whose lease has already expired: their worker died, and no reaper has
+    /// returned them yet (one stuck above zero means no reaper runs).
+    pub expired_leases: u64,
+}
+
+impl Backlog {
+    /// A backlog from the observation query's columns (times in milliseconds since the epoch).
+    #[must_use]
+    pub fn from_columns(
+        consumer: String,
+        [pending, processing, dead, expired_leases]: [i64; 4],
+        oldest_pending_ms: Option<i64>,
+    ) -> Self {
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        Self {
+            consumer,
+            pending: n(pending),
+            processing: n(processing),
+            dead: n(dead),
+            oldest_pending: from_millis(oldest_pending_ms),
+            expired_leases: n(expired_leases),
+        }
+    }
+
+    /// Age of the oldest pending row at `now` (zero without one).
+    #[must_use]
+    pub fn oldest_pending_age(&self, now: SystemTime) -> Duration {
+        self.oldest_pending
+            .and_then(|t| now.duration_since(t).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// Dead letters of one consumer for one reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeadLetterCount {
+    /// The consumer.
+    pub consumer: String,
+    /// `permanent`, `attempts_exhausted`, `conflict` or `invalid_message`.
+    pub reason: String,
+    /// How many are kept.
+    pub count: u64,
+    /// When the most recent one last failed.
+    pub newest: Option<SystemTime>,
+}
+
+impl DeadLetterCount {
+    /// A count from the observation query's columns (time in milliseconds since the epoch).
+    #[must_use]
+    pub fn from_columns(
+        consumer: String,
+        reason: String,
+        count: i64,
+        newest_ms: Option<i64>,
+    ) -> Self {
+        Self {
+            consumer,
+            reason,
+            count: u64::try_from(count).unwrap_or(0),
+            newest: from_millis(newest_ms),
+        }
+    }
+}
+
+/// Everything [`ObserveStore::observe`] reads, in one call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Observation {
+    /// Per consumer with rows not done.
+    pub backlog: Vec<Backlog>,
+    /// Per consumer and reason with dead letters.
+    pub dead_letters: Vec<DeadLetterCount>,
+}
+
+impl Observation {
+    /// An observation of these rows.
+    #[must_use]
+    pub fn new(backlog: Vec<Backlog>, dead_letters: Vec<DeadLetterCount>) -> Self {
+        Self {
+            backlog,
+            dead_letters,
+        }
+    }
+}
+
+/// The store operation behind the operator's view. Each backend reads only rows that are not
+/// done, through the partial indexes that serve them, so its cost follows the backlog rather
+/// than the table.
+pub trait ObserveStore: Store {
+    /// The backlog of every consumer and the dead letters kept.
+    fn observe(&self) -> impl Future<Output = Result<Observation, StoreError>> + Send;
+}
+
+/// A time from milliseconds since the Unix epoch, as the observation queries return them.
+#[must_use]
+pub fn from_millis(ms: Option<i64>) -> Option<SystemTime> {
+    let ms = u64::try_from(ms?).ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(ms))
+}

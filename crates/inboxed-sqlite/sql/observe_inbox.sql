@@ -1,0 +1,25 @@
+-- observe_inbox: every consumer's store-then-process rows that are not done, by status, for
+-- the operator's gauges and health check. No parameters.
+--
+-- Each status is read through the partial index that serves it, never through done rows (the
+-- bulk of the table). Times are milliseconds since the epoch, as stored.
+WITH open AS (
+    SELECT consumer_name, status, received_at, lease_expires_at
+    FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'pending'
+    UNION ALL
+    SELECT consumer_name, status, received_at, lease_expires_at
+    FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'processing'
+    UNION ALL
+    SELECT consumer_name, status, received_at, lease_expires_at
+    FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'dead'
+)
+SELECT consumer_name,
+       sum(status = 'pending') AS pending,
+       sum(status = 'processing') AS processing,
+       sum(status = 'dead') AS dead,
+       min(CASE WHEN status = 'pending' THEN received_at END) AS oldest_pending_ms,
+       sum(status = 'processing'
+           AND lease_expires_at < CAST(unixepoch('subsec') * 1000 AS INTEGER)) AS expired_leases
+FROM open
+GROUP BY consumer_name
+ORDER BY consumer_name

@@ -1,0 +1,74 @@
+//! The operator's view: backlog by status, expired leases and dead letters, as `inboxed serve`
+//! and `inboxed stats` read them.
+
+use std::time::{Duration, SystemTime};
+
+use inboxed_core::EnvelopeError;
+use inboxed_core::inbox::store::{ClaimBatchParams, ClaimToken, InboxStore};
+use inboxed_core::observe::ObserveStore;
+
+use super::inbox;
+use crate::backend::{Backend, TestDb};
+use crate::conformance::ledger;
+use crate::handler::credit;
+
+/// Three stored rows, one of them claimed with a lease that has run out, and a keyless
+/// delivery dead-lettered: the observation counts each where it is, and nothing else.
+pub async fn observation_counts_backlog_and_dead_letters<B: Backend>(_test: &str) {
+    let db: TestDb<B> = B::create().await;
+    let empty = db.store.observe().await.unwrap();
+    assert!(
+        empty.backlog.is_empty() && empty.dead_letters.is_empty(),
+        "{empty:?}"
+    );
+    let received = SystemTime::now();
+    let inbox = inbox(&db);
+    for id in ["o-1", "o-2", "o-3"] {
+        inbox.store(&credit(id, 1)).await.unwrap();
+    }
+    let consumer = ledger();
+    let token = ClaimToken::random();
+    let params = ClaimBatchParams {
+        consumer: &consumer,
+        worker: "observed",
+        token: &token,
+        limit: 1,
+        lease: Duration::ZERO,
+        now: None,
+        ordered: false,
+        park: true,
+    };
+    assert_eq!(db.store.claim_batch(&params).await.unwrap().len(), 1);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    inbox
+        .dead_letter_invalid(b"{}", &EnvelopeError::MissingId)
+        .await
+        .unwrap();
+
+    let seen = db.store.observe().await.unwrap();
+    assert_eq!(seen.backlog.len(), 1, "{seen:?}");
+    let b = &seen.backlog[0];
+    assert_eq!(b.consumer, consumer.as_str());
+    assert_eq!(
+        (b.pending, b.processing, b.dead, b.expired_leases),
+        (2, 1, 0, 1),
+        "{b:?}"
+    );
+    let age = b.oldest_pending_age(SystemTime::now());
+    assert!(
+        age <= SystemTime::now().duration_since(received).unwrap() + Duration::from_secs(1),
+        "oldest pending age {age:?}"
+    );
+    assert_eq!(seen.dead_letters.len(), 1, "{seen:?}");
+    let d = &seen.dead_letters[0];
+    assert_eq!(
+        (d.consumer.as_str(), d.reason.as_str(), d.count),
+        (consumer.as_str(), "invalid_message", 1)
+    );
+    let newest = d.newest.expect("a failure time");
+    let skew = newest
+        .duration_since(received)
+        .unwrap_or_else(|e| e.duration());
+    assert!(skew < Duration::from_secs(60), "newest {newest:?}");
+    db.finish().await;
+}

@@ -7,6 +7,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -15,7 +17,7 @@ use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOption
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel};
 use sqlx::PgPool;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 
 use inboxed_core::ConsumerName;
@@ -117,18 +119,6 @@ async fn depth(channel: &Channel, queue: &str) -> u32 {
         .message_count()
 }
 
-async fn scrape(port: u16) -> String {
-    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .await
-        .unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).await.unwrap();
-    text
-}
-
 const MESSAGES: i64 = 2_000;
 
 #[tokio::test]
@@ -174,7 +164,9 @@ async fn relay_stores_each_message_once_through_a_kill() {
     let stored = r#"inboxed_receipts_total{consumer="billing",outcome="stored"}"#;
     let mut metrics = String::new();
     for _ in 0..100 {
-        metrics = scrape(port).await;
+        metrics = common::http_get(&format!("127.0.0.1:{port}"), "/metrics")
+            .await
+            .1;
         if metrics.contains(stored) {
             break;
         }

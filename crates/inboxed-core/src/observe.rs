@@ -113,6 +113,14 @@ impl Observation {
 pub trait ObserveStore: Store {
     /// The backlog of every consumer and the dead letters kept.
     fn observe(&self) -> impl Future<Output = Result<Observation, StoreError>> + Send;
+
+    /// Migration versions this build has that the database has not applied yet (all of them
+    /// before the first `migrate`). Applies nothing.
+    ///
+    /// # Errors
+    /// A store failure, or [`StoreError::MigrationChanged`] / [`StoreError::MigrationUnknown`]
+    /// when the database's migrations differ from this build's.
+    fn pending_migrations(&self) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send;
 }
 
 /// A time from milliseconds since the Unix epoch, as the observation queries return them.

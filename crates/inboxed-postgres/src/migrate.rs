@@ -73,3 +73,30 @@ pub(crate) async fn run(pool: &PgPool, ns: &Namespace) -> Result<Vec<i64>, Store
     tx.commit().await.map_err(StoreError::from_sqlx)?;
     Ok(now)
 }
+
+/// The versions not applied yet, without applying anything (a health check's question). All of
+/// them when the migrations table does not exist.
+pub(crate) async fn pending(pool: &PgPool, ns: &Namespace) -> Result<Vec<i64>, StoreError> {
+    let table = ns.render(r#"{{schema}}."{{prefix}}migrations""#);
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+        .bind(&table)
+        .persistent(false)
+        .fetch_one(pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+    let applied: Vec<(i64, Vec<u8>)> = if exists {
+        sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT version, checksum FROM {table} ORDER BY version"
+        )))
+        .persistent(false)
+        .fetch_all(pool)
+        .await
+        .map_err(StoreError::from_sqlx)?
+    } else {
+        Vec::new()
+    };
+    Ok(migration::pending(MIGRATIONS, &applied)?
+        .iter()
+        .map(|m| m.version)
+        .collect())
+}

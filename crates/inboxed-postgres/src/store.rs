@@ -29,7 +29,7 @@ use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pub(crate) pool: PgPool,
-    ns: Namespace,
+    pub(crate) ns: Namespace,
     pub(crate) queries: Arc<Queries>,
     pub(crate) persistent: bool,
     /// Idle workers of this process, woken by receipts through any clone of this store.

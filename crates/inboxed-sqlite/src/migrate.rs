@@ -48,3 +48,31 @@ pub(crate) async fn run(pool: &SqlitePool, ns: &Namespace) -> Result<Vec<i64>, S
     tx.commit().await.map_err(StoreError::from_sqlx)?;
     Ok(now)
 }
+
+/// The versions not applied yet, without applying anything (a health check's question). All of
+/// them when the migrations table does not exist.
+pub(crate) async fn pending(pool: &SqlitePool, ns: &Namespace) -> Result<Vec<i64>, StoreError> {
+    let master = ns.render("{{schema}}.sqlite_master");
+    let exists: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT count(*) FROM {master} WHERE type = 'table' AND name = ?1"
+    )))
+    .bind(format!("{}migrations", ns.prefix()))
+    .fetch_one(pool)
+    .await
+    .map_err(StoreError::from_sqlx)?;
+    let applied: Vec<(i64, Vec<u8>)> = if exists > 0 {
+        let table = ns.render(r#"{{schema}}."{{prefix}}migrations""#);
+        sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT version, checksum FROM {table} ORDER BY version"
+        )))
+        .fetch_all(pool)
+        .await
+        .map_err(StoreError::from_sqlx)?
+    } else {
+        Vec::new()
+    };
+    Ok(migration::pending(MIGRATIONS, &applied)?
+        .iter()
+        .map(|m| m.version)
+        .collect())
+}

@@ -25,6 +25,10 @@ impl ObserveStore for SqliteStore {
             letters.iter().map(letters_row).collect::<Result<_, _>>()?,
         ))
     }
+
+    async fn pending_migrations(&self) -> Result<Vec<i64>, StoreError> {
+        crate::migrate::pending(&self.pool, &self.ns).await
+    }
 }
 
 fn backlog_row(row: &SqliteRow) -> Result<Backlog, StoreError> {

@@ -26,7 +26,7 @@ use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
-    ns: Namespace,
+    pub(crate) ns: Namespace,
     pub(crate) queries: Arc<Queries>,
     /// Idle workers of this process, woken by receipts through any clone of this store: the
     /// only wake-up SQLite has, lacking notifications.

@@ -155,6 +155,36 @@ impl AnyStore {
         })
     }
 
+    /// The store-then-process backlog and dead letters of every consumer.
+    pub(crate) async fn observe(&self) -> anyhow::Result<inboxed_core::observe::Observation> {
+        use inboxed_core::observe::ObserveStore;
+        Ok(match self {
+            Self::Postgres(s) => s.observe().await?,
+            Self::Sqlite(s) => s.observe().await?,
+        })
+    }
+
+    /// Migration versions not applied yet.
+    pub(crate) async fn pending_migrations(&self) -> anyhow::Result<Vec<i64>> {
+        use inboxed_core::observe::ObserveStore;
+        Ok(match self {
+            Self::Postgres(s) => s.pending_migrations().await?,
+            Self::Sqlite(s) => s.pending_migrations().await?,
+        })
+    }
+
+    /// A consumer's processed-key figures.
+    pub(crate) async fn processed_stats(
+        &self,
+        consumer: &inboxed_core::ConsumerName,
+    ) -> anyhow::Result<inboxed_core::retention::store::ProcessedStats> {
+        use inboxed_core::retention::RetentionStore;
+        Ok(match self {
+            Self::Postgres(s) => s.processed_stats(consumer).await?,
+            Self::Sqlite(s) => s.processed_stats(consumer).await?,
+        })
+    }
+
     pub(crate) fn backend(&self) -> &'static str {
         match self {
             Self::Postgres(_) => "postgres",

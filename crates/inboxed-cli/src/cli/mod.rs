@@ -6,6 +6,7 @@ mod duration;
 mod migrate;
 mod purge;
 mod relay;
+mod serve;
 mod stats;
 
 use std::io::Write;
@@ -48,6 +49,11 @@ enum Command {
     /// ack. Workers (this library's, or any language's per docs/inbox-contract.md) process the
     /// rows. Runs until Ctrl-C or SIGTERM.
     Relay(relay::Args),
+    /// Serve Prometheus metrics read from the database (backlog by status, oldest pending age,
+    /// expired leases, dead letters, processed keys) at /metrics, and a health check at
+    /// /health (200 when the database answers and its migrations are current, else 503).
+    /// Runs until Ctrl-C.
+    Serve(serve::Args),
 }
 
 impl Cli {
@@ -57,7 +63,7 @@ impl Cli {
         match self.command {
             Command::Demo(_) => "error",
             Command::Migrate(_) | Command::Purge(_) | Command::Stats(_) => "warn",
-            Command::Relay(_) => "info",
+            Command::Relay(_) | Command::Serve(_) => "info",
         }
     }
 }
@@ -70,5 +76,6 @@ pub(crate) async fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<ExitCo
         Command::Purge(args) => purge::run(args, out).await,
         Command::Stats(args) => stats::run(args, out).await,
         Command::Relay(args) => relay::run(args, out).await,
+        Command::Serve(args) => serve::run(args, out).await,
     }
 }

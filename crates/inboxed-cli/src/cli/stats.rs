@@ -5,10 +5,8 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use inboxed_core::ConsumerName;
-use inboxed_core::retention::RetentionStore;
 use inboxed_core::retention::store::ProcessedStats;
 
-use super::AnyStore;
 use super::database::DbArgs;
 use super::duration::show;
 
@@ -24,10 +22,7 @@ pub(crate) struct Args {
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     let consumer = ConsumerName::new(args.consumer.clone())?;
     let store = args.db.connect(2).await?;
-    let stats = match &store {
-        AnyStore::Postgres(s) => s.processed_stats(&consumer).await?,
-        AnyStore::Sqlite(s) => s.processed_stats(&consumer).await?,
-    };
+    let stats = store.processed_stats(&consumer).await?;
     write_stats(out, &consumer, &stats)?;
     Ok(ExitCode::SUCCESS)
 }

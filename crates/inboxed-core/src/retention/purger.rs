@@ -267,23 +267,7 @@ impl<S: RetentionStore> Purger<S> {
     /// near the window; far above it means the purger is not keeping up (or not running).
     async fn record_oldest(&self, consumer: &ConsumerName, now: SystemTime) {
         match self.store.processed_stats(consumer).await {
-            Ok(stats) => {
-                let age = stats
-                    .oldest
-                    .and_then(|t| now.duration_since(t).ok())
-                    .unwrap_or_default();
-                let label = consumer.as_str().to_owned();
-                metrics::gauge!(m::OLDEST_KEY_AGE_SECONDS, "consumer" => label.clone())
-                    .set(age.as_secs_f64());
-                if let Some(rows) = stats.estimated_rows {
-                    metrics::gauge!(m::KEYS_ESTIMATED, "consumer" => label.clone())
-                        .set(rows as f64);
-                }
-                metrics::gauge!(m::KEYS_GROWTH_PER_HOUR, "consumer" => label)
-                    .set(stats.growth_per_hour() as f64);
-                metrics::gauge!(m::PROCESSED_TABLE_BYTES)
-                    .set((stats.table_bytes + stats.index_bytes) as f64);
-            }
+            Ok(stats) => stats.publish(consumer, now),
             Err(e) => {
                 warn!(error = %e, consumer = %consumer, "could not read the oldest key's age")
             }

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::envelope::ConsumerName;
 use crate::error::StoreError;
+use crate::metrics as m;
 use crate::store::Store;
 
 /// Parameters of [`RetentionStore::purge_processed`].
@@ -84,6 +85,25 @@ impl ProcessedStats {
     #[must_use]
     pub fn growth_per_hour(&self) -> u64 {
         self.last_minute.saturating_mul(60)
+    }
+
+    /// Sets the processed-keys gauges of `consumer` (oldest key's age at `now`, estimated
+    /// keys, growth, table bytes), as the purger does after a pass and `inboxed serve` does on
+    /// each refresh.
+    pub fn publish(&self, consumer: &ConsumerName, now: SystemTime) {
+        let age = self
+            .oldest
+            .and_then(|t| now.duration_since(t).ok())
+            .unwrap_or_default();
+        let label = consumer.as_str().to_owned();
+        metrics::gauge!(m::OLDEST_KEY_AGE_SECONDS, "consumer" => label.clone())
+            .set(age.as_secs_f64());
+        if let Some(rows) = self.estimated_rows {
+            metrics::gauge!(m::KEYS_ESTIMATED, "consumer" => label.clone()).set(rows as f64);
+        }
+        metrics::gauge!(m::KEYS_GROWTH_PER_HOUR, "consumer" => label)
+            .set(self.growth_per_hour() as f64);
+        metrics::gauge!(m::PROCESSED_TABLE_BYTES).set((self.table_bytes + self.index_bytes) as f64);
     }
 }
 

@@ -1,0 +1,70 @@
+//! The database-derived gauges `inboxed serve` publishes, set from one observation.
+
+use std::collections::BTreeSet;
+use std::time::SystemTime;
+
+use inboxed_core::observe::Observation;
+
+/// Gauge of store-then-process rows, labelled `consumer` and `status` (`pending`,
+/// `processing`, `dead`).
+pub(crate) const INBOX_ROWS: &str = "inboxed_inbox_rows";
+/// Gauge of the oldest pending row's age in seconds, labelled `consumer`.
+pub(crate) const OLDEST_PENDING_AGE: &str = "inboxed_inbox_oldest_pending_age_seconds";
+/// Gauge of claimed rows whose lease already expired, labelled `consumer`.
+pub(crate) const EXPIRED_LEASES: &str = "inboxed_inbox_expired_leases";
+/// Gauge of dead letters kept, labelled `consumer` and `reason`.
+pub(crate) const DEAD_LETTERS: &str = "inboxed_dead_letters";
+/// Gauge: 1 when the last observation succeeded, 0 when the database could not be read.
+pub(crate) const UP: &str = "inboxed_observe_up";
+/// Gauge of the seconds the last observation took.
+pub(crate) const OBSERVE_SECONDS: &str = "inboxed_observe_duration_seconds";
+
+/// Label sets published before, so that a consumer whose backlog emptied reads 0, not its last
+/// value.
+#[derive(Debug, Default)]
+pub(crate) struct Published {
+    consumers: BTreeSet<String>,
+    letters: BTreeSet<(String, String)>,
+}
+
+impl Published {
+    pub(crate) fn set(&mut self, seen: &Observation, now: SystemTime) {
+        let mut consumers = BTreeSet::new();
+        for b in &seen.backlog {
+            let c = b.consumer.clone();
+            for (status, n) in [
+                ("pending", b.pending),
+                ("processing", b.processing),
+                ("dead", b.dead),
+            ] {
+                metrics::gauge!(INBOX_ROWS, "consumer" => c.clone(), "status" => status)
+                    .set(n as f64);
+            }
+            metrics::gauge!(OLDEST_PENDING_AGE, "consumer" => c.clone())
+                .set(b.oldest_pending_age(now).as_secs_f64());
+            metrics::gauge!(EXPIRED_LEASES, "consumer" => c.clone()).set(b.expired_leases as f64);
+            consumers.insert(c);
+        }
+        for gone in self.consumers.difference(&consumers) {
+            for status in ["pending", "processing", "dead"] {
+                metrics::gauge!(INBOX_ROWS, "consumer" => gone.clone(), "status" => status)
+                    .set(0.0);
+            }
+            metrics::gauge!(OLDEST_PENDING_AGE, "consumer" => gone.clone()).set(0.0);
+            metrics::gauge!(EXPIRED_LEASES, "consumer" => gone.clone()).set(0.0);
+        }
+        let mut letters = BTreeSet::new();
+        for d in &seen.dead_letters {
+            let key = (d.consumer.clone(), d.reason.clone());
+            metrics::gauge!(DEAD_LETTERS, "consumer" => key.0.clone(), "reason" => key.1.clone())
+                .set(d.count as f64);
+            letters.insert(key);
+        }
+        for (consumer, reason) in self.letters.difference(&letters) {
+            metrics::gauge!(DEAD_LETTERS, "consumer" => consumer.clone(), "reason" => reason.clone())
+                .set(0.0);
+        }
+        self.consumers = consumers;
+        self.letters = letters;
+    }
+}

@@ -1,0 +1,24 @@
+//! What the CLI's process tests share.
+
+// Each test binary includes this module and uses only part of it.
+#![allow(clippy::unwrap_used, dead_code)]
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// `GET path` on `addr` over plain HTTP/1.0: the status code and the body.
+pub(crate) async fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    conn.write_all(request.as_bytes()).await.unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).await.unwrap();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_owned());
+    (status, body)
+}

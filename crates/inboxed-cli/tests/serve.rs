@@ -1,0 +1,124 @@
+//! `inboxed serve` as a process against real databases: the gauges it publishes match the rows
+//! written, and `/health` says whether the database answers with current migrations.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use inboxed_core::ConsumerName;
+use inboxed_core::EnvelopeError;
+use inboxed_core::inbox::Inbox;
+use inboxed_test::{Backend, Pg, credit};
+
+use common::http_get;
+
+/// Starts `inboxed serve` on a free port; returns the process and its address.
+async fn serve(database_url: &str) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(["serve", "--database-url", database_url])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--interval",
+            "1s",
+            "--consumer",
+            "billing",
+        ])
+        .env("INBOXED_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start inboxed serve");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("serve prints its address")
+        .unwrap()
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .expect("an address")
+        .to_owned();
+    (child, addr)
+}
+
+/// Scrapes until every line in `want` is there (the gauges refresh every second).
+async fn scrape_until(addr: &str, want: &[&str]) -> String {
+    let mut body = String::new();
+    for _ in 0..100 {
+        body = http_get(addr, "/metrics").await.1;
+        if want.iter().all(|w| body.lines().any(|l| l == *w)) {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("not all of {want:?} in:\n{body}");
+}
+
+#[tokio::test]
+async fn gauges_follow_the_rows_and_health_is_ok() {
+    let db = Pg::create().await;
+    let inbox = Inbox::new(db.store.clone(), ConsumerName::new("billing").unwrap());
+    for id in ["s-1", "s-2", "s-3"] {
+        inbox.store(&credit(id, 1)).await.unwrap();
+    }
+    inbox
+        .dead_letter_invalid(b"{}", &EnvelopeError::MissingId)
+        .await
+        .unwrap();
+    let (_serve, addr) = serve(&db.locator).await;
+    scrape_until(
+        &addr,
+        &[
+            r#"inboxed_inbox_rows{consumer="billing",status="pending"} 3"#,
+            r#"inboxed_inbox_rows{consumer="billing",status="processing"} 0"#,
+            r#"inboxed_dead_letters{consumer="billing",reason="invalid_message"} 1"#,
+            "inboxed_observe_up 1",
+        ],
+    )
+    .await;
+    let (status, body) = http_get(&addr, "/health").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""status":"ok""#), "{body}");
+
+    // A consumer whose backlog empties reads 0, not its last value.
+    sqlx::query("UPDATE inboxed_inbox_messages SET status = 'done', done_at = now()")
+        .execute(db.store.pool())
+        .await
+        .unwrap();
+    scrape_until(
+        &addr,
+        &[r#"inboxed_inbox_rows{consumer="billing",status="pending"} 0"#],
+    )
+    .await;
+    assert_eq!(http_get(&addr, "/nope").await.0, 404);
+    db.finish().await;
+}
+
+#[tokio::test]
+async fn health_is_503_until_the_tables_are_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("fresh.db").display());
+    let (_serve, addr) = serve(&url).await;
+    let (status, body) = http_get(&addr, "/health").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("migrations_pending") || body.contains("down"),
+        "{body}"
+    );
+    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(["migrate", "--database-url", &url])
+        .output()
+        .unwrap();
+    assert!(migrated.status.success());
+    let (status, body) = http_get(&addr, "/health").await;
+    assert_eq!(status, 200, "{body}");
+}

@@ -130,6 +130,11 @@ need_service SQS 15000 moto_server "" INBOXED_SQS_ENDPOINT \
   setsid -f moto_server -H 127.0.0.1 -p 15000
 
 scripts/build-deps.sh
+
+# The alert rules: syntax, then their unit tests (promtool ships with Debian's prometheus).
+command -v promtool >/dev/null 2>&1 || apt_install prometheus
+command -v promtool >/dev/null 2>&1 || { say "no promtool: install prometheus"; exit 1; }
+(cd deploy/prometheus && promtool check rules alerts.yml && promtool test rules alerts.test.yml)
 # Doctests first, so that the run closes with the main suite's summary.
 cargo test --workspace --all-features --doc
 # CI's benchmark smoke run: same-run ratios only, failing on a gross regression, never on noise.

@@ -1,26 +1,7 @@
 //! Metric names. The library records through the `metrics` facade and never installs an
 //! exporter; the application (or `inboxed serve`) does.
 //!
-//! | name | type | labels | meaning |
-//! |---|---|---|---|
-//! | `inboxed_messages_total` | counter | `consumer`, `outcome` | settled messages: `processed`, `duplicate`, `conflict`, `dead_lettered`, `already_dead_lettered` |
-//! | `inboxed_failures_total` | counter | `consumer`, `kind` | deliveries returned for requeue: `handler`, `store` |
-//! | `inboxed_retries_total` | counter | `consumer` | in-process retries after serialization failures, deadlocks and timeouts |
-//! | `inboxed_dead_letters_total` | counter | `consumer`, `reason` | dead letters written: `permanent`, `attempts_exhausted`, `conflict`, `invalid_message` |
-//! | `inboxed_handler_duration_seconds` | histogram | `consumer` | time inside the handler |
-//! | `inboxed_claim_wait_seconds` | histogram | `consumer` | time the claim statement took, including waiting on a concurrent duplicate |
-//!
-//! | `inboxed_receipts_total` | counter | `consumer`, `outcome` | store-then-process receipts: `stored`, `duplicate`, `conflict`, `invalid` |
-//! | `inboxed_relay_requeues_total` | counter | `consumer` | deliveries the relay handed back because nothing could be stored |
-//! | `inboxed_rows_total` | counter | `consumer`, `outcome` | worker rows: `done`, `retrying`, `dead`, `lost` (claim reaped before completion) |
-//! | `inboxed_claim_batch_size` | histogram | `consumer` | rows per non-empty claim |
-//! | `inboxed_leases_expired_total` | counter | | rows the reaper returned |
-//! | `inboxed_purged_rows_total` | counter | `consumer` | processed keys deleted by the purger |
-//! | `inboxed_purge_pass_seconds` | histogram | | duration of one purge pass over all consumers |
-//! | `inboxed_oldest_key_age_seconds` | gauge | `consumer` | age of the oldest kept key after a pass; well above the window means the purge is behind |
-//! | `inboxed_processed_keys_estimated` | gauge | `consumer` | the catalog's estimate of the consumer's kept keys, after a pass |
-//! | `inboxed_processed_keys_growth_per_hour` | gauge | `consumer` | keys received in the last minute × 60, after a pass |
-//! | `inboxed_processed_table_bytes` | gauge | | heap and index bytes of the processed-keys table, all consumers, after a pass |
+//! docs/metrics.md lists every metric with its type, labels, meaning and what to alert on.
 //!
 //! The dedup hit rate is `duplicate / (processed + duplicate)` over `inboxed_messages_total`:
 //! a duplicate writes nothing, so only these counters can show it.
@@ -63,3 +44,12 @@ pub const KEYS_ESTIMATED: &str = "inboxed_processed_keys_estimated";
 pub const KEYS_GROWTH_PER_HOUR: &str = "inboxed_processed_keys_growth_per_hour";
 /// Gauge of the processed-keys table's heap and index bytes.
 pub const PROCESSED_TABLE_BYTES: &str = "inboxed_processed_table_bytes";
+/// Gauge of a consumer's retention window in seconds, labelled `consumer` (set by the purger).
+pub const RETENTION_WINDOW_SECONDS: &str = "inboxed_retention_window_seconds";
+/// Gauge of a consumer's declared redelivery horizon in seconds, labelled `consumer` (set by
+/// the purger): the window must exceed it, or a late redelivery is processed twice.
+pub const REDELIVERY_HORIZON_SECONDS: &str = "inboxed_redelivery_horizon_seconds";
+/// Counter of purge passes that failed.
+pub const PURGE_FAILURES_TOTAL: &str = "inboxed_purge_failures_total";
+/// Gauge of the Unix time of the last purge pass that succeeded.
+pub const PURGE_LAST_SUCCESS_SECONDS: &str = "inboxed_purge_last_success_timestamp_seconds";

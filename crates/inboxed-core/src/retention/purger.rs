@@ -148,6 +148,13 @@ impl<S: RetentionStore> Purger<S> {
     ) -> Result<PassReport, Error> {
         let started = Instant::now();
         let mut report = PassReport::default();
+        for (consumer, retention) in &self.consumers {
+            let label = consumer.as_str().to_owned();
+            metrics::gauge!(m::RETENTION_WINDOW_SECONDS, "consumer" => label.clone())
+                .set(retention.window.as_secs_f64());
+            metrics::gauge!(m::REDELIVERY_HORIZON_SECONDS, "consumer" => label)
+                .set(retention.redelivery_horizon.as_secs_f64());
+        }
         if self.store.partitioned() {
             // Partitions hold every consumer's keys: one goes when each consumer in it is
             // declared here and past its own window. Shorter windows keep keys longer, never
@@ -285,11 +292,18 @@ impl<S: RetentionStore> Purger<S> {
                 pass = self.purge_once(SystemTime::now(), |_, _| {}) => pass,
             };
             match pass {
-                Ok(report) if report.total() > 0 => {
-                    info!(rows = report.total(), duration = ?report.duration, "purged processed keys");
+                Ok(report) => {
+                    if report.total() > 0 {
+                        info!(rows = report.total(), duration = ?report.duration, "purged processed keys");
+                    }
+                    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
+                    metrics::gauge!(m::PURGE_LAST_SUCCESS_SECONDS)
+                        .set(now.unwrap_or_default().as_secs_f64());
                 }
-                Ok(_) => {}
-                Err(e) => warn!(error = %e, "purge pass failed; retrying at the next interval"),
+                Err(e) => {
+                    metrics::counter!(m::PURGE_FAILURES_TOTAL).increment(1);
+                    warn!(error = %e, "purge pass failed; retrying at the next interval");
+                }
             }
             tokio::select! {
                 () = &mut shutdown => return,

@@ -200,3 +200,17 @@ async fn purge_is_a_dry_run_until_told_and_refuses_short_windows() {
     assert!(out.contains("300 keys/hour"), "{out}");
     db.finish().await;
 }
+
+#[test]
+fn migrate_status_reports_without_changing_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("s.db").display());
+    let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("pending migrations [1, 2, 3, 4, 5, 6, 7, 8]"), "{out}");
+    let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
+    assert_eq!(code, 1, "still pending: --status applied nothing: {out}");
+    assert_eq!(inboxed(&["migrate", "--database-url", &url]).0, 0);
+    let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
+    assert_eq!((code, out.contains("up to date")), (0, true), "{out}");
+}

@@ -9,10 +9,25 @@ use super::database::{DbArgs, redact};
 pub(crate) struct Args {
     #[command(flatten)]
     db: DbArgs,
+    /// Only report which migrations are applied and which are pending; change nothing. Exits
+    /// 1 when some are pending.
+    #[arg(long)]
+    status: bool,
 }
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     let store = args.db.connect(2).await?;
+    if args.status {
+        let pending = store.pending_migrations().await?;
+        let url = redact(&args.db.database_url);
+        return Ok(if pending.is_empty() {
+            writeln!(out, "{url}: inbox tables are up to date")?;
+            ExitCode::SUCCESS
+        } else {
+            writeln!(out, "{url}: pending migrations {pending:?} (run inboxed migrate)")?;
+            ExitCode::from(1)
+        });
+    }
     let applied = store.migrate().await?;
     let url = redact(&args.db.database_url);
     if applied.is_empty() {

@@ -19,7 +19,8 @@ pub(crate) use database::AnyStore;
 /// Exactly-once processing on top of at-least-once delivery: the inbox pattern.
 ///
 /// Exit codes: 0 success; 1 the command ran and found a problem (the demo's ledger did not
-/// match); 2 the command could not run (bad arguments, database unreachable).
+/// match, `migrate --status` found pending migrations); 2 the command could not run (bad
+/// arguments, database unreachable).
 #[derive(Debug, Parser)]
 #[command(name = "inboxed", version, about, long_about = None)]
 pub(crate) struct Cli {

@@ -207,10 +207,58 @@ fn migrate_status_reports_without_changing_anything() {
     let url = format!("sqlite://{}", dir.path().join("s.db").display());
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("pending migrations [1, 2, 3, 4, 5, 6, 7, 8]"), "{out}");
+    assert!(
+        out.contains("pending migrations [1, 2, 3, 4, 5, 6, 7, 8]"),
+        "{out}"
+    );
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
     assert_eq!(code, 1, "still pending: --status applied nothing: {out}");
     assert_eq!(inboxed(&["migrate", "--database-url", &url]).0, 0);
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
     assert_eq!((code, out.contains("up to date")), (0, true), "{out}");
+}
+
+/// `stats` with no consumer named reports every consumer with rows: its backlog, its dead
+/// letters and its processed keys, as tables and as JSON with the same figures.
+#[tokio::test]
+async fn stats_reports_backlog_dead_letters_and_keys_of_every_consumer() {
+    use inboxed_core::inbox::Inbox;
+    use inboxed_core::{ConsumerName, EnvelopeError};
+
+    let db = Pg::create().await;
+    let inbox = Inbox::new(db.store.clone(), ConsumerName::new("shipping").unwrap());
+    for id in ["t-1", "t-2"] {
+        inbox.store(&inboxed_test::credit(id, 1)).await.unwrap();
+    }
+    inbox
+        .dead_letter_invalid(b"{}", &EnvelopeError::MissingId)
+        .await
+        .unwrap();
+    let (code, out) = inboxed(&["stats", "--database-url", &db.locator]);
+    assert_eq!(code, 0, "{out}");
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("shipping") && !l.contains("ago"))
+        .unwrap_or_else(|| panic!("no backlog row for shipping:\n{out}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells[1..4],
+        ["2", "0", "0"],
+        "pending, processing, dead: {row}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains("shipping") && l.contains("invalid_message") && l.contains(" 1 ")),
+        "{out}"
+    );
+    assert!(out.contains("processed keys of `shipping`"), "{out}");
+
+    let (code, out) = inboxed(&["stats", "--json", "--database-url", &db.locator]);
+    assert_eq!(code, 0, "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["backlog"][0]["consumer"], "shipping");
+    assert_eq!(report["backlog"][0]["pending"], 2);
+    assert_eq!(report["dead_letters"][0]["count"], 1);
+    assert_eq!(report["processed_keys"][0]["consumer"], "shipping");
+    db.finish().await;
 }

@@ -37,6 +37,17 @@ pub(crate) fn show(d: Duration) -> String {
     format!("{s}s")
 }
 
+/// An age for people, in its two largest units: `45s`, `56m 8s`, `3h 2m`, `12d 4h`.
+pub(crate) fn age(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3_600 => format!("{}m {}s", s / 60, s % 60),
+        3_600..86_400 => format!("{}h {}m", s / 3_600, s % 3_600 / 60),
+        _ => format!("{}d {}h", s / 86_400, s % 86_400 / 3_600),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,6 +58,8 @@ mod tests {
         assert_eq!(parse_duration("90m"), Ok(Duration::from_secs(5_400)));
         assert_eq!(show(Duration::from_secs(36 * 3_600)), "36h");
         assert_eq!(show(Duration::from_secs(90)), "90s");
+        assert_eq!(age(Duration::from_secs(3_368)), "56m 8s");
+        assert_eq!(age(Duration::from_secs(90_000)), "1d 1h");
         assert!(parse_duration("30").unwrap_err().contains("no unit"));
         assert!(parse_duration("3w").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("d").unwrap_err().contains("whole number"));

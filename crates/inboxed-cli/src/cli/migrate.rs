@@ -24,7 +24,10 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             writeln!(out, "{url}: inbox tables are up to date")?;
             ExitCode::SUCCESS
         } else {
-            writeln!(out, "{url}: pending migrations {pending:?} (run inboxed migrate)")?;
+            writeln!(
+                out,
+                "{url}: pending migrations {pending:?} (run inboxed migrate)"
+            )?;
             ExitCode::from(1)
         });
     }

@@ -44,7 +44,10 @@ enum Command {
     /// Delete processed keys older than a consumer's retention window, in bounded batches.
     /// A dry run (a count) unless given --yes.
     Purge(purge::Args),
-    /// Size, growth and oldest-key age of a consumer's processed keys.
+    /// The store-then-process backlog (pending, in flight, dead, oldest pending age, expired
+    /// leases) and dead letters of every consumer, and the processed keys (count, growth,
+    /// oldest age, table size) of the consumers named or seen. `--json` for scripts, `--watch`
+    /// to refresh.
     Stats(stats::Args),
     /// Move a broker's messages into the store-then-process inbox table: store, commit, then
     /// ack. Workers (this library's, or any language's per docs/inbox-contract.md) process the

@@ -1,65 +1,189 @@
-//! `inboxed stats`: size, growth and age of one consumer's processed keys.
+//! `inboxed stats`: the store-then-process backlog and the dead letters of every consumer, and
+//! the processed keys (count, growth, oldest age, table size) of the consumers named or seen.
 
-use std::io::Write;
+use std::collections::BTreeSet;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
 
 use inboxed_core::ConsumerName;
+use inboxed_core::observe::Observation;
 use inboxed_core::retention::store::ProcessedStats;
 
+use super::AnyStore;
 use super::database::DbArgs;
-use super::duration::show;
+use super::duration::{age as human_age, parse_duration};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     #[command(flatten)]
     db: DbArgs,
-    /// The consumer to report on.
+    /// Consumers whose processed keys to report; by default those with rows in the inbox or
+    /// dead letters. Repeat for several.
+    #[arg(long = "consumer")]
+    consumers: Vec<String>,
+    /// One JSON object instead of tables, for scripts.
     #[arg(long)]
-    consumer: String,
+    json: bool,
+    /// Report again every this long (e.g. 5s) until Ctrl-C.
+    #[arg(long, value_parser = parse_duration)]
+    watch: Option<Duration>,
 }
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
-    let consumer = ConsumerName::new(args.consumer.clone())?;
+    let named = args
+        .consumers
+        .iter()
+        .map(|c| ConsumerName::new(c.clone()))
+        .collect::<Result<Vec<_>, _>>()?;
     let store = args.db.connect(2).await?;
-    let stats = store.processed_stats(&consumer).await?;
-    write_stats(out, &consumer, &stats)?;
-    Ok(ExitCode::SUCCESS)
+    let clear = args.watch.is_some() && !args.json && std::io::stdout().is_terminal();
+    loop {
+        let report = Report::read(&store, &named).await?;
+        if clear {
+            write!(out, "\x1b[2J\x1b[H")?;
+        }
+        if args.json {
+            writeln!(out, "{}", report.json())?;
+        } else {
+            report.write(out)?;
+        }
+        out.flush()?;
+        let Some(every) = args.watch else {
+            return Ok(ExitCode::SUCCESS);
+        };
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+        }
+    }
 }
 
-fn write_stats(
-    out: &mut impl Write,
-    consumer: &ConsumerName,
-    stats: &ProcessedStats,
-) -> std::io::Result<()> {
-    let rows = stats.estimated_rows.map_or_else(
-        || "unknown (not analyzed yet)".to_owned(),
-        |n| n.to_string(),
-    );
-    let oldest = stats.oldest.map_or_else(
-        || "none".to_owned(),
-        |t| {
-            let age = SystemTime::now().duration_since(t).unwrap_or_default();
-            show(std::time::Duration::from_secs(age.as_secs()))
-        },
-    );
-    writeln!(out, "consumer `{consumer}`")?;
-    writeln!(out, "  estimated keys     {rows}")?;
-    writeln!(
-        out,
-        "  growth             {} keys/hour (last minute's rate)",
-        stats.growth_per_hour()
-    )?;
-    writeln!(out, "  oldest key age     {oldest}")?;
-    writeln!(
-        out,
-        "  table bytes        {} (all consumers)",
-        stats.table_bytes
-    )?;
-    writeln!(
-        out,
-        "  index bytes        {} (all consumers)",
-        stats.index_bytes
-    )?;
-    Ok(())
+struct Report {
+    at: SystemTime,
+    seen: Observation,
+    processed: Vec<(ConsumerName, ProcessedStats)>,
+}
+
+impl Report {
+    async fn read(store: &AnyStore, named: &[ConsumerName]) -> anyhow::Result<Self> {
+        let seen = store.observe().await?;
+        let mut consumers: BTreeSet<String> = named.iter().map(|c| c.as_str().to_owned()).collect();
+        if named.is_empty() {
+            consumers.extend(seen.backlog.iter().map(|b| b.consumer.clone()));
+            consumers.extend(seen.dead_letters.iter().map(|d| d.consumer.clone()));
+        }
+        let mut processed = Vec::new();
+        for name in consumers {
+            let consumer = ConsumerName::new(name)?;
+            let stats = store.processed_stats(&consumer).await?;
+            processed.push((consumer, stats));
+        }
+        Ok(Self {
+            at: SystemTime::now(),
+            seen,
+            processed,
+        })
+    }
+
+    fn age(&self, t: Option<SystemTime>) -> Option<Duration> {
+        t.and_then(|t| self.at.duration_since(t).ok())
+            .map(|d| Duration::from_secs(d.as_secs()))
+    }
+
+    fn json(&self) -> Value {
+        let secs = |d: Option<Duration>| d.map(|d| d.as_secs());
+        json!({
+            "backlog": self.seen.backlog.iter().map(|b| json!({
+                "consumer": b.consumer, "pending": b.pending, "processing": b.processing,
+                "dead": b.dead, "expired_leases": b.expired_leases,
+                "oldest_pending_age_seconds": secs(self.age(b.oldest_pending)),
+            })).collect::<Vec<_>>(),
+            "dead_letters": self.seen.dead_letters.iter().map(|d| json!({
+                "consumer": d.consumer, "reason": d.reason, "count": d.count,
+                "newest_age_seconds": secs(self.age(d.newest)),
+            })).collect::<Vec<_>>(),
+            "processed_keys": self.processed.iter().map(|(c, s)| json!({
+                "consumer": c.as_str(), "estimated_keys": s.estimated_rows,
+                "growth_per_hour": s.growth_per_hour(),
+                "oldest_key_age_seconds": secs(self.age(s.oldest)),
+                "table_bytes": s.table_bytes, "index_bytes": s.index_bytes,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    fn write(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let age = |t| self.age(t).map_or_else(|| "-".to_owned(), human_age);
+        writeln!(out, "store-then-process backlog")?;
+        if self.seen.backlog.is_empty() {
+            writeln!(out, "  (no rows waiting, in flight or dead)")?;
+        } else {
+            writeln!(
+                out,
+                "  {:<24} {:>9} {:>11} {:>7} {:>15} {:>15}",
+                "consumer", "pending", "processing", "dead", "oldest pending", "expired leases"
+            )?;
+            for b in &self.seen.backlog {
+                writeln!(
+                    out,
+                    "  {:<24} {:>9} {:>11} {:>7} {:>15} {:>15}",
+                    b.consumer,
+                    b.pending,
+                    b.processing,
+                    b.dead,
+                    age(b.oldest_pending),
+                    b.expired_leases
+                )?;
+            }
+        }
+        writeln!(out, "dead letters")?;
+        if self.seen.dead_letters.is_empty() {
+            writeln!(out, "  (none)")?;
+        } else {
+            writeln!(
+                out,
+                "  {:<24} {:<20} {:>7} {:>12}",
+                "consumer", "reason", "count", "newest"
+            )?;
+            for d in &self.seen.dead_letters {
+                let newest = format!("{} ago", age(d.newest));
+                writeln!(
+                    out,
+                    "  {:<24} {:<20} {:>7} {:>12}",
+                    d.consumer, d.reason, d.count, newest
+                )?;
+            }
+        }
+        for (consumer, s) in &self.processed {
+            let rows = s.estimated_rows.map_or_else(
+                || "unknown (not analyzed yet)".to_owned(),
+                |n| n.to_string(),
+            );
+            writeln!(out, "processed keys of `{consumer}`")?;
+            writeln!(out, "  estimated keys     {rows}")?;
+            let growth = s.growth_per_hour();
+            writeln!(
+                out,
+                "  growth             {growth} keys/hour (last minute's rate)"
+            )?;
+            writeln!(out, "  oldest key age     {}", age(s.oldest))?;
+            writeln!(
+                out,
+                "  table bytes        {} (all consumers)",
+                s.table_bytes
+            )?;
+            writeln!(
+                out,
+                "  index bytes        {} (all consumers)",
+                s.index_bytes
+            )?;
+        }
+        writeln!(
+            out,
+            "dedup hit rate: from the inboxed_messages_total counter (inboxed serve or the \
+             service's exporter); a duplicate writes nothing to the database"
+        )
+    }
 }

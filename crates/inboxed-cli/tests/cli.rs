@@ -262,3 +262,97 @@ async fn stats_reports_backlog_dead_letters_and_keys_of_every_consumer() {
     assert_eq!(report["processed_keys"][0]["consumer"], "shipping");
     db.finish().await;
 }
+
+/// `dead-letters` on the demo's dead letters (8 permanent, 3 without a key), on both engines:
+/// list and filter, show, a dry-run retry that changes nothing, a retry into the consumer's
+/// inbox (the row is pending, the dead letter gone), a refused retry of a keyless one, discard.
+#[tokio::test]
+async fn dead_letters_list_show_retry_and_discard() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = format!("sqlite://{}", dir.path().join("dl.db").display());
+    let pg = Pg::create().await;
+    for url in [sqlite.as_str(), pg.locator.as_str()] {
+        let (code, out) = inboxed(&["demo", "--database-url", url, "--messages", "400"]);
+        assert_eq!(code, 0, "{out}");
+        let list = |extra: &[&str]| {
+            let mut args = vec!["dead-letters", "list", "--database-url", url];
+            args.extend_from_slice(extra);
+            inboxed(&args)
+        };
+        let (code, out) = list(&["--reason", "permanent"]);
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("8 dead letter(s)"), "{url}: {out}");
+        let (_, out) = list(&["--reason", "permanent", "--json"]);
+        let ids: Vec<i64> = out
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                    .as_i64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(ids.len(), 8);
+        let (_, out) = list(&["--reason", "invalid_message", "--json"]);
+        let keyless = serde_json::from_str::<serde_json::Value>(out.lines().next().unwrap())
+            .unwrap()["id"]
+            .as_i64()
+            .unwrap();
+
+        let id = ids[0].to_string();
+        let (code, out) = inboxed(&["dead-letters", "show", "--database-url", url, &id]);
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("permanent after"), "{out}");
+        let (code, out) = inboxed(&["dead-letters", "retry", "--database-url", url, &id]);
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("would store"), "{out}");
+        assert!(
+            list(&["--reason", "permanent"])
+                .1
+                .contains("8 dead letter(s)"),
+            "dry run"
+        );
+
+        let (code, out) = inboxed(&["dead-letters", "retry", "--database-url", url, &id, "--yes"]);
+        assert_eq!(code, 0, "{out}");
+        assert!(out.contains("of `demo`, pending for its workers"), "{out}");
+        assert!(
+            list(&["--reason", "permanent"])
+                .1
+                .contains("7 dead letter(s)")
+        );
+        let (_, stats) = inboxed(&["stats", "--json", "--database-url", url]);
+        let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+        assert_eq!(stats["backlog"][0]["consumer"], "demo");
+        assert_eq!(
+            stats["backlog"][0]["pending"], 1,
+            "the retried message waits in the inbox"
+        );
+
+        let keyless = keyless.to_string();
+        let (code, out) = inboxed(&[
+            "dead-letters",
+            "retry",
+            "--database-url",
+            url,
+            &keyless,
+            "--yes",
+        ]);
+        assert_eq!(code, 1, "{out}");
+        assert!(out.contains("no message id"), "{out}");
+        let (code, out) = inboxed(&[
+            "dead-letters",
+            "discard",
+            "--database-url",
+            url,
+            &keyless,
+            "--yes",
+        ]);
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            list(&["--reason", "invalid_message"])
+                .1
+                .contains("2 dead letter(s)")
+        );
+    }
+    pg.finish().await;
+}

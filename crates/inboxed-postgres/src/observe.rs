@@ -4,7 +4,11 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 
 use inboxed_core::StoreError;
-use inboxed_core::observe::{Backlog, DeadLetterCount, Observation, ObserveStore};
+use inboxed_core::inbox::store::millis;
+use inboxed_core::observe::{
+    Backlog, DeadLetterCount, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, Observation,
+    ObserveStore, from_millis,
+};
 
 use crate::PgStore;
 
@@ -24,6 +28,43 @@ impl ObserveStore for PgStore {
 
     async fn pending_migrations(&self) -> Result<Vec<i64>, StoreError> {
         crate::migrate::pending(&self.pool, &self.ns).await
+    }
+
+    async fn list_dead_letters(
+        &self,
+        filter: &DeadLetterFilter<'_>,
+    ) -> Result<Vec<DeadLetterSummary>, StoreError> {
+        let rows = self
+            .query(&self.queries.list_dead_letters)
+            .bind(filter.consumer.map(str::to_owned))
+            .bind(filter.reason.map(str::to_owned))
+            .bind(filter.since.map(millis))
+            .bind(filter.error_contains.map(str::to_owned))
+            .bind(i64::from(filter.limit.max(1)))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        rows.iter().map(summary_row).collect()
+    }
+
+    async fn dead_letter_by_id(&self, id: i64) -> Result<Option<DeadLetterRecord>, StoreError> {
+        let row = self
+            .query(&self.queries.load_dead_letter_by_id)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        row.as_ref().map(record_row).transpose()
+    }
+
+    async fn delete_dead_letter_by_id(&self, id: i64) -> Result<bool, StoreError> {
+        let gone = self
+            .query(&self.queries.delete_dead_letter_by_id)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(gone.is_some())
     }
 }
 
@@ -51,4 +92,37 @@ fn letters_row(row: &PgRow) -> Result<DeadLetterCount, StoreError> {
         row.try_get("count").map_err(get)?,
         row.try_get("newest_ms").map_err(get)?,
     ))
+}
+
+fn summary_row(row: &PgRow) -> Result<DeadLetterSummary, StoreError> {
+    let get = StoreError::from_sqlx;
+    let bytes: i64 = row.try_get("payload_bytes").map_err(get)?;
+    Ok(DeadLetterSummary {
+        id: row.try_get("id").map_err(get)?,
+        consumer: row.try_get("consumer_name").map_err(get)?,
+        message_id: row.try_get("message_id").map_err(get)?,
+        message_type: row.try_get("message_type").map_err(get)?,
+        reason: row.try_get("reason").map_err(get)?,
+        attempts: row.try_get::<i64, _>("attempts").map_err(get)?,
+        last_failed: from_millis(row.try_get("last_failed_ms").map_err(get)?),
+        payload_bytes: u64::try_from(bytes).unwrap_or(0),
+        error: row.try_get("error").map_err(get)?,
+    })
+}
+
+fn record_row(row: &PgRow) -> Result<DeadLetterRecord, StoreError> {
+    let get = StoreError::from_sqlx;
+    Ok(DeadLetterRecord {
+        id: row.try_get("id").map_err(get)?,
+        consumer: row.try_get("consumer_name").map_err(get)?,
+        message_id: row.try_get("message_id").map_err(get)?,
+        message_type: row.try_get("message_type").map_err(get)?,
+        correlation_id: row.try_get("correlation_id").map_err(get)?,
+        payload: row.try_get("payload").map_err(get)?,
+        reason: row.try_get("reason").map_err(get)?,
+        error: row.try_get("error").map_err(get)?,
+        attempts: row.try_get::<i64, _>("attempts").map_err(get)?,
+        first_failed: from_millis(row.try_get("first_failed_ms").map_err(get)?),
+        last_failed: from_millis(row.try_get("last_failed_ms").map_err(get)?),
+    })
 }

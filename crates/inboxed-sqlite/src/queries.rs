@@ -75,6 +75,9 @@ pub(crate) const TEMPLATES: Templates = Templates {
     purge_done: include_str!("../sql/purge_done.sql"),
     observe_inbox: include_str!("../sql/observe_inbox.sql"),
     observe_dead_letters: include_str!("../sql/observe_dead_letters.sql"),
+    list_dead_letters: include_str!("../sql/list_dead_letters.sql"),
+    load_dead_letter_by_id: include_str!("../sql/load_dead_letter_by_id.sql"),
+    delete_dead_letter_by_id: include_str!("../sql/delete_dead_letter_by_id.sql"),
     // The lock-held claim needs row locks, which SQLite does not have.
     lock_batch: "",
     count_attempts: "",

@@ -164,6 +164,39 @@ impl AnyStore {
         })
     }
 
+    /// Dead letters matching `filter`.
+    pub(crate) async fn list_dead_letters(
+        &self,
+        filter: &inboxed_core::observe::DeadLetterFilter<'_>,
+    ) -> anyhow::Result<Vec<inboxed_core::observe::DeadLetterSummary>> {
+        use inboxed_core::observe::ObserveStore;
+        Ok(match self {
+            Self::Postgres(s) => s.list_dead_letters(filter).await?,
+            Self::Sqlite(s) => s.list_dead_letters(filter).await?,
+        })
+    }
+
+    /// One dead letter in full.
+    pub(crate) async fn dead_letter_by_id(
+        &self,
+        id: i64,
+    ) -> anyhow::Result<Option<inboxed_core::observe::DeadLetterRecord>> {
+        use inboxed_core::observe::ObserveStore;
+        Ok(match self {
+            Self::Postgres(s) => s.dead_letter_by_id(id).await?,
+            Self::Sqlite(s) => s.dead_letter_by_id(id).await?,
+        })
+    }
+
+    /// Deletes one dead letter; whether it was there.
+    pub(crate) async fn delete_dead_letter_by_id(&self, id: i64) -> anyhow::Result<bool> {
+        use inboxed_core::observe::ObserveStore;
+        Ok(match self {
+            Self::Postgres(s) => s.delete_dead_letter_by_id(id).await?,
+            Self::Sqlite(s) => s.delete_dead_letter_by_id(id).await?,
+        })
+    }
+
     /// Migration versions not applied yet.
     pub(crate) async fn pending_migrations(&self) -> anyhow::Result<Vec<i64>> {
         use inboxed_core::observe::ObserveStore;

@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch. Flags map onto the library's own config structs.
 
 mod database;
+mod dead_letters;
 mod demo;
 mod duration;
 mod migrate;
@@ -58,6 +59,9 @@ enum Command {
     /// /health (200 when the database answers and its migrations are current, else 503).
     /// Runs until Ctrl-C.
     Serve(serve::Args),
+    /// List, show, retry or discard dead letters by id. `retry` stores them into their
+    /// consumer's store-then-process inbox; `retry` and `discard` are dry runs without --yes.
+    DeadLetters(dead_letters::Args),
 }
 
 impl Cli {
@@ -66,7 +70,10 @@ impl Cli {
     pub(crate) fn default_log_filter(&self) -> &'static str {
         match self.command {
             Command::Demo(_) => "error",
-            Command::Migrate(_) | Command::Purge(_) | Command::Stats(_) => "warn",
+            Command::Migrate(_)
+            | Command::Purge(_)
+            | Command::Stats(_)
+            | Command::DeadLetters(_) => "warn",
             Command::Relay(_) | Command::Serve(_) => "info",
         }
     }
@@ -81,5 +88,6 @@ pub(crate) async fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<ExitCo
         Command::Stats(args) => stats::run(args, out).await,
         Command::Relay(args) => relay::run(args, out).await,
         Command::Serve(args) => serve::run(args, out).await,
+        Command::DeadLetters(args) => dead_letters::run(args, out).await,
     }
 }

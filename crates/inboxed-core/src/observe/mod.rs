@@ -1,11 +1,16 @@
 //! What an operator's view reads: each consumer's store-then-process backlog and its dead
-//! letters, for `inboxed serve`'s gauges and health check and for `inboxed stats`.
+//! letters, for `inboxed serve`'s gauges and health check and for `inboxed stats`, and the
+//! dead letters themselves, for `inboxed dead-letters`.
 
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use crate::error::StoreError;
 use crate::store::Store;
+
+mod letters;
+
+pub use letters::{DeadLetterFilter, DeadLetterRecord, DeadLetterSummary};
 
 /// One consumer's store-then-process rows that are not done.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -121,6 +126,24 @@ pub trait ObserveStore: Store {
     /// A store failure, or [`StoreError::MigrationChanged`] / [`StoreError::MigrationUnknown`]
     /// when the database's migrations differ from this build's.
     fn pending_migrations(&self) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send;
+
+    /// Dead letters matching `filter`, newest failure first, without their payloads.
+    fn list_dead_letters(
+        &self,
+        filter: &DeadLetterFilter<'_>,
+    ) -> impl Future<Output = Result<Vec<DeadLetterSummary>, StoreError>> + Send;
+
+    /// One dead letter in full, payload included; `None` when there is no such id.
+    fn dead_letter_by_id(
+        &self,
+        id: i64,
+    ) -> impl Future<Output = Result<Option<DeadLetterRecord>, StoreError>> + Send;
+
+    /// Deletes one dead letter; whether it was there.
+    fn delete_dead_letter_by_id(
+        &self,
+        id: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
 /// A time from milliseconds since the Unix epoch, as the observation queries return them.

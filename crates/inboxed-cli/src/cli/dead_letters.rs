@@ -1,0 +1,300 @@
+//! `inboxed dead-letters`: list, show, retry and discard dead letters by id.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+
+use inboxed_core::inbox::{Enqueued, Inbox};
+use inboxed_core::observe::{DeadLetterFilter, DeadLetterRecord};
+use inboxed_core::{ConsumerName, Envelope, MessageId};
+
+use super::AnyStore;
+use super::database::DbArgs;
+use super::duration::{age, parse_duration};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// List dead letters, newest failure first, without their payloads.
+    List {
+        #[command(flatten)]
+        db: DbArgs,
+        /// Only this consumer's.
+        #[arg(long)]
+        consumer: Option<String>,
+        /// Only this reason: permanent, attempts_exhausted, conflict or invalid_message.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Only those that failed within this long (e.g. 2h).
+        #[arg(long, value_parser = parse_duration)]
+        since: Option<Duration>,
+        /// Only those whose error contains this text (case-insensitive).
+        #[arg(long)]
+        grep: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one dead letter in full: metadata, the whole error chain, the payload.
+    Show {
+        #[command(flatten)]
+        db: DbArgs,
+        /// The id from `list`.
+        id: i64,
+        /// As one JSON object (the payload as text when it is UTF-8, else in hex).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Store dead letters into the store-then-process inbox of their consumer, where its
+    /// workers (or those behind `inboxed relay`) process them, then delete them. Says where
+    /// each goes; a dry run unless given --yes.
+    Retry {
+        #[command(flatten)]
+        db: DbArgs,
+        /// The ids from `list`.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+        /// Do it (otherwise only say what would happen).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Delete dead letters for good: they will never be processed. A dry run unless given
+    /// --yes.
+    Discard {
+        #[command(flatten)]
+        db: DbArgs,
+        /// The ids from `list`.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+        /// Do it (otherwise only say what would happen).
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    match args.action {
+        Action::List {
+            db,
+            consumer,
+            reason,
+            since,
+            grep,
+            limit,
+            json,
+        } => {
+            let store = db.connect(2).await?;
+            let filter = DeadLetterFilter {
+                consumer: consumer.as_deref(),
+                reason: reason.as_deref(),
+                since: since.map(|d| SystemTime::now() - d),
+                error_contains: grep.as_deref(),
+                limit,
+            };
+            let letters = store.list_dead_letters(&filter).await?;
+            let now = SystemTime::now();
+            let ago = |t: Option<SystemTime>| t.and_then(|t| now.duration_since(t).ok());
+            if json {
+                for d in &letters {
+                    let line = json!({ "id": d.id, "consumer": d.consumer,
+                        "message_id": d.message_id, "message_type": d.message_type,
+                        "reason": d.reason, "attempts": d.attempts,
+                        "failed_seconds_ago": ago(d.last_failed).map(|a| a.as_secs()),
+                        "payload_bytes": d.payload_bytes, "error": d.error });
+                    writeln!(out, "{line}")?;
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            writeln!(
+                out,
+                "{:>8}  {:<16} {:<28} {:<19} {:>8} {:>10}  error",
+                "id", "consumer", "message id", "reason", "attempts", "failed"
+            )?;
+            for d in &letters {
+                let failed = ago(d.last_failed).map_or_else(|| "-".to_owned(), age);
+                let error: String = d.error.chars().take(60).collect();
+                writeln!(
+                    out,
+                    "{:>8}  {:<16} {:<28} {:<19} {:>8} {:>10}  {}",
+                    d.id,
+                    d.consumer,
+                    d.message_id.as_deref().unwrap_or("(none)"),
+                    d.reason,
+                    d.attempts,
+                    failed,
+                    error.replace('\n', " ")
+                )?;
+            }
+            writeln!(out, "{} dead letter(s)", letters.len())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Show { db, id, json } => {
+            let store = db.connect(2).await?;
+            let d = load(&store, id).await?;
+            let payload = String::from_utf8(d.payload.clone())
+                .unwrap_or_else(|_| format!("(binary, hex) {}", hex(&d.payload)));
+            if json {
+                let line = json!({ "id": d.id, "consumer": d.consumer,
+                    "message_id": d.message_id, "message_type": d.message_type,
+                    "correlation_id": d.correlation_id, "reason": d.reason, "error": d.error,
+                    "attempts": d.attempts, "payload": payload });
+                writeln!(out, "{line}")?;
+            } else {
+                writeln!(out, "dead letter {}", d.id)?;
+                writeln!(out, "  consumer        {}", d.consumer)?;
+                writeln!(
+                    out,
+                    "  message id      {}",
+                    d.message_id.as_deref().unwrap_or("(none)")
+                )?;
+                writeln!(
+                    out,
+                    "  type            {}",
+                    d.message_type.as_deref().unwrap_or("-")
+                )?;
+                writeln!(
+                    out,
+                    "  correlation id  {}",
+                    d.correlation_id.as_deref().unwrap_or("-")
+                )?;
+                writeln!(
+                    out,
+                    "  reason          {} after {} attempt(s)",
+                    d.reason, d.attempts
+                )?;
+                writeln!(out, "  error           {}", d.error)?;
+                writeln!(out, "  payload         {payload}")?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Retry { db, ids, yes } => {
+            let store = db.connect(2).await?;
+            let mut refused = false;
+            for id in ids {
+                refused |= !retry(&store, id, yes, out).await?;
+            }
+            Ok(if refused {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Action::Discard { db, ids, yes } => {
+            let store = db.connect(2).await?;
+            for id in ids {
+                let d = load(&store, id).await?;
+                if yes {
+                    store.delete_dead_letter_by_id(id).await?;
+                    writeln!(out, "dead letter {id} of `{}` discarded", d.consumer)?;
+                } else {
+                    writeln!(
+                        out,
+                        "would discard dead letter {id} of `{}` (--yes to do it)",
+                        d.consumer
+                    )?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn load(store: &AnyStore, id: i64) -> anyhow::Result<DeadLetterRecord> {
+    store
+        .dead_letter_by_id(id)
+        .await?
+        .with_context(|| format!("no dead letter with id {id}"))
+}
+
+/// Retries one dead letter into its consumer's inbox; false when it cannot be retried there.
+async fn retry(store: &AnyStore, id: i64, yes: bool, out: &mut impl Write) -> anyhow::Result<bool> {
+    let d = load(store, id).await?;
+    let Some(message_id) = d.message_id.clone() else {
+        writeln!(
+            out,
+            "dead letter {id}: no message id, so it cannot be stored with dedup; fix and republish it, or discard it"
+        )?;
+        return Ok(false);
+    };
+    if d.reason == "conflict" {
+        writeln!(
+            out,
+            "dead letter {id}: a conflict (the key was processed with another payload); retrying would only conflict again"
+        )?;
+        return Ok(false);
+    }
+    if d.payload.is_empty() {
+        writeln!(
+            out,
+            "dead letter {id}: its payload was redacted; nothing to retry"
+        )?;
+        return Ok(false);
+    }
+    let consumer = ConsumerName::new(d.consumer.clone())?;
+    if !yes {
+        writeln!(
+            out,
+            "would store dead letter {id} ({message_id}) into the inbox of `{consumer}` for its workers (--yes to do it)"
+        )?;
+        return Ok(true);
+    }
+    let mut envelope = Envelope::new(MessageId::new(message_id.clone())?, d.payload.clone());
+    if let Some(t) = &d.message_type {
+        envelope = envelope.with_type(t.clone());
+    }
+    if let Some(c) = &d.correlation_id {
+        envelope = envelope.with_correlation_id(c.clone());
+    }
+    let stored = match store {
+        AnyStore::Postgres(s) => {
+            Inbox::new(s.clone(), consumer.clone())
+                .store(&envelope)
+                .await?
+        }
+        AnyStore::Sqlite(s) => {
+            Inbox::new(s.clone(), consumer.clone())
+                .store(&envelope)
+                .await?
+        }
+    };
+    match stored {
+        Enqueued::Stored { id: row } => {
+            store.delete_dead_letter_by_id(id).await?;
+            writeln!(
+                out,
+                "dead letter {id} ({message_id}) -> inbox row {row} of `{consumer}`, pending for its workers"
+            )?;
+            Ok(true)
+        }
+        Enqueued::Duplicate => {
+            writeln!(
+                out,
+                "dead letter {id} ({message_id}): already in the inbox of `{consumer}` (replay that row instead); kept"
+            )?;
+            Ok(false)
+        }
+        Enqueued::Conflict { .. } => {
+            writeln!(
+                out,
+                "dead letter {id} ({message_id}): the inbox holds this key with another payload; kept"
+            )?;
+            Ok(false)
+        }
+        _ => bail!("unexpected receipt outcome"),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,17 @@
+-- list_dead_letters: dead letters for an operator, newest failure first, filtered.
+-- $1 consumer_name (NULL: any), $2 reason (NULL: any), $3 failed since (ms since the epoch;
+-- NULL: any time), $4 text the error contains, case-insensitively (NULL: any), $5 limit
+--
+-- The payload itself is left out (only its size): a listing must stay small however large
+-- the messages are; `load_dead_letter_by_id` returns it.
+SELECT id, consumer_name, message_id, message_type, reason, attempts::bigint AS attempts,
+       (extract(epoch FROM last_failed_at) * 1000)::bigint AS last_failed_ms,
+       octet_length(payload)::bigint AS payload_bytes,
+       left(error, 200) AS error
+FROM {{schema}}."{{prefix}}dead_letters"
+WHERE ($1::text IS NULL OR consumer_name = $1)
+  AND ($2::text IS NULL OR reason = $2)
+  AND ($3::bigint IS NULL OR last_failed_at >= to_timestamp($3::float8 / 1000))
+  AND ($4::text IS NULL OR strpos(lower(error), lower($4)) > 0)
+ORDER BY last_failed_at DESC, id DESC
+LIMIT $5

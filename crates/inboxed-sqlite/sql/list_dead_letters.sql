@@ -1,0 +1,17 @@
+-- list_dead_letters: dead letters for an operator, newest failure first, filtered.
+-- ?1 consumer_name (NULL: any), ?2 reason (NULL: any), ?3 failed since (ms since the epoch;
+-- NULL: any time), ?4 text the error contains, case-insensitively for ASCII (NULL: any), ?5 limit
+--
+-- The payload itself is left out (only its size); `load_dead_letter_by_id` returns it. Failure
+-- times are ISO-8601 text here and come back as milliseconds, as in every backend.
+SELECT id, consumer_name, message_id, message_type, reason, attempts,
+       CAST((julianday(last_failed_at) - 2440587.5) * 86400000 AS INTEGER) AS last_failed_ms,
+       length(payload) AS payload_bytes,
+       substr(error, 1, 200) AS error
+FROM {{schema}}."{{prefix}}dead_letters"
+WHERE (?1 IS NULL OR consumer_name = ?1)
+  AND (?2 IS NULL OR reason = ?2)
+  AND (?3 IS NULL OR (julianday(last_failed_at) - 2440587.5) * 86400000 >= ?3)
+  AND (?4 IS NULL OR instr(lower(error), lower(?4)) > 0)
+ORDER BY last_failed_at DESC, id DESC
+LIMIT ?5

@@ -356,3 +356,68 @@ async fn dead_letters_list_show_retry_and_discard() {
     }
     pg.finish().await;
 }
+
+/// `replay` resets dead rows to pending with an audit record, only with --yes, and touches done
+/// rows only when told to.
+#[tokio::test]
+async fn replay_resets_dead_rows_with_an_audit_record() {
+    use inboxed_core::ConsumerName;
+    use inboxed_core::inbox::Inbox;
+
+    let db = Pg::create().await;
+    let inbox = Inbox::new(db.store.clone(), ConsumerName::new("billing").unwrap());
+    for id in ["r-1", "r-2", "r-3"] {
+        inbox.store(&inboxed_test::credit(id, 1)).await.unwrap();
+    }
+    let pool = db.store.pool();
+    sqlx::query(
+        "UPDATE inboxed_inbox_messages SET status = 'dead' WHERE message_id IN ('r-1', 'r-2')",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE inboxed_inbox_messages SET status = 'done', done_at = now() WHERE message_id = 'r-3'")
+        .execute(pool)
+        .await
+        .unwrap();
+    let args = |yes: bool| {
+        let mut a = vec![
+            "replay",
+            "--database-url",
+            &db.locator,
+            "--consumer",
+            "billing",
+            "--actor",
+            "oncall",
+            "--reason",
+            "handler fixed",
+        ];
+        if yes {
+            a.push("--yes");
+        }
+        a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()
+    };
+    let run = |a: Vec<String>| inboxed(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let (code, out) = run(args(false));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("would reset") && out.contains("2 dead rows"),
+        "{out}"
+    );
+    let pending = "SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'pending'";
+    assert_eq!(db.scalar(pending).await, 0, "a dry run changes nothing");
+    let (code, out) = run(args(true));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("reset 2 row(s)"), "{out}");
+    assert_eq!(
+        db.scalar(pending).await,
+        2,
+        "dead rows back, the done row left alone"
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_redrive_audit WHERE actor = 'oncall'")
+            .await,
+        1
+    );
+    db.finish().await;
+}

@@ -7,6 +7,7 @@ mod duration;
 mod migrate;
 mod purge;
 mod relay;
+mod replay;
 mod serve;
 mod stats;
 
@@ -62,6 +63,10 @@ enum Command {
     /// List, show, retry or discard dead letters by id. `retry` stores them into their
     /// consumer's store-then-process inbox; `retry` and `discard` are dry runs without --yes.
     DeadLetters(dead_letters::Args),
+    /// Reset dead store-then-process rows to pending (with --include-done, done rows too: a
+    /// re-drive that applies their effect again), writing an audit record. A dry run without
+    /// --yes.
+    Replay(replay::Args),
 }
 
 impl Cli {
@@ -73,7 +78,8 @@ impl Cli {
             Command::Migrate(_)
             | Command::Purge(_)
             | Command::Stats(_)
-            | Command::DeadLetters(_) => "warn",
+            | Command::DeadLetters(_)
+            | Command::Replay(_) => "warn",
             Command::Relay(_) | Command::Serve(_) => "info",
         }
     }
@@ -89,5 +95,6 @@ pub(crate) async fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<ExitCo
         Command::Relay(args) => relay::run(args, out).await,
         Command::Serve(args) => serve::run(args, out).await,
         Command::DeadLetters(args) => dead_letters::run(args, out).await,
+        Command::Replay(args) => replay::run(args, out).await,
     }
 }

@@ -7,37 +7,91 @@ use inboxed_core::Store;
 use inboxed_postgres::PgStore;
 use inboxed_sqlite::SqliteStore;
 
-/// Where the inbox tables are: the flags every database command shares.
+/// Where the inbox tables are: the flags every database command shares. Each also comes from
+/// its environment variable or from the TOML file given with `--config`, in that order of
+/// precedence (`database_url`, `schema`, `table_prefix`, `partition_interval` keys).
 #[derive(Debug, clap::Args)]
 pub(crate) struct DbArgs {
     /// Database URL: postgres://… or sqlite://path (a plain path is taken as SQLite).
     #[arg(long, env = "DATABASE_URL")]
-    pub(crate) database_url: String,
+    database_url: Option<String>,
     /// Schema of the inbox tables (PostgreSQL; SQLite keeps them in `main`). Lowercase letters,
     /// digits and `_`.
     #[arg(long, env = "INBOXED_SCHEMA")]
     schema: Option<String>,
-    /// Prefix of the inbox table names. Lowercase letters, digits and `_`.
-    #[arg(long, env = "INBOXED_TABLE_PREFIX", default_value = "inboxed_")]
-    table_prefix: String,
+    /// Prefix of the inbox table names (default `inboxed_`). Lowercase letters, digits and `_`.
+    #[arg(long, env = "INBOXED_TABLE_PREFIX")]
+    table_prefix: Option<String>,
     /// The application keeps processed keys in time partitions of this length (PostgreSQL,
     /// `PgStore::partitioned`), for example 1d: purge then drops partitions, stats reads them.
     #[arg(long, env = "INBOXED_PARTITION_INTERVAL", value_parser = super::duration::parse_duration)]
     partition_interval: Option<std::time::Duration>,
+    /// TOML file with any of the settings above, under the same names with `_`.
+    #[arg(long, env = "INBOXED_CONFIG")]
+    config: Option<std::path::PathBuf>,
+}
+
+/// The `--config` file's keys.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct DbFile {
+    database_url: Option<String>,
+    schema: Option<String>,
+    table_prefix: Option<String>,
+    partition_interval: Option<String>,
 }
 
 impl DbArgs {
+    /// Flags and environment over the `--config` file.
+    fn resolved(&self) -> anyhow::Result<DbFile> {
+        let file = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                toml::from_str::<DbFile>(&text)
+                    .with_context(|| format!("invalid settings in {}", path.display()))?
+            }
+            None => DbFile::default(),
+        };
+        Ok(DbFile {
+            database_url: self.database_url.clone().or(file.database_url),
+            schema: self.schema.clone().or(file.schema),
+            table_prefix: self.table_prefix.clone().or(file.table_prefix),
+            partition_interval: file.partition_interval,
+        })
+    }
+
+    /// The database URL, for messages (its password replaced).
+    pub(crate) fn shown_url(&self) -> String {
+        self.resolved()
+            .ok()
+            .and_then(|f| f.database_url)
+            .map_or_else(|| "(no database URL)".to_owned(), |u| redact(&u))
+    }
+
     /// Connects with at most `max_connections`, in the chosen namespace.
     pub(crate) async fn connect(&self, max_connections: u32) -> anyhow::Result<AnyStore> {
-        let url = &self.database_url;
+        let file = self.resolved()?;
+        let url = file.database_url.as_deref().context(
+            "no database: give --database-url, set DATABASE_URL, or database_url in --config",
+        )?;
+        let interval = match (self.partition_interval, &file.partition_interval) {
+            (Some(i), _) => Some(i),
+            (None, Some(text)) => Some(
+                super::duration::parse_duration(text)
+                    .map_err(anyhow::Error::msg)
+                    .context("partition_interval in --config")?,
+            ),
+            (None, None) => None,
+        };
         let is_pg = url.starts_with("postgres://") || url.starts_with("postgresql://");
-        let schema = self
+        let schema = file
             .schema
             .as_deref()
             .unwrap_or(if is_pg { "public" } else { "main" });
-        let store =
-            AnyStore::connect_in(url, max_connections, Some((schema, &self.table_prefix))).await?;
-        match (store, self.partition_interval) {
+        let prefix = file.table_prefix.as_deref().unwrap_or("inboxed_");
+        let store = AnyStore::connect_in(url, max_connections, Some((schema, prefix))).await?;
+        match (store, interval) {
             (AnyStore::Postgres(s), Some(interval)) => Ok(AnyStore::Postgres(s.partitioned(
                 inboxed_core::retention::PartitionConfig {
                     interval,

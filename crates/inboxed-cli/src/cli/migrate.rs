@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use super::database::{DbArgs, redact};
+use super::database::DbArgs;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -19,7 +19,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     let store = args.db.connect(2).await?;
     if args.status {
         let pending = store.pending_migrations().await?;
-        let url = redact(&args.db.database_url);
+        let url = args.db.shown_url();
         return Ok(if pending.is_empty() {
             writeln!(out, "{url}: inbox tables are up to date")?;
             ExitCode::SUCCESS
@@ -32,7 +32,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         });
     }
     let applied = store.migrate().await?;
-    let url = redact(&args.db.database_url);
+    let url = args.db.shown_url();
     if applied.is_empty() {
         writeln!(out, "{url}: inbox tables are up to date")?;
     } else {

@@ -18,7 +18,7 @@ use tracing::{info, warn};
 use inboxed_core::ConsumerName;
 
 use super::AnyStore;
-use super::database::{DbArgs, redact};
+use super::database::DbArgs;
 use super::duration::parse_duration;
 use http::Response;
 
@@ -59,7 +59,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         "serving http://{addr}/metrics and http://{addr}/health"
     )?;
     out.flush()?;
-    info!(database = %redact(&args.db.database_url), %addr, "serving metrics and health");
+    info!(database = %args.db.shown_url(), %addr, "serving metrics and health");
 
     let refresh = tokio::spawn(refresh(store.clone(), consumers, args.interval));
     let state = Arc::new((store, handle));

@@ -85,6 +85,7 @@ operations!(
     list_dead_letters,
     load_dead_letter_by_id,
     delete_dead_letter_by_id,
+    list_partitions,
     lock_batch,
     count_attempts,
     finish_locked,

@@ -10,12 +10,14 @@ mod inbox;
 mod key;
 mod migrate;
 mod observe;
+mod partition_list;
 mod partitions;
 mod queries;
 mod retention;
 mod store;
 
 pub use key::message_key;
+pub use partition_list::PartitionInfo;
 pub use store::PgStore;
 
 /// Schema `public`, prefix `inboxed_`.

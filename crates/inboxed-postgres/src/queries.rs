@@ -77,6 +77,7 @@ pub(crate) const TEMPLATES: Templates = Templates {
     list_dead_letters: include_str!("../sql/list_dead_letters.sql"),
     load_dead_letter_by_id: include_str!("../sql/load_dead_letter_by_id.sql"),
     delete_dead_letter_by_id: include_str!("../sql/delete_dead_letter_by_id.sql"),
+    list_partitions: include_str!("../sql/list_partitions.sql"),
     lock_batch: include_str!("../sql/lock_batch.sql"),
     count_attempts: include_str!("../sql/count_attempts.sql"),
     finish_locked: include_str!("../sql/finish_locked.sql"),

@@ -78,6 +78,8 @@ pub(crate) const TEMPLATES: Templates = Templates {
     list_dead_letters: include_str!("../sql/list_dead_letters.sql"),
     load_dead_letter_by_id: include_str!("../sql/load_dead_letter_by_id.sql"),
     delete_dead_letter_by_id: include_str!("../sql/delete_dead_letter_by_id.sql"),
+    // SQLite has no partitions: the statement lists none.
+    list_partitions: "SELECT NULL AS partition WHERE 0",
     // The lock-held claim needs row locks, which SQLite does not have.
     lock_batch: "",
     count_attempts: "",

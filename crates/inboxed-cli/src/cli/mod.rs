@@ -5,6 +5,7 @@ mod dead_letters;
 mod demo;
 mod duration;
 mod migrate;
+mod partitions;
 mod purge;
 mod relay;
 mod replay;
@@ -67,6 +68,8 @@ enum Command {
     /// re-drive that applies their effect again), writing an audit record. A dry run without
     /// --yes.
     Replay(replay::Args),
+    /// PostgreSQL's processed-keys partitions: list them, or create the ones missing ahead.
+    Partitions(partitions::Args),
 }
 
 impl Cli {
@@ -79,7 +82,8 @@ impl Cli {
             | Command::Purge(_)
             | Command::Stats(_)
             | Command::DeadLetters(_)
-            | Command::Replay(_) => "warn",
+            | Command::Replay(_)
+            | Command::Partitions(_) => "warn",
             Command::Relay(_) | Command::Serve(_) => "info",
         }
     }
@@ -96,5 +100,6 @@ pub(crate) async fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<ExitCo
         Command::Serve(args) => serve::run(args, out).await,
         Command::DeadLetters(args) => dead_letters::run(args, out).await,
         Command::Replay(args) => replay::run(args, out).await,
+        Command::Partitions(args) => partitions::run(args, out).await,
     }
 }

@@ -1,0 +1,116 @@
+//! `inboxed partitions`: the processed-keys partitions of PostgreSQL's partitioned mode.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::bail;
+use serde_json::json;
+
+use inboxed_core::retention::RetentionStore;
+
+use super::AnyStore;
+use super::database::DbArgs;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// Each partition: its time range, state and size.
+    List {
+        #[command(flatten)]
+        db: DbArgs,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create the partitions missing ahead of now (needs --partition-interval). Expired ones
+    /// are dropped by `inboxed purge`, which knows each consumer's window.
+    CreateAhead {
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    match args.action {
+        Action::List { db, json } => {
+            let AnyStore::Postgres(store) = db.connect(2).await? else {
+                bail!("partitions are a PostgreSQL feature; SQLite keeps keys in one table");
+            };
+            let parts = store.partitions_list().await?;
+            for p in &parts {
+                let (from, to) = (p.from.map(utc), p.to.map(utc));
+                if json {
+                    let line = json!({ "partition": p.name, "from": from, "to": to,
+                        "state": p.state, "bytes": p.bytes });
+                    writeln!(out, "{line}")?;
+                } else {
+                    writeln!(
+                        out,
+                        "{:<48} {:>20} .. {:<20} {:<9} {:>12} bytes",
+                        p.name,
+                        from.as_deref().unwrap_or("-"),
+                        to.as_deref().unwrap_or("-"),
+                        p.state,
+                        p.bytes
+                    )?;
+                }
+            }
+            if !json {
+                writeln!(out, "{} partition(s)", parts.len())?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::CreateAhead { db } => {
+            let AnyStore::Postgres(store) = db.connect(2).await? else {
+                bail!("partitions are a PostgreSQL feature; SQLite keeps keys in one table");
+            };
+            if !RetentionStore::partitioned(&store) {
+                bail!("give --partition-interval (the length the application partitions by)");
+            }
+            // No windows declared: nothing is old enough to drop, so this only creates.
+            let report = store.maintain_partitions(SystemTime::now(), &[]).await?;
+            writeln!(out, "created {} partition(s) ahead", report.created)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ`, from days since the epoch by the civil calendar.
+fn utc(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let z = i64::try_from(days).unwrap_or(0) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn utc_dates_follow_the_calendar() {
+        let at = |s| super::utc(super::UNIX_EPOCH + Duration::from_secs(s));
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(1_577_836_800), "2020-01-01T00:00:00Z");
+        assert_eq!(at(1_709_164_800 + 3_661), "2024-02-29T01:01:01Z");
+    }
+}

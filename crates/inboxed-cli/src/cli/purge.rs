@@ -99,17 +99,16 @@ async fn purge<S: RetentionStore + Clone>(
     }
     let purger = Purger::new(store.clone(), config).consumer(consumer.clone(), retention)?;
     let started = Instant::now();
-    let mut last_shown = Instant::now();
+    // On stderr, and drawn only when it is a terminal: scripts see the final line alone.
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.enable_steady_tick(Duration::from_millis(200));
     let report = purger
         .purge_once(now, |c, total| {
-            // At most a line a second: a large purge runs thousands of batches.
-            if last_shown.elapsed() >= Duration::from_secs(1) {
-                last_shown = Instant::now();
-                let _ = writeln!(out, "  {c}: {total} keys deleted so far");
-                let _ = out.flush();
-            }
+            bar.set_message(format!("{c}: {total} keys deleted so far"));
         })
-        .await?;
+        .await;
+    bar.finish_and_clear();
+    let report = report?;
     let secs = started.elapsed().as_secs_f64();
     if store.partitioned() {
         let parts = report.partitions;

@@ -303,7 +303,18 @@ async fn dead_letters_list_show_retry_and_discard() {
         let (code, out) = inboxed(&["dead-letters", "show", "--database-url", url, &id]);
         assert_eq!(code, 0, "{out}");
         assert!(out.contains("permanent after"), "{out}");
-        let (code, out) = inboxed(&["dead-letters", "retry", "--database-url", url, &id]);
+        let (code, out) = inboxed(&["dead-letters", "retry", "--database-url", url, &id, "--yes"]);
+        assert_eq!(code, 1, "not without --into-inbox: {out}");
+        assert!(out.contains("--into-inbox"), "{out}");
+        let retry = [
+            "dead-letters",
+            "retry",
+            "--into-inbox",
+            "--database-url",
+            url,
+            &id,
+        ];
+        let (code, out) = inboxed(&retry);
         assert_eq!(code, 0, "{out}");
         assert!(out.contains("would store"), "{out}");
         assert!(
@@ -313,7 +324,7 @@ async fn dead_letters_list_show_retry_and_discard() {
             "dry run"
         );
 
-        let (code, out) = inboxed(&["dead-letters", "retry", "--database-url", url, &id, "--yes"]);
+        let (code, out) = inboxed(&[&retry[..], &["--yes"]].concat());
         assert_eq!(code, 0, "{out}");
         assert!(out.contains("of `demo`, pending for its workers"), "{out}");
         assert!(
@@ -333,6 +344,7 @@ async fn dead_letters_list_show_retry_and_discard() {
         let (code, out) = inboxed(&[
             "dead-letters",
             "retry",
+            "--into-inbox",
             "--database-url",
             url,
             &keyless,

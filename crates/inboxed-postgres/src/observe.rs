@@ -34,37 +34,26 @@ impl ObserveStore for PgStore {
         &self,
         filter: &DeadLetterFilter<'_>,
     ) -> Result<Vec<DeadLetterSummary>, StoreError> {
-        let rows = self
+        let query = self
             .query(&self.queries.list_dead_letters)
             .bind(filter.consumer.map(str::to_owned))
             .bind(filter.reason.map(str::to_owned))
             .bind(filter.since.map(millis))
             .bind(filter.error_contains.map(str::to_owned))
-            .bind(i64::from(filter.limit.max(1)))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .bind(i64::from(filter.limit.max(1)));
+        let rows = self.autocommit(query).await?;
         rows.iter().map(summary_row).collect()
     }
 
     async fn dead_letter_by_id(&self, id: i64) -> Result<Option<DeadLetterRecord>, StoreError> {
-        let row = self
-            .query(&self.queries.load_dead_letter_by_id)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        row.as_ref().map(record_row).transpose()
+        let query = self.query(&self.queries.load_dead_letter_by_id).bind(id);
+        let rows = self.autocommit(query).await?;
+        rows.first().map(record_row).transpose()
     }
 
     async fn delete_dead_letter_by_id(&self, id: i64) -> Result<bool, StoreError> {
-        let gone = self
-            .query(&self.queries.delete_dead_letter_by_id)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        Ok(gone.is_some())
+        let query = self.query(&self.queries.delete_dead_letter_by_id).bind(id);
+        Ok(!self.autocommit(query).await?.is_empty())
     }
 }
 

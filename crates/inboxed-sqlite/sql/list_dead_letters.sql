@@ -5,7 +5,7 @@
 -- The payload itself is left out (only its size); `load_dead_letter_by_id` returns it. Failure
 -- times are ISO-8601 text here and come back as milliseconds, as in every backend.
 SELECT id, consumer_name, message_id, message_type, reason, attempts,
-       CAST((julianday(last_failed_at) - 2440587.5) * 86400000 AS INTEGER) AS last_failed_ms,
+       CAST(round((julianday(last_failed_at) - 2440587.5) * 86400000) AS INTEGER) AS last_failed_ms,
        length(payload) AS payload_bytes,
        substr(error, 1, 200) AS error
 FROM {{schema}}."{{prefix}}dead_letters"

@@ -2,7 +2,7 @@
 -- and `retry`. ?1 id
 SELECT id, consumer_name, message_id, message_type, correlation_id, payload, reason, error,
        attempts,
-       CAST((julianday(first_failed_at) - 2440587.5) * 86400000 AS INTEGER) AS first_failed_ms,
-       CAST((julianday(last_failed_at) - 2440587.5) * 86400000 AS INTEGER) AS last_failed_ms
+       CAST(round((julianday(first_failed_at) - 2440587.5) * 86400000) AS INTEGER) AS first_failed_ms,
+       CAST(round((julianday(last_failed_at) - 2440587.5) * 86400000) AS INTEGER) AS last_failed_ms
 FROM {{schema}}."{{prefix}}dead_letters"
 WHERE id = ?1

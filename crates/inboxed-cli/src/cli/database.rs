@@ -13,7 +13,7 @@ use inboxed_sqlite::SqliteStore;
 #[derive(Debug, clap::Args)]
 pub(crate) struct DbArgs {
     /// Database URL: postgres://… or sqlite://path (a plain path is taken as SQLite).
-    #[arg(long, env = "DATABASE_URL")]
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
     /// Schema of the inbox tables (PostgreSQL; SQLite keeps them in `main`). Lowercase letters,
     /// digits and `_`.
@@ -280,18 +280,36 @@ impl AnyStore {
     }
 }
 
-/// The URL with any password replaced, for messages and reports.
+/// The URL with any password replaced, for messages and reports: the one in the user-info
+/// part (up to the last `@` before the host) and a `password=` query parameter.
 pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let Some((auth, host)) = rest.split_once('@') else {
-        return url.to_owned();
+    let (authority, tail) = rest
+        .find(['/', '?'])
+        .map_or((rest, ""), |at| rest.split_at(at));
+    let authority = match authority.rsplit_once('@') {
+        Some((auth, host)) => match auth.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => format!("{auth}@{host}"),
+        },
+        None => authority.to_owned(),
     };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_owned(),
-    }
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => kv.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => tail.to_owned(),
+    };
+    format!("{scheme}://{authority}{tail}")
 }
 
 #[cfg(test)]
@@ -304,5 +322,13 @@ mod tests {
         );
         assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(super::redact("sqlite://x.db"), "sqlite://x.db");
+        assert_eq!(
+            super::redact("postgres://u:p@ss@h/db"),
+            "postgres://u:***@h/db"
+        );
+        assert_eq!(
+            super::redact("postgres://h/db?user=u&password=secret&sslmode=require"),
+            "postgres://h/db?user=u&password=***&sslmode=require"
+        );
     }
 }

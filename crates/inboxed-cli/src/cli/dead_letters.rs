@@ -65,6 +65,12 @@ enum Action {
         /// The ids from `list`.
         #[arg(required = true)]
         ids: Vec<i64>,
+        /// The consumer processes rows with store-then-process workers (its own, or behind
+        /// `inboxed relay`): the only place this command can send a message. A service that
+        /// processes deliveries directly retries with `Processor::retry_dead_letter`, or by
+        /// publishing the message again.
+        #[arg(long)]
+        into_inbox: bool,
         /// Do it (otherwise only say what would happen).
         #[arg(long)]
         yes: bool,
@@ -178,11 +184,16 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             }
             Ok(ExitCode::SUCCESS)
         }
-        Action::Retry { db, ids, yes } => {
+        Action::Retry {
+            db,
+            ids,
+            into_inbox,
+            yes,
+        } => {
             let store = db.connect(2).await?;
             let mut refused = false;
             for id in ids {
-                refused |= !retry(&store, id, yes, out).await?;
+                refused |= !retry(&store, id, into_inbox, yes, out).await?;
             }
             Ok(if refused {
                 ExitCode::from(1)
@@ -218,7 +229,13 @@ async fn load(store: &AnyStore, id: i64) -> anyhow::Result<DeadLetterRecord> {
 }
 
 /// Retries one dead letter into its consumer's inbox; false when it cannot be retried there.
-async fn retry(store: &AnyStore, id: i64, yes: bool, out: &mut impl Write) -> anyhow::Result<bool> {
+async fn retry(
+    store: &AnyStore,
+    id: i64,
+    into_inbox: bool,
+    yes: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<bool> {
     let d = load(store, id).await?;
     let Some(message_id) = d.message_id.clone() else {
         writeln!(
@@ -242,6 +259,13 @@ async fn retry(store: &AnyStore, id: i64, yes: bool, out: &mut impl Write) -> an
         return Ok(false);
     }
     let consumer = ConsumerName::new(d.consumer.clone())?;
+    if !into_inbox {
+        writeln!(
+            out,
+            "dead letter {id} ({message_id}): `{consumer}` must run store-then-process workers for this command to send it anywhere; if it does, pass --into-inbox, else retry it in the service (Processor::retry_dead_letter) or publish it again"
+        )?;
+        return Ok(false);
+    }
     if !yes {
         writeln!(
             out,
@@ -278,11 +302,14 @@ async fn retry(store: &AnyStore, id: i64, yes: bool, out: &mut impl Write) -> an
             Ok(true)
         }
         Enqueued::Duplicate => {
+            // The same message is already a row (an earlier retry stored it and stopped before
+            // deleting the letter): finish that retry.
+            store.delete_dead_letter_by_id(id).await?;
             writeln!(
                 out,
-                "dead letter {id} ({message_id}): already in the inbox of `{consumer}` (replay that row instead); kept"
+                "dead letter {id} ({message_id}): already in the inbox of `{consumer}` with this payload; dead letter removed"
             )?;
-            Ok(false)
+            Ok(true)
         }
         Enqueued::Conflict { .. } => {
             writeln!(

@@ -71,7 +71,12 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             .map_or(0, |b| b.dead);
         writeln!(
             out,
-            "would reset `{consumer}`'s {what} matching {selector:?} to pending ({dead} dead rows in all); --yes to do it"
+            "would reset `{consumer}`'s {what} matching {selector:?} to pending; the consumer has {dead} dead rows in all, before the selector narrows them{}; --yes to do it",
+            if args.include_done {
+                ", and every matching done row would run again"
+            } else {
+                ""
+            }
         )?;
         return Ok(ExitCode::SUCCESS);
     }

@@ -285,6 +285,8 @@ impl<S: RetentionStore> Purger<S> {
     /// back). A failed pass is logged and retried at the next interval: a purge that falls
     /// behind only lets the table grow.
     pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) {
+        // Present from the start at 0, so that the first failure is an increase an alert sees.
+        metrics::counter!(m::PURGE_FAILURES_TOTAL).increment(0);
         tokio::pin!(shutdown);
         loop {
             let pass = tokio::select! {

@@ -22,7 +22,12 @@ use ledger::{Transfer, Transfers, account};
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Database URL: sqlite://path (created if missing) or postgres://…
-    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://inboxed-demo.db")]
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        default_value = "sqlite://inboxed-demo.db"
+    )]
     database_url: String,
     /// Distinct messages the producer creates.
     #[arg(long, default_value_t = 2_000)]

@@ -19,10 +19,10 @@ pub(crate) struct Args {
     pub(crate) config: Option<PathBuf>,
     /// Broker URL: amqp://…, nats://…, redis://…, kafka://host:port[,host:port] (feature
     /// `kafka`), or sqs+https://…/account/queue (feature `sqs`; the queue URL after `sqs+`).
-    #[arg(long, env = "INBOXED_RELAY_FROM")]
+    #[arg(long, env = "INBOXED_RELAY_FROM", hide_env_values = true)]
     pub(crate) from: Option<String>,
     /// Database URL of the inbox table: postgres://… or sqlite://path.
-    #[arg(long, env = "INBOXED_RELAY_TO")]
+    #[arg(long, env = "INBOXED_RELAY_TO", hide_env_values = true)]
     pub(crate) to: Option<String>,
     /// The consumer whose inbox the rows join: the name its workers claim with.
     #[arg(long, env = "INBOXED_RELAY_CONSUMER")]

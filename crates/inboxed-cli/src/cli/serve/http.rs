@@ -9,6 +9,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
+/// Connections served at once; more are closed at accept.
+const MAX_CONNECTIONS: usize = 32;
+/// The whole exchange, request read to response written.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+
 /// A response: status code, content type, body.
 pub(crate) struct Response {
     pub(crate) status: u16,
@@ -32,15 +37,31 @@ where
     F: Fn(String) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Response> + Send,
 {
+    // Bounded: a scraper and a few probes need a handful of connections, and a client that
+    // trickles its request must not hold one for long.
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors, say: wait rather than spin.
+                debug!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = std::sync::Arc::clone(&slots).try_acquire_owned() else {
+            drop(stream);
             continue;
         };
         let route = route.clone();
         tokio::spawn(async move {
-            if let Err(e) = answer(stream, route).await {
-                debug!(error = %e, "HTTP request not answered");
+            match tokio::time::timeout(REQUEST_DEADLINE, answer(stream, route)).await {
+                Ok(Err(e)) => debug!(error = %e, "HTTP request not answered"),
+                Err(_) => debug!("HTTP request took too long; connection closed"),
+                Ok(Ok(())) => {}
             }
+            drop(slot);
         });
     }
 }

@@ -112,21 +112,32 @@ async fn route(path: &str, store: &AnyStore, handle: &PrometheusHandle) -> Respo
     }
 }
 
+/// How long `/health` waits for the database before saying it is down.
+const HEALTH_DEADLINE: Duration = Duration::from_secs(5);
+
 /// 200 when the database answers and its migrations are current (`degraded` if claims with
 /// expired leases wait for a reaper); 503 otherwise. Read fresh on each request.
 async fn health(store: &AnyStore) -> Response {
-    let pending = store.pending_migrations().await;
-    let seen = store.observe().await;
-    let (status, body) = match (pending, seen) {
-        (Err(e), _) | (_, Err(e)) => (
+    let checked = tokio::time::timeout(HEALTH_DEADLINE, async {
+        // Migrations first: on tables never migrated, the observation itself would fail.
+        let pending = store.pending_migrations().await?;
+        if !pending.is_empty() {
+            return Ok((pending, None));
+        }
+        Ok::<_, anyhow::Error>((pending, Some(store.observe().await?)))
+    })
+    .await
+    .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer within {HEALTH_DEADLINE:?}")));
+    let (status, body) = match checked {
+        Err(e) => (
             503,
             json!({ "status": "down", "database": format!("{e:#}") }),
         ),
-        (Ok(pending), Ok(_)) if !pending.is_empty() => (
+        Ok((pending, None)) => (
             503,
             json!({ "status": "down", "database": "ok", "migrations_pending": pending }),
         ),
-        (Ok(_), Ok(seen)) => {
+        Ok((_, Some(seen))) => {
             let stale: u64 = seen.backlog.iter().map(|b| b.expired_leases).sum();
             let status = if stale > 0 { "degraded" } else { "ok" };
             (

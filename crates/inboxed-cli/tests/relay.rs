@@ -33,14 +33,6 @@ fn amqp_url() -> String {
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The relay from RabbitMQ queue `queue` into `to`.
 fn relay(queue: &str, to: &str, metrics_port: u16) -> Child {
     relay_from(&["--from", &amqp_url(), "--queue", queue], to, metrics_port)
@@ -139,13 +131,13 @@ async fn relay_stores_each_message_once_through_a_kill() {
         .await
         .unwrap();
 
-    let mut first = relay(&name, &db.locator, free_port());
+    let mut first = relay(&name, &db.locator, inboxed_test::free_port());
     wait_for_rows(&pool, MESSAGES / 4).await;
     // SIGKILL: whatever it stored but had not acked comes back, and is a duplicate.
     first.kill().await.unwrap();
     let at_kill = rows(&pool).await.unwrap();
     assert!(at_kill < MESSAGES, "killed mid-stream: {at_kill} stored");
-    let port = free_port();
+    let port = inboxed_test::free_port();
     let second = relay(&name, &db.locator, port);
     wait_for_rows(&pool, MESSAGES).await;
     let mut invalid = 0_i64;
@@ -209,7 +201,7 @@ async fn relay_survives_a_database_crash() {
     let pool = store_on(&pg).await.pool().clone();
     let (channel, name) = queue(&amqp_url()).await;
     publish_keyed(&channel, &name, "r", 0..MANY).await;
-    let relay = relay(&name, &pg.url(), free_port());
+    let relay = relay(&name, &pg.url(), inboxed_test::free_port());
     wait_for_rows(&pool, MANY / 10).await;
     pg.crash();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -271,7 +263,7 @@ async fn relay_survives_a_broker_restart() {
     let relay = relay_from(
         &["--from", &url, "--stream", "RELAY"],
         &db.locator,
-        free_port(),
+        inboxed_test::free_port(),
     );
     wait_for_rows(&pool, RESTART_MESSAGES / 4).await;
     server.kill().await;

@@ -49,6 +49,20 @@ pub fn pending<'a>(
         .collect())
 }
 
+/// The versions of [`pending`], for a status report.
+///
+/// # Errors
+/// As [`pending`].
+pub fn pending_versions(
+    embedded: &[Migration],
+    applied: &[(i64, Vec<u8>)],
+) -> Result<Vec<i64>, StoreError> {
+    Ok(pending(embedded, applied)?
+        .iter()
+        .map(|m| m.version)
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -95,8 +95,5 @@ pub(crate) async fn pending(pool: &PgPool, ns: &Namespace) -> Result<Vec<i64>, S
     } else {
         Vec::new()
     };
-    Ok(migration::pending(MIGRATIONS, &applied)?
-        .iter()
-        .map(|m| m.version)
-        .collect())
+    migration::pending_versions(MIGRATIONS, &applied)
 }

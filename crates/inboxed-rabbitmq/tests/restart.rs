@@ -22,14 +22,6 @@ struct Node {
     dist_port: u16,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl Node {
     async fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
@@ -39,7 +31,7 @@ impl Node {
             std::os::unix::fs::PermissionsExt::from_mode(0o777),
         )
         .unwrap();
-        let (port, dist_port) = (free_port(), free_port());
+        let (port, dist_port) = (inboxed_test::free_port(), inboxed_test::free_port());
         std::fs::write(
             dir.path().join("rabbitmq.conf"),
             format!("listeners.tcp.default = 127.0.0.1:{port}\nloopback_users = none\n"),

@@ -71,8 +71,5 @@ pub(crate) async fn pending(pool: &SqlitePool, ns: &Namespace) -> Result<Vec<i64
     } else {
         Vec::new()
     };
-    Ok(migration::pending(MIGRATIONS, &applied)?
-        .iter()
-        .map(|m| m.version)
-        .collect())
+    migration::pending_versions(MIGRATIONS, &applied)
 }

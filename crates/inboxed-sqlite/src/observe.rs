@@ -1,13 +1,9 @@
 //! [`ObserveStore`] for SQLite: the backlog and dead letters behind `inboxed serve`.
 
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
-
 use inboxed_core::StoreError;
 use inboxed_core::inbox::store::millis;
 use inboxed_core::observe::{
-    Backlog, DeadLetterCount, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, Observation,
-    ObserveStore, from_millis,
+    DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, Observation, ObserveStore, rows,
 };
 
 use crate::SqliteStore;
@@ -25,8 +21,14 @@ impl ObserveStore for SqliteStore {
             .await
             .map_err(StoreError::from_sqlx)?;
         Ok(Observation::new(
-            backlog.iter().map(backlog_row).collect::<Result<_, _>>()?,
-            letters.iter().map(letters_row).collect::<Result<_, _>>()?,
+            backlog
+                .iter()
+                .map(rows::backlog)
+                .collect::<Result<_, _>>()?,
+            letters
+                .iter()
+                .map(rows::letter_count)
+                .collect::<Result<_, _>>()?,
         ))
     }
 
@@ -48,7 +50,7 @@ impl ObserveStore for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(StoreError::from_sqlx)?;
-        rows.iter().map(summary_row).collect()
+        rows.iter().map(rows::summary).collect()
     }
 
     async fn dead_letter_by_id(&self, id: i64) -> Result<Option<DeadLetterRecord>, StoreError> {
@@ -58,7 +60,7 @@ impl ObserveStore for SqliteStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(StoreError::from_sqlx)?;
-        row.as_ref().map(record_row).transpose()
+        row.as_ref().map(rows::record).transpose()
     }
 
     async fn delete_dead_letter_by_id(&self, id: i64) -> Result<bool, StoreError> {
@@ -70,63 +72,4 @@ impl ObserveStore for SqliteStore {
             .map_err(StoreError::from_sqlx)?;
         Ok(gone.is_some())
     }
-}
-
-fn backlog_row(row: &SqliteRow) -> Result<Backlog, StoreError> {
-    let get = |c: &str| row.try_get::<i64, _>(c).map_err(StoreError::from_sqlx);
-    Ok(Backlog::from_columns(
-        row.try_get("consumer_name")
-            .map_err(StoreError::from_sqlx)?,
-        [
-            get("pending")?,
-            get("processing")?,
-            get("dead")?,
-            get("expired_leases")?,
-        ],
-        row.try_get("oldest_pending_ms")
-            .map_err(StoreError::from_sqlx)?,
-    ))
-}
-
-fn letters_row(row: &SqliteRow) -> Result<DeadLetterCount, StoreError> {
-    let get = StoreError::from_sqlx;
-    Ok(DeadLetterCount::from_columns(
-        row.try_get("consumer_name").map_err(get)?,
-        row.try_get("reason").map_err(get)?,
-        row.try_get("count").map_err(get)?,
-        row.try_get("newest_ms").map_err(get)?,
-    ))
-}
-
-fn summary_row(row: &SqliteRow) -> Result<DeadLetterSummary, StoreError> {
-    let get = StoreError::from_sqlx;
-    let bytes: i64 = row.try_get("payload_bytes").map_err(get)?;
-    Ok(DeadLetterSummary {
-        id: row.try_get("id").map_err(get)?,
-        consumer: row.try_get("consumer_name").map_err(get)?,
-        message_id: row.try_get("message_id").map_err(get)?,
-        message_type: row.try_get("message_type").map_err(get)?,
-        reason: row.try_get("reason").map_err(get)?,
-        attempts: row.try_get::<i64, _>("attempts").map_err(get)?,
-        last_failed: from_millis(row.try_get("last_failed_ms").map_err(get)?),
-        payload_bytes: u64::try_from(bytes).unwrap_or(0),
-        error: row.try_get("error").map_err(get)?,
-    })
-}
-
-fn record_row(row: &SqliteRow) -> Result<DeadLetterRecord, StoreError> {
-    let get = StoreError::from_sqlx;
-    Ok(DeadLetterRecord {
-        id: row.try_get("id").map_err(get)?,
-        consumer: row.try_get("consumer_name").map_err(get)?,
-        message_id: row.try_get("message_id").map_err(get)?,
-        message_type: row.try_get("message_type").map_err(get)?,
-        correlation_id: row.try_get("correlation_id").map_err(get)?,
-        payload: row.try_get("payload").map_err(get)?,
-        reason: row.try_get("reason").map_err(get)?,
-        error: row.try_get("error").map_err(get)?,
-        attempts: row.try_get::<i64, _>("attempts").map_err(get)?,
-        first_failed: from_millis(row.try_get("first_failed_ms").map_err(get)?),
-        last_failed: from_millis(row.try_get("last_failed_ms").map_err(get)?),
-    })
 }

@@ -25,3 +25,15 @@ pub use handler::{Ledger, Script, credit};
 pub use lite::Lite;
 pub use parted::PgParted;
 pub use pg::{Pg, admin_url};
+
+/// A TCP port free on the loopback interface now, for a server a test starts.
+///
+/// # Panics
+/// When no port can be bound.
+#[must_use]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}

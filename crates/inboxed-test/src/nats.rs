@@ -26,10 +26,7 @@ impl NatsServer {
     /// # Panics
     /// When `nats-server` is missing or does not listen within 5 s.
     pub async fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = crate::free_port();
         let mut server = Self {
             dir: tempfile::tempdir().expect("temporary directory"),
             port,

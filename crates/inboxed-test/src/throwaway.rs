@@ -27,10 +27,7 @@ impl ThrowawayPg {
             .max()
             .expect("an initdb under /usr/lib/postgresql/*/bin");
         let dir = tempfile::tempdir().expect("temporary directory");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = crate::free_port();
         let pg = Self { dir, bin, port };
         if is_root() {
             run("chown", &["-R", "postgres", &pg.path()]);

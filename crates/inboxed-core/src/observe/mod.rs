@@ -9,6 +9,7 @@ use crate::error::StoreError;
 use crate::store::Store;
 
 mod letters;
+pub mod rows;
 
 pub use letters::{DeadLetterFilter, DeadLetterRecord, DeadLetterSummary};
 

@@ -205,6 +205,13 @@ async fn purge_is_a_dry_run_until_told_and_refuses_short_windows() {
 fn migrate_status_reports_without_changing_anything() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("s.db").display());
+    let (code, _) = inboxed(&["migrate", "--status", "--database-url", &url]);
+    assert_eq!(code, 2, "a mistyped path is not a new database");
+    assert!(
+        !dir.path().join("s.db").exists(),
+        "--status created nothing"
+    );
+    std::fs::write(dir.path().join("s.db"), b"").unwrap();
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
     assert_eq!(code, 1, "{out}");
     assert!(

@@ -69,6 +69,26 @@ impl DbArgs {
             .map_or_else(|| "(no database URL)".to_owned(), |u| redact(&u))
     }
 
+    /// Like [`DbArgs::connect`], for commands that only read or change existing tables: an
+    /// SQLite path that does not exist is an error rather than a new, empty database.
+    pub(crate) async fn connect_existing(&self, max_connections: u32) -> anyhow::Result<AnyStore> {
+        let file = self.resolved()?;
+        if let Some(url) = file.database_url.as_deref()
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            let path = url
+                .trim_start_matches("sqlite://")
+                .trim_start_matches("sqlite:")
+                .split('?')
+                .next()
+                .unwrap_or_default();
+            if !path.is_empty() && path != ":memory:" && !std::path::Path::new(path).exists() {
+                anyhow::bail!("no SQLite database at {path} (inboxed migrate creates one)");
+            }
+        }
+        self.connect(max_connections).await
+    }
+
     /// Connects with at most `max_connections`, in the chosen namespace.
     pub(crate) async fn connect(&self, max_connections: u32) -> anyhow::Result<AnyStore> {
         let file = self.resolved()?;

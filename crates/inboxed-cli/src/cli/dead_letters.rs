@@ -100,7 +100,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             limit,
             json,
         } => {
-            let store = db.connect(2).await?;
+            let store = db.connect_existing(2).await?;
             let filter = DeadLetterFilter {
                 consumer: consumer.as_deref(),
                 reason: reason.as_deref(),
@@ -146,7 +146,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             Ok(ExitCode::SUCCESS)
         }
         Action::Show { db, id, json } => {
-            let store = db.connect(2).await?;
+            let store = db.connect_existing(2).await?;
             let d = load(&store, id).await?;
             let payload = String::from_utf8(d.payload.clone())
                 .unwrap_or_else(|_| format!("(binary, hex) {}", hex(&d.payload)));
@@ -190,7 +190,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             into_inbox,
             yes,
         } => {
-            let store = db.connect(2).await?;
+            let store = db.connect_existing(2).await?;
             let mut refused = false;
             for id in ids {
                 refused |= !retry(&store, id, into_inbox, yes, out).await?;
@@ -202,7 +202,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             })
         }
         Action::Discard { db, ids, yes } => {
-            let store = db.connect(2).await?;
+            let store = db.connect_existing(2).await?;
             for id in ids {
                 let d = load(&store, id).await?;
                 if yes {

@@ -16,8 +16,8 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
-    let store = args.db.connect(2).await?;
     if args.status {
+        let store = args.db.connect_existing(2).await?;
         let pending = store.pending_migrations().await?;
         let url = args.db.shown_url();
         return Ok(if pending.is_empty() {
@@ -31,6 +31,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             ExitCode::from(1)
         });
     }
+    let store = args.db.connect(2).await?;
     let applied = store.migrate().await?;
     let url = args.db.shown_url();
     if applied.is_empty() {

@@ -39,7 +39,7 @@ enum Action {
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     match args.action {
         Action::List { db, json } => {
-            let AnyStore::Postgres(store) = db.connect(2).await? else {
+            let AnyStore::Postgres(store) = db.connect_existing(2).await? else {
                 bail!("partitions are a PostgreSQL feature; SQLite keeps keys in one table");
             };
             let parts = store.partitions_list().await?;
@@ -67,7 +67,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             Ok(ExitCode::SUCCESS)
         }
         Action::CreateAhead { db } => {
-            let AnyStore::Postgres(store) = db.connect(2).await? else {
+            let AnyStore::Postgres(store) = db.connect_existing(2).await? else {
                 bail!("partitions are a PostgreSQL feature; SQLite keeps keys in one table");
             };
             if !RetentionStore::partitioned(&store) {

@@ -55,7 +55,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     if let Some(within) = args.received_within {
         selector.received_from = Some(SystemTime::now() - within);
     }
-    let store = args.db.connect(2).await?;
+    let store = args.db.connect_existing(2).await?;
     let what = if args.include_done {
         "dead and done rows (done rows apply their effect again)"
     } else {

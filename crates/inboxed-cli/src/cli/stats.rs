@@ -38,7 +38,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         .iter()
         .map(|c| ConsumerName::new(c.clone()))
         .collect::<Result<Vec<_>, _>>()?;
-    let store = args.db.connect(2).await?;
+    let store = args.db.connect_existing(2).await?;
     let clear = args.watch.is_some() && !args.json && std::io::stdout().is_terminal();
     loop {
         let report = Report::read(&store, &named).await?;

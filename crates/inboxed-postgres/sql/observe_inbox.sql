@@ -6,20 +6,22 @@
 -- bulk of the table: the cost follows the backlog. Times come back as milliseconds since the
 -- epoch, as in every backend.
 WITH open AS (
-    SELECT consumer_name, status, received_at, lease_expires_at
+    SELECT consumer_name, status, received_at, available_at, lease_expires_at
     FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'pending'
     UNION ALL
-    SELECT consumer_name, status, received_at, lease_expires_at
+    SELECT consumer_name, status, received_at, available_at, lease_expires_at
     FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'processing'
     UNION ALL
-    SELECT consumer_name, status, received_at, lease_expires_at
+    SELECT consumer_name, status, received_at, available_at, lease_expires_at
     FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'dead'
 )
 SELECT consumer_name,
        count(*) FILTER (WHERE status = 'pending') AS pending,
        count(*) FILTER (WHERE status = 'processing') AS processing,
        count(*) FILTER (WHERE status = 'dead') AS dead,
-       (extract(epoch FROM min(received_at) FILTER (WHERE status = 'pending')) * 1000)::bigint
+       -- Rows waiting out a retry backoff are not "behind": only rows ready to be claimed.
+       (extract(epoch FROM min(received_at)
+            FILTER (WHERE status = 'pending' AND available_at <= now())) * 1000)::bigint
            AS oldest_pending_ms,
        count(*) FILTER (WHERE status = 'processing' AND lease_expires_at < now())
            AS expired_leases

@@ -4,20 +4,23 @@
 -- Each status is read through the partial index that serves it, never through done rows (the
 -- bulk of the table). Times are milliseconds since the epoch, as stored.
 WITH open AS (
-    SELECT consumer_name, status, received_at, lease_expires_at
+    SELECT consumer_name, status, received_at, available_at, lease_expires_at
     FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'pending'
     UNION ALL
-    SELECT consumer_name, status, received_at, lease_expires_at
+    SELECT consumer_name, status, received_at, available_at, lease_expires_at
     FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'processing'
     UNION ALL
-    SELECT consumer_name, status, received_at, lease_expires_at
+    SELECT consumer_name, status, received_at, available_at, lease_expires_at
     FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'dead'
 )
 SELECT consumer_name,
        sum(status = 'pending') AS pending,
        sum(status = 'processing') AS processing,
        sum(status = 'dead') AS dead,
-       min(CASE WHEN status = 'pending' THEN received_at END) AS oldest_pending_ms,
+       -- Rows waiting out a retry backoff are not "behind": only rows ready to be claimed.
+       min(CASE WHEN status = 'pending'
+                 AND available_at <= CAST(unixepoch('subsec') * 1000 AS INTEGER)
+            THEN received_at END) AS oldest_pending_ms,
        sum(status = 'processing'
            AND lease_expires_at < CAST(unixepoch('subsec') * 1000 AS INTEGER)) AS expired_leases
 FROM open

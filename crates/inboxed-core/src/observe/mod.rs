@@ -25,7 +25,8 @@ pub struct Backlog {
     pub processing: u64,
     /// Rows that went dead: parked, waiting for an operator's replay.
     pub dead: u64,
-    /// When the oldest pending row was received: its age is how far behind the workers are.
+    /// When the oldest pending row ready to be claimed was received (rows waiting out a retry
+    /// backoff left out): its age is how far behind the workers are.
     pub oldest_pending: Option<SystemTime>,
     /// Claimed rows whose lease has already expired: their worker died, and no reaper has
     /// returned them yet (one stuck above zero means no reaper runs).

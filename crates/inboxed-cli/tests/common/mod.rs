@@ -22,3 +22,13 @@ pub(crate) async fn http_get(addr: &str, path: &str) -> (u16, String) {
         .map_or(String::new(), |(_, b)| b.to_owned());
     (status, body)
 }
+
+/// Runs the `inboxed` binary: its exit code and its standard output.
+pub(crate) fn inboxed(args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(args)
+        .output()
+        .expect("run inboxed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.code().unwrap_or(-1), text)
+}

@@ -34,6 +34,40 @@ async fn demo_on_sqlite_is_exact_and_leaves_the_ledger_behind() {
     assert_eq!((rows, processed), (392, 392));
 }
 
+/// The store-then-process path of the demo, on both engines: receipts through the same faulty
+/// broker, then workers; the ledger is exact and every valid message is a done row.
+#[tokio::test]
+async fn demo_store_then_process_is_exact_on_both_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = format!("sqlite://{}", dir.path().join("stp.db").display());
+    let pg = Pg::create().await;
+    for url in [sqlite.as_str(), pg.locator.as_str()] {
+        let (code, out) = inboxed(&[
+            "demo",
+            "--database-url",
+            url,
+            "--messages",
+            "400",
+            "--mode",
+            "store-then-process",
+        ]);
+        assert_eq!(code, 0, "{url}: {out}");
+        assert!(
+            out.contains("392 rows done by workers, 8 poison rows dead"),
+            "{out}"
+        );
+        assert!(out.contains("result: EXACT"), "{out}");
+    }
+    let done = pg
+        .scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE consumer_name = 'demo' AND status = 'done'")
+        .await;
+    let ledger = pg
+        .scalar("SELECT count(DISTINCT message_id) FROM inboxed_demo_ledger")
+        .await;
+    assert_eq!((done, ledger), (392, 392));
+    pg.finish().await;
+}
+
 #[tokio::test]
 async fn demo_on_postgres_is_exact() {
     let db = Pg::create().await;

@@ -19,7 +19,8 @@ pub(super) fn reset_sql(accounts: usize, opening: i64, demo_keys: &str) -> Strin
          INSERT INTO inboxed_demo_accounts (id, balance) VALUES {};
          DELETE {demo_keys};
          DELETE FROM inboxed_dead_letters WHERE consumer_name = 'demo';
-         DELETE FROM inboxed_attempts WHERE consumer_name = 'demo';",
+         DELETE FROM inboxed_attempts WHERE consumer_name = 'demo';
+         DELETE FROM inboxed_inbox_messages WHERE consumer_name = 'demo';",
         values.join(", ")
     )
 }

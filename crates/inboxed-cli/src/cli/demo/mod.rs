@@ -4,6 +4,7 @@
 mod broker;
 mod check;
 mod ledger;
+mod stored;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -41,6 +42,19 @@ pub(crate) struct Args {
     /// Seed of every random choice, so a run can be repeated.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// `direct`: each delivery processed as it arrives, acked after the commit.
+    /// `store-then-process`: each delivery stored and acked, then workers process the rows.
+    #[arg(long, value_enum, default_value = "direct")]
+    mode: Mode,
+}
+
+/// How the demo consumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Mode {
+    /// The processor on each delivery.
+    Direct,
+    /// Receipt into the inbox table, then workers.
+    StoreThenProcess,
 }
 
 const OPENING_BALANCE: i64 = 100_000;
@@ -127,9 +141,13 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     check::reset(&store, args.accounts.max(2), OPENING_BALANCE).await?;
     writeln!(
         out,
-        "inboxed demo on {} ({}): {} messages, {} workers",
+        "inboxed demo on {} ({}, {}): {} messages, {} workers",
         redact(&args.database_url),
         store.backend(),
+        match args.mode {
+            Mode::Direct => "direct",
+            Mode::StoreThenProcess => "store-then-process",
+        },
         args.messages,
         workers
     )?;
@@ -141,26 +159,25 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     let broker = Broker::new(plan.published.clone(), rates, args.seed);
     let consumer = ConsumerName::new("demo")?;
     let started = Instant::now();
-    let outcomes = match &store {
-        AnyStore::Postgres(s) => {
-            drive(
-                Processor::new(s.clone(), consumer, Transfers),
-                &broker,
-                workers,
-            )
-            .await
+    let outcomes = match (&store, args.mode) {
+        (AnyStore::Postgres(s), Mode::Direct) => {
+            let processor = Processor::new(s.clone(), consumer, Transfers);
+            drive(processor, &broker, workers).await
         }
-        AnyStore::Sqlite(s) => {
-            drive(
-                Processor::new(s.clone(), consumer, Transfers),
-                &broker,
-                workers,
-            )
-            .await
+        (AnyStore::Sqlite(s), Mode::Direct) => {
+            let processor = Processor::new(s.clone(), consumer, Transfers);
+            drive(processor, &broker, workers).await
+        }
+        (AnyStore::Postgres(s), Mode::StoreThenProcess) => {
+            stored::run(s.clone(), consumer, Transfers, &broker, workers).await?
+        }
+        (AnyStore::Sqlite(s), Mode::StoreThenProcess) => {
+            stored::run(s.clone(), consumer, Transfers, &broker, workers).await?
         }
     };
     let elapsed = started.elapsed();
-    let report = check::Report::gather(&store, &plan, broker.stats(), outcomes, elapsed).await?;
+    let report =
+        check::Report::gather(&store, &plan, broker.stats(), outcomes, elapsed, args.mode).await?;
     report.print(out)?;
     Ok(if report.exact() {
         ExitCode::SUCCESS

@@ -83,16 +83,17 @@ impl Report {
             && dead == poison
             && keyless >= i64::try_from(plan.keyless).unwrap_or(i64::MAX);
         let get = |k: &str| outcomes.get(k).copied().unwrap_or(0);
+        let messages: (String, String) = (
+            "messages".into(),
+            format!(
+                "{} created, {} sent twice by producer retries (same id)",
+                plan.valid + plan.poison,
+                plan.retries
+            ),
+        );
         if mode == Mode::StoreThenProcess {
             let lines = vec![
-                (
-                    "messages".into(),
-                    format!(
-                        "{} created, {} sent twice by producer retries (same id)",
-                        plan.valid + plan.poison,
-                        plan.retries
-                    ),
-                ),
+                messages,
                 (
                     "deliveries".into(),
                     format!("{} in {:.2} s", stats.deliveries, elapsed.as_secs_f64()),
@@ -128,14 +129,7 @@ impl Report {
         }
         let secs = elapsed.as_secs_f64().max(1e-9);
         let lines = vec![
-            (
-                "messages".into(),
-                format!(
-                    "{} created, {} sent twice by producer retries (same id)",
-                    plan.valid + plan.poison,
-                    plan.retries
-                ),
-            ),
+            messages,
             (
                 "deliveries".into(),
                 format!(

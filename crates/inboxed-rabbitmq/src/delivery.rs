@@ -14,6 +14,7 @@ pub struct RabbitDelivery {
     pub(crate) inner: lapin::message::Delivery,
     pub(crate) key: Arc<KeySource>,
     pub(crate) max_requeue_hold: Duration,
+    pub(crate) settle_timeout: Duration,
 }
 
 impl RabbitDelivery {
@@ -25,12 +26,22 @@ impl RabbitDelivery {
 }
 
 /// An acker answers `false` when its channel is gone (the broker then redelivers the message
-/// elsewhere): report that as a failure, never as a settled delivery.
-fn settled(what: &'static str, done: lapin::Result<bool>) -> Result<(), BoxError> {
-    match done {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(format!("{what}: the channel closed; the broker redelivers").into()),
-        Err(e) => Err(Box::new(e)),
+/// elsewhere): report that as a failure, never as a settled delivery. One issued on a
+/// connection that died under it may never answer, so it is bounded by `within`.
+async fn settled(
+    what: &'static str,
+    within: Duration,
+    settling: impl Future<Output = lapin::Result<bool>>,
+) -> Result<(), BoxError> {
+    match tokio::time::timeout(within, settling).await {
+        Ok(Ok(true)) => Ok(()),
+        Ok(Ok(false)) => Err(format!("{what}: the channel closed; the broker redelivers").into()),
+        Ok(Err(e)) => Err(Box::new(e)),
+        Err(_) => Err(format!(
+            "{what}: no answer within {within:?} (the connection is likely gone); the broker \
+             redelivers"
+        )
+        .into()),
     }
 }
 
@@ -99,10 +110,8 @@ impl Delivery for RabbitDelivery {
     }
 
     async fn ack(self) -> Result<(), BoxError> {
-        settled(
-            "ack",
-            self.inner.acker.ack(BasicAckOptions::default()).await,
-        )
+        let ack = self.inner.acker.ack(BasicAckOptions::default());
+        settled("ack", self.settle_timeout, ack).await
     }
 
     async fn requeue(self, delay: Option<Duration>) -> Result<(), BoxError> {
@@ -112,12 +121,14 @@ impl Delivery for RabbitDelivery {
         // reject, not nack: quorum queues count a rejected return in x-delivery-count on every
         // broker version.
         let options = BasicRejectOptions { requeue: true };
-        settled("reject", self.inner.acker.reject(options).await)
+        let reject = self.inner.acker.reject(options);
+        settled("reject", self.settle_timeout, reject).await
     }
 
     /// `basic.reject` without requeue: the queue's dead-letter exchange gets it, if it has one.
     async fn reject(self) -> Result<(), BoxError> {
         let options = BasicRejectOptions { requeue: false };
-        settled("reject", self.inner.acker.reject(options).await)
+        let reject = self.inner.acker.reject(options);
+        settled("reject", self.settle_timeout, reject).await
     }
 }

@@ -71,6 +71,7 @@ impl RabbitSource {
             inner,
             key: Arc::clone(&self.key),
             max_requeue_hold: self.config.max_requeue_hold,
+            settle_timeout: self.config.settle_timeout,
         }
     }
 }

@@ -105,6 +105,22 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // What the node said of its queues' recovery tells broker loss from ours.
+            let log = self
+                .dir
+                .path()
+                .join("log")
+                .join(format!("inboxedtest{}@localhost.log", self.port));
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            for line in text.lines().filter(|l| {
+                ["dropped", "unclean", "crash", "error", "Restarting"]
+                    .iter()
+                    .any(|w| l.contains(w))
+            }) {
+                eprintln!("node log: {line}");
+            }
+        }
         if let Ok(pid) = std::fs::read_to_string(self.dir.path().join("pid")) {
             let _ = Command::new("kill").args(["-9", pid.trim()]).status();
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
 use tracing::warn;
 
@@ -14,6 +14,9 @@ use inboxed_core::{BoxError, DeliverySource};
 
 use crate::config::RedisConfig;
 use crate::delivery::{RedisDelivery, Shared};
+
+/// How much longer than a blocking read (`RedisConfig::block`) a command may take to answer.
+const RESPONSE_SLACK: Duration = Duration::from_secs(5);
 
 /// Why a Redis Streams source could not start.
 #[derive(Debug, thiserror::Error)]
@@ -73,8 +76,14 @@ impl RedisSource {
             }
         };
         let client = redis::Client::open(config.url.as_str()).map_err(setup("parse the URL"))?;
+        // The client's default response timeout (500 ms) is shorter than a blocking read: an
+        // idle stream then failed every read, and an entry arriving after the client had given
+        // up was still delivered by the server, into the pending list, where only XAUTOCLAIM
+        // found it again, `claim_idle` later.
+        let manager = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(config.block.saturating_add(RESPONSE_SLACK)));
         let mut conn = client
-            .get_connection_manager()
+            .get_connection_manager_with_config(manager)
             .await
             .map_err(setup("connect"))?;
         if config.create_group {

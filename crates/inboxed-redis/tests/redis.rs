@@ -154,3 +154,44 @@ async fn killed_between_commit_and_ack_applies_once() {
     let _: () = conn.del(&name).await.unwrap();
     db.finish().await;
 }
+
+/// With the default two-second block, an idle stream is waited on, not failed: an entry added
+/// after several idle reads arrives at once. (With the client's default 500 ms response
+/// timeout, every idle read failed, and an entry delivered to a read the client had given up on
+/// waited in the pending list for `claim_idle`.)
+#[tokio::test]
+async fn an_entry_on_an_idle_stream_arrives_at_once() {
+    let (mut conn, name) = stream().await;
+    let config = RedisConfig::new(redis_url(), &name, "ledger")
+        .prefetch(1)
+        .claim_idle(Duration::from_secs(60));
+    let mut source = RedisSource::connect(config).await.unwrap();
+    let adding = {
+        let (mut conn, name) = (conn.clone(), name.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(4_500)).await;
+            add(
+                &mut conn,
+                &name,
+                &[("payload", b"x"), ("message_id", b"idle-1")],
+            )
+            .await;
+            std::time::Instant::now()
+        })
+    };
+    let delivery = tokio::time::timeout(Duration::from_secs(20), source.next())
+        .await
+        .expect("delivered long before claim_idle")
+        .unwrap()
+        .unwrap();
+    let added = adding.await.unwrap();
+    assert!(
+        added.elapsed() < Duration::from_secs(3),
+        "delivered {:?} after it was added",
+        added.elapsed()
+    );
+    assert_eq!(delivery.envelope().unwrap().id().as_str(), "idle-1");
+    delivery.ack().await.unwrap();
+    assert_eq!(pending(&mut conn, &name).await, 0);
+    let _: i64 = conn.del(&name).await.unwrap();
+}

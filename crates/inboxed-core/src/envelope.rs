@@ -226,6 +226,7 @@ pub struct Envelope {
     correlation_id: Option<String>,
     payload: Vec<u8>,
     hash: PayloadHash,
+    redrive: bool,
 }
 
 impl Envelope {
@@ -241,7 +242,26 @@ impl Envelope {
             correlation_id: None,
             payload,
             hash,
+            redrive: false,
         }
+    }
+
+    /// Marks the message as an operator's retry of its dead letter, sent back through the
+    /// broker (`inboxed dead-letters retry --to-broker`, which sets the
+    /// [`REDRIVE_HEADER`](crate::REDRIVE_HEADER) that adapters read). The processor then
+    /// deletes the key's dead letter in the same transaction as the claim and the handler, so
+    /// the letter goes only if the retry commits; without the mark, a delivery of a
+    /// dead-lettered key is settled as `AlreadyDeadLettered` and never reaches the handler.
+    #[must_use]
+    pub fn with_redrive(mut self) -> Self {
+        self.redrive = true;
+        self
+    }
+
+    /// Whether this is an operator's retry of a dead letter; see [`Envelope::with_redrive`].
+    #[must_use]
+    pub fn is_redrive(&self) -> bool {
+        self.redrive
     }
 
     /// Sets the aggregate the message belongs to (an order, an account). The store-then-process

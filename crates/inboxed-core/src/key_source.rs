@@ -1,7 +1,13 @@
 //! Where a broker adapter finds a delivery's message id: one rule for every adapter, so that
 //! the same producer's messages get the same key whichever broker carries them.
 
-use crate::envelope::{EnvelopeError, MessageId};
+use crate::envelope::{Envelope, EnvelopeError, MessageId};
+
+/// The header that marks a delivery as an operator's retry of its dead letter (any value; the
+/// CLI writes the dead letter's id): see [`Envelope::with_redrive`]. Whoever can publish to
+/// the queue can set it, and so lift a key's dead letter, which is what an operator republishing
+/// a fixed message wants; the message is still processed at most once.
+pub const REDRIVE_HEADER: &str = "inboxed-redrive";
 
 /// Where the message id of a delivery comes from. Always something the producer set when it
 /// created the message; never an offset, a receipt handle or a delivery counter, which change
@@ -52,6 +58,20 @@ fn ce_headers(name: &str) -> [String; 5] {
 }
 
 impl KeySource {
+    /// The envelope of `delivery`: its id by this rule, its body, and the redrive mark when
+    /// it carries [`REDRIVE_HEADER`].
+    ///
+    /// # Errors
+    /// Those of [`KeySource::message_id`].
+    pub fn envelope(&self, delivery: &impl KeyCarrier) -> Result<Envelope, EnvelopeError> {
+        let envelope = Envelope::new(self.message_id(delivery)?, delivery.body().to_vec());
+        Ok(if delivery.header(REDRIVE_HEADER).is_some() {
+            envelope.with_redrive()
+        } else {
+            envelope
+        })
+    }
+
     /// The id of `delivery` by this rule.
     ///
     /// # Errors
@@ -79,6 +99,51 @@ impl KeySource {
                     (None, None) => structured(delivery.body()),
                     _ => Err(EnvelopeError::MissingId),
                 }
+            }
+        }
+    }
+}
+
+/// Where a message sent again must carry its key for a [`KeySource`] to find it: what an
+/// operator's republish (`inboxed dead-letters retry --to-broker`) needs to know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyPlace<'a> {
+    /// The broker's message-id field.
+    Property,
+    /// This header.
+    Header(&'a str),
+    /// Already in the body (a JSON field, a structured CloudEvent).
+    Body,
+}
+
+/// A body alone, with no property and no header.
+struct BodyOnly<'a>(&'a [u8]);
+
+impl KeyCarrier for BodyOnly<'_> {
+    fn message_id_property(&self) -> Option<&str> {
+        None
+    }
+    fn header(&self, _: &str) -> Option<String> {
+        None
+    }
+    fn body(&self) -> &[u8] {
+        self.0
+    }
+}
+
+impl KeySource {
+    /// Where a message with `payload` must carry `id` for this rule to read it back, or `None`
+    /// when the rule reads the body and the body does not yield `id`: a binary-mode
+    /// CloudEvent, whose key lived in headers that a dead letter does not keep.
+    #[must_use]
+    pub fn place_of(&self, id: &MessageId, payload: &[u8]) -> Option<KeyPlace<'_>> {
+        match self {
+            Self::MessageIdProperty => Some(KeyPlace::Property),
+            Self::Header(name) => Some(KeyPlace::Header(name)),
+            Self::JsonField(_) | Self::CloudEvents => {
+                let found = self.message_id(&BodyOnly(payload)).ok()?;
+                (found == *id).then_some(KeyPlace::Body)
             }
         }
     }
@@ -155,6 +220,28 @@ mod tests {
                 .as_str(),
             "ce|/orders|e-1"
         );
+    }
+
+    #[test]
+    fn a_republished_key_goes_where_the_rule_reads_it() {
+        let id = MessageId::new("o-1").unwrap();
+        let body = br#"{"order":{"id":"o-1"}}"#;
+        assert_eq!(
+            KeySource::MessageIdProperty.place_of(&id, body),
+            Some(KeyPlace::Property)
+        );
+        let header = KeySource::Header("x-id".into());
+        assert_eq!(header.place_of(&id, body), Some(KeyPlace::Header("x-id")));
+        let json = KeySource::JsonField("/order/id".into());
+        assert_eq!(json.place_of(&id, body), Some(KeyPlace::Body));
+        let other = MessageId::new("o-2").unwrap();
+        assert_eq!(
+            json.place_of(&other, body),
+            None,
+            "the body holds another key"
+        );
+        // Binary-mode CloudEvents kept the key in headers: the body alone cannot carry it.
+        assert_eq!(KeySource::CloudEvents.place_of(&id, body), None);
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub use envelope::{ConsumerName, Envelope, EnvelopeError, MessageId};
 pub use error::{BoxError, Error, HandlerError, ResultExt, StoreError};
 pub use handler::Handler;
 pub use hash::{PayloadHash, StoredHash};
-pub use key_source::{KeyCarrier, KeySource};
+pub use key_source::{KeyCarrier, KeyPlace, KeySource, REDRIVE_HEADER};
 pub use namespace::Namespace;
 pub use processor::{Outcome, Processor};
 pub use store::{DeadLetterReason, Isolation, Store};

@@ -90,8 +90,7 @@ impl KeyCarrier for KafkaDelivery {
 
 impl Delivery for KafkaDelivery {
     fn envelope(&self) -> Result<Envelope, EnvelopeError> {
-        let id = self.shared.key.message_id(self)?;
-        Ok(Envelope::new(id, self.payload.clone()))
+        self.shared.key.envelope(self)
     }
 
     fn payload(&self) -> &[u8] {

@@ -40,8 +40,7 @@ impl KeyCarrier for NatsDelivery {
 
 impl Delivery for NatsDelivery {
     fn envelope(&self) -> Result<Envelope, EnvelopeError> {
-        let id = self.key.message_id(self)?;
-        Ok(Envelope::new(id, self.inner.message.payload.to_vec()))
+        self.key.envelope(self)
     }
 
     fn payload(&self) -> &[u8] {

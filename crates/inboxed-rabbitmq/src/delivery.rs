@@ -79,9 +79,8 @@ impl KeyCarrier for RabbitDelivery {
 
 impl Delivery for RabbitDelivery {
     fn envelope(&self) -> Result<Envelope, EnvelopeError> {
-        let id = self.key.message_id(self)?;
         let props = &self.inner.properties;
-        let mut envelope = Envelope::new(id, self.inner.data.clone());
+        let mut envelope = self.key.envelope(self)?;
         if let Some(kind) = props.kind() {
             envelope = envelope.with_type(kind.as_str());
         }

@@ -55,8 +55,7 @@ impl KeyCarrier for RedisDelivery {
 
 impl Delivery for RedisDelivery {
     fn envelope(&self) -> Result<Envelope, EnvelopeError> {
-        let id = self.shared.key.message_id(self)?;
-        Ok(Envelope::new(id, self.payload.clone()))
+        self.shared.key.envelope(self)
     }
 
     fn payload(&self) -> &[u8] {

@@ -70,8 +70,7 @@ impl KeyCarrier for SqsDelivery {
 
 impl Delivery for SqsDelivery {
     fn envelope(&self) -> Result<Envelope, EnvelopeError> {
-        let id = self.shared.key.message_id(self)?;
-        Ok(Envelope::new(id, self.body.clone()))
+        self.shared.key.envelope(self)
     }
 
     fn payload(&self) -> &[u8] {

@@ -241,7 +241,8 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 )
                 .await;
         }
-        let failure = match self.transaction(envelope, false).await {
+        // An operator's redrive lifts the key's dead letter inside the transaction.
+        let failure = match self.transaction(envelope, envelope.is_redrive()).await {
             Ok(claim) => return self.settle_claim(envelope, claim).await,
             Err(failure) => failure,
         };

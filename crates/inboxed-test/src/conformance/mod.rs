@@ -8,6 +8,7 @@ mod duplicates;
 mod failures;
 mod inbox;
 mod input;
+mod redrive;
 mod retention;
 mod stress;
 
@@ -42,6 +43,7 @@ pub use inbox::{
 pub use input::{
     custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written,
 };
+pub use redrive::redrive_lifts_the_dead_letter_once;
 pub use retention::{
     other_tables_have_their_own_windows, processed_stats_report_age_growth_and_size,
     purge_deletes_only_expired_keys_in_bounded_batches, purge_timeouts_are_applied,
@@ -137,6 +139,7 @@ macro_rules! conformance_tests {
             handler_rollback_leaves_no_partial_state,
             swallowed_statement_error_is_not_acked,
             dead_letter_retry_and_discard,
+            redrive_lifts_the_dead_letter_once,
             invalid_input_is_rejected_and_nothing_is_written,
             concurrent_stress_ledger_is_exact,
             consumer_acks_only_after_commit,

@@ -4,16 +4,20 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use serde_json::json;
 
-use inboxed_core::inbox::{Enqueued, Inbox};
 use inboxed_core::observe::{DeadLetterFilter, DeadLetterRecord};
-use inboxed_core::{ConsumerName, Envelope, MessageId};
 
 use super::AnyStore;
 use super::database::DbArgs;
 use super::duration::{age, parse_duration};
+
+mod broker;
+mod retry;
+
+use broker::BrokerArgs;
+use retry::{Destination, retry};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -56,9 +60,10 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
-    /// Store dead letters into the store-then-process inbox of their consumer, where its
-    /// workers (or those behind `inboxed relay`) process them, then delete them. Says where
-    /// each goes; a dry run unless given --yes.
+    /// Send dead letters back to be processed again, after a fix: into the store-then-process
+    /// inbox of their consumer (--into-inbox, deleting each dead letter), or back to the
+    /// broker its processor reads (--to-broker, marked as a redrive; the consumer deletes the
+    /// dead letter when the retry commits). Says where each goes; a dry run unless given --yes.
     Retry {
         #[command(flatten)]
         db: DbArgs,
@@ -66,11 +71,11 @@ enum Action {
         #[arg(required = true)]
         ids: Vec<i64>,
         /// The consumer processes rows with store-then-process workers (its own, or behind
-        /// `inboxed relay`): the only place this command can send a message. A service that
-        /// processes deliveries directly retries with `Processor::retry_dead_letter`, or by
-        /// publishing the message again.
+        /// `inboxed relay`): store each message into its inbox.
         #[arg(long)]
         into_inbox: bool,
+        #[command(flatten)]
+        broker: BrokerArgs,
         /// Do it (otherwise only say what would happen).
         #[arg(long)]
         yes: bool,
@@ -188,12 +193,15 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             db,
             ids,
             into_inbox,
+            broker,
             yes,
         } => {
             let store = db.connect_existing(2).await?;
+            let mut to = Destination::new(into_inbox, &broker)?;
             let mut refused = false;
             for id in ids {
-                refused |= !retry(&store, id, into_inbox, yes, out).await?;
+                let d = load(&store, id).await?;
+                refused |= !retry(&store, &d, &mut to, yes, out).await?;
             }
             Ok(if refused {
                 ExitCode::from(1)
@@ -226,100 +234,6 @@ async fn load(store: &AnyStore, id: i64) -> anyhow::Result<DeadLetterRecord> {
         .dead_letter_by_id(id)
         .await?
         .with_context(|| format!("no dead letter with id {id}"))
-}
-
-/// Retries one dead letter into its consumer's inbox; false when it cannot be retried there.
-async fn retry(
-    store: &AnyStore,
-    id: i64,
-    into_inbox: bool,
-    yes: bool,
-    out: &mut impl Write,
-) -> anyhow::Result<bool> {
-    let d = load(store, id).await?;
-    let Some(message_id) = d.message_id.clone() else {
-        writeln!(
-            out,
-            "dead letter {id}: no message id, so it cannot be stored with dedup; fix and republish it, or discard it"
-        )?;
-        return Ok(false);
-    };
-    if d.reason == "conflict" {
-        writeln!(
-            out,
-            "dead letter {id}: a conflict (the key was processed with another payload); retrying would only conflict again"
-        )?;
-        return Ok(false);
-    }
-    if d.payload.is_empty() {
-        writeln!(
-            out,
-            "dead letter {id}: its payload was redacted; nothing to retry"
-        )?;
-        return Ok(false);
-    }
-    let consumer = ConsumerName::new(d.consumer.clone())?;
-    if !into_inbox {
-        writeln!(
-            out,
-            "dead letter {id} ({message_id}): `{consumer}` must run store-then-process workers for this command to send it anywhere; if it does, pass --into-inbox, else retry it in the service (Processor::retry_dead_letter) or publish it again"
-        )?;
-        return Ok(false);
-    }
-    if !yes {
-        writeln!(
-            out,
-            "would store dead letter {id} ({message_id}) into the inbox of `{consumer}` for its workers (--yes to do it)"
-        )?;
-        return Ok(true);
-    }
-    let mut envelope = Envelope::new(MessageId::new(message_id.clone())?, d.payload.clone());
-    if let Some(t) = &d.message_type {
-        envelope = envelope.with_type(t.clone());
-    }
-    if let Some(c) = &d.correlation_id {
-        envelope = envelope.with_correlation_id(c.clone());
-    }
-    let stored = match store {
-        AnyStore::Postgres(s) => {
-            Inbox::new(s.clone(), consumer.clone())
-                .store(&envelope)
-                .await?
-        }
-        AnyStore::Sqlite(s) => {
-            Inbox::new(s.clone(), consumer.clone())
-                .store(&envelope)
-                .await?
-        }
-    };
-    match stored {
-        Enqueued::Stored { id: row } => {
-            store.delete_dead_letter_by_id(id).await?;
-            writeln!(
-                out,
-                "dead letter {id} ({message_id}) -> inbox row {row} of `{consumer}`, pending for its workers"
-            )?;
-            Ok(true)
-        }
-        Enqueued::Duplicate => {
-            // The same message is already a row (an earlier retry stored it and stopped before
-            // deleting the letter): finish that retry.
-            store.delete_dead_letter_by_id(id).await?;
-            writeln!(
-                out,
-                "dead letter {id} ({message_id}): already in the inbox of `{consumer}` with this payload; dead letter removed"
-            )?;
-            Ok(true)
-        }
-        Enqueued::Conflict { .. } => {
-            writeln!(
-                out,
-                "dead letter {id} ({message_id}): the inbox holds this key with another payload; kept"
-            )?;
-            Ok(false)
-        }
-        _ => bail!("unexpected receipt outcome"),
-    }
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -13,8 +13,8 @@ use tracing::info;
 use inboxed_core::ConsumerName;
 use inboxed_core::inbox::{Inbox, InboxStore, Relay, RelayConfig};
 
-pub(crate) use settings::Args;
 use settings::Settings;
+pub(crate) use settings::{Args, parse_key};
 
 use super::AnyStore;
 use super::database::redact;

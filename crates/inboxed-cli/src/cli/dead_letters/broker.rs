@@ -1,0 +1,210 @@
+//! `dead-letters retry --to-broker`: a dead letter published back to the queue its consumer
+//! reads, with its key where the consumer's key rule finds it and the redrive header. The
+//! consumer's processor then deletes the dead letter in the same transaction as the handler,
+//! so the letter stays until the retry commits, and a publish that fails changes nothing.
+
+use anyhow::{Context, bail};
+use async_nats::jetstream;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Confirmation, Connection, ConnectionProperties};
+use redis::AsyncCommands;
+
+use inboxed_core::observe::DeadLetterRecord;
+use inboxed_core::{KeyPlace, KeySource, MessageId, REDRIVE_HEADER};
+
+use super::super::relay::parse_key;
+
+/// Where `--to-broker` publishes.
+#[derive(Debug, clap::Args)]
+pub(crate) struct BrokerArgs {
+    /// Publish back to this broker (amqp://, nats:// or redis://), for a consumer that
+    /// processes deliveries with its processor. The message carries the `inboxed-redrive`
+    /// header, and the consumer deletes the dead letter when the retry commits.
+    #[arg(long = "to-broker", value_name = "URL", conflicts_with = "into_inbox")]
+    pub(crate) url: Option<String>,
+    /// RabbitMQ: the queue the consumer reads. Published through the default exchange, so no
+    /// other queue gets a copy.
+    #[arg(long)]
+    queue: Option<String>,
+    /// NATS JetStream: the subject to publish on; the consumer's stream must capture it.
+    #[arg(long)]
+    subject: Option<String>,
+    /// Redis Streams: the stream the consumer's group reads.
+    #[arg(long)]
+    stream: Option<String>,
+    /// Where the consumer reads the key, as for `inboxed relay --key`: message-id, header:NAME,
+    /// json:/pointer or cloudevents.
+    #[arg(long, default_value = "message-id")]
+    pub(crate) key: String,
+}
+
+/// A connection to the broker `--to-broker` names, publishing with confirmation.
+pub(crate) enum Publisher {
+    Rabbit {
+        channel: lapin::Channel,
+        queue: String,
+        // Kept open for as long as the channel is used.
+        _conn: Connection,
+    },
+    Nats {
+        js: jetstream::Context,
+        subject: String,
+    },
+    Redis {
+        conn: redis::aio::MultiplexedConnection,
+        stream: String,
+    },
+}
+
+impl Publisher {
+    /// Connects to `url` and checks that the flag naming the destination is there.
+    pub(crate) async fn connect(args: &BrokerArgs, url: &str) -> anyhow::Result<Self> {
+        let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
+        let need = |v: &Option<String>, flag: &str| {
+            v.clone()
+                .with_context(|| format!("--{flag} is required for a {scheme}:// broker"))
+        };
+        match scheme {
+            "amqp" | "amqps" => {
+                let queue = need(&args.queue, "queue")?;
+                let conn = Connection::connect(url, ConnectionProperties::default())
+                    .await
+                    .context("--to-broker: could not connect to RabbitMQ")?;
+                let channel = conn.create_channel().await?;
+                channel
+                    .confirm_select(ConfirmSelectOptions::default())
+                    .await?;
+                Ok(Self::Rabbit {
+                    channel,
+                    queue,
+                    _conn: conn,
+                })
+            }
+            "nats" | "tls" => {
+                let subject = need(&args.subject, "subject")?;
+                let client = async_nats::connect(url)
+                    .await
+                    .context("--to-broker: could not connect to NATS")?;
+                Ok(Self::Nats {
+                    js: jetstream::new(client),
+                    subject,
+                })
+            }
+            "redis" | "rediss" => {
+                let stream = need(&args.stream, "stream")?;
+                let conn = redis::Client::open(url)?
+                    .get_multiplexed_async_connection()
+                    .await
+                    .context("--to-broker: could not connect to Redis")?;
+                Ok(Self::Redis { conn, stream })
+            }
+            "kafka" | "sqs+https" | "sqs+http" => bail!(
+                "--to-broker {scheme}://: not supported yet; publish the payload \
+                 (`dead-letters show --json`) from the producer with the header \
+                 {REDRIVE_HEADER} set"
+            ),
+            _ => bail!(
+                "--to-broker: unknown broker scheme {scheme:?}; use amqp://, nats:// or redis://"
+            ),
+        }
+    }
+
+    /// Publishes dead letter `d` (key `id`) and waits for the broker to take it; returns where
+    /// it went.
+    pub(crate) async fn publish(
+        &mut self,
+        d: &DeadLetterRecord,
+        id: &MessageId,
+        place: KeyPlace<'_>,
+    ) -> anyhow::Result<String> {
+        let letter = d.id.to_string();
+        match self {
+            Self::Rabbit { channel, queue, .. } => {
+                let mut headers = FieldTable::default();
+                headers.insert(REDRIVE_HEADER.into(), AMQPValue::LongString(letter.into()));
+                let mut props = BasicProperties::default().with_delivery_mode(2);
+                match place {
+                    KeyPlace::Header(name) => {
+                        headers.insert(name.into(), AMQPValue::LongString(id.as_str().into()));
+                    }
+                    KeyPlace::Property => props = props.with_message_id(id.as_str().into()),
+                    _ => {}
+                }
+                if let Some(t) = &d.message_type {
+                    props = props.with_type(t.as_str().into());
+                }
+                if let Some(c) = &d.correlation_id {
+                    props = props.with_correlation_id(c.as_str().into());
+                }
+                // Mandatory: a queue that does not exist returns the message instead of
+                // dropping it.
+                let options = BasicPublishOptions {
+                    mandatory: true,
+                    ..BasicPublishOptions::default()
+                };
+                let confirm = channel
+                    .basic_publish(
+                        "".into(),
+                        queue.as_str().into(),
+                        options,
+                        &d.payload,
+                        props.with_headers(headers),
+                    )
+                    .await?
+                    .await?;
+                match confirm {
+                    Confirmation::Ack(None) => Ok(format!("RabbitMQ queue `{queue}`")),
+                    Confirmation::Ack(Some(_)) => {
+                        bail!("RabbitMQ returned it: no queue named `{queue}`")
+                    }
+                    _ => bail!("RabbitMQ did not confirm it (queue `{queue}`)"),
+                }
+            }
+            Self::Nats { js, subject } => {
+                let mut headers = async_nats::HeaderMap::new();
+                headers.insert(REDRIVE_HEADER, letter.as_str());
+                match place {
+                    KeyPlace::Header(name) => headers.insert(name, id.as_str()),
+                    KeyPlace::Property => headers.insert("Nats-Msg-Id", id.as_str()),
+                    _ => {}
+                }
+                let ack = js
+                    .publish_with_headers(subject.clone(), headers, d.payload.clone().into())
+                    .await?
+                    .await
+                    .with_context(|| format!("no stream took subject `{subject}`"))?;
+                if ack.duplicate {
+                    bail!(
+                        "stream `{}` dropped it as a duplicate (its Nats-Msg-Id is still in the \
+                         stream's duplicate window); retry after the window",
+                        ack.stream
+                    );
+                }
+                Ok(format!(
+                    "NATS stream `{}` (sequence {})",
+                    ack.stream, ack.sequence
+                ))
+            }
+            Self::Redis { conn, stream } => {
+                let mut fields: Vec<(String, Vec<u8>)> = vec![
+                    ("payload".into(), d.payload.clone()),
+                    (REDRIVE_HEADER.into(), letter.into_bytes()),
+                ];
+                match place {
+                    KeyPlace::Header(name) => fields.push((name.into(), id.as_str().into())),
+                    KeyPlace::Property => fields.push(("message_id".into(), id.as_str().into())),
+                    _ => {}
+                }
+                let entry: String = conn.xadd(stream.as_str(), "*", &fields).await?;
+                Ok(format!("Redis stream `{stream}` (entry {entry})"))
+            }
+        }
+    }
+}
+
+/// The key rule named by `--key`.
+pub(crate) fn key_rule(args: &BrokerArgs) -> anyhow::Result<KeySource> {
+    parse_key(&args.key)
+}

@@ -1,5 +1,5 @@
 //! The operator's commands as processes against real databases: `stats`, `dead-letters`,
-//! `replay`, `partitions`, and where every command finds its database. Each asserts on the
+//! `replay`, and where every command finds its database. Each asserts on the
 //! output and on the rows left behind.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -265,44 +265,4 @@ fn database_url_from_flag_then_environment_then_config_file() {
         .unwrap();
     assert_eq!(none.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&none.stderr).contains("no database"));
-}
-
-/// `partitions create-ahead` creates the missing partitions once; `list` shows them with their
-/// ranges; SQLite says it has none to manage.
-#[tokio::test]
-async fn partitions_are_created_ahead_and_listed() {
-    let db = Pg::create().await;
-    let url = db.locator.as_str();
-    let ahead = [
-        "partitions",
-        "create-ahead",
-        "--database-url",
-        url,
-        "--partition-interval",
-        "1d",
-    ];
-    let (code, out) = inboxed(&ahead);
-    assert_eq!(code, 0, "{out}");
-    let created: usize = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{out}"));
-    assert!(created >= 2, "{out}");
-    assert_eq!(
-        inboxed(&ahead).1,
-        "created 0 partition(s) ahead\n",
-        "already there"
-    );
-    let (code, out) = inboxed(&["partitions", "list", "--database-url", url]);
-    assert_eq!(code, 0, "{out}");
-    assert!(out.contains(&format!("{created} partition(s)")), "{out}");
-    assert_eq!(out.matches(" attached ").count(), created, "{out}");
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = format!("sqlite://{}", dir.path().join("p.db").display());
-    assert_eq!(
-        inboxed(&["partitions", "list", "--database-url", &sqlite]).0,
-        2
-    );
-    db.finish().await;
 }

@@ -17,7 +17,7 @@ mod retention;
 mod store;
 
 pub use key::message_key;
-pub use partition_list::PartitionInfo;
+pub use partition_list::{ExpiryPlan, PartitionInfo};
 pub use store::PgStore;
 
 /// Schema `public`, prefix `inboxed_`.

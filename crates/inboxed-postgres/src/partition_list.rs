@@ -1,11 +1,11 @@
 //! The partitions an operator sees: `inboxed partitions list`.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use sqlx::Row;
 
-use inboxed_core::StoreError;
 use inboxed_core::observe::from_millis;
+use inboxed_core::{ConsumerName, StoreError};
 
 use crate::PgStore;
 
@@ -24,7 +24,39 @@ pub struct PartitionInfo {
     pub bytes: u64,
 }
 
+/// A partition an expiry pass would take up, and what it would do with it: the dry run of
+/// `inboxed partitions drop-expired`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiryPlan {
+    /// Schema-qualified, quoted name.
+    pub name: String,
+    /// Its keys were received before this time (`None` for a detached table).
+    pub to: Option<SystemTime>,
+    /// `attached`, `pending` or `detached`; a detach already begun is always finished.
+    pub state: String,
+    /// Why it would be kept, or `None` when it would be dropped.
+    pub keep: Option<String>,
+}
+
 impl PgStore {
+    /// What a maintenance pass with `windows` would drop and keep at `now`, without changing
+    /// anything: the partitions past the shortest window and the leftovers of an interrupted
+    /// pass. A partition goes only when every consumer with keys in it has a window here that
+    /// has passed over it.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub async fn partitions_expiry_plan(
+        &self,
+        now: SystemTime,
+        windows: &[(ConsumerName, Duration)],
+    ) -> Result<Vec<ExpiryPlan>, StoreError> {
+        let mut conn = crate::partitions::connect(self).await?;
+        let plan = crate::partitions::plan(self, &mut conn, now, windows).await;
+        let _ = sqlx::Connection::close(conn).await;
+        plan
+    }
+
     /// The processed-keys partitions, oldest first; empty when the table is not partitioned
     /// yet.
     ///

@@ -12,6 +12,7 @@ use inboxed_core::retention::{PartitionConfig, PartitionReport};
 use inboxed_core::{ConsumerName, StoreError};
 
 use crate::PgStore;
+use crate::partition_list::ExpiryPlan;
 
 /// Creates the partitions missing up to `config.ahead` periods past the current one (at
 /// least one).
@@ -73,29 +74,12 @@ async fn pass(
     windows: &[(ConsumerName, Duration)],
 ) -> Result<PartitionReport, StoreError> {
     let mut report = PartitionReport::new(create(store, conn, config).await?, 0);
-    let windows: HashMap<&str, Duration> = windows.iter().map(|(c, w)| (c.as_str(), *w)).collect();
-    // No consumer declared: nothing may be dropped (but leftovers of a pass are finished).
-    let shortest = windows.values().min().copied();
-    let cutoff = shortest.map_or(i64::MIN, |w| {
-        millis(now.checked_sub(w).unwrap_or(UNIX_EPOCH))
-    });
-    let candidates = store
-        .query(&store.queries.expired_partitions)
-        .bind(cutoff as f64)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(StoreError::from_sqlx)?;
-    for row in candidates {
-        let name: String = row.try_get("partition").map_err(StoreError::from_sqlx)?;
-        let upper: Option<f64> = row.try_get("upper_ms").map_err(StoreError::from_sqlx)?;
-        let state: String = row.try_get("state").map_err(StoreError::from_sqlx)?;
-        if state == "attached" {
-            let upper = UNIX_EPOCH + Duration::from_secs_f64(upper.unwrap_or(0.0).max(0.0) / 1e3);
-            if !all_expired(store, conn, &name, upper, now, &windows).await? {
-                report.kept += 1;
-                continue;
-            }
+    for candidate in plan(store, conn, now, windows).await? {
+        if candidate.keep.is_some() {
+            report.kept += 1;
+            continue;
         }
+        let (name, state) = (&candidate.name, candidate.state.as_str());
         let started = Instant::now();
         // The name comes from the catalog, quoted there (format %I); nothing else is spliced.
         if state != "detached" {
@@ -107,14 +91,14 @@ async fn pass(
             let detach = store
                 .queries
                 .detach_partition
-                .replace("{{partition}}", &name)
+                .replace("{{partition}}", name)
                 .replace("{{finalize}}", finalize);
             sqlx::raw_sql(AssertSqlSafe(detach))
                 .execute(&mut *conn)
                 .await
                 .map_err(StoreError::from_sqlx)?;
         }
-        let drop = store.queries.drop_partition.replace("{{partition}}", &name);
+        let drop = store.queries.drop_partition.replace("{{partition}}", name);
         sqlx::raw_sql(AssertSqlSafe(drop))
             .execute(&mut *conn)
             .await
@@ -129,16 +113,59 @@ async fn pass(
     Ok(report)
 }
 
-/// Whether every consumer with keys in `partition` is one of `windows` and its window has
-/// passed over the partition's upper bound.
-async fn all_expired(
+/// The partitions past the shortest of `windows`, and the leftovers of an interrupted pass,
+/// each with what a pass would do: drop it, or keep it and why.
+pub(crate) async fn plan(
+    store: &PgStore,
+    conn: &mut PgConnection,
+    now: SystemTime,
+    windows: &[(ConsumerName, Duration)],
+) -> Result<Vec<ExpiryPlan>, StoreError> {
+    let windows: HashMap<&str, Duration> = windows.iter().map(|(c, w)| (c.as_str(), *w)).collect();
+    // No consumer declared: nothing may be dropped (but leftovers of a pass are finished).
+    let shortest = windows.values().min().copied();
+    let cutoff = shortest.map_or(i64::MIN, |w| {
+        millis(now.checked_sub(w).unwrap_or(UNIX_EPOCH))
+    });
+    let candidates = store
+        .query(&store.queries.expired_partitions)
+        .bind(cutoff as f64)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+    let mut plan = Vec::with_capacity(candidates.len());
+    for row in candidates {
+        let name: String = row.try_get("partition").map_err(StoreError::from_sqlx)?;
+        let upper: Option<f64> = row.try_get("upper_ms").map_err(StoreError::from_sqlx)?;
+        let state: String = row.try_get("state").map_err(StoreError::from_sqlx)?;
+        let to = upper.map(|ms| UNIX_EPOCH + Duration::from_secs_f64(ms.max(0.0) / 1e3));
+        // A detach already begun is always finished.
+        let keep = if state == "attached" {
+            let upper = to.unwrap_or(UNIX_EPOCH);
+            kept_because(store, conn, &name, upper, now, &windows).await?
+        } else {
+            None
+        };
+        plan.push(ExpiryPlan {
+            name,
+            to,
+            state,
+            keep,
+        });
+    }
+    Ok(plan)
+}
+
+/// Why `partition` must be kept, or `None` when every consumer with keys in it is one of
+/// `windows` and its window has passed over the partition's upper bound.
+async fn kept_because(
     store: &PgStore,
     conn: &mut PgConnection,
     partition: &str,
     upper: SystemTime,
     now: SystemTime,
     windows: &HashMap<&str, Duration>,
-) -> Result<bool, StoreError> {
+) -> Result<Option<String>, StoreError> {
     let sql = store
         .queries
         .partition_consumers
@@ -150,11 +177,15 @@ async fn all_expired(
     for c in &consumers {
         let Some(window) = windows.get(c.as_str()) else {
             warn!(partition, consumer = %c, "partition kept: it holds keys of a consumer this purger has no window for");
-            return Ok(false);
+            return Ok(Some(format!(
+                "it holds keys of consumer `{c}`, which has no window here"
+            )));
         };
         if upper > now.checked_sub(*window).unwrap_or(UNIX_EPOCH) {
-            return Ok(false);
+            return Ok(Some(format!(
+                "consumer `{c}`'s window has not passed over it"
+            )));
         }
     }
-    Ok(true)
+    Ok(None)
 }

@@ -2,15 +2,17 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::bail;
 use serde_json::json;
 
-use inboxed_core::retention::RetentionStore;
+use inboxed_core::ConsumerName;
+use inboxed_core::retention::{Retention, RetentionStore};
 
 use super::AnyStore;
 use super::database::DbArgs;
+use super::duration::parse_duration;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -28,12 +30,45 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
-    /// Create the partitions missing ahead of now (needs --partition-interval). Expired ones
-    /// are dropped by `inboxed purge`, which knows each consumer's window.
+    /// Create the partitions missing ahead of now (needs --partition-interval).
     CreateAhead {
         #[command(flatten)]
         db: DbArgs,
     },
+    /// Detach and drop the partitions every consumer in them is done with: a partition goes
+    /// only when each consumer with keys in it has a --window here that has passed over it.
+    /// Lists what would go and what stays (and why) unless given --yes. `inboxed purge` does
+    /// the same for the one consumer it names.
+    DropExpired {
+        #[command(flatten)]
+        db: DbArgs,
+        /// A consumer's retention window, as CONSUMER=DURATION (billing=30d); repeat it for
+        /// each consumer whose keys share the table.
+        #[arg(long = "window", value_parser = parse_window, required = true)]
+        windows: Vec<(ConsumerName, Duration)>,
+        /// The longest a message can come back after its first delivery (as for `purge`);
+        /// a window shorter than this plus the margin is refused.
+        #[arg(long, value_parser = parse_duration)]
+        horizon: Duration,
+        /// Slack on top of the horizon.
+        #[arg(long, value_parser = parse_duration, default_value = "1d")]
+        margin: Duration,
+        /// Accept windows shorter than horizon plus margin.
+        #[arg(long)]
+        allow_short_window: bool,
+        /// Drop. Without it, only list what would be dropped.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// `CONSUMER=DURATION`.
+fn parse_window(text: &str) -> Result<(ConsumerName, Duration), String> {
+    let (consumer, window) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: use CONSUMER=DURATION, e.g. billing=30d"))?;
+    let consumer = ConsumerName::new(consumer).map_err(|e| e.to_string())?;
+    Ok((consumer, parse_duration(window)?))
 }
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
@@ -76,6 +111,53 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             // No windows declared: nothing is old enough to drop, so this only creates.
             let report = store.maintain_partitions(SystemTime::now(), &[]).await?;
             writeln!(out, "created {} partition(s) ahead", report.created)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::DropExpired {
+            db,
+            windows,
+            horizon,
+            margin,
+            allow_short_window,
+            yes,
+        } => {
+            for (consumer, window) in &windows {
+                Retention::new(*window, horizon)
+                    .margin(margin)
+                    .allow_short_window(allow_short_window)
+                    .check(consumer)?;
+            }
+            let AnyStore::Postgres(store) = db.connect_existing(2).await? else {
+                bail!("partitions are a PostgreSQL feature; SQLite keeps keys in one table");
+            };
+            if !RetentionStore::partitioned(&store) {
+                bail!("give --partition-interval (the length the application partitions by)");
+            }
+            let now = SystemTime::now();
+            if yes {
+                let report = store.maintain_partitions(now, &windows).await?;
+                writeln!(
+                    out,
+                    "dropped {} partition(s), kept {} (their consumers' windows have not all \
+                     passed over them), created {} ahead",
+                    report.dropped, report.kept, report.created
+                )?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let plan = store.partitions_expiry_plan(now, &windows).await?;
+            for p in &plan {
+                let to = p.to.map_or_else(|| "-".to_owned(), utc);
+                match &p.keep {
+                    None => writeln!(out, "would drop {} (keys before {to})", p.name)?,
+                    Some(why) => writeln!(out, "keep {} (keys before {to}): {why}", p.name)?,
+                }
+            }
+            let dropped = plan.iter().filter(|p| p.keep.is_none()).count();
+            writeln!(
+                out,
+                "dry run: {dropped} partition(s) would be dropped, {} kept; run again with --yes",
+                plan.len() - dropped
+            )?;
             Ok(ExitCode::SUCCESS)
         }
     }

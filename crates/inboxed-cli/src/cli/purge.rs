@@ -5,6 +5,8 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
+use serde_json::json;
+
 use inboxed_core::ConsumerName;
 use inboxed_core::retention::{Purger, PurgerConfig, Retention, RetentionStore};
 
@@ -46,6 +48,11 @@ pub(crate) struct Args {
     /// Delete. Without it, only report what would be deleted.
     #[arg(long)]
     yes: bool,
+    /// One JSON object instead of a sentence: `dry_run`, `consumer`, `window_seconds`, and
+    /// `expired_keys` (a dry run, with `at_least` when the count stopped at its cap),
+    /// `deleted_keys`, or `partitions_dropped`/`_kept`/`_created`, and `seconds`.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
@@ -87,8 +94,21 @@ async fn purge<S: RetentionStore + Clone>(
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
     let window = show(args.window);
+    let report_json = |fields: serde_json::Value| {
+        let mut line = json!({ "dry_run": !args.yes, "consumer": consumer.as_str(),
+            "window_seconds": args.window.as_secs() });
+        if let (Some(line), Some(fields)) = (line.as_object_mut(), fields.as_object()) {
+            line.extend(fields.clone());
+        }
+        line
+    };
     if !args.yes {
         let n = store.count_expired(&consumer, cutoff, DRY_RUN_CAP).await?;
+        if args.json {
+            let line = report_json(json!({ "expired_keys": n, "at_least": n >= DRY_RUN_CAP }));
+            writeln!(out, "{line}")?;
+            return Ok(ExitCode::SUCCESS);
+        }
         let at_least = if n >= DRY_RUN_CAP { "at least " } else { "" };
         writeln!(
             out,
@@ -110,6 +130,17 @@ async fn purge<S: RetentionStore + Clone>(
     bar.finish_and_clear();
     let report = report?;
     let secs = started.elapsed().as_secs_f64();
+    if args.json {
+        let parts = &report.partitions;
+        let fields = if store.partitioned() {
+            json!({ "partitions_dropped": parts.dropped, "partitions_kept": parts.kept,
+                "partitions_created": parts.created, "seconds": secs })
+        } else {
+            json!({ "deleted_keys": report.total(), "seconds": secs })
+        };
+        writeln!(out, "{}", report_json(fields))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if store.partitioned() {
         let parts = report.partitions;
         writeln!(

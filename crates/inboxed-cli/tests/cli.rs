@@ -199,6 +199,18 @@ async fn purge_is_a_dry_run_until_told_and_refuses_short_windows() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("dry run: 25 keys"), "{out}");
     assert_eq!(db.scalar(keys).await, 30, "a dry run deletes nothing");
+    let (code, out) = inboxed(&args(&["--window", "30d", "--horizon", "7d", "--json"]));
+    assert_eq!(code, 0, "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (
+            &report["dry_run"],
+            &report["expired_keys"],
+            &report["window_seconds"]
+        ),
+        (&true.into(), &25.into(), &(30 * 86_400).into()),
+        "{out}"
+    );
 
     let out = Command::new(env!("CARGO_BIN_EXE_inboxed"))
         .args(args(&["--window", "2d", "--horizon", "7d", "--yes"]))
@@ -217,6 +229,17 @@ async fn purge_is_a_dry_run_until_told_and_refuses_short_windows() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("deleted 25 keys"), "{out}");
     assert_eq!(db.scalar(keys).await, 5);
+    let (code, out) = inboxed(&args(&[
+        "--window",
+        "30d",
+        "--horizon",
+        "7d",
+        "--yes",
+        "--json",
+    ]));
+    assert_eq!(code, 0, "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["deleted_keys"], 0, "nothing left to delete: {out}");
 
     let (code, out) = inboxed(&[
         "stats",
@@ -249,7 +272,19 @@ fn migrate_status_reports_without_changing_anything() {
     );
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
     assert_eq!(code, 1, "still pending: --status applied nothing: {out}");
-    assert_eq!(inboxed(&["migrate", "--database-url", &url]).0, 0);
+    let (code, out) = inboxed(&["migrate", "--status", "--json", "--database-url", &url]);
+    assert_eq!(code, 1, "{out}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["pending"].as_array().map(Vec::len), Some(8), "{out}");
+    let (code, out) = inboxed(&["migrate", "--json", "--database-url", &url]);
+    assert_eq!(code, 0, "{out}");
+    let applied: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        applied["applied"].as_array().map(Vec::len),
+        Some(8),
+        "{out}"
+    );
+    assert_eq!(applied["pending"], serde_json::json!([]), "{out}");
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
     assert_eq!((code, out.contains("up to date")), (0, true), "{out}");
 }

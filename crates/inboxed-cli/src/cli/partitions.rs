@@ -8,11 +8,12 @@ use anyhow::bail;
 use serde_json::json;
 
 use inboxed_core::ConsumerName;
-use inboxed_core::retention::{Retention, RetentionStore};
+use inboxed_core::retention::RetentionStore;
 
 use super::AnyStore;
 use super::database::DbArgs;
 use super::duration::parse_duration;
+use super::purge::HorizonArgs;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -46,16 +47,8 @@ enum Action {
         /// each consumer whose keys share the table.
         #[arg(long = "window", value_parser = parse_window, required = true)]
         windows: Vec<(ConsumerName, Duration)>,
-        /// The longest a message can come back after its first delivery (as for `purge`);
-        /// a window shorter than this plus the margin is refused.
-        #[arg(long, value_parser = parse_duration)]
-        horizon: Duration,
-        /// Slack on top of the horizon.
-        #[arg(long, value_parser = parse_duration, default_value = "1d")]
-        margin: Duration,
-        /// Accept windows shorter than horizon plus margin.
-        #[arg(long)]
-        allow_short_window: bool,
+        #[command(flatten)]
+        horizon: HorizonArgs,
         /// Drop. Without it, only list what would be dropped.
         #[arg(long)]
         yes: bool,
@@ -117,15 +110,10 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             db,
             windows,
             horizon,
-            margin,
-            allow_short_window,
             yes,
         } => {
             for (consumer, window) in &windows {
-                Retention::new(*window, horizon)
-                    .margin(margin)
-                    .allow_short_window(allow_short_window)
-                    .check(consumer)?;
+                horizon.retention(*window).check(consumer)?;
             }
             let AnyStore::Postgres(store) = db.connect_existing(2).await? else {
                 bail!("partitions are a PostgreSQL feature; SQLite keeps keys in one table");

@@ -27,18 +27,8 @@ pub(crate) struct Args {
     /// Keep keys received within this window (for example 30d, 12h, 90m).
     #[arg(long, value_parser = parse_duration)]
     window: Duration,
-    /// The longest a message can come back after its first delivery: broker redelivery
-    /// limits, dead-letter replays, offset resets. A window shorter than this plus the margin
-    /// is refused.
-    #[arg(long, value_parser = parse_duration)]
-    horizon: Duration,
-    /// Slack on top of the horizon.
-    #[arg(long, value_parser = parse_duration, default_value = "1d")]
-    margin: Duration,
-    /// Accept a window shorter than horizon plus margin: late redeliveries are then processed
-    /// again.
-    #[arg(long)]
-    allow_short_window: bool,
+    #[command(flatten)]
+    horizon: HorizonArgs,
     /// Keys per delete, each in its own short transaction.
     #[arg(long, default_value_t = PurgerConfig::default().batch_size)]
     batch_size: u32,
@@ -55,11 +45,36 @@ pub(crate) struct Args {
     json: bool,
 }
 
+/// The rule that protects dedup, for every command that forgets keys: a window must cover the
+/// horizon plus a margin.
+#[derive(Debug, clap::Args)]
+pub(crate) struct HorizonArgs {
+    /// The longest a message can come back after its first delivery: broker redelivery
+    /// limits, dead-letter replays, offset resets. A window shorter than this plus the margin
+    /// is refused.
+    #[arg(long, value_parser = parse_duration)]
+    horizon: Duration,
+    /// Slack on top of the horizon.
+    #[arg(long, value_parser = parse_duration, default_value = "1d")]
+    margin: Duration,
+    /// Accept a window shorter than horizon plus margin: late redeliveries are then processed
+    /// again.
+    #[arg(long)]
+    allow_short_window: bool,
+}
+
+impl HorizonArgs {
+    /// The retention of `window` under this rule (not checked yet).
+    pub(crate) fn retention(&self, window: Duration) -> Retention {
+        Retention::new(window, self.horizon)
+            .margin(self.margin)
+            .allow_short_window(self.allow_short_window)
+    }
+}
+
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     let consumer = ConsumerName::new(args.consumer.clone())?;
-    let retention = Retention::new(args.window, args.horizon)
-        .margin(args.margin)
-        .allow_short_window(args.allow_short_window);
+    let retention = args.horizon.retention(args.window);
     retention.check(&consumer)?;
     let config = PurgerConfig {
         batch_size: args.batch_size,

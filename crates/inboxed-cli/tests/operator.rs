@@ -24,6 +24,14 @@ async fn stats_reports_backlog_dead_letters_and_keys_of_every_consumer() {
     for id in ["t-1", "t-2"] {
         inbox.store(&inboxed_test::credit(id, 1)).await.unwrap();
     }
+    // A dead row of an aggregate: the aggregate counts as parked.
+    inbox
+        .store(&inboxed_test::credit("t-3", 1).with_aggregate("order-9"))
+        .await
+        .unwrap();
+    let killed = "WITH d AS (UPDATE inboxed_inbox_messages SET status = 'dead' \
+                  WHERE message_id = 't-3' RETURNING 1) SELECT count(*) FROM d";
+    assert_eq!(db.scalar(killed).await, 1);
     inbox
         .dead_letter_invalid(b"{}", &EnvelopeError::MissingId)
         .await
@@ -37,9 +45,10 @@ async fn stats_reports_backlog_dead_letters_and_keys_of_every_consumer() {
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(
         cells[1..4],
-        ["2", "0", "0"],
+        ["2", "0", "1"],
         "pending, processing, dead: {row}"
     );
+    assert_eq!(cells.last(), Some(&"1"), "parked aggregates: {row}");
     assert!(
         out.lines()
             .any(|l| l.contains("shipping") && l.contains("invalid_message") && l.contains(" 1 ")),
@@ -52,6 +61,12 @@ async fn stats_reports_backlog_dead_letters_and_keys_of_every_consumer() {
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["backlog"][0]["consumer"], "shipping");
     assert_eq!(report["backlog"][0]["pending"], 2);
+    assert_eq!(report["backlog"][0]["parked_aggregates"], 1);
+    assert_eq!(
+        report["backlog"][0]["next_lease_expiry_in_seconds"],
+        serde_json::Value::Null,
+        "nothing claimed"
+    );
     assert_eq!(report["dead_letters"][0]["count"], 1);
     assert_eq!(report["processed_keys"][0]["consumer"], "shipping");
     db.finish().await;

@@ -6,13 +6,13 @@
 -- bulk of the table: the cost follows the backlog. Times come back as milliseconds since the
 -- epoch, as in every backend.
 WITH open AS (
-    SELECT consumer_name, status, received_at, available_at, lease_expires_at
+    SELECT consumer_name, status, aggregate_id, received_at, available_at, lease_expires_at
     FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'pending'
     UNION ALL
-    SELECT consumer_name, status, received_at, available_at, lease_expires_at
+    SELECT consumer_name, status, aggregate_id, received_at, available_at, lease_expires_at
     FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'processing'
     UNION ALL
-    SELECT consumer_name, status, received_at, available_at, lease_expires_at
+    SELECT consumer_name, status, aggregate_id, received_at, available_at, lease_expires_at
     FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'dead'
 )
 SELECT consumer_name,
@@ -24,7 +24,11 @@ SELECT consumer_name,
             FILTER (WHERE status = 'pending' AND available_at <= now())) * 1000)::bigint
            AS oldest_pending_ms,
        count(*) FILTER (WHERE status = 'processing' AND lease_expires_at < now())
-           AS expired_leases
+           AS expired_leases,
+       (extract(epoch FROM min(lease_expires_at) FILTER (WHERE status = 'processing'))
+            * 1000)::bigint AS next_lease_expiry_ms,
+       -- Aggregates with a dead row: ordered workers park their later rows behind it.
+       count(DISTINCT aggregate_id) FILTER (WHERE status = 'dead') AS parked_aggregates
 FROM open
 GROUP BY consumer_name
 ORDER BY consumer_name

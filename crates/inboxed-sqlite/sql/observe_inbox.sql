@@ -4,13 +4,13 @@
 -- Each status is read through the partial index that serves it, never through done rows (the
 -- bulk of the table). Times are milliseconds since the epoch, as stored.
 WITH open AS (
-    SELECT consumer_name, status, received_at, available_at, lease_expires_at
+    SELECT consumer_name, status, aggregate_id, received_at, available_at, lease_expires_at
     FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'pending'
     UNION ALL
-    SELECT consumer_name, status, received_at, available_at, lease_expires_at
+    SELECT consumer_name, status, aggregate_id, received_at, available_at, lease_expires_at
     FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'processing'
     UNION ALL
-    SELECT consumer_name, status, received_at, available_at, lease_expires_at
+    SELECT consumer_name, status, aggregate_id, received_at, available_at, lease_expires_at
     FROM {{schema}}."{{prefix}}inbox_messages" WHERE status = 'dead'
 )
 SELECT consumer_name,
@@ -22,7 +22,10 @@ SELECT consumer_name,
                  AND available_at <= CAST(unixepoch('subsec') * 1000 AS INTEGER)
             THEN received_at END) AS oldest_pending_ms,
        sum(status = 'processing'
-           AND lease_expires_at < CAST(unixepoch('subsec') * 1000 AS INTEGER)) AS expired_leases
+           AND lease_expires_at < CAST(unixepoch('subsec') * 1000 AS INTEGER)) AS expired_leases,
+       min(CASE WHEN status = 'processing' THEN lease_expires_at END) AS next_lease_expiry_ms,
+       -- Aggregates with a dead row: ordered workers park their later rows behind it.
+       count(DISTINCT CASE WHEN status = 'dead' THEN aggregate_id END) AS parked_aggregates
 FROM open
 GROUP BY consumer_name
 ORDER BY consumer_name

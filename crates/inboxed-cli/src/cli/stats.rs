@@ -93,6 +93,16 @@ impl Report {
             .map(|d| Duration::from_secs(d.as_secs()))
     }
 
+    /// Whole seconds from the report's time to `t`, negative when `t` has passed.
+    fn until(&self, t: Option<SystemTime>) -> Option<i64> {
+        let t = t?;
+        let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+        Some(match t.duration_since(self.at) {
+            Ok(ahead) => secs(ahead),
+            Err(behind) => -secs(behind.duration()),
+        })
+    }
+
     fn json(&self) -> Value {
         let secs = |d: Option<Duration>| d.map(|d| d.as_secs());
         json!({
@@ -100,6 +110,8 @@ impl Report {
                 "consumer": b.consumer, "pending": b.pending, "processing": b.processing,
                 "dead": b.dead, "expired_leases": b.expired_leases,
                 "oldest_pending_age_seconds": secs(self.age(b.oldest_pending)),
+                "next_lease_expiry_in_seconds": self.until(b.next_lease_expiry),
+                "parked_aggregates": b.parked_aggregates,
             })).collect::<Vec<_>>(),
             "dead_letters": self.seen.dead_letters.iter().map(|d| json!({
                 "consumer": d.consumer, "reason": d.reason, "count": d.count,
@@ -122,19 +134,35 @@ impl Report {
         } else {
             writeln!(
                 out,
-                "  {:<24} {:>9} {:>11} {:>7} {:>15} {:>15}",
-                "consumer", "pending", "processing", "dead", "oldest pending", "expired leases"
+                "  {:<24} {:>9} {:>11} {:>7} {:>15} {:>15} {:>18} {:>7}",
+                "consumer",
+                "pending",
+                "processing",
+                "dead",
+                "oldest pending",
+                "expired leases",
+                "next lease expiry",
+                "parked"
             )?;
             for b in &self.seen.backlog {
+                let expiry = match self.until(b.next_lease_expiry) {
+                    None => "-".to_owned(),
+                    Some(s) if s < 0 => {
+                        format!("{} ago", human_age(Duration::from_secs(s.unsigned_abs())))
+                    }
+                    Some(s) => format!("in {}", human_age(Duration::from_secs(s.unsigned_abs()))),
+                };
                 writeln!(
                     out,
-                    "  {:<24} {:>9} {:>11} {:>7} {:>15} {:>15}",
+                    "  {:<24} {:>9} {:>11} {:>7} {:>15} {:>15} {:>18} {:>7}",
                     b.consumer,
                     b.pending,
                     b.processing,
                     b.dead,
                     age(b.oldest_pending),
-                    b.expired_leases
+                    b.expired_leases,
+                    expiry,
+                    b.parked_aggregates
                 )?;
             }
         }

@@ -31,6 +31,12 @@ pub struct Backlog {
     /// Claimed rows whose lease has already expired: their worker died, and no reaper has
     /// returned them yet (one stuck above zero means no reaper runs).
     pub expired_leases: u64,
+    /// The soonest lease expiry of the claimed rows: a worker that stops heartbeating loses
+    /// its claims then. In the past while `expired_leases` is above zero.
+    pub next_lease_expiry: Option<SystemTime>,
+    /// Aggregates with a dead row. Ordered workers park such an aggregate's later rows behind
+    /// it until an operator replays or discards it (unless they skip dead events).
+    pub parked_aggregates: u64,
 }
 
 impl Backlog {
@@ -38,8 +44,8 @@ impl Backlog {
     #[must_use]
     pub fn from_columns(
         consumer: String,
-        [pending, processing, dead, expired_leases]: [i64; 4],
-        oldest_pending_ms: Option<i64>,
+        [pending, processing, dead, expired_leases, parked_aggregates]: [i64; 5],
+        [oldest_pending_ms, next_lease_expiry_ms]: [Option<i64>; 2],
     ) -> Self {
         let n = |v: i64| u64::try_from(v).unwrap_or(0);
         Self {
@@ -49,6 +55,8 @@ impl Backlog {
             dead: n(dead),
             oldest_pending: from_millis(oldest_pending_ms),
             expired_leases: n(expired_leases),
+            next_lease_expiry: from_millis(next_lease_expiry_ms),
+            parked_aggregates: n(parked_aggregates),
         }
     }
 

@@ -44,8 +44,12 @@ where
             row.field("processing")?,
             row.field("dead")?,
             row.field("expired_leases")?,
+            row.field("parked_aggregates")?,
         ],
-        row.field("oldest_pending_ms")?,
+        [
+            row.field("oldest_pending_ms")?,
+            row.field("next_lease_expiry_ms")?,
+        ],
     ))
 }
 

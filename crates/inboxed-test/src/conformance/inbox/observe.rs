@@ -12,8 +12,14 @@ use crate::backend::{Backend, TestDb};
 use crate::conformance::ledger;
 use crate::handler::credit;
 
-/// Three stored rows, one of them claimed with a lease that has run out, and a keyless
-/// delivery dead-lettered: the observation counts each where it is, and nothing else.
+const KILL_O4: &str = "UPDATE inboxed_inbox_messages SET status = 'dead' \
+                       WHERE message_id = 'o-4' RETURNING CAST(1 AS BIGINT)";
+const KILL_O6: &str = "UPDATE inboxed_inbox_messages SET status = 'dead' \
+                       WHERE message_id = 'o-6' RETURNING CAST(1 AS BIGINT)";
+
+/// Three plain rows, one of them claimed with a lease that has run out; three rows of two
+/// aggregates, one dead in each; a keyless delivery dead-lettered: the observation counts each
+/// where it is, and nothing else.
 pub async fn observation_counts_backlog_and_dead_letters<B: Backend>(_test: &str) {
     let db: TestDb<B> = B::create().await;
     let empty = db.store.observe().await.unwrap();
@@ -25,6 +31,16 @@ pub async fn observation_counts_backlog_and_dead_letters<B: Backend>(_test: &str
     let inbox = inbox(&db);
     for id in ["o-1", "o-2", "o-3"] {
         inbox.store(&credit(id, 1)).await.unwrap();
+    }
+    // Two aggregates with a dead row each (one with a later row parked behind it).
+    for (id, aggregate) in [("o-4", "acct-1"), ("o-5", "acct-1"), ("o-6", "acct-2")] {
+        inbox
+            .store(&credit(id, 1).with_aggregate(aggregate))
+            .await
+            .unwrap();
+    }
+    for kill in [KILL_O4, KILL_O6] {
+        assert_eq!(db.scalar(kill).await, 1);
     }
     let consumer = ledger();
     let token = ClaimToken::random();
@@ -50,9 +66,21 @@ pub async fn observation_counts_backlog_and_dead_letters<B: Backend>(_test: &str
     let b = &seen.backlog[0];
     assert_eq!(b.consumer, consumer.as_str());
     assert_eq!(
-        (b.pending, b.processing, b.dead, b.expired_leases),
-        (2, 1, 0, 1),
+        (
+            b.pending,
+            b.processing,
+            b.dead,
+            b.expired_leases,
+            b.parked_aggregates
+        ),
+        (3, 1, 2, 1, 2),
         "{b:?}"
+    );
+    // The claim's lease was zero long: it expired at the claim, in the past now.
+    let expiry = b.next_lease_expiry.expect("a claimed row's lease");
+    assert!(
+        expiry <= SystemTime::now() && expiry >= received - Duration::from_secs(5),
+        "next lease expiry {expiry:?}"
     );
     let age = b.oldest_pending_age(SystemTime::now());
     assert!(

@@ -91,6 +91,11 @@ async fn dead_letters_list_show_retry_and_discard() {
         let (code, out) = list(&["--reason", "permanent"]);
         assert_eq!(code, 0, "{out}");
         assert!(out.contains("8 dead letter(s)"), "{url}: {out}");
+        // The demo's deliveries are of type Transfer.
+        let by_type = list(&["--reason", "permanent", "--type", "Transfer"]).1;
+        assert!(by_type.contains("8 dead letter(s)"), "{url}: {by_type}");
+        let by_type = list(&["--type", "Refund"]).1;
+        assert!(by_type.contains("0 dead letter(s)"), "{url}: {by_type}");
         let (_, out) = list(&["--reason", "permanent", "--json"]);
         let ids: Vec<i64> = out
             .lines()

@@ -1,6 +1,7 @@
 -- list_dead_letters: dead letters for an operator, newest failure first, filtered.
 -- $1 consumer_name (NULL: any), $2 reason (NULL: any), $3 failed since (ms since the epoch;
--- NULL: any time), $4 text the error contains, case-insensitively (NULL: any), $5 limit
+-- NULL: any time), $4 text the error contains, case-insensitively (NULL: any), $5 limit,
+-- $6 message type (NULL: any)
 --
 -- The payload itself is left out (only its size): a listing must stay small however large
 -- the messages are; `load_dead_letter_by_id` returns it.
@@ -13,5 +14,6 @@ WHERE ($1::text IS NULL OR consumer_name = $1)
   AND ($2::text IS NULL OR reason = $2)
   AND ($3::bigint IS NULL OR last_failed_at >= to_timestamp($3::float8 / 1000))
   AND ($4::text IS NULL OR strpos(lower(error), lower($4)) > 0)
+  AND ($6::text IS NULL OR message_type = $6)
 ORDER BY last_failed_at DESC, id DESC
 LIMIT $5

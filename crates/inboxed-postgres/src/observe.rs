@@ -42,7 +42,8 @@ impl ObserveStore for PgStore {
             .bind(filter.reason.map(str::to_owned))
             .bind(filter.since.map(millis))
             .bind(filter.error_contains.map(str::to_owned))
-            .bind(i64::from(filter.limit.max(1)));
+            .bind(i64::from(filter.limit.max(1)))
+            .bind(filter.message_type.map(str::to_owned));
         let rows = self.autocommit(query).await?;
         rows.iter().map(rows::summary).collect()
     }

@@ -1,6 +1,7 @@
 -- list_dead_letters: dead letters for an operator, newest failure first, filtered.
 -- ?1 consumer_name (NULL: any), ?2 reason (NULL: any), ?3 failed since (ms since the epoch;
--- NULL: any time), ?4 text the error contains, case-insensitively for ASCII (NULL: any), ?5 limit
+-- NULL: any time), ?4 text the error contains, case-insensitively for ASCII (NULL: any), ?5 limit,
+-- ?6 message type (NULL: any)
 --
 -- The payload itself is left out (only its size); `load_dead_letter_by_id` returns it. Failure
 -- times are ISO-8601 text here and come back as milliseconds, as in every backend.
@@ -13,5 +14,6 @@ WHERE (?1 IS NULL OR consumer_name = ?1)
   AND (?2 IS NULL OR reason = ?2)
   AND (?3 IS NULL OR (julianday(last_failed_at) - 2440587.5) * 86400000 >= ?3)
   AND (?4 IS NULL OR instr(lower(error), lower(?4)) > 0)
+  AND (?6 IS NULL OR message_type = ?6)
 ORDER BY last_failed_at DESC, id DESC
 LIMIT ?5

@@ -47,6 +47,7 @@ impl ObserveStore for SqliteStore {
             .bind(filter.since.map(millis))
             .bind(filter.error_contains.map(str::to_owned))
             .bind(i64::from(filter.limit.max(1)))
+            .bind(filter.message_type.map(str::to_owned))
             .fetch_all(&self.pool)
             .await
             .map_err(StoreError::from_sqlx)?;

@@ -15,6 +15,8 @@ pub struct DeadLetterFilter<'a> {
     pub since: Option<SystemTime>,
     /// Whose error contains this text (case-insensitive).
     pub error_contains: Option<&'a str>,
+    /// Of this message type (exactly).
+    pub message_type: Option<&'a str>,
     /// At most this many, newest failure first.
     pub limit: u32,
 }

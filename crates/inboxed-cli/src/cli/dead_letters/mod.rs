@@ -43,6 +43,9 @@ enum Action {
         /// Only those whose error contains this text (case-insensitive).
         #[arg(long)]
         grep: Option<String>,
+        /// Only this message type (the producer's type property, as `show` prints it).
+        #[arg(long = "type", value_name = "TYPE")]
+        message_type: Option<String>,
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: u32,
@@ -102,6 +105,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             reason,
             since,
             grep,
+            message_type,
             limit,
             json,
         } => {
@@ -111,6 +115,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
                 reason: reason.as_deref(),
                 since: since.map(|d| SystemTime::now() - d),
                 error_contains: grep.as_deref(),
+                message_type: message_type.as_deref(),
                 limit,
             };
             let letters = store.list_dead_letters(&filter).await?;

@@ -225,10 +225,6 @@ async fn purge_is_a_dry_run_until_told_and_refuses_short_windows() {
         "a refused window deletes nothing"
     );
 
-    let (code, out) = inboxed(&args(&["--window", "30d", "--horizon", "7d", "--yes"]));
-    assert_eq!(code, 0, "{out}");
-    assert!(out.contains("deleted 25 keys"), "{out}");
-    assert_eq!(db.scalar(keys).await, 5);
     let (code, out) = inboxed(&args(&[
         "--window",
         "30d",
@@ -239,7 +235,18 @@ async fn purge_is_a_dry_run_until_told_and_refuses_short_windows() {
     ]));
     assert_eq!(code, 0, "{out}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(report["deleted_keys"], 0, "nothing left to delete: {out}");
+    assert_eq!(
+        (&report["dry_run"], &report["deleted_keys"]),
+        (&false.into(), &25.into()),
+        "{out}"
+    );
+    assert_eq!(db.scalar(keys).await, 5);
+    let (code, out) = inboxed(&args(&["--window", "30d", "--horizon", "7d", "--yes"]));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("deleted 0 keys"),
+        "nothing left to delete: {out}"
+    );
 
     let (code, out) = inboxed(&[
         "stats",

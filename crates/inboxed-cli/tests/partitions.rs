@@ -55,6 +55,9 @@ async fn partitions_are_created_ahead_and_listed() {
     db.finish().await;
 }
 
+/// The lock a maintenance pass takes (lock_maintenance.sql, default namespace).
+const MAINTENANCE_LOCK: &str = "SELECT pg_try_advisory_lock(hashtextextended('\"public\".inboxed_processed_log maintenance', 0))";
+
 /// Sleeps until just after the next multiple of two seconds since the epoch.
 async fn next_partition() {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
@@ -85,7 +88,7 @@ async fn partitions_drop_expired_only_when_every_consumer_is_done() {
     next_partition().await;
     next_partition().await;
     let keys = "SELECT count(*) FROM inboxed_processed_log";
-    let drop = |extra: &[&str]| {
+    let drop_expired = |extra: &[&str]| {
         let base = [
             "partitions",
             "drop-expired",
@@ -102,7 +105,7 @@ async fn partitions_drop_expired_only_when_every_consumer_is_done() {
         ];
         inboxed(&[&base[..], extra].concat())
     };
-    let (code, out) = drop(&[]);
+    let (code, out) = drop_expired(&[]);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("consumer `audit`, which has no window here"),
@@ -110,7 +113,7 @@ async fn partitions_drop_expired_only_when_every_consumer_is_done() {
     );
     assert!(out.contains("dry run:"), "{out}");
     assert_eq!(db.scalar(keys).await, 2, "a dry run drops nothing");
-    let (code, out) = drop(&["--yes"]);
+    let (code, out) = drop_expired(&["--yes"]);
     assert_eq!(code, 0, "{out}");
     assert_eq!(
         db.scalar(keys).await,
@@ -118,10 +121,26 @@ async fn partitions_drop_expired_only_when_every_consumer_is_done() {
         "audit's keys keep their partition"
     );
 
-    let (code, out) = drop(&["--window", "audit=2s"]);
+    let (code, out) = drop_expired(&["--window", "audit=2s"]);
     assert_eq!(code, 0, "{out}");
     assert!(!out.contains("keep "), "{out}");
-    let (code, out) = drop(&["--window", "audit=2s", "--yes"]);
+    // While another process maintains the partitions, nothing is done, and it says so.
+    let mut other = db.store.pool().acquire().await.unwrap();
+    let held: bool = sqlx::query_scalar(MAINTENANCE_LOCK)
+        .fetch_one(&mut *other)
+        .await
+        .unwrap();
+    assert!(held);
+    let (code, out) = drop_expired(&["--window", "audit=2s", "--yes"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("another process is maintaining"), "{out}");
+    assert_eq!(db.scalar(keys).await, 2, "nothing dropped");
+    sqlx::query("SELECT pg_advisory_unlock_all()")
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    drop(other);
+    let (code, out) = drop_expired(&["--window", "audit=2s", "--yes"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.starts_with("dropped "), "{out}");
     assert_eq!(db.scalar(keys).await, 0);

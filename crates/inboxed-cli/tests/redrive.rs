@@ -109,6 +109,11 @@ where
     let (code, out) = inboxed(&retry);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("would publish"), "{out}");
+    // A dry run already refuses what the real run would.
+    let unsupported = ["dead-letters", "retry", &id, "--database-url", url];
+    let kafka = ["--to-broker", "kafka://127.0.0.1:9092"];
+    let (code, _) = inboxed(&[&unsupported[..], &kafka].concat());
+    assert_eq!(code, 2, "kafka is not supported by --to-broker");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(count(&db, LETTERS).await, 1, "a dry run publishes nothing");
     assert_eq!(count(&db, LEDGER).await, 0);
@@ -228,11 +233,13 @@ async fn redis_redrive_is_applied_once() {
             let _: String = conn.xadd(&stream, "*", &fields).await.unwrap();
         }
     };
+    // XADD NOMKSTREAM: a mistyped stream is refused, not created.
+    let missing = ["--to-broker", &url, "--stream", "inboxed-no-such-stream"];
     scenario(
         source,
         publish,
         &["--to-broker", &url, "--stream", &stream],
-        &[],
+        &missing,
     )
     .await;
     let _: i64 = conn.clone().del(&stream).await.unwrap();

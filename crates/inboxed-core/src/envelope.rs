@@ -226,7 +226,7 @@ pub struct Envelope {
     correlation_id: Option<String>,
     payload: Vec<u8>,
     hash: PayloadHash,
-    redrive: bool,
+    redrive_for: Option<String>,
 }
 
 impl Envelope {
@@ -242,26 +242,28 @@ impl Envelope {
             correlation_id: None,
             payload,
             hash,
-            redrive: false,
+            redrive_for: None,
         }
     }
 
-    /// Marks the message as an operator's retry of its dead letter, sent back through the
-    /// broker (`inboxed dead-letters retry --to-broker`, which sets the
-    /// [`REDRIVE_HEADER`](crate::REDRIVE_HEADER) that adapters read). The processor then
-    /// deletes the key's dead letter in the same transaction as the claim and the handler, so
-    /// the letter goes only if the retry commits; without the mark, a delivery of a
+    /// Marks the message as an operator's retry of `consumer`'s dead letter, sent back through
+    /// the broker (`inboxed dead-letters retry --to-broker`, which sets the
+    /// [`REDRIVE_HEADER`](crate::REDRIVE_HEADER) to the consumer's name; adapters read it). That
+    /// consumer's processor then deletes the key's dead letter in the same transaction as the
+    /// claim and the handler, so the letter goes only if the retry commits. Without the mark, or
+    /// for another consumer (a stream fans the copy out to every consumer group), a delivery of a
     /// dead-lettered key is settled as `AlreadyDeadLettered` and never reaches the handler.
     #[must_use]
-    pub fn with_redrive(mut self) -> Self {
-        self.redrive = true;
+    pub fn with_redrive_for(mut self, consumer: impl Into<String>) -> Self {
+        self.redrive_for = Some(consumer.into());
         self
     }
 
-    /// Whether this is an operator's retry of a dead letter; see [`Envelope::with_redrive`].
+    /// The consumer whose dead letter this message retries; see
+    /// [`Envelope::with_redrive_for`].
     #[must_use]
-    pub fn is_redrive(&self) -> bool {
-        self.redrive
+    pub fn redrive_for(&self) -> Option<&str> {
+        self.redrive_for.as_deref()
     }
 
     /// Sets the aggregate the message belongs to (an order, an account). The store-then-process

@@ -3,10 +3,11 @@
 
 use crate::envelope::{Envelope, EnvelopeError, MessageId};
 
-/// The header that marks a delivery as an operator's retry of its dead letter (any value; the
-/// CLI writes the dead letter's id): see [`Envelope::with_redrive`]. Whoever can publish to
-/// the queue can set it, and so lift a key's dead letter, which is what an operator republishing
-/// a fixed message wants; the message is still processed at most once.
+/// The header that marks a delivery as an operator's retry of a dead letter; its value names
+/// the consumer whose dead letter it lifts: see [`Envelope::with_redrive_for`]. Whoever can
+/// publish to the queue can set it, and so lift that consumer's dead letter for the key, which
+/// is what an operator republishing a fixed message wants; the consumer still applies the
+/// message at most once.
 pub const REDRIVE_HEADER: &str = "inboxed-redrive";
 
 /// Where the message id of a delivery comes from. Always something the producer set when it
@@ -59,16 +60,15 @@ fn ce_headers(name: &str) -> [String; 5] {
 
 impl KeySource {
     /// The envelope of `delivery`: its id by this rule, its body, and the redrive mark when
-    /// it carries [`REDRIVE_HEADER`].
+    /// it carries [`REDRIVE_HEADER`] (naming a consumer).
     ///
     /// # Errors
     /// Those of [`KeySource::message_id`].
     pub fn envelope(&self, delivery: &impl KeyCarrier) -> Result<Envelope, EnvelopeError> {
         let envelope = Envelope::new(self.message_id(delivery)?, delivery.body().to_vec());
-        Ok(if delivery.header(REDRIVE_HEADER).is_some() {
-            envelope.with_redrive()
-        } else {
-            envelope
+        Ok(match delivery.header(REDRIVE_HEADER) {
+            Some(consumer) if !consumer.is_empty() => envelope.with_redrive_for(consumer),
+            _ => envelope,
         })
     }
 

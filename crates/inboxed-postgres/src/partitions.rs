@@ -59,7 +59,7 @@ pub(crate) async fn maintain(
         .map_err(StoreError::from_sqlx)?;
     if !mine {
         info!("another process is maintaining the partitions; skipping this pass");
-        return Ok(PartitionReport::default());
+        return Ok(PartitionReport::skipped());
     }
     let result = pass(store, &mut conn, config, now, windows).await;
     let _ = conn.close().await;

@@ -79,9 +79,8 @@ impl Node {
 
     /// SIGKILL to the node's VM, and waits until its port is closed.
     async fn kill(&self) {
-        let Ok(pid) = std::fs::read_to_string(self.dir.path().join("pid")) else {
-            return;
-        };
+        let pid = std::fs::read_to_string(self.dir.path().join("pid"))
+            .expect("the node's pid file: without it no fault would be injected");
         let _ = Command::new("kill").args(["-9", pid.trim()]).status();
         for _ in 0..200 {
             if tokio::net::TcpStream::connect(("127.0.0.1", self.port))

@@ -20,7 +20,8 @@ pub struct RedisConfig {
     /// fetched ahead. Defaults to 32.
     pub prefetch: usize,
     /// How long one `XREADGROUP` blocks waiting for new entries; the client waits 5 s more
-    /// than this for any answer before it gives up on the command. Defaults to 2 s.
+    /// than this for any answer before it gives up on the command. At least 1 ms (Redis reads
+    /// `BLOCK 0` as for ever). Defaults to 2 s.
     pub block: Duration,
     /// An entry delivered this long ago and still not acked (its consumer crashed, or it was
     /// requeued) is taken over by `XAUTOCLAIM` and delivered again. It must exceed the longest

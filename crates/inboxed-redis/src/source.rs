@@ -148,7 +148,10 @@ impl RedisSource {
     /// New entries, blocking up to `block` for some to arrive.
     async fn read(&mut self) -> redis::RedisResult<()> {
         let c = &self.config;
-        let block = usize::try_from(c.block.as_millis()).unwrap_or(usize::MAX);
+        // At least 1 ms: `BLOCK 0` waits for ever, past any response timeout.
+        let block = usize::try_from(c.block.as_millis())
+            .unwrap_or(usize::MAX)
+            .max(1);
         let options = StreamReadOptions::default()
             .group(&c.group, &c.consumer)
             .count(c.prefetch)

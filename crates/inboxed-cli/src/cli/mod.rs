@@ -68,7 +68,8 @@ enum Command {
     /// re-drive that applies their effect again), writing an audit record. A dry run without
     /// --yes.
     Replay(replay::Args),
-    /// PostgreSQL's processed-keys partitions: list them, or create the ones missing ahead.
+    /// PostgreSQL's processed-keys partitions: list them, create the ones missing ahead, drop
+    /// the expired ones.
     Partitions(partitions::Args),
 }
 

@@ -55,6 +55,15 @@ enum Action {
     },
 }
 
+/// Another process holds the maintenance lock: nothing was done, which is not a success.
+pub(crate) fn busy(out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    writeln!(
+        out,
+        "another process is maintaining the partitions; nothing was done: run again later"
+    )?;
+    Ok(ExitCode::from(1))
+}
+
 /// `CONSUMER=DURATION`.
 fn parse_window(text: &str) -> Result<(ConsumerName, Duration), String> {
     let (consumer, window) = text
@@ -103,6 +112,9 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             }
             // No windows declared: nothing is old enough to drop, so this only creates.
             let report = store.maintain_partitions(SystemTime::now(), &[]).await?;
+            if report.skipped {
+                return busy(out);
+            }
             writeln!(out, "created {} partition(s) ahead", report.created)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -124,6 +136,9 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             let now = SystemTime::now();
             if yes {
                 let report = store.maintain_partitions(now, &windows).await?;
+                if report.skipped {
+                    return busy(out);
+                }
                 writeln!(
                     out,
                     "dropped {} partition(s), kept {} (their consumers' windows have not all \

@@ -149,15 +149,23 @@ async fn purge<S: RetentionStore + Clone>(
         let parts = &report.partitions;
         let fields = if store.partitioned() {
             json!({ "partitions_dropped": parts.dropped, "partitions_kept": parts.kept,
-                "partitions_created": parts.created, "seconds": secs })
+                "partitions_created": parts.created, "skipped": parts.skipped,
+                "seconds": secs })
         } else {
             json!({ "deleted_keys": report.total(), "seconds": secs })
         };
         writeln!(out, "{}", report_json(fields))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(if parts.skipped {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        });
     }
     if store.partitioned() {
         let parts = report.partitions;
+        if parts.skipped {
+            return super::partitions::busy(out);
+        }
         writeln!(
             out,
             "partitions of keys older than {window}: dropped {}, kept {} (they hold keys of \

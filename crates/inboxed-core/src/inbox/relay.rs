@@ -88,7 +88,13 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
         let stored = match delivery.envelope() {
             Ok(envelope) => inbox.store(&envelope).await.map(|e| match e {
                 Enqueued::Stored { id } => Relayed::Stored { id },
-                Enqueued::Duplicate => Relayed::Duplicate,
+                Enqueued::Duplicate => {
+                    if envelope.redrive_for().is_some() {
+                        // A dead row is retried with `inboxed replay`, not through the broker.
+                        warn!(message_id = %envelope.id(), "a redrive reached a relay: the key is already a row (dead rows are retried with `inboxed replay`)");
+                    }
+                    Relayed::Duplicate
+                }
                 Enqueued::Conflict { .. } => Relayed::Conflict,
             }),
             Err(invalid) => inbox

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use tracing::{Instrument, debug};
+use tracing::{Instrument, debug, warn};
 
 use crate::config::{AttemptCounting, ProcessorConfig};
 use crate::envelope::{ConsumerName, Envelope};
@@ -241,34 +241,44 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 )
                 .await;
         }
-        // An operator's redrive lifts the key's dead letter inside the transaction.
-        let failure = match self.transaction(envelope, envelope.is_redrive()).await {
+        // An operator's redrive for this consumer lifts the key's dead letter inside the
+        // transaction.
+        let redrive = envelope.redrive_for() == Some(inner.consumer.as_str());
+        let failure = match self.transaction(envelope, redrive).await {
             Ok(claim) => return self.settle_claim(envelope, claim).await,
             Err(failure) => failure,
         };
-        match failure {
-            Failure::Store(e) => Err(e.into()),
+        let (settled, chain) = match failure {
+            Failure::Store(e) => return Err(e.into()),
             Failure::Handler(HandlerError::Permanent(e)) => {
                 let chain = error_chain(e.as_ref());
-                self.dead_letter(envelope, DeadLetterReason::Permanent, &chain, attempt)
-                    .await
+                let reason = DeadLetterReason::Permanent;
+                (
+                    self.dead_letter(envelope, reason, &chain, attempt).await,
+                    chain,
+                )
             }
             Failure::Handler(source) if attempt >= inner.config.max_attempts => {
                 let chain = error_chain(&source);
-                self.dead_letter(
-                    envelope,
-                    DeadLetterReason::AttemptsExhausted,
-                    &chain,
-                    attempt,
+                let reason = DeadLetterReason::AttemptsExhausted;
+                (
+                    self.dead_letter(envelope, reason, &chain, attempt).await,
+                    chain,
                 )
-                .await
             }
-            Failure::Handler(source) => Err(Error::Handler {
-                consumer: inner.consumer.clone(),
-                attempt,
-                source,
-            }),
+            Failure::Handler(source) => {
+                return Err(Error::Handler {
+                    consumer: inner.consumer.clone(),
+                    attempt,
+                    source,
+                });
+            }
+        };
+        if redrive && matches!(settled, Ok(Outcome::AlreadyDeadLettered)) {
+            // The dead letter keeps its first reason and error: say what this retry hit.
+            warn!(error = %chain, "an operator's redrive failed again; its dead letter stays as it was");
         }
+        settled
     }
 
     /// The inbox transaction, retried in process while it fails on contention (serialization

@@ -121,6 +121,8 @@ pub struct PartitionReport {
     /// The longest detach and drop of one partition in the pass (zero when none was dropped):
     /// what the partition-drop figure and goal in BENCHMARKS.md measure.
     pub longest_drop: Duration,
+    /// Another process held the maintenance lock, so this pass did nothing.
+    pub skipped: bool,
 }
 
 impl PartitionReport {
@@ -130,8 +132,16 @@ impl PartitionReport {
         Self {
             created,
             dropped,
-            kept: 0,
-            longest_drop: Duration::ZERO,
+            ..Self::default()
+        }
+    }
+
+    /// The report of a pass that did nothing because another process was maintaining.
+    #[must_use]
+    pub fn skipped() -> Self {
+        Self {
+            skipped: true,
+            ..Self::default()
         }
     }
 }

@@ -11,8 +11,9 @@ const LETTERS_R: &str = "SELECT count(*) FROM inboxed_dead_letters WHERE message
 const LETTERS_B: &str = "SELECT count(*) FROM inboxed_dead_letters WHERE message_id = 'm-b'";
 
 /// A redrive is processed once and takes the dead letter with it; a second copy is a
-/// duplicate; a redrive that fails again leaves the dead letter exactly as it was; a redrive
-/// of a key that never died is an ordinary message.
+/// duplicate; a redrive that fails again leaves the dead letter exactly as it was; one meant
+/// for another consumer changes nothing here; a redrive of a key that never died is an
+/// ordinary message.
 pub async fn redrive_lifts_the_dead_letter_once<B: Backend>(_test: &str) {
     let db = B::create().await;
     let (p, handler) = processor(&db, ProcessorConfig::default().max_attempts(1));
@@ -35,7 +36,7 @@ pub async fn redrive_lifts_the_dead_letter_once<B: Backend>(_test: &str) {
     );
     assert_eq!(handler.calls(), 1);
 
-    let redrive = flaky.clone().with_redrive();
+    let redrive = flaky.clone().with_redrive_for("ledger");
     assert_eq!(p.process(&redrive, None).await.unwrap(), Outcome::Processed);
     assert_eq!(ledger_state(&db).await, (1, 5));
     assert_eq!(db.scalar(LETTERS_R).await, 0);
@@ -54,14 +55,25 @@ pub async fn redrive_lifts_the_dead_letter_once<B: Backend>(_test: &str) {
         Outcome::DeadLettered { .. }
     ));
     assert_eq!(
-        p.process(&broken.with_redrive(), None).await.unwrap(),
+        p.process(&broken.clone().with_redrive_for("ledger"), None)
+            .await
+            .unwrap(),
         Outcome::AlreadyDeadLettered
     );
     assert_eq!(handler.calls(), 4, "the redrive reached the handler");
+    // A redrive for another consumer (a stream fans it out to every group) is an ordinary
+    // delivery here: the dead letter stays, and the handler is not called.
+    assert_eq!(
+        p.process(&broken.with_redrive_for("audit"), None)
+            .await
+            .unwrap(),
+        Outcome::AlreadyDeadLettered
+    );
+    assert_eq!(handler.calls(), 4);
     assert_eq!(db.scalar(LETTERS_B).await, 1);
     assert_eq!(ledger_state(&db).await, (1, 5));
 
-    let fresh = credit("m-n", 2).with_redrive();
+    let fresh = credit("m-n", 2).with_redrive_for("ledger");
     assert_eq!(p.process(&fresh, None).await.unwrap(), Outcome::Processed);
     assert_eq!(ledger_state(&db).await, (2, 7));
     db.finish().await;

@@ -9,7 +9,6 @@ use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Confirmation, Connection, ConnectionProperties};
-use redis::AsyncCommands;
 
 use inboxed_core::observe::DeadLetterRecord;
 use inboxed_core::{KeyPlace, KeySource, MessageId, REDRIVE_HEADER};
@@ -31,9 +30,14 @@ pub(crate) struct BrokerArgs {
     /// NATS JetStream: the subject to publish on; the consumer's stream must capture it.
     #[arg(long)]
     subject: Option<String>,
-    /// Redis Streams: the stream the consumer's group reads.
+    /// Redis Streams: the stream the consumer's group reads. It must exist: a mistyped name
+    /// is refused, not created.
     #[arg(long)]
     stream: Option<String>,
+    /// Redis Streams: the entry field the consumer reads the payload from (its
+    /// `RedisConfig::payload_field`).
+    #[arg(long, default_value = "payload")]
+    payload_field: String,
     /// Where the consumer reads the key, as for `inboxed relay --key`: message-id, header:NAME,
     /// json:/pointer or cloudevents.
     #[arg(long, default_value = "message-id")]
@@ -55,20 +59,52 @@ pub(crate) enum Publisher {
     Redis {
         conn: redis::aio::MultiplexedConnection,
         stream: String,
+        payload_field: String,
     },
 }
 
+/// The brokers `--to-broker` publishes to.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Rabbit,
+    Nats,
+    Redis,
+}
+
+/// The broker `url` names and its destination flag's value; checked before anything is
+/// sent, so that a dry run refuses what the real run would.
+fn destination(args: &BrokerArgs, url: &str) -> anyhow::Result<(Kind, String)> {
+    let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
+    let need = |v: &Option<String>, flag: &str| {
+        v.clone()
+            .with_context(|| format!("--{flag} is required for a {scheme}:// broker"))
+    };
+    match scheme {
+        "amqp" | "amqps" => Ok((Kind::Rabbit, need(&args.queue, "queue")?)),
+        "nats" | "tls" => Ok((Kind::Nats, need(&args.subject, "subject")?)),
+        "redis" => Ok((Kind::Redis, need(&args.stream, "stream")?)),
+        "kafka" | "sqs+https" | "sqs+http" | "rediss" => bail!(
+            "--to-broker {scheme}://: not supported yet; publish the payload \
+             (`dead-letters show --json`) from the producer with the header {REDRIVE_HEADER} \
+             set to the consumer's name"
+        ),
+        _ => {
+            bail!("--to-broker: unknown broker scheme {scheme:?}; use amqp://, nats:// or redis://")
+        }
+    }
+}
+
+/// Checks the flags of `--to-broker` without connecting.
+pub(crate) fn check(args: &BrokerArgs, url: &str) -> anyhow::Result<()> {
+    destination(args, url).map(|_| ())
+}
+
 impl Publisher {
-    /// Connects to `url` and checks that the flag naming the destination is there.
+    /// Connects to the broker `url` names.
     pub(crate) async fn connect(args: &BrokerArgs, url: &str) -> anyhow::Result<Self> {
-        let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
-        let need = |v: &Option<String>, flag: &str| {
-            v.clone()
-                .with_context(|| format!("--{flag} is required for a {scheme}:// broker"))
-        };
-        match scheme {
-            "amqp" | "amqps" => {
-                let queue = need(&args.queue, "queue")?;
+        let (kind, to) = destination(args, url)?;
+        match kind {
+            Kind::Rabbit => {
                 let conn = Connection::connect(url, ConnectionProperties::default())
                     .await
                     .context("--to-broker: could not connect to RabbitMQ")?;
@@ -78,36 +114,30 @@ impl Publisher {
                     .await?;
                 Ok(Self::Rabbit {
                     channel,
-                    queue,
+                    queue: to,
                     _conn: conn,
                 })
             }
-            "nats" | "tls" => {
-                let subject = need(&args.subject, "subject")?;
+            Kind::Nats => {
                 let client = async_nats::connect(url)
                     .await
                     .context("--to-broker: could not connect to NATS")?;
                 Ok(Self::Nats {
                     js: jetstream::new(client),
-                    subject,
+                    subject: to,
                 })
             }
-            "redis" | "rediss" => {
-                let stream = need(&args.stream, "stream")?;
+            Kind::Redis => {
                 let conn = redis::Client::open(url)?
                     .get_multiplexed_async_connection()
                     .await
                     .context("--to-broker: could not connect to Redis")?;
-                Ok(Self::Redis { conn, stream })
+                Ok(Self::Redis {
+                    conn,
+                    stream: to,
+                    payload_field: args.payload_field.clone(),
+                })
             }
-            "kafka" | "sqs+https" | "sqs+http" => bail!(
-                "--to-broker {scheme}://: not supported yet; publish the payload \
-                 (`dead-letters show --json`) from the producer with the header \
-                 {REDRIVE_HEADER} set"
-            ),
-            _ => bail!(
-                "--to-broker: unknown broker scheme {scheme:?}; use amqp://, nats:// or redis://"
-            ),
         }
     }
 
@@ -119,11 +149,16 @@ impl Publisher {
         id: &MessageId,
         place: KeyPlace<'_>,
     ) -> anyhow::Result<String> {
-        let letter = d.id.to_string();
+        // The consumer whose dead letter this lifts: other consumers reading the same stream
+        // process the copy as an ordinary delivery.
+        let consumer = d.consumer.as_str();
         match self {
             Self::Rabbit { channel, queue, .. } => {
                 let mut headers = FieldTable::default();
-                headers.insert(REDRIVE_HEADER.into(), AMQPValue::LongString(letter.into()));
+                headers.insert(
+                    REDRIVE_HEADER.into(),
+                    AMQPValue::LongString(consumer.into()),
+                );
                 let mut props = BasicProperties::default().with_delivery_mode(2);
                 match place {
                     KeyPlace::Header(name) => {
@@ -164,7 +199,7 @@ impl Publisher {
             }
             Self::Nats { js, subject } => {
                 let mut headers = async_nats::HeaderMap::new();
-                headers.insert(REDRIVE_HEADER, letter.as_str());
+                headers.insert(REDRIVE_HEADER, consumer);
                 match place {
                     KeyPlace::Header(name) => headers.insert(name, id.as_str()),
                     KeyPlace::Property => headers.insert("Nats-Msg-Id", id.as_str()),
@@ -174,7 +209,12 @@ impl Publisher {
                     .publish_with_headers(subject.clone(), headers, d.payload.clone().into())
                     .await?
                     .await
-                    .with_context(|| format!("no stream took subject `{subject}`"))?;
+                    .with_context(|| {
+                        format!(
+                            "no stream confirmed it (none captures subject `{subject}`, or the \
+                             answer timed out, in which case it may still have been stored)"
+                        )
+                    })?;
                 if ack.duplicate {
                     bail!(
                         "stream `{}` dropped it as a duplicate (its Nats-Msg-Id is still in the \
@@ -187,18 +227,24 @@ impl Publisher {
                     ack.stream, ack.sequence
                 ))
             }
-            Self::Redis { conn, stream } => {
-                let mut fields: Vec<(String, Vec<u8>)> = vec![
-                    ("payload".into(), d.payload.clone()),
-                    (REDRIVE_HEADER.into(), letter.into_bytes()),
-                ];
+            Self::Redis {
+                conn,
+                stream,
+                payload_field,
+            } => {
+                let mut entry = redis::cmd("XADD");
+                // NOMKSTREAM: a mistyped stream is an error, not a new stream nobody reads.
+                entry.arg(stream.as_str()).arg("NOMKSTREAM").arg("*");
+                entry.arg(payload_field.as_str()).arg(&d.payload);
+                entry.arg(REDRIVE_HEADER).arg(consumer);
                 match place {
-                    KeyPlace::Header(name) => fields.push((name.into(), id.as_str().into())),
-                    KeyPlace::Property => fields.push(("message_id".into(), id.as_str().into())),
-                    _ => {}
-                }
-                let entry: String = conn.xadd(stream.as_str(), "*", &fields).await?;
-                Ok(format!("Redis stream `{stream}` (entry {entry})"))
+                    KeyPlace::Header(name) => entry.arg(name).arg(id.as_str()),
+                    KeyPlace::Property => entry.arg("message_id").arg(id.as_str()),
+                    _ => &mut entry,
+                };
+                let added: Option<String> = entry.query_async(conn).await?;
+                let added = added.with_context(|| format!("no Redis stream named `{stream}`"))?;
+                Ok(format!("Redis stream `{stream}` (entry {added})"))
             }
         }
     }

@@ -11,7 +11,7 @@ use inboxed_core::{ConsumerName, Envelope, KeySource, MessageId};
 
 use super::super::AnyStore;
 use super::super::database::redact;
-use super::broker::{BrokerArgs, Publisher, key_rule};
+use super::broker::{BrokerArgs, Publisher, check, key_rule};
 
 /// Where `retry` sends dead letters.
 pub(super) enum Destination<'a> {
@@ -25,18 +25,24 @@ pub(super) enum Destination<'a> {
         url: &'a str,
         key: KeySource,
         publisher: Option<Box<Publisher>>,
+        /// The consumer of the first letter: one destination is one consumer's queue.
+        consumer: Option<String>,
     },
 }
 
 impl<'a> Destination<'a> {
     pub(super) fn new(into_inbox: bool, broker: &'a BrokerArgs) -> anyhow::Result<Self> {
         Ok(match (&broker.url, into_inbox) {
-            (Some(url), _) => Self::Broker {
-                args: broker,
-                url,
-                key: key_rule(broker)?,
-                publisher: None,
-            },
+            (Some(url), _) => {
+                check(broker, url)?;
+                Self::Broker {
+                    args: broker,
+                    url,
+                    key: key_rule(broker)?,
+                    publisher: None,
+                    consumer: None,
+                }
+            }
             (None, true) => Self::Inbox,
             (None, false) => Self::Unnamed,
         })
@@ -88,8 +94,17 @@ pub(super) async fn retry(
             url,
             key: rule,
             publisher,
+            consumer: first,
         } => {
             let args: &BrokerArgs = args;
+            let first = first.get_or_insert_with(|| d.consumer.clone());
+            if *first != d.consumer {
+                writeln!(
+                    out,
+                    "dead letter {id} ({message_id}): of `{consumer}`, but this run publishes to the queue of `{first}`; retry each consumer's letters in a run of their own"
+                )?;
+                return Ok(false);
+            }
             let Some(place) = rule.place_of(&key, &d.payload) else {
                 writeln!(
                     out,

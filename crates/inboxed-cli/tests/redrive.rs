@@ -6,8 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -20,7 +18,16 @@ use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, DeliverySource, Proce
 use inboxed_test::handler::Script;
 use inboxed_test::{Backend, Ledger, Pg, TestDb};
 
-use common::inboxed;
+/// Runs the `inboxed` binary with `env` added: its exit code and its standard output.
+fn run(env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run inboxed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.code().unwrap_or(-1), text)
+}
 
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
@@ -58,8 +65,13 @@ const LEDGER: &str = "SELECT coalesce(sum(amount), 0)::bigint FROM ledger";
 /// Runs the scenario on `source`; `publish` sends the original message again (no redrive
 /// mark); `to` are the flags naming the broker for the binary, and `nowhere` flags naming a
 /// destination that does not exist, which must fail and publish nothing.
-async fn scenario<S, F, Fut>(source: S, publish: F, to: &[&str], nowhere: &[&str])
-where
+async fn scenario<S, F, Fut>(
+    source: S,
+    publish: F,
+    to: &[&str],
+    nowhere: &[&str],
+    env: &[(&str, &str)],
+) where
     S: DeliverySource + 'static,
     F: Fn() -> Fut,
     Fut: Future<Output = ()>,
@@ -97,7 +109,10 @@ where
 
     handler.broken.store(false, Ordering::SeqCst);
     let url = db.locator.as_str();
-    let (_, listed) = inboxed(&["dead-letters", "list", "--json", "--database-url", url]);
+    let (_, listed) = run(
+        env,
+        &["dead-letters", "list", "--json", "--database-url", url],
+    );
     let letter: serde_json::Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
     let id = letter["id"].as_i64().unwrap().to_string();
     let retry = [
@@ -106,14 +121,14 @@ where
     ]
     .concat();
 
-    let (code, out) = inboxed(&retry);
+    let (code, out) = run(env, &retry);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("would publish"), "{out}");
     // A dry run already refuses what the real run would.
     let unsupported = ["dead-letters", "retry", &id, "--database-url", url];
-    let kafka = ["--to-broker", "kafka://127.0.0.1:9092"];
-    let (code, _) = inboxed(&[&unsupported[..], &kafka].concat());
-    assert_eq!(code, 2, "kafka is not supported by --to-broker");
+    let tls = ["--to-broker", "rediss://127.0.0.1:6380"];
+    let (code, _) = run(env, &[&unsupported[..], &tls].concat());
+    assert_eq!(code, 2, "rediss:// is not supported by --to-broker");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(count(&db, LETTERS).await, 1, "a dry run publishes nothing");
     assert_eq!(count(&db, LEDGER).await, 0);
@@ -124,20 +139,20 @@ where
             nowhere,
         ]
         .concat();
-        let (code, out) = inboxed(&[&lost[..], &["--yes"]].concat());
+        let (code, out) = run(env, &[&lost[..], &["--yes"]].concat());
         assert_eq!(code, 1, "{out}");
         assert!(out.contains("not published"), "{out}");
         assert_eq!(count(&db, LETTERS).await, 1, "the dead letter stays");
     }
 
-    let (code, out) = inboxed(&[&retry[..], &["--yes"]].concat());
+    let (code, out) = run(env, &[&retry[..], &["--yes"]].concat());
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("marked as a redrive"), "{out}");
     wait_until(&db, LETTERS, 0, "the redrive deletes the dead letter").await;
     assert_eq!(count(&db, LEDGER).await, 7, "applied once");
 
     // The letter is gone: a second retry has nothing to send.
-    let (code, out) = inboxed(&[&retry[..], &["--yes"]].concat());
+    let (code, out) = run(env, &[&retry[..], &["--yes"]].concat());
     assert_ne!(code, 0, "{out}");
     stop.send(()).unwrap();
     consuming.await.unwrap().unwrap();
@@ -174,6 +189,7 @@ async fn rabbitmq_redrive_is_applied_once() {
         publish,
         &["--to-broker", &url, "--queue", &queue],
         &missing,
+        &[],
     )
     .await;
 }
@@ -212,6 +228,7 @@ async fn nats_redrive_is_applied_once() {
         publish,
         &["--to-broker", &url, "--subject", &subject],
         &unbound,
+        &[],
     )
     .await;
     js.delete_stream(&name).await.unwrap();
@@ -240,7 +257,129 @@ async fn redis_redrive_is_applied_once() {
         publish,
         &["--to-broker", &url, "--stream", &stream],
         &missing,
+        &[],
     )
     .await;
     let _: i64 = conn.clone().del(&stream).await.unwrap();
+}
+
+#[cfg(feature = "kafka")]
+#[tokio::test]
+async fn kafka_redrive_is_applied_once() {
+    use inboxed_kafka::rdkafka::ClientConfig;
+    use inboxed_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use inboxed_kafka::rdkafka::client::DefaultClientContext;
+    use inboxed_kafka::rdkafka::message::{Header, OwnedHeaders};
+    use inboxed_kafka::rdkafka::producer::{FutureProducer, FutureRecord};
+
+    let brokers = env_or("INBOXED_KAFKA_BROKERS", "127.0.0.1:19092");
+    let topic = format!("inboxed-test-{}", uuid::Uuid::new_v4());
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .create()
+        .unwrap();
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
+    let created = admin
+        .create_topics(
+            &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))],
+            &options,
+        )
+        .await
+        .expect("a Kafka-API broker must be running: scripts/test.sh starts one");
+    assert!(created.iter().all(Result::is_ok), "{created:?}");
+    let config = inboxed_kafka::KafkaConfig::new(&brokers, format!("ledger-{topic}"), [&topic])
+        .commit_interval(Duration::from_millis(100));
+    let source = inboxed_kafka::KafkaSource::connect(config).await.unwrap();
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .create()
+        .unwrap();
+    let publish = || async {
+        let headers = OwnedHeaders::new().insert(Header {
+            key: "message_id",
+            value: Some("r-1"),
+        });
+        let body = payload();
+        let record: FutureRecord<'_, (), [u8]> =
+            FutureRecord::to(&topic).payload(&body[..]).headers(headers);
+        producer
+            .send(record, Duration::from_secs(10))
+            .await
+            .map_err(|(e, _)| e)
+            .unwrap();
+    };
+    let url = format!("kafka://{brokers}");
+    let missing = ["--to-broker", &url, "--topic", "inboxed-no-such-topic"];
+    scenario(
+        source,
+        publish,
+        &["--to-broker", &url, "--topic", &topic],
+        &missing,
+        &[],
+    )
+    .await;
+}
+
+#[cfg(feature = "sqs")]
+#[tokio::test]
+async fn sqs_redrive_is_applied_once() {
+    use inboxed_sqs::aws_sdk_sqs::Client;
+    use inboxed_sqs::aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+    use inboxed_sqs::aws_sdk_sqs::types::MessageAttributeValue;
+
+    let endpoint = env_or("INBOXED_SQS_ENDPOINT", "http://127.0.0.1:15000");
+    // The emulator takes any credentials; the binary reads them from the environment.
+    let env = [
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ];
+    let client = Client::from_conf(
+        inboxed_sqs::aws_sdk_sqs::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .http_client(inboxed_sqs::https_client())
+            .endpoint_url(&endpoint)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("test", "test", None, None, "inboxed-test"))
+            .build(),
+    );
+    let created = client
+        .create_queue()
+        .queue_name(format!("inboxed-test-{}", uuid::Uuid::new_v4()))
+        .send()
+        .await
+        .expect("an SQS API must be running: scripts/test.sh starts one");
+    let queue_url = created.queue_url.unwrap();
+    let source = inboxed_sqs::SqsSource::with_client(
+        client.clone(),
+        inboxed_sqs::SqsConfig::new(&queue_url).wait(Duration::from_secs(1)),
+    )
+    .await
+    .unwrap();
+    let publish = || async {
+        let id = MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value("r-1")
+            .build()
+            .unwrap();
+        client
+            .send_message()
+            .queue_url(&queue_url)
+            .message_body(String::from_utf8(payload()).unwrap())
+            .message_attributes("message_id", id)
+            .send()
+            .await
+            .unwrap();
+    };
+    let url = format!("sqs+{queue_url}");
+    let missing_url = format!("sqs+{endpoint}/123456789012/inboxed-no-such-queue");
+    scenario(
+        source,
+        publish,
+        &["--to-broker", &url],
+        &["--to-broker", &missing_url],
+        &env,
+    )
+    .await;
 }

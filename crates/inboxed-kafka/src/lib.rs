@@ -27,4 +27,7 @@ mod source;
 
 pub use config::KafkaConfig;
 pub use delivery::KafkaDelivery;
+/// The client this adapter is built on, for producing with the same build (no second
+/// librdkafka).
+pub use rdkafka;
 pub use source::{KafkaSetupError, KafkaSource};

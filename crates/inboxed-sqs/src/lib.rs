@@ -21,6 +21,8 @@ mod config;
 mod delivery;
 mod source;
 
+/// The SDK this adapter is built on, for sending with the same client.
+pub use aws_sdk_sqs;
 pub use config::SqsConfig;
 pub use delivery::SqsDelivery;
-pub use source::{SqsSetupError, SqsSource, https_client};
+pub use source::{SqsSetupError, SqsSource, client, https_client};

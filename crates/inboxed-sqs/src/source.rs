@@ -26,6 +26,20 @@ pub fn https_client() -> SharedHttpClient {
         .build_https()
 }
 
+/// A client from the environment's credentials and region (the SDK's default chain), with
+/// [`SqsConfig::endpoint_url`] and [`SqsConfig::region`] over them, on [`https_client`]: the
+/// client [`SqsSource::connect`] uses, for sending to the same queue.
+pub async fn client(config: &SqsConfig) -> Client {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(https_client());
+    if let Some(endpoint) = &config.endpoint_url {
+        loader = loader.endpoint_url(endpoint);
+    }
+    if let Some(region) = &config.region {
+        loader = loader.region(Region::new(region.clone()));
+    }
+    Client::new(&loader.load().await)
+}
+
 /// Why an SQS source could not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -72,15 +86,7 @@ impl SqsSource {
     /// # Errors
     /// [`SqsSetupError::Setup`] when the queue cannot be reached.
     pub async fn connect(config: SqsConfig) -> Result<Self, SqsSetupError> {
-        let mut loader =
-            aws_config::defaults(BehaviorVersion::latest()).http_client(https_client());
-        if let Some(endpoint) = &config.endpoint_url {
-            loader = loader.endpoint_url(endpoint);
-        }
-        if let Some(region) = &config.region {
-            loader = loader.region(Region::new(region.clone()));
-        }
-        let client = Client::new(&loader.load().await);
+        let client = client(&config).await;
         Self::with_client(client, config).await
     }
 

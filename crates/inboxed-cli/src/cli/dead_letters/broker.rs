@@ -34,6 +34,10 @@ pub(crate) struct BrokerArgs {
     /// is refused, not created.
     #[arg(long)]
     stream: Option<String>,
+    /// Kafka: the topic the consumer's group reads (built with the `kafka` feature). The
+    /// record's key is the message id.
+    #[arg(long)]
+    topic: Option<String>,
     /// Redis Streams: the entry field the consumer reads the payload from (its
     /// `RedisConfig::payload_field`).
     #[arg(long, default_value = "payload")]
@@ -61,6 +65,16 @@ pub(crate) enum Publisher {
         stream: String,
         payload_field: String,
     },
+    #[cfg(feature = "kafka")]
+    Kafka {
+        producer: inboxed_kafka::rdkafka::producer::FutureProducer,
+        topic: String,
+    },
+    #[cfg(feature = "sqs")]
+    Sqs {
+        client: inboxed_sqs::aws_sdk_sqs::Client,
+        queue_url: String,
+    },
 }
 
 /// The brokers `--to-broker` publishes to.
@@ -69,6 +83,10 @@ enum Kind {
     Rabbit,
     Nats,
     Redis,
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    Kafka,
+    #[cfg_attr(not(feature = "sqs"), allow(dead_code))]
+    Sqs,
 }
 
 /// The broker `url` names and its destination flag's value; checked before anything is
@@ -83,14 +101,22 @@ fn destination(args: &BrokerArgs, url: &str) -> anyhow::Result<(Kind, String)> {
         "amqp" | "amqps" => Ok((Kind::Rabbit, need(&args.queue, "queue")?)),
         "nats" | "tls" => Ok((Kind::Nats, need(&args.subject, "subject")?)),
         "redis" => Ok((Kind::Redis, need(&args.stream, "stream")?)),
-        "kafka" | "sqs+https" | "sqs+http" | "rediss" => bail!(
-            "--to-broker {scheme}://: not supported yet; publish the payload \
+        "kafka" if cfg!(feature = "kafka") => Ok((Kind::Kafka, need(&args.topic, "topic")?)),
+        "sqs+https" | "sqs+http" if cfg!(feature = "sqs") => {
+            Ok((Kind::Sqs, url.trim_start_matches("sqs+").to_owned()))
+        }
+        "kafka" | "sqs+https" | "sqs+http" => {
+            bail!("--to-broker {scheme}://: this inboxed was built without that broker's feature")
+        }
+        "rediss" => bail!(
+            "--to-broker rediss://: not supported yet; publish the payload \
              (`dead-letters show --json`) from the producer with the header {REDRIVE_HEADER} \
              set to the consumer's name"
         ),
-        _ => {
-            bail!("--to-broker: unknown broker scheme {scheme:?}; use amqp://, nats:// or redis://")
-        }
+        _ => bail!(
+            "--to-broker: unknown broker scheme {scheme:?}; use amqp://, nats://, redis://, \
+             kafka:// or sqs+https://"
+        ),
     }
 }
 
@@ -138,6 +164,25 @@ impl Publisher {
                     payload_field: args.payload_field.clone(),
                 })
             }
+            #[cfg(feature = "kafka")]
+            Kind::Kafka => {
+                let brokers = url.trim_start_matches("kafka://").trim_end_matches('/');
+                let producer = super::optional::kafka_producer(brokers)?;
+                Ok(Self::Kafka {
+                    producer,
+                    topic: to,
+                })
+            }
+            #[cfg(feature = "sqs")]
+            Kind::Sqs => {
+                let config = inboxed_sqs::SqsConfig::new(&to);
+                Ok(Self::Sqs {
+                    client: inboxed_sqs::client(&config).await,
+                    queue_url: to,
+                })
+            }
+            #[allow(unreachable_patterns, reason = "a broker whose feature is off")]
+            _ => bail!("--to-broker: this inboxed was built without that broker's feature"),
         }
     }
 
@@ -245,6 +290,14 @@ impl Publisher {
                 let added: Option<String> = entry.query_async(conn).await?;
                 let added = added.with_context(|| format!("no Redis stream named `{stream}`"))?;
                 Ok(format!("Redis stream `{stream}` (entry {added})"))
+            }
+            #[cfg(feature = "kafka")]
+            Self::Kafka { producer, topic } => {
+                super::optional::kafka_send(producer, topic, d, id, place, consumer).await
+            }
+            #[cfg(feature = "sqs")]
+            Self::Sqs { client, queue_url } => {
+                super::optional::sqs_send(client, queue_url, d, id, place, consumer).await
             }
         }
     }

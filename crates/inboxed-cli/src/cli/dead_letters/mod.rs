@@ -14,6 +14,7 @@ use super::database::DbArgs;
 use super::duration::{age, parse_duration};
 
 mod broker;
+mod optional;
 mod retry;
 
 use broker::BrokerArgs;

@@ -1,0 +1,133 @@
+//! `--to-broker` for the opt-in brokers, each behind its feature: Kafka through the adapter's
+//! rdkafka, SQS through the adapter's SDK client.
+
+#[cfg(feature = "kafka")]
+pub(super) use kafka::{kafka_producer, kafka_send};
+#[cfg(feature = "sqs")]
+pub(super) use sqs::sqs_send;
+
+#[cfg(feature = "kafka")]
+mod kafka {
+    use std::time::Duration;
+
+    use anyhow::bail;
+    use inboxed_kafka::rdkafka::ClientConfig;
+    use inboxed_kafka::rdkafka::message::{Header, OwnedHeaders};
+    use inboxed_kafka::rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+
+    use inboxed_core::observe::DeadLetterRecord;
+    use inboxed_core::{KeyPlace, MessageId, REDRIVE_HEADER};
+
+    /// How long the broker may take to answer a metadata request or take a record.
+    const WAIT: Duration = Duration::from_secs(10);
+
+    /// A producer on `brokers` (no message is sent yet).
+    pub(crate) fn kafka_producer(brokers: &str) -> anyhow::Result<FutureProducer> {
+        Ok(ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .set("message.timeout.ms", "10000")
+            .create()?)
+    }
+
+    /// Sends the letter to `topic`, keyed by its message id, after checking that the topic
+    /// exists: metadata for every topic, because asking for one may make the broker create it.
+    pub(crate) async fn kafka_send(
+        producer: &FutureProducer,
+        topic: &str,
+        d: &DeadLetterRecord,
+        id: &MessageId,
+        place: KeyPlace<'_>,
+        consumer: &str,
+    ) -> anyhow::Result<String> {
+        let client = producer.clone();
+        let metadata =
+            tokio::task::spawn_blocking(move || client.client().fetch_metadata(None, WAIT))
+                .await??;
+        let known = metadata
+            .topics()
+            .iter()
+            .any(|t| t.name() == topic && !t.partitions().is_empty());
+        if !known {
+            bail!("no Kafka topic named `{topic}`");
+        }
+        let mut headers = OwnedHeaders::new().insert(Header {
+            key: REDRIVE_HEADER,
+            value: Some(consumer),
+        });
+        let key_header = match place {
+            KeyPlace::Header(name) => Some(name),
+            KeyPlace::Property => Some("message_id"),
+            _ => None,
+        };
+        if let Some(key) = key_header {
+            headers = headers.insert(Header {
+                key,
+                value: Some(id.as_str()),
+            });
+        }
+        let record = FutureRecord::to(topic)
+            .key(id.as_str())
+            .payload(&d.payload[..])
+            .headers(headers);
+        let delivered = producer.send(record, WAIT).await.map_err(|(e, _)| e)?;
+        Ok(format!(
+            "Kafka topic `{topic}` (partition {}, offset {})",
+            delivered.partition, delivered.offset
+        ))
+    }
+}
+
+#[cfg(feature = "sqs")]
+mod sqs {
+    use anyhow::anyhow;
+    use inboxed_sqs::aws_sdk_sqs::Client;
+    use inboxed_sqs::aws_sdk_sqs::error::DisplayErrorContext;
+    use inboxed_sqs::aws_sdk_sqs::types::MessageAttributeValue;
+
+    use inboxed_core::observe::DeadLetterRecord;
+    use inboxed_core::{KeyPlace, MessageId, REDRIVE_HEADER};
+
+    /// Sends the letter to `queue_url`, its key and the redrive mark as message attributes.
+    /// A FIFO queue gets the message id as its group and the letter's id as its deduplication
+    /// id, so running the same retry twice within SQS's five minutes sends it once.
+    pub(crate) async fn sqs_send(
+        client: &Client,
+        queue_url: &str,
+        d: &DeadLetterRecord,
+        id: &MessageId,
+        place: KeyPlace<'_>,
+        consumer: &str,
+    ) -> anyhow::Result<String> {
+        let body = String::from_utf8(d.payload.clone())
+            .map_err(|_| anyhow!("an SQS message body is text, and this payload is not UTF-8"))?;
+        let text = |v: &str| {
+            MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(v)
+                .build()
+        };
+        let mut send = client
+            .send_message()
+            .queue_url(queue_url)
+            .message_body(body)
+            .message_attributes(REDRIVE_HEADER, text(consumer)?);
+        match place {
+            KeyPlace::Header(name) => send = send.message_attributes(name, text(id.as_str())?),
+            KeyPlace::Property => send = send.message_attributes("message_id", text(id.as_str())?),
+            _ => {}
+        }
+        if queue_url.ends_with(".fifo") {
+            send = send
+                .message_group_id(id.as_str())
+                .message_deduplication_id(format!("inboxed-redrive-{}", d.id));
+        }
+        let sent = send
+            .send()
+            .await
+            .map_err(|e| anyhow!("{}", DisplayErrorContext(e)))?;
+        Ok(format!(
+            "SQS queue {queue_url} (message {})",
+            sent.message_id().unwrap_or("-")
+        ))
+    }
+}

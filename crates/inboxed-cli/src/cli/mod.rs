@@ -9,6 +9,7 @@ mod partitions;
 mod purge;
 mod relay;
 mod replay;
+mod scrape;
 mod serve;
 mod stats;
 

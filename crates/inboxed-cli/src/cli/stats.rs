@@ -15,6 +15,7 @@ use inboxed_core::retention::store::ProcessedStats;
 use super::AnyStore;
 use super::database::DbArgs;
 use super::duration::{age as human_age, parse_duration};
+use super::scrape::{DedupRate, dedup_rates};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -30,6 +31,11 @@ pub(crate) struct Args {
     /// Report again every this long (e.g. 5s) until Ctrl-C.
     #[arg(long, value_parser = parse_duration)]
     watch: Option<Duration>,
+    /// A process's Prometheus endpoint (http://host:port/metrics: the service's exporter, or
+    /// `inboxed relay --metrics-addr`), to add the dedup hit rate, which only its counters know
+    /// (a duplicate writes nothing to the database).
+    #[arg(long, value_name = "URL")]
+    metrics_url: Option<String>,
 }
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
@@ -41,7 +47,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     let store = args.db.connect_existing(2).await?;
     let clear = args.watch.is_some() && !args.json && std::io::stdout().is_terminal();
     loop {
-        let report = Report::read(&store, &named).await?;
+        let report = Report::read(&store, &named, args.metrics_url.as_deref()).await?;
         if clear {
             write!(out, "\x1b[2J\x1b[H")?;
         }
@@ -65,10 +71,20 @@ struct Report {
     at: SystemTime,
     seen: Observation,
     processed: Vec<(ConsumerName, ProcessedStats)>,
+    /// From `--metrics-url`, when given.
+    dedup: Option<Vec<DedupRate>>,
 }
 
 impl Report {
-    async fn read(store: &AnyStore, named: &[ConsumerName]) -> anyhow::Result<Self> {
+    async fn read(
+        store: &AnyStore,
+        named: &[ConsumerName],
+        metrics_url: Option<&str>,
+    ) -> anyhow::Result<Self> {
+        let dedup = match metrics_url {
+            Some(url) => Some(dedup_rates(url).await?),
+            None => None,
+        };
         let seen = store.observe().await?;
         let mut consumers: BTreeSet<String> = named.iter().map(|c| c.as_str().to_owned()).collect();
         if named.is_empty() {
@@ -85,6 +101,7 @@ impl Report {
             at: SystemTime::now(),
             seen,
             processed,
+            dedup,
         })
     }
 
@@ -123,6 +140,10 @@ impl Report {
                 "oldest_key_age_seconds": secs(self.age(s.oldest)),
                 "table_bytes": s.table_bytes, "index_bytes": s.index_bytes,
             })).collect::<Vec<_>>(),
+            "dedup_hit_rate": self.dedup.as_ref().map(|rates| rates.iter().map(|r| json!({
+                "consumer": r.consumer, "counter": r.counter, "duplicates": r.duplicates,
+                "settled": r.settled, "rate": r.rate(),
+            })).collect::<Vec<_>>()),
         })
     }
 
@@ -208,10 +229,35 @@ impl Report {
                 s.index_bytes
             )?;
         }
+        let Some(rates) = &self.dedup else {
+            return writeln!(
+                out,
+                "dedup hit rate: only counters know it (a duplicate writes nothing to the \
+                 database): pass --metrics-url with a process's Prometheus endpoint"
+            );
+        };
         writeln!(
             out,
-            "dedup hit rate: from the inboxed_messages_total counter (inboxed serve or the \
-             service's exporter); a duplicate writes nothing to the database"
-        )
+            "dedup hit rate (counters of the process at --metrics-url, since it started)"
+        )?;
+        if rates.is_empty() {
+            return writeln!(out, "  (no inboxed counters there yet)");
+        }
+        writeln!(
+            out,
+            "  {:<24} {:<24} {:>12} {:>12} {:>8}",
+            "consumer", "counter", "duplicates", "settled", "rate"
+        )?;
+        for r in rates {
+            let rate = r
+                .rate()
+                .map_or_else(|| "-".to_owned(), |r| format!("{:.1}%", r * 100.0));
+            writeln!(
+                out,
+                "  {:<24} {:<24} {:>12} {:>12} {:>8}",
+                r.consumer, r.counter, r.duplicates, r.settled, rate
+            )?;
+        }
+        Ok(())
     }
 }

@@ -43,13 +43,14 @@ async fn get(url: &str) -> anyhow::Result<String> {
     let rest = url
         .strip_prefix("http://")
         .with_context(|| format!("--metrics-url {url}: only http:// is supported"))?;
-    let (host, path) = rest.split_once('/').map_or((rest, "/"), |(h, p)| (h, p));
-    let path = if path == "/" {
-        "/".to_owned()
+    let (host, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
+    let path = format!("/{path}");
+    let address = if host.contains(':') {
+        host.to_owned()
     } else {
-        format!("/{path}")
+        format!("{host}:80")
     };
-    let mut conn = tokio::net::TcpStream::connect(host)
+    let mut conn = tokio::net::TcpStream::connect(&address)
         .await
         .with_context(|| format!("--metrics-url: cannot connect to {host}"))?;
     let request = format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n");
@@ -62,6 +63,14 @@ async fn get(url: &str) -> anyhow::Result<String> {
     if status != "200" {
         bail!("--metrics-url {url}: HTTP status {status:?}");
     }
+    // An HTTP/1.0 request is answered whole; a chunked body would mix its chunk sizes into
+    // the samples.
+    if head.lines().any(|l| {
+        l.to_ascii_lowercase()
+            .starts_with("transfer-encoding: chunked")
+    }) {
+        bail!("--metrics-url {url}: a chunked answer to an HTTP/1.0 request");
+    }
     Ok(body.to_owned())
 }
 
@@ -69,13 +78,9 @@ async fn get(url: &str) -> anyhow::Result<String> {
 fn parse(text: &str) -> Vec<DedupRate> {
     let mut rates: BTreeMap<(&'static str, String), (f64, f64)> = BTreeMap::new();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some((series, value)) = line.rsplit_once(' ') else {
+        let Some((name, labels, value)) = sample(line) else {
             continue;
         };
-        let Ok(value) = value.parse::<f64>() else {
-            continue;
-        };
-        let (name, labels) = series.split_once('{').unwrap_or((series, ""));
         let (counter, first) = match name {
             MESSAGES_TOTAL => (MESSAGES_TOTAL, "processed"),
             RECEIPTS_TOTAL => (RECEIPTS_TOTAL, "stored"),
@@ -83,11 +88,9 @@ fn parse(text: &str) -> Vec<DedupRate> {
         };
         let label = |key: &str| {
             labels
-                .trim_end_matches('}')
-                .split(',')
-                .filter_map(|pair| pair.split_once('='))
-                .find(|(k, _)| k.trim() == key)
-                .map(|(_, v)| v.trim().trim_matches('"').to_owned())
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
         };
         let (Some(consumer), Some(outcome)) = (label("consumer"), label("outcome")) else {
             continue;
@@ -111,6 +114,50 @@ fn parse(text: &str) -> Vec<DedupRate> {
         .collect()
 }
 
+/// A sample's labels, in order.
+type Labels = Vec<(String, String)>;
+
+/// One sample of the text format: `name{label="value",…} value [timestamp]`, label values
+/// with their escapes (`\\`, `\"`, `\n`) undone.
+fn sample(line: &str) -> Option<(&str, Labels, f64)> {
+    let line = line.trim();
+    let name_end = line.find(|c: char| c == '{' || c.is_whitespace())?;
+    let (name, mut rest) = line.split_at(name_end);
+    let mut labels = Vec::new();
+    if let Some(inside) = rest.strip_prefix('{') {
+        let mut chars = inside.char_indices();
+        let mut key = String::new();
+        let end = loop {
+            let (at, c) = chars.next()?;
+            match c {
+                '}' => break at + 1,
+                ',' | ' ' => {}
+                '=' => {
+                    if chars.next()?.1 != '"' {
+                        return None;
+                    }
+                    let mut value = String::new();
+                    loop {
+                        match chars.next()?.1 {
+                            '"' => break,
+                            '\\' => match chars.next()?.1 {
+                                'n' => value.push('\n'),
+                                other => value.push(other),
+                            },
+                            other => value.push(other),
+                        }
+                    }
+                    labels.push((std::mem::take(&mut key), value));
+                }
+                other => key.push(other),
+            }
+        };
+        rest = &inside[end..];
+    }
+    let value = rest.split_whitespace().next()?.parse().ok()?;
+    Some((name, labels, value))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -128,5 +175,17 @@ mod tests {
         assert_eq!(billing.rate(), Some(0.3));
         let ledger = rates.iter().find(|r| r.consumer == "ledger").unwrap();
         assert_eq!(ledger.rate(), None, "nothing settled yet");
+    }
+
+    #[test]
+    fn samples_with_timestamps_and_escaped_labels_are_read() {
+        let text = "inboxed_messages_total{consumer=\"a\",outcome=\"duplicate\",\
+            note=\"x,consumer=\\\"b\\\"\"} 2 1700000000000\n\
+            inboxed_messages_total{outcome=\"processed\", consumer=\"a\"} 6\n\
+            inboxed_messages_total{consumer=\"a\",outcome=\"broken 1\n";
+        let rates = super::parse(text);
+        assert_eq!(rates.len(), 1, "{rates:?}");
+        assert_eq!(rates[0].consumer, "a");
+        assert_eq!((rates[0].duplicates, rates[0].settled), (2.0, 8.0));
     }
 }

@@ -241,7 +241,12 @@ impl Report {
             "dedup hit rate (counters of the process at --metrics-url, since it started)"
         )?;
         if rates.is_empty() {
-            return writeln!(out, "  (no inboxed counters there yet)");
+            return writeln!(
+                out,
+                "  (no inboxed_messages_total or inboxed_receipts_total there: they live in the \
+                 process that consumes, a service's exporter or `inboxed relay --metrics-addr`, \
+                 not in `inboxed serve`)"
+            );
         }
         writeln!(
             out,

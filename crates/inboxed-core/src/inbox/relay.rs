@@ -89,7 +89,7 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
             Ok(envelope) => inbox.store(&envelope).await.map(|e| match e {
                 Enqueued::Stored { id } => Relayed::Stored { id },
                 Enqueued::Duplicate => {
-                    if envelope.redrive_for().is_some() {
+                    if envelope.redrive_for() == Some(inbox.consumer().as_str()) {
                         // A dead row is retried with `inboxed replay`, not through the broker.
                         warn!(message_id = %envelope.id(), "a redrive reached a relay: the key is already a row (dead rows are retried with `inboxed replay`)");
                     }

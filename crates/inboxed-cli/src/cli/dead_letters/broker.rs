@@ -18,8 +18,9 @@ use super::super::relay::parse_key;
 /// Where `--to-broker` publishes.
 #[derive(Debug, clap::Args)]
 pub(crate) struct BrokerArgs {
-    /// Publish back to this broker (amqp://, nats:// or redis://), for a consumer that
-    /// processes deliveries with its processor. The message carries the `inboxed-redrive`
+    /// Publish back to this broker (amqp://, nats://, redis://, and kafka:// or
+    /// sqs+https://<queue url> when built with the `kafka` or `sqs` feature), for a consumer
+    /// that processes deliveries with its processor. The message carries the `inboxed-redrive`
     /// header, and the consumer deletes the dead letter when the retry commits.
     #[arg(long = "to-broker", value_name = "URL", conflicts_with = "into_inbox")]
     pub(crate) url: Option<String>,
@@ -69,6 +70,8 @@ pub(crate) enum Publisher {
     Kafka {
         producer: inboxed_kafka::rdkafka::producer::FutureProducer,
         topic: String,
+        /// Whether the topic was in the broker's metadata at connection.
+        exists: bool,
     },
     #[cfg(feature = "sqs")]
     Sqs {
@@ -167,20 +170,18 @@ impl Publisher {
             #[cfg(feature = "kafka")]
             Kind::Kafka => {
                 let brokers = url.trim_start_matches("kafka://").trim_end_matches('/');
-                let producer = super::optional::kafka_producer(brokers)?;
+                let (producer, exists) = super::optional::kafka_producer(brokers, &to).await?;
                 Ok(Self::Kafka {
                     producer,
                     topic: to,
+                    exists,
                 })
             }
             #[cfg(feature = "sqs")]
-            Kind::Sqs => {
-                let config = inboxed_sqs::SqsConfig::new(&to);
-                Ok(Self::Sqs {
-                    client: inboxed_sqs::client(&config).await,
-                    queue_url: to,
-                })
-            }
+            Kind::Sqs => Ok(Self::Sqs {
+                client: super::optional::sqs_client(&to).await?,
+                queue_url: to,
+            }),
             #[allow(unreachable_patterns, reason = "a broker whose feature is off")]
             _ => bail!("--to-broker: this inboxed was built without that broker's feature"),
         }
@@ -292,8 +293,12 @@ impl Publisher {
                 Ok(format!("Redis stream `{stream}` (entry {added})"))
             }
             #[cfg(feature = "kafka")]
-            Self::Kafka { producer, topic } => {
-                super::optional::kafka_send(producer, topic, d, id, place, consumer).await
+            Self::Kafka {
+                producer,
+                topic,
+                exists,
+            } => {
+                super::optional::kafka_send(producer, topic, *exists, d, id, place, consumer).await
             }
             #[cfg(feature = "sqs")]
             Self::Sqs { client, queue_url } => {

@@ -62,6 +62,7 @@ operations!(
     register_consumer,
     lookup,
     record_attempt,
+    record_attempts,
     clear_attempts,
     dead_letter,
     load_dead_letter,

@@ -241,6 +241,15 @@ pub trait Store: Clone + Send + Sync + 'static {
         params: &KeyParams<'_>,
     ) -> impl Future<Output = Result<u32, StoreError>> + Send;
 
+    /// Counts one more attempt of each of `ids` (distinct keys of `consumer`), committed before
+    /// any handler runs as for [`Store::record_attempt`], in one statement: a batch pays one
+    /// commit for its counts. Returns each key with its new count, in no particular order.
+    fn record_attempts(
+        &self,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> impl Future<Output = Result<Vec<(String, u32)>, StoreError>> + Send;
+
     /// Forgets the attempt counter of a key, inside the caller's transaction.
     fn clear_attempts(
         &self,

@@ -13,7 +13,7 @@ use inboxed_core::store::{
     DurabilityReport, KeyParams,
 };
 use inboxed_core::{
-    ConsumerName, Isolation, Namespace, PayloadHash, Store, StoreError, StoredHash,
+    ConsumerName, Isolation, MessageId, Namespace, PayloadHash, Store, StoreError, StoredHash,
 };
 
 use crate::key::message_key;
@@ -339,6 +339,26 @@ impl Store for PgStore {
             .try_get(0)
             .map_err(StoreError::from_sqlx)?;
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
+    async fn record_attempts(
+        &self,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+        let query = self
+            .query(&self.queries.record_attempts)
+            .bind(consumer.as_str())
+            .bind(ids);
+        let rows = self.autocommit(query).await?;
+        rows.iter()
+            .map(|row| {
+                let id: String = row.try_get(0).map_err(StoreError::from_sqlx)?;
+                let n: i32 = row.try_get(1).map_err(StoreError::from_sqlx)?;
+                Ok((id, u32::try_from(n).unwrap_or(u32::MAX)))
+            })
+            .collect()
     }
 
     async fn clear_attempts(

@@ -13,7 +13,9 @@ use inboxed_core::store::{
     BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLetterReason, DeadLettered,
     DurabilityReport, KeyParams,
 };
-use inboxed_core::{ConsumerName, Namespace, PayloadHash, Store, StoreError, StoredHash};
+use inboxed_core::{
+    ConsumerName, MessageId, Namespace, PayloadHash, Store, StoreError, StoredHash,
+};
 
 use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 
@@ -247,6 +249,30 @@ impl Store for SqliteStore {
             .try_get(0)
             .map_err(StoreError::from_sqlx)?;
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
+    async fn record_attempts(
+        &self,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+        let json = serde_json::to_string(&ids)
+            .map_err(|e| StoreError::from_sqlx(sqlx::Error::Encode(Box::new(e))))?;
+        let rows = self
+            .query(&self.queries.record_attempts)
+            .bind(consumer.as_str())
+            .bind(json)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        rows.iter()
+            .map(|row| {
+                let id: String = row.try_get(0).map_err(StoreError::from_sqlx)?;
+                let n: i64 = row.try_get(1).map_err(StoreError::from_sqlx)?;
+                Ok((id, u32::try_from(n).unwrap_or(u32::MAX)))
+            })
+            .collect()
     }
 
     async fn clear_attempts(

@@ -10,7 +10,7 @@ use inboxed_core::store::{
     BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
     KeyParams,
 };
-use inboxed_core::{ConsumerName, Store, StoreError};
+use inboxed_core::{ConsumerName, MessageId, Store, StoreError};
 
 /// Where the barrier sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +82,14 @@ impl<S: Store> Store for Hooked<S> {
 
     async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
         self.inner.record_attempt(params).await
+    }
+
+    async fn record_attempts(
+        &self,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        self.inner.record_attempts(consumer, ids).await
     }
 
     async fn clear_attempts(

@@ -85,6 +85,7 @@ impl<S, H> Clone for Processor<S, H> {
 }
 
 mod attempt;
+mod batch;
 mod dead_letter;
 mod operator;
 
@@ -189,8 +190,14 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             .process_inner(envelope, delivery_count)
             .instrument(span)
             .await;
+        self.count(&result);
+        result
+    }
+
+    /// Counts a settled message by outcome, or a failure by kind.
+    fn count(&self, result: &Result<Outcome, Error>) {
         let consumer = self.inner.consumer.as_str().to_owned();
-        match &result {
+        match result {
             Ok(outcome) => {
                 metrics::counter!(m::MESSAGES_TOTAL, "consumer" => consumer, "outcome" => outcome.as_str())
                     .increment(1);
@@ -205,7 +212,6 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                     .increment(1);
             }
         }
-        result
     }
 
     async fn process_inner(
@@ -226,6 +232,13 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                     .await?
             }
         };
+        self.process_counted(envelope, attempt).await
+    }
+
+    /// The rest of [`Processor::process`], once this delivery's attempt is known (and, when
+    /// counted by the store, committed).
+    async fn process_counted(&self, envelope: &Envelope, attempt: u32) -> Result<Outcome, Error> {
+        let inner = &*self.inner;
         if attempt > inner.config.max_attempts {
             let err = format!(
                 "{} deliveries failed, crashed or timed out (max_attempts = {})",

@@ -2,6 +2,7 @@
 //! business state (rows in `ledger`, balances in `accounts`), instantiated per backend by
 //! [`conformance_tests!`](crate::conformance_tests).
 
+mod batch;
 mod consumer;
 mod crash;
 mod duplicates;
@@ -12,6 +13,10 @@ mod redrive;
 mod retention;
 mod stress;
 
+pub use batch::{
+    batch_processes_each_key_once, concurrent_batches_commit_each_key_once,
+    poison_in_a_batch_spares_its_batch_mates,
+};
 pub use consumer::{consumer_acks_only_after_commit, long_handler_extends_the_delivery_deadline};
 pub use crash::{
     crash_before_commit_redoes_the_work, crash_between_commit_and_ack_does_not_reapply,
@@ -140,6 +145,9 @@ macro_rules! conformance_tests {
             swallowed_statement_error_is_not_acked,
             dead_letter_retry_and_discard,
             redrive_lifts_the_dead_letter_once,
+            batch_processes_each_key_once,
+            poison_in_a_batch_spares_its_batch_mates,
+            concurrent_batches_commit_each_key_once,
             invalid_input_is_rejected_and_nothing_is_written,
             concurrent_stress_ledger_is_exact,
             consumer_acks_only_after_commit,

@@ -1,0 +1,186 @@
+//! Several messages in one inbox transaction: the claims, one call of the batch handler, one
+//! commit. On a small machine the commit's flush is most of what a short message costs, so N
+//! messages sharing it cost far less than N transactions.
+
+use std::collections::{HashMap, HashSet};
+
+use tracing::debug;
+
+use super::Processor;
+use crate::envelope::{Envelope, MessageId};
+use crate::error::{Error, StoreError};
+use crate::handler::{Handler, call_guarded_batch};
+use crate::processor::Outcome;
+use crate::store::{Claim, ClaimParams, KeyParams, Store};
+
+impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
+    /// Processes `batch` with one transaction and one commit, and returns one result per
+    /// message, in order; each means what [`Processor::process`]'s does (`Ok`: ack it).
+    ///
+    /// The attempts of all its keys are counted first, in one committed statement, so a
+    /// message that kills the process mid-batch still reaches the dead-letter path. Then, in
+    /// one transaction, every key is claimed (in key order, so that concurrent batches with
+    /// shared keys cannot deadlock), the fresh messages go to [`Handler::handle_batch`] in the
+    /// order given, and the transaction commits once. Duplicates, conflicts and dead-lettered
+    /// keys are settled as by `process`; a key given twice is processed once, the second copy
+    /// settling as a duplicate.
+    ///
+    /// One failing message must not take its batch-mates down: when anything in the batch
+    /// transaction fails (a handler, a claim, the commit), it is rolled back and each message
+    /// is processed on its own transaction, where only the failing one is retried or
+    /// dead-lettered. A batch with a key already tried before (a redelivery) goes that way from
+    /// the start. The handler may therefore run twice for a message of a failed batch; only one
+    /// run commits.
+    pub async fn process_batch(&self, batch: &[Envelope]) -> Vec<Result<Outcome, Error>> {
+        // The first copy of each key is processed; later copies settle after it.
+        let mut seen = HashSet::new();
+        let firsts: Vec<usize> = (0..batch.len())
+            .filter(|&i| seen.insert(batch[i].id().as_str()))
+            .collect();
+        let mut results: Vec<Option<Result<Outcome, Error>>> =
+            (0..batch.len()).map(|_| None).collect();
+        match self.together(batch, &firsts).await {
+            Together::Settled(settled) => {
+                for (&i, result) in firsts.iter().zip(settled) {
+                    self.count(&result);
+                    results[i] = Some(result);
+                }
+            }
+            Together::Counted(counts) => {
+                for &i in &firsts {
+                    let attempt = counts.get(batch[i].id().as_str()).copied().unwrap_or(1);
+                    let result = self.process_counted(&batch[i], attempt).await;
+                    self.count(&result);
+                    results[i] = Some(result);
+                }
+            }
+            // The database is not answering: each message on its own, with its own error.
+            Together::NotCounted => {}
+        }
+        // Later copies of a key see their first copy settled: a duplicate, the same dead
+        // letter, or a conflict when the payload differs.
+        for (i, slot) in results.iter_mut().enumerate() {
+            if slot.is_none() {
+                *slot = Some(self.process(&batch[i], None).await);
+            }
+        }
+        results.into_iter().flatten().collect()
+    }
+
+    /// Counts the attempts of the keys at `firsts`, then runs them in one transaction unless
+    /// one of them was tried before.
+    async fn together(&self, batch: &[Envelope], firsts: &[usize]) -> Together {
+        if firsts.is_empty() || self.ensure_ready().await.is_err() {
+            return Together::NotCounted;
+        }
+        let inner = &*self.inner;
+        let ids: Vec<&MessageId> = firsts.iter().map(|&i| batch[i].id()).collect();
+        let counted = self
+            .with_contention_retries(|| inner.store.record_attempts(&inner.consumer, &ids))
+            .await;
+        let Ok(counts) = counted else {
+            return Together::NotCounted;
+        };
+        let counts: HashMap<String, u32> = counts.into_iter().collect();
+        let retried = firsts
+            .iter()
+            .any(|&i| counts.get(batch[i].id().as_str()).copied().unwrap_or(1) > 1);
+        if retried {
+            return Together::Counted(counts);
+        }
+        let Some(claims) = self.batch_transaction(batch, firsts).await else {
+            return Together::Counted(counts);
+        };
+        let mut settled = Vec::with_capacity(claims.len());
+        for (&i, claim) in firsts.iter().zip(claims) {
+            settled.push(self.settle_claim(&batch[i], claim).await);
+        }
+        Together::Settled(settled)
+    }
+
+    /// The batch's one transaction; the claims in the order of `firsts`, or `None` when
+    /// anything failed (rolled back; the messages are then processed one by one, where each
+    /// failure is reported).
+    async fn batch_transaction(&self, batch: &[Envelope], firsts: &[usize]) -> Option<Vec<Claim>> {
+        match self.try_batch(batch, firsts).await {
+            Ok(claims) => Some(claims),
+            Err(e) => {
+                debug!(error = %e, size = firsts.len(), "batch transaction failed; processing its messages one by one");
+                None
+            }
+        }
+    }
+
+    async fn try_batch(&self, batch: &[Envelope], firsts: &[usize]) -> Result<Vec<Claim>, Error> {
+        let inner = &*self.inner;
+        let mut tx = inner.store.begin(&inner.config.begin_params()).await?;
+        match self.in_batch(&mut tx, batch, firsts).await {
+            Ok(claims) => {
+                tx.commit().await.map_err(StoreError::from_sqlx)?;
+                Ok(claims)
+            }
+            Err(e) => {
+                // Now, not whenever the pool next touches the connection: the claims' row
+                // locks go at once, so waiting duplicates and the one-by-one pass proceed.
+                let _ = tx.rollback().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The batch's statements inside `tx`: the claims in key order, the handler on the fresh
+    /// messages in the order given, and each key's attempt counter forgotten.
+    async fn in_batch(
+        &self,
+        tx: &mut sqlx::Transaction<'static, S::Db>,
+        batch: &[Envelope],
+        firsts: &[usize],
+    ) -> Result<Vec<Claim>, Error> {
+        let inner = &*self.inner;
+        let mut order: Vec<usize> = firsts.to_vec();
+        order.sort_by(|&a, &b| batch[a].id().as_str().cmp(batch[b].id().as_str()));
+        let mut claims: HashMap<usize, Claim> = HashMap::new();
+        for &i in &order {
+            let params = ClaimParams {
+                consumer: &inner.consumer,
+                envelope: &batch[i],
+            };
+            claims.insert(i, inner.store.claim(&mut **tx, &params).await?);
+        }
+        let fresh: Vec<&Envelope> = firsts
+            .iter()
+            .filter(|i| claims.get(i) == Some(&Claim::New))
+            .map(|&i| &batch[i])
+            .collect();
+        if !fresh.is_empty() {
+            let timeout = inner.config.handler_timeout;
+            call_guarded_batch(&inner.handler, &fresh, &mut **tx, timeout)
+                .await
+                .map_err(|source| Error::Handler {
+                    consumer: inner.consumer.clone(),
+                    attempt: 1,
+                    source,
+                })?;
+        }
+        // As in the single path: forget each key's attempts, which also probes for a handler
+        // that swallowed a failed statement (the transaction is then aborted).
+        for &i in firsts {
+            let key = KeyParams {
+                consumer: &inner.consumer,
+                message_id: batch[i].id(),
+            };
+            inner.store.clear_attempts(&mut **tx, &key).await?;
+        }
+        Ok(firsts.iter().filter_map(|i| claims.remove(i)).collect())
+    }
+}
+
+/// How much of a batch ran together.
+enum Together {
+    /// In one transaction: the results of the first copies, in order.
+    Settled(Vec<Result<Outcome, Error>>),
+    /// Attempts were counted (the counts by key), but the batch runs one by one.
+    Counted(HashMap<String, u32>),
+    /// Nothing was counted: each message goes through `process` on its own.
+    NotCounted,
+}

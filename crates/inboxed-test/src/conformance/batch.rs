@@ -1,0 +1,117 @@
+//! `Processor::process_batch`: many messages in one transaction and one commit, with the same
+//! guarantees as one at a time, asserted on the ledger.
+
+use std::sync::Arc;
+
+use tokio::sync::Barrier;
+
+use inboxed_core::{DeadLetterReason, Envelope, Outcome, ProcessorConfig};
+
+use super::{ledger_state, processor};
+use crate::backend::Backend;
+use crate::handler::{Script, credit};
+
+const ATTEMPT_ROWS: &str = "SELECT count(*) FROM inboxed_attempts";
+const POISON_LETTERS: &str = "SELECT count(*) FROM inboxed_dead_letters WHERE message_id = 'b-p'";
+
+/// Fresh keys are processed once in one batch; a key given twice, and a key processed
+/// earlier, settle as duplicates; the attempt counters are forgotten in the same commit; the
+/// same batch again changes nothing.
+pub async fn batch_processes_each_key_once<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let (p, handler) = processor(&db, ProcessorConfig::default());
+    assert_eq!(
+        p.process(&credit("b-3", 3), None).await.unwrap(),
+        Outcome::Processed
+    );
+    let batch = [
+        credit("b-1", 1),
+        credit("b-2", 2),
+        credit("b-1", 1),
+        credit("b-3", 3),
+    ];
+    let outcomes: Vec<Outcome> = p
+        .process_batch(&batch)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            Outcome::Processed,
+            Outcome::Processed,
+            Outcome::Duplicate,
+            Outcome::Duplicate
+        ]
+    );
+    assert_eq!(ledger_state(&db).await, (3, 6));
+    assert_eq!(handler.calls(), 3, "one call per fresh message");
+    assert_eq!(db.scalar(ATTEMPT_ROWS).await, 0);
+    let again = p.process_batch(&batch).await;
+    assert!(
+        again.iter().all(|r| matches!(r, Ok(Outcome::Duplicate))),
+        "{again:?}"
+    );
+    assert_eq!(ledger_state(&db).await, (3, 6));
+    db.finish().await;
+}
+
+/// A message that fails permanently in the middle of a batch is dead-lettered alone; its
+/// batch-mates before and after it commit.
+pub async fn poison_in_a_batch_spares_its_batch_mates<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let (p, _) = processor(&db, ProcessorConfig::default());
+    let poison = Script {
+        fail: Some("permanent".into()),
+        ..Script::default()
+    }
+    .message("b-p");
+    let batch = [credit("b-x", 4), poison, credit("b-y", 5)];
+    let results = p.process_batch(&batch).await;
+    let outcomes: Vec<Outcome> = results.into_iter().map(Result::unwrap).collect();
+    let reason = DeadLetterReason::Permanent;
+    assert_eq!(
+        outcomes,
+        [
+            Outcome::Processed,
+            Outcome::DeadLettered { reason },
+            Outcome::Processed
+        ]
+    );
+    assert_eq!(ledger_state(&db).await, (2, 9));
+    assert_eq!(db.scalar(POISON_LETTERS).await, 1);
+    assert_eq!(db.scalar(ATTEMPT_ROWS).await, 0);
+    db.finish().await;
+}
+
+/// Two batches sharing five of their keys, started together behind a barrier: every key is
+/// applied exactly once, and both batches settle every message.
+pub async fn concurrent_batches_commit_each_key_once<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let (p, _) = processor(&db, ProcessorConfig::default());
+    let barrier = Arc::new(Barrier::new(2));
+    let batch = |range: std::ops::Range<i64>| -> Vec<Envelope> {
+        range.map(|i| credit(&format!("c-{i}"), i)).collect()
+    };
+    let tasks = [batch(0..10), batch(5..15)].map(|msgs| {
+        let (p, barrier) = (p.clone(), Arc::clone(&barrier));
+        tokio::spawn(async move {
+            barrier.wait().await;
+            p.process_batch(&msgs).await
+        })
+    });
+    let mut processed = 0;
+    for task in tasks {
+        for result in task.await.unwrap() {
+            match result.unwrap() {
+                Outcome::Processed => processed += 1,
+                Outcome::Duplicate => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+    assert_eq!(processed, 15);
+    assert_eq!(ledger_state(&db).await, (15, (0..15).sum::<i64>()));
+    db.finish().await;
+}

@@ -63,6 +63,7 @@ operations!(
     lookup,
     record_attempt,
     record_attempts,
+    load_attempts,
     clear_attempts,
     dead_letter,
     load_dead_letter,

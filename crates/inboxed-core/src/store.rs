@@ -250,6 +250,14 @@ pub trait Store: Clone + Send + Sync + 'static {
         ids: &[&MessageId],
     ) -> impl Future<Output = Result<Vec<(String, u32)>, StoreError>> + Send;
 
+    /// The attempt counters of `ids` (keys of `consumer`), read without counting; keys without
+    /// a counter are left out.
+    fn load_attempts(
+        &self,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> impl Future<Output = Result<Vec<(String, u32)>, StoreError>> + Send;
+
     /// Forgets the attempt counter of a key, inside the caller's transaction.
     fn clear_attempts(
         &self,

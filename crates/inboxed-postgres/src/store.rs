@@ -195,6 +195,27 @@ fn conflict_hash<'p>(p: &'p DeadLetterParams<'_>) -> &'p [u8] {
     }
 }
 
+impl PgStore {
+    /// Runs `sql` (record_attempts or load_attempts) for `ids`: each key with its count.
+    async fn attempts_of(
+        &self,
+        sql: &std::sync::Arc<str>,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+        let query = self.query(sql).bind(consumer.as_str()).bind(ids);
+        let rows = self.autocommit(query).await?;
+        rows.iter()
+            .map(|row| {
+                let id: String = row.try_get(0).map_err(StoreError::from_sqlx)?;
+                let n: i32 = row.try_get(1).map_err(StoreError::from_sqlx)?;
+                Ok((id, u32::try_from(n).unwrap_or(u32::MAX)))
+            })
+            .collect()
+    }
+}
+
 impl Store for PgStore {
     type Db = Postgres;
 
@@ -346,19 +367,17 @@ impl Store for PgStore {
         consumer: &ConsumerName,
         ids: &[&MessageId],
     ) -> Result<Vec<(String, u32)>, StoreError> {
-        let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
-        let query = self
-            .query(&self.queries.record_attempts)
-            .bind(consumer.as_str())
-            .bind(ids);
-        let rows = self.autocommit(query).await?;
-        rows.iter()
-            .map(|row| {
-                let id: String = row.try_get(0).map_err(StoreError::from_sqlx)?;
-                let n: i32 = row.try_get(1).map_err(StoreError::from_sqlx)?;
-                Ok((id, u32::try_from(n).unwrap_or(u32::MAX)))
-            })
-            .collect()
+        self.attempts_of(&self.queries.record_attempts, consumer, ids)
+            .await
+    }
+
+    async fn load_attempts(
+        &self,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        self.attempts_of(&self.queries.load_attempts, consumer, ids)
+            .await
     }
 
     async fn clear_attempts(

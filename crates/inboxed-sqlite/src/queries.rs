@@ -56,6 +56,7 @@ pub(crate) const TEMPLATES: Templates = Templates {
     lookup: include_str!("../sql/lookup.sql"),
     record_attempt: include_str!("../sql/record_attempt.sql"),
     record_attempts: include_str!("../sql/record_attempts.sql"),
+    load_attempts: include_str!("../sql/load_attempts.sql"),
     clear_attempts: include_str!("../sql/clear_attempts.sql"),
     dead_letter: include_str!("../sql/dead_letter.sql"),
     load_dead_letter: include_str!("../sql/load_dead_letter.sql"),

@@ -137,6 +137,34 @@ fn conflict_hash<'p>(p: &'p DeadLetterParams<'_>) -> &'p [u8] {
     }
 }
 
+impl SqliteStore {
+    /// Runs `sql` (record_attempts or load_attempts) for `ids`, passed as a JSON array: each
+    /// key with its count.
+    async fn attempts_of(
+        &self,
+        sql: &std::sync::Arc<str>,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+        let json = serde_json::Value::from(ids).to_string();
+        let rows = self
+            .query(sql)
+            .bind(consumer.as_str())
+            .bind(json)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        rows.iter()
+            .map(|row| {
+                let id: String = row.try_get(0).map_err(StoreError::from_sqlx)?;
+                let n: i64 = row.try_get(1).map_err(StoreError::from_sqlx)?;
+                Ok((id, u32::try_from(n).unwrap_or(u32::MAX)))
+            })
+            .collect()
+    }
+}
+
 impl Store for SqliteStore {
     type Db = Sqlite;
 
@@ -256,23 +284,17 @@ impl Store for SqliteStore {
         consumer: &ConsumerName,
         ids: &[&MessageId],
     ) -> Result<Vec<(String, u32)>, StoreError> {
-        let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
-        let json = serde_json::to_string(&ids)
-            .map_err(|e| StoreError::from_sqlx(sqlx::Error::Encode(Box::new(e))))?;
-        let rows = self
-            .query(&self.queries.record_attempts)
-            .bind(consumer.as_str())
-            .bind(json)
-            .fetch_all(&self.pool)
+        self.attempts_of(&self.queries.record_attempts, consumer, ids)
             .await
-            .map_err(StoreError::from_sqlx)?;
-        rows.iter()
-            .map(|row| {
-                let id: String = row.try_get(0).map_err(StoreError::from_sqlx)?;
-                let n: i64 = row.try_get(1).map_err(StoreError::from_sqlx)?;
-                Ok((id, u32::try_from(n).unwrap_or(u32::MAX)))
-            })
-            .collect()
+    }
+
+    async fn load_attempts(
+        &self,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        self.attempts_of(&self.queries.load_attempts, consumer, ids)
+            .await
     }
 
     async fn clear_attempts(

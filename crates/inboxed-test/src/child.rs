@@ -55,6 +55,8 @@ pub struct Broker {
     pub acked: Vec<String>,
     /// Whether deliveries carry the broker's count (otherwise the store counts attempts).
     pub broker_counts: bool,
+    /// Whether the child settles all its deliveries with one `process_batch`.
+    pub batch: bool,
 }
 
 impl Broker {
@@ -99,6 +101,9 @@ impl Broker {
                 cmd.env("INBOXED_HANG", "1");
             }
             Fault::None => {}
+        }
+        if self.batch {
+            cmd.env("INBOXED_BATCH", "1");
         }
         let mut child = cmd.spawn().expect("spawn child consumer");
         let mut stdin = child.stdin.take().expect("child stdin");
@@ -296,6 +301,21 @@ pub async fn child_main<B: Backend>(locator: &str) {
     );
     let pause_before_ack = std::env::var("INBOXED_FAULT").as_deref() == Ok("pause_before_ack");
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    if std::env::var_os("INBOXED_BATCH").is_some() {
+        // Every delivery in one batch, acked after it returns (those that settled).
+        let mut batch = Vec::new();
+        while let Ok(Some(text)) = lines.next_line().await {
+            let line: Line = serde_json::from_str(&text).expect("delivery line");
+            let id = MessageId::new(line.id).expect("valid test id");
+            batch.push(Envelope::new(id, line.payload.into_bytes()));
+        }
+        for (envelope, result) in batch.iter().zip(processor.process_batch(&batch).await) {
+            if result.is_ok() {
+                println!("inboxed-child: acked {}", envelope.id());
+            }
+        }
+        return;
+    }
     while let Ok(Some(text)) = lines.next_line().await {
         let line: Line = serde_json::from_str(&text).expect("delivery line");
         let delivery = ChildDelivery {

@@ -92,6 +92,14 @@ impl<S: Store> Store for Hooked<S> {
         self.inner.record_attempts(consumer, ids).await
     }
 
+    async fn load_attempts(
+        &self,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        self.inner.load_attempts(consumer, ids).await
+    }
+
     async fn clear_attempts(
         &self,
         conn: &mut <S::Db as sqlx::Database>::Connection,

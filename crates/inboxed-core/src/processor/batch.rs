@@ -27,10 +27,12 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     ///
     /// One failing message must not take its batch-mates down: when anything in the batch
     /// transaction fails (a handler, a claim, the commit), it is rolled back and each message
-    /// is processed on its own transaction, where only the failing one is retried or
-    /// dead-lettered. A batch with a key already tried before (a redelivery) goes that way from
-    /// the start. The handler may therefore run twice for a message of a failed batch; only one
-    /// run commits.
+    /// is processed in a transaction of its own, where only the failing one is retried or
+    /// dead-lettered. A batch with a key tried before (its batch crashed or failed) goes one
+    /// message at a time from the start, the least tried first, each counted only when it is
+    /// reached: a crash is then charged to the message that caused it, and a crashed batch
+    /// charges one attempt to each of its messages. The handler may therefore run twice for a
+    /// message of a failed batch; only one run commits.
     pub async fn process_batch(&self, batch: &[Envelope]) -> Vec<Result<Outcome, Error>> {
         // The first copy of each key is processed; later copies settle after it.
         let mut seen = HashSet::new();
@@ -54,8 +56,13 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                     results[i] = Some(result);
                 }
             }
+            Together::OneByOne(order) => {
+                for i in order {
+                    results[i] = Some(self.process(&batch[i], None).await);
+                }
+            }
             // The database is not answering: each message on its own, with its own error.
-            Together::NotCounted => {}
+            Together::Unread => {}
         }
         // Later copies of a key see their first copy settled: a duplicate, the same dead
         // letter, or a conflict when the payload differs.
@@ -67,25 +74,41 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         results.into_iter().flatten().collect()
     }
 
-    /// Counts the attempts of the keys at `firsts`, then runs them in one transaction unless
-    /// one of them was tried before.
+    /// Runs the keys at `firsts` in one transaction, unless one of them was tried before.
     async fn together(&self, batch: &[Envelope], firsts: &[usize]) -> Together {
         if firsts.is_empty() || self.ensure_ready().await.is_err() {
-            return Together::NotCounted;
+            return Together::Unread;
         }
         let inner = &*self.inner;
         let ids: Vec<&MessageId> = firsts.iter().map(|&i| batch[i].id()).collect();
+        // Tried before (a crash took an earlier batch down, or a failure sent it one by one):
+        // one message at a time, each counted only when it is reached, so that only the one
+        // that crashes is charged for the crashes; the least tried first, so that its
+        // batch-mates are applied before a suspect is tried again.
+        let tried = self
+            .with_contention_retries(|| inner.store.load_attempts(&inner.consumer, &ids))
+            .await;
+        let Ok(tried) = tried else {
+            return Together::Unread;
+        };
+        if !tried.is_empty() {
+            let tried: HashMap<String, u32> = tried.into_iter().collect();
+            let mut order = firsts.to_vec();
+            order.sort_by_key(|&i| tried.get(batch[i].id().as_str()).copied().unwrap_or(0));
+            return Together::OneByOne(order);
+        }
         let counted = self
             .with_contention_retries(|| inner.store.record_attempts(&inner.consumer, &ids))
             .await;
         let Ok(counts) = counted else {
-            return Together::NotCounted;
+            return Together::Unread;
         };
         let counts: HashMap<String, u32> = counts.into_iter().collect();
-        let retried = firsts
+        // A concurrent delivery of a key counted it meanwhile: one by one, as counted.
+        let raced = firsts
             .iter()
             .any(|&i| counts.get(batch[i].id().as_str()).copied().unwrap_or(1) > 1);
-        if retried {
+        if raced {
             return Together::Counted(counts);
         }
         let Some(claims) = self.batch_transaction(batch, firsts).await else {
@@ -179,8 +202,12 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
 enum Together {
     /// In one transaction: the results of the first copies, in order.
     Settled(Vec<Result<Outcome, Error>>),
-    /// Attempts were counted (the counts by key), but the batch runs one by one.
+    /// This delivery's attempts were counted (the counts by key), but the batch failed or
+    /// raced: one by one, with those counts.
     Counted(HashMap<String, u32>),
-    /// Nothing was counted: each message goes through `process` on its own.
-    NotCounted,
+    /// Tried before: one by one in this order (the least tried first), each counted when it
+    /// is reached.
+    OneByOne(Vec<usize>),
+    /// The database did not answer: each message goes through `process` on its own.
+    Unread,
 }

@@ -125,3 +125,43 @@ pub async fn poison_that_kills_the_process_is_dead_lettered<B: Backend>(test: &s
     assert_eq!(db.scalar("SELECT count(*) FROM inboxed_attempts").await, 0);
     db.finish().await;
 }
+
+/// The same poison inside a batch (`process_batch`): the batch's attempts are counted before
+/// its transaction, so the crashes count, the redelivered batch goes one message at a time,
+/// and after five crashes the poison is dead-lettered while its batch-mates are applied once.
+pub async fn poison_that_kills_a_batch_is_dead_lettered<B: Backend>(test: &str) {
+    if let Some(locator) = child_locator() {
+        return child_main::<B>(&locator).await;
+    }
+    let db = B::create().await;
+    let mut broker = Broker::new(false);
+    broker.batch = true;
+    broker.publish("m-1", &credit("m-1", 1));
+    broker.publish(
+        "m-poison",
+        &Script {
+            abort: true,
+            ..Script::default()
+        }
+        .message("m-poison"),
+    );
+    broker.publish("m-2", &credit("m-2", 10));
+    broker.publish("m-3", &credit("m-3", 100));
+    let mut runs = 0;
+    while broker.unacked() > 0 && runs < 10 {
+        broker.run_child(test, &db.locator, Fault::None).await;
+        runs += 1;
+    }
+    assert_eq!(
+        runs, 6,
+        "five crashed consumers, then the one that dead-letters the poison"
+    );
+    assert_eq!(broker.unacked(), 0);
+    assert_eq!(ledger_state(&db).await, (3, 111));
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_dead_letters WHERE message_id = 'm-poison' AND reason = 'attempts_exhausted' AND attempts = 5").await,
+        1
+    );
+    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_attempts").await, 0);
+    db.finish().await;
+}

@@ -20,7 +20,7 @@ pub use batch::{
 pub use consumer::{consumer_acks_only_after_commit, long_handler_extends_the_delivery_deadline};
 pub use crash::{
     crash_before_commit_redoes_the_work, crash_between_commit_and_ack_does_not_reapply,
-    poison_that_kills_the_process_is_dead_lettered,
+    poison_that_kills_a_batch_is_dead_lettered, poison_that_kills_the_process_is_dead_lettered,
 };
 pub use duplicates::{
     concurrent_duplicate_proceeds_after_first_rolls_back,
@@ -153,6 +153,7 @@ macro_rules! conformance_tests {
             consumer_acks_only_after_commit,
             long_handler_extends_the_delivery_deadline,
             poison_that_kills_the_process_is_dead_lettered,
+            poison_that_kills_a_batch_is_dead_lettered,
         );
     };
     (@cases $backend:ty; $($case:ident),* $(,)?) => {

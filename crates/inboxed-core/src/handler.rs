@@ -50,7 +50,9 @@ pub trait Handler<DB: sqlx::Database>: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), HandlerError>> + Send;
 
     /// Applies several messages, in the order given, through one connection of one
-    /// transaction. Store-then-process workers call it for the rows of a claimed batch.
+    /// transaction. Store-then-process workers call it for the rows of a claimed batch, and
+    /// [`Processor::process_batch`](crate::Processor::process_batch) for the fresh messages of
+    /// a batch.
     ///
     /// The default calls [`Handler::handle`] for each message in turn. Override it when one
     /// set-based statement can do the work of many (`UPDATE … FROM unnest($1)`): a batch of 100
@@ -58,9 +60,10 @@ pub trait Handler<DB: sqlx::Database>: Send + Sync + 'static {
     /// a short handler. The override must have the effect of handling each message in order.
     ///
     /// Failure is all-or-nothing: on `Err` (or a panic, or the deadline) the caller rolls the
-    /// whole call back and redoes the batch one message at a time with [`Handler::handle`],
-    /// each behind its own savepoint, so that one bad message fails alone. Its batch-mates' work
-    /// is therefore done twice in that case, and only the second run can commit.
+    /// whole call back and redoes the batch one message at a time with [`Handler::handle`]
+    /// (the worker behind a savepoint each, the processor in a transaction each), so that one
+    /// bad message fails alone. Its batch-mates' work is therefore done twice in that case, and
+    /// only the second run can commit.
     fn handle_batch(
         &self,
         msgs: &[&Envelope],

@@ -93,6 +93,8 @@ pub struct Ledger<B> {
     pub calls: Arc<AtomicU32>,
     /// While on, messages scripted with `fail_while_broken` fail permanently.
     pub broken: Arc<std::sync::atomic::AtomicBool>,
+    /// Calls of `handle_batch`, across clones.
+    pub batches: Arc<AtomicU32>,
     _backend: PhantomData<fn() -> B>,
 }
 
@@ -101,6 +103,7 @@ impl<B> Clone for Ledger<B> {
         Self {
             calls: Arc::clone(&self.calls),
             broken: Arc::clone(&self.broken),
+            batches: Arc::clone(&self.batches),
             _backend: PhantomData,
         }
     }
@@ -111,6 +114,7 @@ impl<B> Default for Ledger<B> {
         Self {
             calls: Arc::default(),
             broken: Arc::default(),
+            batches: Arc::default(),
             _backend: PhantomData,
         }
     }
@@ -122,9 +126,27 @@ impl<B> Ledger<B> {
     pub fn calls(&self) -> u32 {
         self.calls.load(Ordering::SeqCst)
     }
+
+    /// `handle_batch` calls so far.
+    #[must_use]
+    pub fn batches(&self) -> u32 {
+        self.batches.load(Ordering::SeqCst)
+    }
 }
 
 impl<B: Backend> Handler<<B::Store as Store>::Db> for Ledger<B> {
+    async fn handle_batch(
+        &self,
+        msgs: &[&Envelope],
+        conn: &mut Conn<B>,
+    ) -> Result<(), HandlerError> {
+        self.batches.fetch_add(1, Ordering::SeqCst);
+        for msg in msgs {
+            self.handle(msg, conn).await?;
+        }
+        Ok(())
+    }
+
     async fn handle(&self, msg: &Envelope, conn: &mut Conn<B>) -> Result<(), HandlerError> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         let script: Script = msg.json().permanent()?;

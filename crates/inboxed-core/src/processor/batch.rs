@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::Processor;
 use crate::envelope::{Envelope, MessageId};
@@ -30,13 +30,23 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     /// is processed in a transaction of its own, where only the failing one is retried or
     /// dead-lettered. A batch with a key tried before (its batch crashed or failed) goes one
     /// message at a time from the start, the least tried first, each counted only when it is
-    /// reached: a crash is then charged to the message that caused it, and a crashed batch
-    /// charges one attempt to each of its messages. The handler may therefore run twice for a
-    /// message of a failed batch; only one run commits.
+    /// reached: later crashes are charged to the message that causes them. A crashed batch
+    /// charges one attempt to each of its messages, as a crash does to every message in
+    /// flight on the single path. The handler may therefore run twice for a message of a failed
+    /// batch; only one run commits.
+    ///
+    /// An operator's redrive for this consumer ([`Envelope::redrive_for`]) takes the single
+    /// path. The caller bounds the batch: its keys are claimed, and on PostgreSQL's
+    /// partitioned store locked, in one transaction, and the handler's deadline is
+    /// `handler_timeout` times its size.
     pub async fn process_batch(&self, batch: &[Envelope]) -> Vec<Result<Outcome, Error>> {
-        // The first copy of each key is processed; later copies settle after it.
+        // The first copy of each key is processed; later copies settle after it. An operator's
+        // redrive for this consumer takes the single path, which lifts the dead letter inside
+        // its transaction.
+        let consumer = self.inner.consumer.as_str();
         let mut seen = HashSet::new();
         let firsts: Vec<usize> = (0..batch.len())
+            .filter(|&i| batch[i].redrive_for() != Some(consumer))
             .filter(|&i| seen.insert(batch[i].id().as_str()))
             .collect();
         let mut results: Vec<Option<Result<Outcome, Error>>> =
@@ -88,8 +98,12 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         let tried = self
             .with_contention_retries(|| inner.store.load_attempts(&inner.consumer, &ids))
             .await;
-        let Ok(tried) = tried else {
-            return Together::Unread;
+        let tried = match tried {
+            Ok(tried) => tried,
+            Err(e) => {
+                warn!(error = %e, "could not read a batch's attempts; processing it one by one");
+                return Together::Unread;
+            }
         };
         if !tried.is_empty() {
             let tried: HashMap<String, u32> = tried.into_iter().collect();
@@ -100,8 +114,12 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         let counted = self
             .with_contention_retries(|| inner.store.record_attempts(&inner.consumer, &ids))
             .await;
-        let Ok(counts) = counted else {
-            return Together::Unread;
+        let counts = match counted {
+            Ok(counts) => counts,
+            Err(e) => {
+                warn!(error = %e, "could not count a batch's attempts; processing it one by one");
+                return Together::Unread;
+            }
         };
         let counts: HashMap<String, u32> = counts.into_iter().collect();
         // A concurrent delivery of a key counted it meanwhile: one by one, as counted.
@@ -127,8 +145,13 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     async fn batch_transaction(&self, batch: &[Envelope], firsts: &[usize]) -> Option<Vec<Claim>> {
         match self.try_batch(batch, firsts).await {
             Ok(claims) => Some(claims),
+            // A handler failing is what the one-by-one pass is for; the store failing is not.
+            Err(e @ Error::Handler { .. }) => {
+                debug!(error = %e, size = firsts.len(), "batch handler failed; processing its messages one by one");
+                None
+            }
             Err(e) => {
-                debug!(error = %e, size = firsts.len(), "batch transaction failed; processing its messages one by one");
+                warn!(error = %e, size = firsts.len(), "batch transaction failed; processing its messages one by one");
                 None
             }
         }
@@ -187,7 +210,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         }
         // As in the single path: forget each key's attempts, which also probes for a handler
         // that swallowed a failed statement (the transaction is then aborted).
-        for &i in firsts {
+        for &i in &order {
             let key = KeyParams {
                 consumer: &inner.consumer,
                 message_id: batch[i].id(),

@@ -12,6 +12,7 @@ use crate::backend::Backend;
 use crate::handler::{Script, credit};
 
 const ATTEMPT_ROWS: &str = "SELECT count(*) FROM inboxed_attempts";
+const REDRIVEN_LETTERS: &str = "SELECT count(*) FROM inboxed_dead_letters WHERE message_id = 'b-r'";
 const POISON_LETTERS: &str = "SELECT count(*) FROM inboxed_dead_letters WHERE message_id = 'b-p'";
 
 /// Fresh keys are processed once in one batch; a key given twice, and a key processed
@@ -47,6 +48,11 @@ pub async fn batch_processes_each_key_once<B: Backend>(_test: &str) {
     );
     assert_eq!(ledger_state(&db).await, (3, 6));
     assert_eq!(handler.calls(), 3, "one call per fresh message");
+    assert_eq!(
+        handler.batches(),
+        1,
+        "the fresh messages went to the handler together"
+    );
     assert_eq!(db.scalar(ATTEMPT_ROWS).await, 0);
     let again = p.process_batch(&batch).await;
     assert!(
@@ -54,6 +60,7 @@ pub async fn batch_processes_each_key_once<B: Backend>(_test: &str) {
         "{again:?}"
     );
     assert_eq!(ledger_state(&db).await, (3, 6));
+    assert_eq!(handler.batches(), 1, "nothing fresh, no handler call");
     db.finish().await;
 }
 
@@ -61,7 +68,7 @@ pub async fn batch_processes_each_key_once<B: Backend>(_test: &str) {
 /// batch-mates before and after it commit.
 pub async fn poison_in_a_batch_spares_its_batch_mates<B: Backend>(_test: &str) {
     let db = B::create().await;
-    let (p, _) = processor(&db, ProcessorConfig::default());
+    let (p, handler) = processor(&db, ProcessorConfig::default());
     let poison = Script {
         fail: Some("permanent".into()),
         ..Script::default()
@@ -82,6 +89,41 @@ pub async fn poison_in_a_batch_spares_its_batch_mates<B: Backend>(_test: &str) {
     assert_eq!(ledger_state(&db).await, (2, 9));
     assert_eq!(db.scalar(POISON_LETTERS).await, 1);
     assert_eq!(db.scalar(ATTEMPT_ROWS).await, 0);
+    assert_eq!(handler.batches(), 1, "tried together once, then one by one");
+    db.finish().await;
+}
+
+/// An operator's redrive inside a batch takes the single path: it lifts the dead letter and
+/// is applied, next to a fresh message applied with the batch.
+pub async fn redrive_in_a_batch_lifts_its_dead_letter<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let (p, handler) = processor(&db, ProcessorConfig::default());
+    let broken = Script {
+        amount: 7,
+        fail_while_broken: true,
+        ..Script::default()
+    }
+    .message("b-r");
+    handler
+        .broken
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(matches!(
+        p.process(&broken, None).await.unwrap(),
+        Outcome::DeadLettered { .. }
+    ));
+    handler
+        .broken
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let batch = [broken.with_redrive_for("ledger"), credit("b-f", 1)];
+    let outcomes: Vec<Outcome> = p
+        .process_batch(&batch)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(outcomes, [Outcome::Processed, Outcome::Processed]);
+    assert_eq!(ledger_state(&db).await, (2, 8));
+    assert_eq!(db.scalar(REDRIVEN_LETTERS).await, 0);
     db.finish().await;
 }
 
@@ -89,7 +131,7 @@ pub async fn poison_in_a_batch_spares_its_batch_mates<B: Backend>(_test: &str) {
 /// applied exactly once, and both batches settle every message.
 pub async fn concurrent_batches_commit_each_key_once<B: Backend>(_test: &str) {
     let db = B::create().await;
-    let (p, _) = processor(&db, ProcessorConfig::default());
+    let (p, handler) = processor(&db, ProcessorConfig::default());
     let barrier = Arc::new(Barrier::new(2));
     let batch = |range: std::ops::Range<i64>| -> Vec<Envelope> {
         range.map(|i| credit(&format!("c-{i}"), i)).collect()
@@ -112,6 +154,7 @@ pub async fn concurrent_batches_commit_each_key_once<B: Backend>(_test: &str) {
         }
     }
     assert_eq!(processed, 15);
+    assert!(handler.batches() >= 1, "at least one batch ran together");
     assert_eq!(ledger_state(&db).await, (15, (0..15).sum::<i64>()));
     db.finish().await;
 }

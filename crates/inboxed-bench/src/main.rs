@@ -3,6 +3,7 @@
 //!
 //! Run with:
 //! `cargo run --release -p inboxed-bench -- processor`
+//! `cargo run --release -p inboxed-bench -- batch`
 //! `cargo run --release -p inboxed-bench -- inbox` (add `--quick` for the CI smoke run)
 //! `cargo run --release -p inboxed-bench -- retention`
 //! `cargo run --release -p inboxed-bench -- sizing --rows 1000000,10000000`
@@ -10,6 +11,7 @@
 
 #![allow(clippy::print_stdout)]
 
+mod batch;
 mod inbox;
 mod processor;
 mod rabbitmq;
@@ -38,6 +40,9 @@ struct Cli {
 enum Bench {
     /// One message per transaction: processor against the same statements through sqlx.
     Processor(processor::Args),
+    /// Batched processor at several batch sizes against one message per transaction and
+    /// against a consumer without dedup.
+    Batch(batch::Args),
     /// Store-then-process: workers against bare claim-and-complete loops, and pickup latency.
     Inbox(inbox::Args),
     /// Retention: hot-path latency with and without a concurrent purge, purge rate, and the
@@ -55,6 +60,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.bench {
         Bench::Processor(args) => processor::run(&cli.database_url, args).await,
+        Bench::Batch(args) => batch::run(&cli.database_url, args).await,
         Bench::Inbox(args) => inbox::run(&cli.database_url, args).await,
         Bench::Retention(args) => retention::run(&cli.database_url, args).await,
         Bench::Sizing(args) => sizing::run(&cli.database_url, args).await,

@@ -65,6 +65,8 @@ operations!(
     record_attempts,
     load_attempts,
     clear_attempts,
+    claim_many,
+    clear_many_attempts,
     dead_letter,
     load_dead_letter,
     delete_dead_letter,

@@ -265,6 +265,25 @@ pub trait Store: Clone + Send + Sync + 'static {
         params: &KeyParams<'_>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// [`Store::claim`] for each of `envelopes` (distinct keys of `consumer`), inside the
+    /// caller's transaction, with one claim per envelope in the order given. Where the dialect
+    /// allows, one statement claims them all, taking the keys in byte order so that concurrent
+    /// batches sharing keys wait on each other rather than deadlock.
+    fn claim_many(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        consumer: &ConsumerName,
+        envelopes: &[&Envelope],
+    ) -> impl Future<Output = Result<Vec<Claim>, StoreError>> + Send;
+
+    /// [`Store::clear_attempts`] for each of `ids` (keys of `consumer`), in one statement.
+    fn clear_many_attempts(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Reads a key's dead letter (conflict records excluded).
     fn load_dead_letter(
         &self,

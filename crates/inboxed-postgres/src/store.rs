@@ -13,7 +13,7 @@ use inboxed_core::store::{
     DurabilityReport, KeyParams,
 };
 use inboxed_core::{
-    ConsumerName, Isolation, MessageId, Namespace, PayloadHash, Store, StoreError, StoredHash,
+    ConsumerName, Envelope, Isolation, MessageId, Namespace, PayloadHash, Store, StoreError,
 };
 
 use crate::key::message_key;
@@ -135,18 +135,6 @@ impl PgStore {
             Some("processed") => DeadLettered::AlreadyProcessed,
             _ => DeadLettered::AlreadyDeadLettered,
         })
-    }
-
-    /// lookup.sql for one key: why did a claim or dead letter of it write nothing?
-    fn lookup(
-        &self,
-        consumer: &str,
-        id: &str,
-    ) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {
-        self.query(&self.queries.lookup)
-            .bind(consumer.to_owned())
-            .bind(id.to_owned())
-            .bind(message_key(id).into_owned())
     }
 
     pub(crate) fn query(
@@ -301,52 +289,32 @@ impl Store for PgStore {
         conn: &mut PgConnection,
         params: &ClaimParams<'_>,
     ) -> Result<Claim, StoreError> {
-        let env = params.envelope;
-        let consumer = params.consumer.as_str();
-        let id = env.id().as_str();
-        let claim = if self.partitions.is_some() {
-            self.query(&self.queries.lock_key)
-                .bind(consumer)
-                .bind(id)
-                .execute(&mut *conn)
-                .await
-                .map_err(StoreError::from_sqlx)?;
-            &self.queries.claim_partitioned
-        } else {
-            &self.queries.claim
-        };
-        let inserted = self
-            .query(claim)
-            .bind(consumer)
-            .bind(id)
-            .bind(message_key(id))
-            // The same 32 bits as a signed integer, the column's type.
-            .bind(env.hash().fingerprint().cast_signed())
+        self.claim_key(conn, params.consumer, params.envelope).await
+    }
+
+    async fn claim_many(
+        &self,
+        conn: &mut PgConnection,
+        consumer: &ConsumerName,
+        envelopes: &[&Envelope],
+    ) -> Result<Vec<Claim>, StoreError> {
+        self.claim_keys(conn, consumer, envelopes).await
+    }
+
+    async fn clear_many_attempts(
+        &self,
+        conn: &mut PgConnection,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<(), StoreError> {
+        let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+        self.query(&self.queries.clear_many_attempts)
+            .bind(consumer.as_str())
+            .bind(ids)
             .execute(&mut *conn)
             .await
-            .map_err(StoreError::from_sqlx)?
-            .rows_affected();
-        if inserted == 1 {
-            return Ok(Claim::New);
-        }
-        let row = self
-            .lookup(consumer, id)
-            .fetch_optional(&mut *conn)
-            .await
             .map_err(StoreError::from_sqlx)?;
-        let Some(row) = row else {
-            // The row that blocked the insert is gone already (purged or discarded between the
-            // two statements). Nothing was written: report contention so the caller retries.
-            return Err(StoreError::Timeout(sqlx::Error::RowNotFound));
-        };
-        let state: &str = row.try_get(0).map_err(StoreError::from_sqlx)?;
-        if state == "dead_lettered" {
-            return Ok(Claim::DeadLettered);
-        }
-        let fingerprint: Option<i32> = row.try_get(1).map_err(StoreError::from_sqlx)?;
-        Ok(Claim::Duplicate {
-            stored: fingerprint.map(|f| StoredHash::Fingerprint(f.cast_unsigned())),
-        })
+        Ok(())
     }
 
     async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {

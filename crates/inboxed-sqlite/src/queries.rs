@@ -58,6 +58,9 @@ pub(crate) const TEMPLATES: Templates = Templates {
     record_attempts: include_str!("../sql/record_attempts.sql"),
     load_attempts: include_str!("../sql/load_attempts.sql"),
     clear_attempts: include_str!("../sql/clear_attempts.sql"),
+    // In process there is no round trip to save: a batch claims its keys with claim.sql.
+    claim_many: "",
+    clear_many_attempts: include_str!("../sql/clear_many_attempts.sql"),
     dead_letter: include_str!("../sql/dead_letter.sql"),
     load_dead_letter: include_str!("../sql/load_dead_letter.sql"),
     delete_dead_letter: include_str!("../sql/delete_dead_letter.sql"),

@@ -14,7 +14,7 @@ use inboxed_core::store::{
     DurabilityReport, KeyParams,
 };
 use inboxed_core::{
-    ConsumerName, MessageId, Namespace, PayloadHash, Store, StoreError, StoredHash,
+    ConsumerName, Envelope, MessageId, Namespace, PayloadHash, Store, StoreError, StoredHash,
 };
 
 use crate::queries::{CHECK_DURABILITY, TEMPLATES};
@@ -305,6 +305,38 @@ impl Store for SqliteStore {
         self.query(&self.queries.clear_attempts)
             .bind(params.consumer.as_str())
             .bind(params.message_id.as_str())
+            .execute(&mut *conn)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(())
+    }
+
+    async fn claim_many(
+        &self,
+        conn: &mut SqliteConnection,
+        consumer: &ConsumerName,
+        envelopes: &[&Envelope],
+    ) -> Result<Vec<Claim>, StoreError> {
+        // In process, one statement per key costs no round trip; the transaction already
+        // holds the single write lock, so the order cannot deadlock.
+        let mut claims = Vec::with_capacity(envelopes.len());
+        for envelope in envelopes {
+            let params = ClaimParams { consumer, envelope };
+            claims.push(self.claim(conn, &params).await?);
+        }
+        Ok(claims)
+    }
+
+    async fn clear_many_attempts(
+        &self,
+        conn: &mut SqliteConnection,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<(), StoreError> {
+        let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+        self.query(&self.queries.clear_many_attempts)
+            .bind(consumer.as_str())
+            .bind(serde_json::Value::from(ids).to_string())
             .execute(&mut *conn)
             .await
             .map_err(StoreError::from_sqlx)?;

@@ -10,7 +10,7 @@ use inboxed_core::store::{
     BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
     KeyParams,
 };
-use inboxed_core::{ConsumerName, MessageId, Store, StoreError};
+use inboxed_core::{ConsumerName, Envelope, MessageId, Store, StoreError};
 
 /// Where the barrier sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +106,24 @@ impl<S: Store> Store for Hooked<S> {
         params: &KeyParams<'_>,
     ) -> Result<(), StoreError> {
         self.inner.clear_attempts(conn, params).await
+    }
+
+    async fn claim_many(
+        &self,
+        conn: &mut <S::Db as sqlx::Database>::Connection,
+        consumer: &ConsumerName,
+        envelopes: &[&Envelope],
+    ) -> Result<Vec<Claim>, StoreError> {
+        self.inner.claim_many(conn, consumer, envelopes).await
+    }
+
+    async fn clear_many_attempts(
+        &self,
+        conn: &mut <S::Db as sqlx::Database>::Connection,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<(), StoreError> {
+        self.inner.clear_many_attempts(conn, consumer, ids).await
     }
 
     async fn load_dead_letter(

@@ -11,7 +11,7 @@ use crate::envelope::{Envelope, MessageId};
 use crate::error::{Error, StoreError};
 use crate::handler::{Handler, call_guarded_batch};
 use crate::processor::Outcome;
-use crate::store::{Claim, ClaimParams, KeyParams, Store};
+use crate::store::{Claim, Store};
 
 impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     /// Processes `batch` with one transaction and one commit, and returns one result per
@@ -185,14 +185,12 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         let inner = &*self.inner;
         let mut order: Vec<usize> = firsts.to_vec();
         order.sort_by(|&a, &b| batch[a].id().as_str().cmp(batch[b].id().as_str()));
-        let mut claims: HashMap<usize, Claim> = HashMap::new();
-        for &i in &order {
-            let params = ClaimParams {
-                consumer: &inner.consumer,
-                envelope: &batch[i],
-            };
-            claims.insert(i, inner.store.claim(&mut **tx, &params).await?);
-        }
+        let envelopes: Vec<&Envelope> = order.iter().map(|&i| &batch[i]).collect();
+        let found = inner
+            .store
+            .claim_many(&mut **tx, &inner.consumer, &envelopes)
+            .await?;
+        let mut claims: HashMap<usize, Claim> = order.iter().copied().zip(found).collect();
         let fresh: Vec<&Envelope> = firsts
             .iter()
             .filter(|i| claims.get(i) == Some(&Claim::New))
@@ -208,15 +206,13 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                     source,
                 })?;
         }
-        // As in the single path: forget each key's attempts, which also probes for a handler
+        // As in the single path: forget the keys' attempts, which also probes for a handler
         // that swallowed a failed statement (the transaction is then aborted).
-        for &i in &order {
-            let key = KeyParams {
-                consumer: &inner.consumer,
-                message_id: batch[i].id(),
-            };
-            inner.store.clear_attempts(&mut **tx, &key).await?;
-        }
+        let ids: Vec<&MessageId> = envelopes.iter().map(|e| e.id()).collect();
+        inner
+            .store
+            .clear_many_attempts(&mut **tx, &inner.consumer, &ids)
+            .await?;
         Ok(firsts.iter().filter_map(|i| claims.remove(i)).collect())
     }
 }

@@ -61,6 +61,18 @@ pub async fn batch_processes_each_key_once<B: Backend>(_test: &str) {
     );
     assert_eq!(ledger_state(&db).await, (3, 6));
     assert_eq!(handler.batches(), 1, "nothing fresh, no handler call");
+    // A processed key with another payload is a conflict, found by the batch's claim; its
+    // fresh batch-mate is applied.
+    let conflicting = p.process_batch(&[credit("b-2", 9), credit("b-4", 4)]).await;
+    assert!(
+        matches!(
+            conflicting.as_slice(),
+            [Ok(Outcome::Conflict { .. }), Ok(Outcome::Processed)]
+        ),
+        "{conflicting:?}"
+    );
+    assert_eq!(ledger_state(&db).await, (4, 10));
+    assert_eq!(handler.batches(), 2);
     db.finish().await;
 }
 
@@ -90,6 +102,34 @@ pub async fn poison_in_a_batch_spares_its_batch_mates<B: Backend>(_test: &str) {
     assert_eq!(db.scalar(POISON_LETTERS).await, 1);
     assert_eq!(db.scalar(ATTEMPT_ROWS).await, 0);
     assert_eq!(handler.batches(), 1, "tried together once, then one by one");
+    // Delivered again beside a fresh message, the batch goes together (no key has a counter
+    // left): the dead-lettered key is found by the batch's claim and stays dead, the applied
+    // ones are duplicates, and only the fresh one is applied.
+    let again = [
+        batch[0].clone(),
+        batch[1].clone(),
+        credit("b-z", 6),
+        batch[2].clone(),
+    ];
+    let outcomes: Vec<Outcome> = p
+        .process_batch(&again)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            Outcome::Duplicate,
+            Outcome::AlreadyDeadLettered,
+            Outcome::Processed,
+            Outcome::Duplicate
+        ]
+    );
+    assert_eq!(ledger_state(&db).await, (3, 15));
+    assert_eq!(db.scalar(POISON_LETTERS).await, 1);
+    assert_eq!(db.scalar(ATTEMPT_ROWS).await, 0);
+    assert_eq!(handler.batches(), 2, "the second batch went together");
     db.finish().await;
 }
 

@@ -1,0 +1,223 @@
+//! `inboxed-bench batch`: `Processor::process_batch` at several batch sizes against the
+//! processor one message per transaction, and against a consumer with no dedup at all that
+//! commits once per message (the naive at-least-once consumer), in interleaved rounds.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgConnection, PgPool, Postgres};
+
+use inboxed_core::{
+    ConsumerName, Envelope, Handler, HandlerError, MessageId, Outcome, Processor, ProcessorConfig,
+    Store,
+};
+use inboxed_postgres::PgStore;
+
+use crate::variants::{UPDATE, create_accounts};
+
+/// Batched processor against one message per transaction and against no dedup at all.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Concurrent workers (and pool size).
+    #[arg(long, default_value_t = 8)]
+    workers: usize,
+    /// Batch sizes to measure (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "10,100,1000")]
+    sizes: Vec<usize>,
+    /// Seconds per variant per round.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Rounds; each runs every variant once, in rotating order.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Accounts the business update spreads over (many, so that concurrent batches rarely
+    /// wait on each other's rows).
+    #[arg(long, default_value_t = 1_000_000)]
+    accounts: i64,
+}
+
+/// Credits one random account per message; a batch credits all of its accounts in one
+/// statement, locking them in id order so that concurrent batches cannot deadlock.
+pub(crate) struct BatchCredit {
+    pub(crate) accounts: i64,
+}
+
+/// The batch's accounts locked in id order, then credited: what a batch handler that must
+/// not deadlock with its concurrent peers writes.
+pub(crate) const UPDATE_BATCH: &str = "WITH d AS (SELECT id, count(*) AS n FROM unnest($1::bigint[]) AS u(id) GROUP BY id),
+    l AS (SELECT a.id FROM bench_accounts a JOIN d USING (id) ORDER BY a.id FOR UPDATE OF a)
+    UPDATE bench_accounts a SET balance = a.balance + d.n FROM d JOIN l USING (id) WHERE a.id = d.id";
+
+impl Handler<Postgres> for BatchCredit {
+    async fn handle(&self, _msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
+        sqlx::query(UPDATE)
+            .bind(fastrand::i64(0..self.accounts))
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn handle_batch(
+        &self,
+        msgs: &[&Envelope],
+        conn: &mut PgConnection,
+    ) -> Result<(), HandlerError> {
+        let ids: Vec<i64> = msgs
+            .iter()
+            .map(|_| fastrand::i64(0..self.accounts))
+            .collect();
+        sqlx::query(UPDATE_BATCH)
+            .bind(&ids)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    /// `Processor::process`, one message per transaction.
+    Single,
+    /// `BEGIN; UPDATE; COMMIT` per message: at-least-once with no dedup.
+    Naive,
+    /// `Processor::process_batch` with this many messages.
+    Batch(usize),
+}
+
+impl Variant {
+    fn label(self) -> String {
+        match self {
+            Self::Single => "processor, 1 per tx".into(),
+            Self::Naive => "no dedup, 1 per tx".into(),
+            Self::Batch(n) => format!("process_batch N={n}"),
+        }
+    }
+}
+
+fn fresh(n: usize) -> Vec<Envelope> {
+    (0..n)
+        .map(|_| {
+            let id = MessageId::from_uuid(uuid::Uuid::now_v7());
+            Envelope::new(id, b"{\"credit\":1}".to_vec())
+        })
+        .collect()
+}
+
+async fn run_variant(
+    processor: &Processor<PgStore, BatchCredit>,
+    pool: &PgPool,
+    accounts: i64,
+    variant: Variant,
+    workers: usize,
+    dur: Duration,
+) -> anyhow::Result<f64> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    let started = Instant::now();
+    for _ in 0..workers {
+        let (stop, done) = (stop.clone(), done.clone());
+        let (processor, pool) = (processor.clone(), pool.clone());
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let n = match variant {
+                    Variant::Single => {
+                        let env = &fresh(1)[0];
+                        anyhow::ensure!(
+                            processor.process(env, Some(1)).await? == Outcome::Processed
+                        );
+                        1
+                    }
+                    Variant::Naive => {
+                        let mut tx = pool.begin().await?;
+                        sqlx::query(UPDATE)
+                            .bind(fastrand::i64(0..accounts))
+                            .execute(&mut *tx)
+                            .await?;
+                        tx.commit().await?;
+                        1
+                    }
+                    Variant::Batch(n) => {
+                        let batch = fresh(n);
+                        for r in processor.process_batch(&batch).await {
+                            anyhow::ensure!(r? == Outcome::Processed);
+                        }
+                        n as u64
+                    }
+                };
+                done.fetch_add(n, Ordering::Relaxed);
+            }
+            Ok::<(), anyhow::Error>(())
+        }));
+    }
+    tokio::time::sleep(dur).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await??;
+    }
+    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+}
+
+pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
+    let url = crate::fresh_database(server).await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(u32::try_from(args.workers).unwrap_or(8))
+        .connect(&url)
+        .await?;
+    let store = PgStore::new(pool.clone());
+    store.migrate().await?;
+    create_accounts(&pool, args.accounts).await?;
+    let handler = BatchCredit {
+        accounts: args.accounts,
+    };
+    let consumer = ConsumerName::new("bench")?;
+    let processor = Processor::with_config(store, consumer, handler, ProcessorConfig::default());
+    processor.ensure_ready().await?;
+    let mut variants = vec![Variant::Single, Variant::Naive];
+    variants.extend(args.sizes.iter().map(|&n| Variant::Batch(n)));
+    println!(
+        "workers {}, {} s per variant, {} rounds, {} accounts",
+        args.workers, args.seconds, args.rounds, args.accounts
+    );
+    let mut rates: Vec<Vec<f64>> = Vec::new();
+    for round in 0..args.rounds {
+        let mut row = vec![0.0; variants.len()];
+        for k in 0..variants.len() {
+            let i = (k + round) % variants.len();
+            let dur = Duration::from_secs_f64(args.seconds);
+            row[i] = run_variant(
+                &processor,
+                &pool,
+                args.accounts,
+                variants[i],
+                args.workers,
+                dur,
+            )
+            .await?;
+        }
+        let line: Vec<String> = variants
+            .iter()
+            .zip(&row)
+            .map(|(v, r)| format!("{} {r:.0}", v.label()))
+            .collect();
+        println!("round {}: {} msg/s", round + 1, line.join(", "));
+        rates.push(row);
+    }
+    let med = |a: usize| crate::median(rates.iter().map(|r| r[a]).collect());
+    let ratio = |a: usize, b: usize| crate::median(rates.iter().map(|r| r[a] / r[b]).collect());
+    println!();
+    println!("| variant | median msg/s | / processor, 1 per tx | / no dedup, 1 per tx |");
+    println!("|---|---|---|---|");
+    for (i, v) in variants.iter().enumerate() {
+        println!(
+            "| {} | {:.0} | {:.2} | {:.2} |",
+            v.label(),
+            med(i),
+            ratio(i, 0),
+            ratio(i, 1)
+        );
+    }
+    Ok(())
+}

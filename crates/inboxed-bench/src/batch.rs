@@ -23,9 +23,12 @@ pub(crate) struct Args {
     /// Concurrent workers (and pool size).
     #[arg(long, default_value_t = 8)]
     workers: usize,
-    /// Batch sizes to measure (comma-separated).
+    /// Batch sizes to measure (comma-separated), first deliveries with broker counts.
     #[arg(long, value_delimiter = ',', default_value = "10,100,1000")]
     sizes: Vec<usize>,
+    /// Batch sizes to measure counted in the store (no broker counts; comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "100")]
+    counted: Vec<usize>,
     /// Seconds per variant per round.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -82,8 +85,10 @@ enum Variant {
     Single,
     /// `BEGIN; UPDATE; COMMIT` per message: at-least-once with no dedup.
     Naive,
-    /// `Processor::process_batch` with this many messages.
+    /// `Processor::process_batch_with_counts` with this many first deliveries.
     Batch(usize),
+    /// `Processor::process_batch` with this many messages: counted in the store first.
+    Counted(usize),
 }
 
 impl Variant {
@@ -91,7 +96,8 @@ impl Variant {
         match self {
             Self::Single => "processor, 1 per tx".into(),
             Self::Naive => "no dedup, 1 per tx".into(),
-            Self::Batch(n) => format!("process_batch N={n}"),
+            Self::Batch(n) => format!("batch N={n}, broker counts"),
+            Self::Counted(n) => format!("batch N={n}, store counts"),
         }
     }
 }
@@ -103,6 +109,16 @@ fn fresh(n: usize) -> Vec<Envelope> {
             Envelope::new(id, b"{\"credit\":1}".to_vec())
         })
         .collect()
+}
+
+/// The counters' table churns (a row inserted and deleted per message counted in the store):
+/// vacuumed before each measurement, standing in for autovacuum, which may be off on the
+/// benchmark server.
+async fn vacuum(pool: &PgPool) -> anyhow::Result<()> {
+    sqlx::raw_sql("VACUUM inboxed_attempts")
+        .execute(pool)
+        .await?;
+    Ok(())
 }
 
 async fn run_variant(
@@ -141,6 +157,14 @@ async fn run_variant(
                     }
                     Variant::Batch(n) => {
                         let batch = fresh(n);
+                        let counts = vec![Some(1); n];
+                        for r in processor.process_batch_with_counts(&batch, &counts).await {
+                            anyhow::ensure!(r? == Outcome::Processed);
+                        }
+                        n as u64
+                    }
+                    Variant::Counted(n) => {
+                        let batch = fresh(n);
                         for r in processor.process_batch(&batch).await {
                             anyhow::ensure!(r? == Outcome::Processed);
                         }
@@ -175,18 +199,27 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     let consumer = ConsumerName::new("bench")?;
     let processor = Processor::with_config(store, consumer, handler, ProcessorConfig::default());
     processor.ensure_ready().await?;
+    // The seeding's dirty pages are flushed now rather than by a checkpoint in the middle of a
+    // measurement, and one unmeasured pass of each variant warms the caches and the pool.
+    sqlx::query("CHECKPOINT").execute(&pool).await?;
     let mut variants = vec![Variant::Single, Variant::Naive];
     variants.extend(args.sizes.iter().map(|&n| Variant::Batch(n)));
+    variants.extend(args.counted.iter().map(|&n| Variant::Counted(n)));
     println!(
         "workers {}, {} s per variant, {} rounds, {} accounts",
         args.workers, args.seconds, args.rounds, args.accounts
     );
+    for &v in &variants {
+        let warm = Duration::from_secs_f64(args.seconds.min(1.0));
+        run_variant(&processor, &pool, args.accounts, v, args.workers, warm).await?;
+    }
     let mut rates: Vec<Vec<f64>> = Vec::new();
     for round in 0..args.rounds {
         let mut row = vec![0.0; variants.len()];
         for k in 0..variants.len() {
             let i = (k + round) % variants.len();
             let dur = Duration::from_secs_f64(args.seconds);
+            vacuum(&pool).await?;
             row[i] = run_variant(
                 &processor,
                 &pool,

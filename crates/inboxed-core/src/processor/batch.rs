@@ -40,6 +40,27 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     /// partitioned store locked, in one transaction, and the handler's deadline is
     /// `handler_timeout` times its size.
     pub async fn process_batch(&self, batch: &[Envelope]) -> Vec<Result<Outcome, Error>> {
+        self.process_batch_with_counts(batch, &[]).await
+    }
+
+    /// [`Processor::process_batch`] for messages a broker delivered with delivery counts
+    /// (`delivery_counts[i]` is `batch[i]`'s; missing entries count as unknown).
+    ///
+    /// When every message is on its first delivery (a count of 1), no earlier run of this
+    /// batch can have crashed, so the counting statement and its commit are skipped: the batch
+    /// costs one transaction. If that transaction fails, each message goes through
+    /// [`Processor::process`] with its count, as a consumer without batches would. A batch
+    /// with any redelivered or uncounted message is counted in the store, as by
+    /// `process_batch`, which is what charges a crash to the message that caused it: after a
+    /// crash the broker counts every message of the batch again, the store only the one that
+    /// was running.
+    pub async fn process_batch_with_counts(
+        &self,
+        batch: &[Envelope],
+        delivery_counts: &[Option<u32>],
+    ) -> Vec<Result<Outcome, Error>> {
+        let count_of = |i: usize| delivery_counts.get(i).copied().flatten();
+        let first_delivery = (0..batch.len()).all(|i| count_of(i) == Some(1));
         // The first copy of each key is processed; later copies settle after it. An operator's
         // redrive for this consumer takes the single path, which lifts the dead letter inside
         // its transaction.
@@ -51,7 +72,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             .collect();
         let mut results: Vec<Option<Result<Outcome, Error>>> =
             (0..batch.len()).map(|_| None).collect();
-        match self.together(batch, &firsts).await {
+        match self.together(batch, &firsts, first_delivery).await {
             Together::Settled(settled) => {
                 for (&i, result) in firsts.iter().zip(settled) {
                     self.count(&result);
@@ -71,6 +92,11 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                     results[i] = Some(self.process(&batch[i], None).await);
                 }
             }
+            Together::Delivered => {
+                for &i in &firsts {
+                    results[i] = Some(self.process(&batch[i], count_of(i)).await);
+                }
+            }
             // The database is not answering: each message on its own, with its own error.
             Together::Unread => {}
         }
@@ -78,16 +104,28 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         // letter, or a conflict when the payload differs.
         for (i, slot) in results.iter_mut().enumerate() {
             if slot.is_none() {
-                *slot = Some(self.process(&batch[i], None).await);
+                *slot = Some(self.process(&batch[i], count_of(i)).await);
             }
         }
         results.into_iter().flatten().collect()
     }
 
     /// Runs the keys at `firsts` in one transaction, unless one of them was tried before.
-    async fn together(&self, batch: &[Envelope], firsts: &[usize]) -> Together {
+    /// `first_delivery`: the broker delivered each of them for the first time.
+    async fn together(
+        &self,
+        batch: &[Envelope],
+        firsts: &[usize],
+        first_delivery: bool,
+    ) -> Together {
         if firsts.is_empty() || self.ensure_ready().await.is_err() {
             return Together::Unread;
+        }
+        if first_delivery {
+            return match self.batch_transaction(batch, firsts).await {
+                Some(claims) => Together::Settled(self.settle_all(batch, firsts, claims).await),
+                None => Together::Delivered,
+            };
         }
         let inner = &*self.inner;
         let ids: Vec<&MessageId> = firsts.iter().map(|&i| batch[i].id()).collect();
@@ -132,11 +170,21 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         let Some(claims) = self.batch_transaction(batch, firsts).await else {
             return Together::Counted(counts);
         };
+        Together::Settled(self.settle_all(batch, firsts, claims).await)
+    }
+
+    /// The outcome of each committed claim, in the order of `firsts`.
+    async fn settle_all(
+        &self,
+        batch: &[Envelope],
+        firsts: &[usize],
+        claims: Vec<Claim>,
+    ) -> Vec<Result<Outcome, Error>> {
         let mut settled = Vec::with_capacity(claims.len());
         for (&i, claim) in firsts.iter().zip(claims) {
             settled.push(self.settle_claim(&batch[i], claim).await);
         }
-        Together::Settled(settled)
+        settled
     }
 
     /// The batch's one transaction; the claims in the order of `firsts`, or `None` when
@@ -229,4 +277,7 @@ enum Together {
     OneByOne(Vec<usize>),
     /// The database did not answer: each message goes through `process` on its own.
     Unread,
+    /// A batch of first deliveries failed: each message goes through `process` with its
+    /// broker's count.
+    Delivered,
 }

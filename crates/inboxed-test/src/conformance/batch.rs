@@ -133,6 +133,52 @@ pub async fn poison_in_a_batch_spares_its_batch_mates<B: Backend>(_test: &str) {
     db.finish().await;
 }
 
+/// First deliveries (broker count 1) go together without being counted in the store: a
+/// message that fails in such a batch is retried by the broker, not by a store counter, and
+/// its batch-mates commit. Redelivered (count 2) beside a fresh message, the batch is counted
+/// in the store and goes together again.
+pub async fn first_deliveries_skip_the_store_count<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let (p, handler) = processor(&db, ProcessorConfig::default());
+    // Fails transiently on the handler's calls 1 to 4: its call in the batch (2) and its own
+    // call after it (4); succeeds when redelivered.
+    let flaky = Script {
+        amount: 2,
+        fail_first: 4,
+        ..Script::default()
+    }
+    .message("b-t");
+    let batch = [credit("b-a", 1), flaky.clone(), credit("b-c", 4)];
+    let results = p
+        .process_batch_with_counts(&batch, &[Some(1), Some(1), Some(1)])
+        .await;
+    assert!(
+        matches!(
+            results.as_slice(),
+            [Ok(Outcome::Processed), Err(_), Ok(Outcome::Processed)]
+        ),
+        "{results:?}"
+    );
+    assert_eq!(ledger_state(&db).await, (2, 5));
+    assert_eq!(
+        db.scalar(ATTEMPT_ROWS).await,
+        0,
+        "the broker counts, not the store"
+    );
+    assert_eq!(handler.batches(), 1);
+    let outcomes: Vec<Outcome> = p
+        .process_batch_with_counts(&[flaky, credit("b-d", 8)], &[Some(2), Some(1)])
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(outcomes, [Outcome::Processed, Outcome::Processed]);
+    assert_eq!(ledger_state(&db).await, (4, 15));
+    assert_eq!(db.scalar(ATTEMPT_ROWS).await, 0);
+    assert_eq!(handler.batches(), 2, "the redelivered batch went together");
+    db.finish().await;
+}
+
 /// An operator's redrive inside a batch takes the single path: it lifts the dead letter and
 /// is applied, next to a fresh message applied with the batch.
 pub async fn redrive_in_a_batch_lifts_its_dead_letter<B: Backend>(_test: &str) {

@@ -15,7 +15,8 @@ mod stress;
 
 pub use batch::{
     batch_processes_each_key_once, concurrent_batches_commit_each_key_once,
-    poison_in_a_batch_spares_its_batch_mates, redrive_in_a_batch_lifts_its_dead_letter,
+    first_deliveries_skip_the_store_count, poison_in_a_batch_spares_its_batch_mates,
+    redrive_in_a_batch_lifts_its_dead_letter,
 };
 pub use consumer::{consumer_acks_only_after_commit, long_handler_extends_the_delivery_deadline};
 pub use crash::{
@@ -147,6 +148,7 @@ macro_rules! conformance_tests {
             redrive_lifts_the_dead_letter_once,
             batch_processes_each_key_once,
             poison_in_a_batch_spares_its_batch_mates,
+            first_deliveries_skip_the_store_count,
             concurrent_batches_commit_each_key_once,
             redrive_in_a_batch_lifts_its_dead_letter,
             invalid_input_is_rejected_and_nothing_is_written,

@@ -39,6 +39,15 @@ pub trait Delivery: Send + Sync + 'static {
         None
     }
 
+    /// Whether the broker has certainly not delivered this message before. A batch of first
+    /// deliveries cannot follow a crash of its own, so it skips the store's attempt counting
+    /// ([`Processor::process_batch_with_counts`](crate::Processor::process_batch_with_counts)).
+    /// The default trusts a delivery count of 1; RabbitMQ, whose classic queues count nothing,
+    /// answers from its `redelivered` flag.
+    fn is_first_delivery(&self) -> bool {
+        self.delivery_count() == Some(1)
+    }
+
     /// How this broker acknowledges.
     fn ack_ordering(&self) -> AckOrdering {
         AckOrdering::Individual
@@ -46,6 +55,17 @@ pub trait Delivery: Send + Sync + 'static {
 
     /// Acknowledges: the broker forgets the message.
     fn ack(self) -> impl Future<Output = Result<(), BoxError>> + Send;
+
+    /// Acknowledges several deliveries of one source, each committed, for a consumer that
+    /// settles batches. The default acks them concurrently; an adapter whose broker acks many
+    /// in one call (Redis `XACK`, SQS `DeleteMessageBatch`) overrides it. Every delivery is
+    /// tried; the first failure is returned.
+    fn ack_all(deliveries: Vec<Self>) -> impl Future<Output = Result<(), BoxError>> + Send
+    where
+        Self: Sized,
+    {
+        ack_each(deliveries)
+    }
 
     /// Returns the message to the broker, to be redelivered now (`None`) or after `delay`.
     fn requeue(self, delay: Option<Duration>) -> impl Future<Output = Result<(), BoxError>> + Send;
@@ -69,4 +89,15 @@ pub trait DeliverySource: Send {
 
     /// The next delivery; `None` when the source is closed.
     fn next(&mut self) -> impl Future<Output = Option<Result<Self::Delivery, BoxError>>> + Send;
+}
+
+/// Acks each of `deliveries` on its own, concurrently: [`Delivery::ack_all`]'s default, for an
+/// override to fall back on. Every delivery is tried; the first failure is returned.
+///
+/// # Errors
+/// The first ack that failed.
+pub async fn ack_each<D: Delivery>(deliveries: Vec<D>) -> Result<(), BoxError> {
+    let acks = deliveries.into_iter().map(D::ack);
+    let results = futures_util::future::join_all(acks).await;
+    results.into_iter().find(Result::is_err).unwrap_or(Ok(()))
 }

@@ -8,7 +8,7 @@ use tokio::task::JoinSet;
 use tracing::error;
 
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
-use crate::error::Error;
+use crate::error::{BoxError, Error};
 
 /// How long shutdown waits for an in-order delivery being settled before leaving it unacked.
 const IN_ORDER_GRACE: Duration = Duration::from_secs(10);
@@ -79,6 +79,123 @@ where
         log_task(joined);
     }
     result
+}
+
+/// [`drive`] for batches: a task of its own reads `source` (so that waiting for a batch to
+/// fill never cancels a broker read in flight) into a channel of `max` deliveries; a batch is
+/// what arrives within `linger` of its first delivery, up to `max`, and `settle` gets it whole.
+/// At most `concurrency` batches are settled at once; a batch of in-order deliveries alone,
+/// after everything before it. At shutdown the reader stops, and the deliveries already
+/// received are settled before this returns.
+///
+/// # Errors
+/// The source failed (after what it delivered is settled), or an in-order batch could not be
+/// settled with the broker.
+pub(crate) async fn drive_batches<Src, F, Fut>(
+    source: Src,
+    shutdown: impl Future<Output = ()>,
+    concurrency: usize,
+    (max, linger): (usize, Duration),
+    settle: F,
+) -> Result<(), Error>
+where
+    Src: DeliverySource + 'static,
+    F: Fn(Vec<Src::Delivery>) -> Fut,
+    Fut: Future<Output = Result<(), Error>> + Send + 'static,
+{
+    let max = max.max(1);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(max);
+    let reader = tokio::spawn(read_into(source, tx));
+    tokio::pin!(shutdown);
+    let mut stopping = false;
+    let mut tasks: JoinSet<Result<(), Error>> = JoinSet::new();
+    let result = loop {
+        while tasks.len() >= concurrency.max(1) {
+            if let Some(joined) = tasks.join_next().await {
+                log_task(joined);
+            }
+        }
+        let first = if stopping {
+            rx.try_recv().ok()
+        } else {
+            tokio::select! {
+                () = &mut shutdown => {
+                    stopping = true;
+                    reader.abort();
+                    continue;
+                }
+                first = rx.recv() => first,
+            }
+        };
+        let Some(first) = first else {
+            break Ok(());
+        };
+        let mut batch = vec![first];
+        let deadline = tokio::time::Instant::now() + linger;
+        while batch.len() < max {
+            let more = if stopping {
+                rx.try_recv().ok()
+            } else {
+                tokio::time::timeout_at(deadline, rx.recv())
+                    .await
+                    .ok()
+                    .flatten()
+            };
+            match more {
+                Some(delivery) => batch.push(delivery),
+                None => break,
+            }
+        }
+        if batch[0].ack_ordering() != AckOrdering::InOrder {
+            tasks.spawn(settle(batch));
+            continue;
+        }
+        while let Some(joined) = tasks.join_next().await {
+            log_task(joined);
+        }
+        let settling = settle(batch);
+        tokio::pin!(settling);
+        // As in `drive`: at shutdown an in-order batch retrying in place (the database is
+        // down) gets a grace, then is left unacked for the broker to deliver again.
+        if !stopping {
+            tokio::select! {
+                settled = &mut settling => match settled {
+                    Ok(()) => continue,
+                    Err(e) => break Err(e),
+                },
+                () = &mut shutdown => {
+                    stopping = true;
+                    reader.abort();
+                }
+            }
+        }
+        match tokio::time::timeout(IN_ORDER_GRACE, settling).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => break Err(e),
+            Err(_) => break Ok(()),
+        }
+    };
+    while let Some(joined) = tasks.join_next().await {
+        log_task(joined);
+    }
+    reader.abort();
+    match reader.await {
+        Ok(Err(e)) if result.is_ok() => Err(Error::Broker(e)),
+        _ => result,
+    }
+}
+
+/// Reads `source` into `tx` until either ends; the source's error, if that is what ended it.
+async fn read_into<Src: DeliverySource>(
+    mut source: Src,
+    tx: tokio::sync::mpsc::Sender<Src::Delivery>,
+) -> Result<(), BoxError> {
+    while let Some(next) = source.next().await {
+        if tx.send(next?).await.is_err() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 fn log_task<T>(joined: Result<Result<T, Error>, tokio::task::JoinError>) {

@@ -108,6 +108,11 @@ impl Delivery for RabbitDelivery {
         Some(earlier.saturating_add(1))
     }
 
+    /// RabbitMQ flags every message that may have been delivered before, on every queue type.
+    fn is_first_delivery(&self) -> bool {
+        !self.inner.redelivered
+    }
+
     async fn ack(self) -> Result<(), BoxError> {
         let ack = self.inner.acker.ack(BasicAckOptions::default());
         settled("ack", self.settle_timeout, ack).await

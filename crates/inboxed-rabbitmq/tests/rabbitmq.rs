@@ -10,7 +10,9 @@ use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOption
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
-use inboxed_core::{ConsumerName, Delivery, DeliverySource, KeySource, Processor};
+use inboxed_core::{
+    Consumer, ConsumerConfig, ConsumerName, Delivery, DeliverySource, KeySource, Processor,
+};
 use inboxed_rabbitmq::{QueueKind, RabbitConfig, RabbitSource};
 use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
@@ -136,9 +138,67 @@ async fn duplicates_and_keyless_messages_settle_with_the_broker() {
     db.finish().await;
 }
 
+/// The consumer loop in batches (4 batches of up to 16 in flight, prefetch 64) over 300
+/// messages, 60 of them published twice and one without a key: every effect lands once, the
+/// keyless one is dead-lettered, everything is acked, and the batches of first deliveries
+/// leave no attempt counter behind.
+#[tokio::test]
+async fn batches_settle_duplicates_once_and_ack_everything() {
+    let db = Pg::create().await;
+    let (channel, name) = queue(QueueKind::Classic).await;
+    for i in 0..300_i64 {
+        let id = format!("bt-{i}");
+        let body = credit(&id, i + 1).payload().to_vec();
+        publish(&channel, &name, Some(&id), &body).await;
+        if i % 5 == 0 {
+            publish(&channel, &name, Some(&id), &body).await;
+        }
+    }
+    publish(&channel, &name, None, b"{}").await;
+    let ledger = Ledger::<Pg>::default();
+    let p = Processor::new(
+        db.store.clone(),
+        ConsumerName::new("ledger").unwrap(),
+        ledger.clone(),
+    );
+    let config = RabbitConfig::new(amqp_url(), name.as_str()).prefetch(64);
+    let src = RabbitSource::connect(config).await.unwrap();
+    let settled = async {
+        for _ in 0..600 {
+            let rows = db.scalar("SELECT count(*) FROM ledger").await;
+            let dead = db.scalar("SELECT count(*) FROM inboxed_dead_letters").await;
+            if rows == 300 && dead == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The last acks follow the last commits.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    Consumer::new(p, ConsumerConfig::default().concurrency(4).batch_size(16))
+        .run(src, settled)
+        .await
+        .unwrap();
+    assert_eq!(
+        inboxed_test::conformance::ledger_state(&db).await,
+        (300, 45_150)
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_dead_letters WHERE reason = 'invalid_message'")
+            .await,
+        1
+    );
+    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_attempts").await, 0);
+    assert!(ledger.batches() >= 300 / 16, "{} batches", ledger.batches());
+    assert_eq!(depth(&channel, &name).await, 0, "everything was acked");
+    drop_queue(&channel, &name).await;
+    db.finish().await;
+}
+
 /// A quorum queue counts deliveries: a requeued message comes back with count 2, which the
 /// processor uses as its attempt number. A classic queue only flags the redelivery, and a
-/// first delivery gives no count either (the store counts those attempts itself).
+/// first delivery gives no count either (the store counts those attempts itself), but both
+/// know a first delivery (which lets a batch of them skip the store's counting).
 #[tokio::test]
 async fn quorum_queues_count_deliveries() {
     for (kind, second) in [(QueueKind::Quorum, Some(2)), (QueueKind::Classic, None)] {
@@ -147,6 +207,7 @@ async fn quorum_queues_count_deliveries() {
         let mut src = source(&name, KeySource::MessageIdProperty).await;
         let first = src.next().await.unwrap().unwrap();
         assert_eq!(first.delivery_count(), None, "{kind:?}");
+        assert!(first.is_first_delivery(), "{kind:?}");
         first
             .requeue(Some(Duration::from_millis(10)))
             .await
@@ -154,6 +215,7 @@ async fn quorum_queues_count_deliveries() {
         let again = src.next().await.unwrap().unwrap();
         assert_eq!(again.envelope().unwrap().id().as_str(), "q-1");
         assert_eq!(again.delivery_count(), second, "{kind:?}");
+        assert!(!again.is_first_delivery(), "{kind:?}");
         again.ack().await.unwrap();
         drop_queue(&channel, &name).await;
     }

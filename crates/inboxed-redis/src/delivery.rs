@@ -81,6 +81,33 @@ impl Delivery for RedisDelivery {
         }
     }
 
+    /// One `XACK` for the lot when they come from one stream and group (a batch of one
+    /// source), so a batch costs one round trip to Redis instead of one per entry.
+    async fn ack_all(deliveries: Vec<Self>) -> Result<(), BoxError> {
+        let Some(first) = deliveries.first() else {
+            return Ok(());
+        };
+        if deliveries
+            .iter()
+            .any(|d| !Arc::ptr_eq(&d.shared, &first.shared))
+        {
+            return inboxed_core::delivery::ack_each(deliveries).await;
+        }
+        let (s, mut conn) = (Arc::clone(&first.shared), first.conn.clone());
+        let ids: Vec<&str> = deliveries.iter().map(|d| d.entry.id.as_str()).collect();
+        let acked: usize = conn.xack(&s.stream, &s.group, &ids).await?;
+        if acked == ids.len() {
+            Ok(())
+        } else {
+            Err(format!(
+                "XACK of {} entries found {} no longer pending",
+                ids.len(),
+                ids.len() - acked
+            )
+            .into())
+        }
+    }
+
     /// Redis cannot hand an entry back: it stays pending and is delivered again once idle for
     /// `claim_idle`, whatever `delay` asks.
     async fn requeue(self, _delay: Option<Duration>) -> Result<(), BoxError> {

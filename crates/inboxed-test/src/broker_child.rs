@@ -107,7 +107,7 @@ pub fn broker_child_locator() -> Option<String> {
 
 /// The child: settles `source`'s deliveries through the `ledger` consumer one at a time until
 /// it is killed.
-pub async fn broker_child_main<B: Backend, S: DeliverySource>(locator: &str, source: S) {
+pub async fn broker_child_main<B: Backend, S: DeliverySource + 'static>(locator: &str, source: S) {
     let store = B::attach(locator).await;
     let consumer = ConsumerName::new("ledger").expect("consumer name");
     let processor = Processor::new(store, consumer, Ledger::<B>::default());

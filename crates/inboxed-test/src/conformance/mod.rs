@@ -18,7 +18,10 @@ pub use batch::{
     first_deliveries_skip_the_store_count, poison_in_a_batch_spares_its_batch_mates,
     redrive_in_a_batch_lifts_its_dead_letter,
 };
-pub use consumer::{consumer_acks_only_after_commit, long_handler_extends_the_delivery_deadline};
+pub use consumer::{
+    consumer_acks_only_after_commit, consumer_in_batches_acks_only_after_commit,
+    long_handler_extends_the_delivery_deadline,
+};
 pub use crash::{
     crash_before_commit_redoes_the_work, crash_between_commit_and_ack_does_not_reapply,
     poison_that_kills_a_batch_is_dead_lettered, poison_that_kills_the_process_is_dead_lettered,
@@ -154,6 +157,7 @@ macro_rules! conformance_tests {
             invalid_input_is_rejected_and_nothing_is_written,
             concurrent_stress_ledger_is_exact,
             consumer_acks_only_after_commit,
+            consumer_in_batches_acks_only_after_commit,
             long_handler_extends_the_delivery_deadline,
             poison_that_kills_the_process_is_dead_lettered,
             poison_that_kills_a_batch_is_dead_lettered,

@@ -1,12 +1,14 @@
 //! The consumer loop: receive, process, and ack only after the commit is durable.
 
+mod batch;
+
 use std::future::Future;
 use std::time::Duration;
 
 use tracing::warn;
 
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
-use crate::drive::drive;
+use crate::drive::{drive, drive_batches};
 use crate::error::Error;
 use crate::handler::Handler;
 use crate::processor::{Outcome, Processor};
@@ -36,6 +38,15 @@ pub struct ConsumerConfig {
     /// While a handler runs, extend the broker's deadline this often (by twice this). `None`
     /// never extends. Defaults to `None`.
     pub extend_every: Option<Duration>,
+    /// Deliveries settled together, in one transaction and one commit
+    /// ([`Processor::process_batch_with_counts`]); `concurrency` then counts batches, so the
+    /// broker's prefetch should be at least `concurrency × batch_size` for batches to fill.
+    /// Defaults to 1: each delivery in a transaction of its own.
+    pub batch_size: usize,
+    /// After the first delivery of a batch, how long to wait for more before settling what is
+    /// there: the most a batch adds to a message's latency when traffic is light. Defaults to
+    /// 2 ms.
+    pub batch_linger: Duration,
 }
 
 impl Default for ConsumerConfig {
@@ -43,6 +54,8 @@ impl Default for ConsumerConfig {
         Self {
             concurrency: 8,
             extend_every: None,
+            batch_size: 1,
+            batch_linger: Duration::from_millis(2),
         }
     }
 }
@@ -52,6 +65,13 @@ impl ConsumerConfig {
     #[must_use]
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
+        self
+    }
+
+    /// Sets [`ConsumerConfig::batch_size`] (at least 1).
+    #[must_use]
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = n.max(1);
         self
     }
 }
@@ -78,7 +98,7 @@ where
         let result = match delivery.envelope() {
             Ok(envelope) => {
                 let work = processor.process(&envelope, delivery.delivery_count());
-                keep_alive(work, &delivery, extend_every).await
+                keep_alive(work, std::slice::from_ref(&delivery), extend_every).await
             }
             Err(invalid) => {
                 processor
@@ -104,27 +124,41 @@ where
             delivery.ack().await.map_err(Error::Broker)?;
             Ok(Settled::Acked(outcome))
         }
-        Err(error) => {
-            let backoff = &processor.config().requeue_backoff;
-            let delay = Some(match &error {
-                Error::Handler { attempt, .. } => backoff.delay(*attempt),
-                // Not the message's fault (the database is down, say): also wait about as long
-                // as the outage has lasted, whatever count the broker keeps.
-                _ => {
-                    let outage = processor.failure_streak().failed();
-                    let by_count = backoff.delay(delivery.delivery_count().unwrap_or(1));
-                    by_count.max(backoff.after_outage(outage))
-                }
-            });
-            delivery.requeue(delay).await.map_err(Error::Broker)?;
-            Ok(Settled::Requeued { error, delay })
-        }
+        Err(error) => requeue(processor, delivery, error).await,
     }
 }
 
+/// Returns a delivery whose processing failed (nothing committed) to the broker, after a
+/// backoff by its attempt or, when the store failed, by how long the outage has lasted.
+async fn requeue<S, H, D>(
+    processor: &Processor<S, H>,
+    delivery: D,
+    error: Error,
+) -> Result<Settled, Error>
+where
+    S: Store,
+    H: Handler<S::Db>,
+    D: Delivery,
+{
+    let backoff = &processor.config().requeue_backoff;
+    let delay = Some(match &error {
+        Error::Handler { attempt, .. } => backoff.delay(*attempt),
+        // Not the message's fault (the database is down, say): also wait about as long as the
+        // outage has lasted, whatever count the broker keeps.
+        _ => {
+            let outage = processor.failure_streak().failed();
+            let by_count = backoff.delay(delivery.delivery_count().unwrap_or(1));
+            by_count.max(backoff.after_outage(outage))
+        }
+    });
+    delivery.requeue(delay).await.map_err(Error::Broker)?;
+    Ok(Settled::Requeued { error, delay })
+}
+
+/// Runs `work`, extending every delivery's broker deadline each `every` meanwhile.
 async fn keep_alive<T, D: Delivery>(
     work: impl Future<Output = T>,
-    delivery: &D,
+    deliveries: &[D],
     every: Option<Duration>,
 ) -> T {
     let Some(every) = every else {
@@ -136,8 +170,10 @@ async fn keep_alive<T, D: Delivery>(
         tokio::select! {
             out = &mut work => return out,
             _ = ticker.tick() => {
-                if let Err(e) = delivery.extend_deadline(every * 2).await {
-                    warn!(error = %e, "could not extend the delivery's deadline");
+                for delivery in deliveries {
+                    if let Err(e) = delivery.extend_deadline(every * 2).await {
+                        warn!(error = %e, "could not extend a delivery's deadline");
+                    }
                 }
             }
         }
@@ -159,17 +195,29 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
         Self { processor, config }
     }
 
-    /// Runs until the source closes or `shutdown` resolves, then drains in-flight work.
+    /// Runs until the source closes or `shutdown` resolves, then drains in-flight work. With
+    /// a [`ConsumerConfig::batch_size`] above 1, the source is read by a task of its own and
+    /// its deliveries are settled in batches; at shutdown the deliveries already received are
+    /// settled before this returns.
     ///
     /// # Errors
     /// The source failed to receive, or an in-order delivery could not be acked.
-    pub async fn run<Src: DeliverySource>(
+    pub async fn run<Src: DeliverySource + 'static>(
         &self,
         source: Src,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), Error> {
-        let extend = self.config.extend_every;
-        drive(source, shutdown, self.config.concurrency, |delivery| {
+        let config = &self.config;
+        let extend = config.extend_every;
+        if config.batch_size > 1 {
+            let limits = (config.batch_size, config.batch_linger);
+            return drive_batches(source, shutdown, config.concurrency, limits, |deliveries| {
+                let processor = self.processor.clone();
+                async move { batch::settle_batch(&processor, deliveries, extend).await }
+            })
+            .await;
+        }
+        drive(source, shutdown, config.concurrency, |delivery| {
             let processor = self.processor.clone();
             async move { settle(&processor, delivery, extend).await }
         })

@@ -39,6 +39,15 @@ pub(crate) struct Args {
     /// wait on each other's rows).
     #[arg(long, default_value_t = 1_000_000)]
     accounts: i64,
+    /// CI smoke run: batches of 100 only (broker counts), 1 s per variant, 3 rounds, 100,000
+    /// accounts.
+    #[arg(long)]
+    quick: bool,
+    /// Fail when the median ratio of batches of 100 (broker counts) to one message per
+    /// transaction falls below this: a gross regression, far below the noise of a shared
+    /// machine. `--quick` sets 2.0 unless given.
+    #[arg(long)]
+    min_ratio: Option<f64>,
 }
 
 /// Credits one random account per message; a batch credits all of its accounts in one
@@ -184,7 +193,11 @@ async fn run_variant(
     Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
 }
 
-pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
+pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
+    if args.quick {
+        (args.sizes, args.counted, args.seconds, args.accounts) = (vec![100], vec![], 1.0, 100_000);
+        args.min_ratio = args.min_ratio.or(Some(2.0));
+    }
     let url = crate::fresh_database(server).await?;
     let pool = PgPoolOptions::new()
         .max_connections(u32::try_from(args.workers).unwrap_or(8))
@@ -251,6 +264,16 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
             ratio(i, 0),
             ratio(i, 1)
         );
+    }
+    if let Some(min) = args.min_ratio {
+        // The first batched variant against one message per transaction.
+        let at = variants.iter().position(|v| matches!(v, Variant::Batch(_)));
+        let got = at.map_or(0.0, |i| ratio(i, 0));
+        anyhow::ensure!(
+            got >= min,
+            "batched / one per transaction = {got:.2}, below {min}: a regression"
+        );
+        println!("batched / one per transaction = {got:.2} (at least {min}): ok");
     }
     Ok(())
 }

@@ -22,7 +22,8 @@ use inboxed_core::{
 use inboxed_postgres::PgStore;
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
 
-use crate::variants::{Credit, UPDATE, create_accounts};
+use crate::batch::BatchCredit as Credit;
+use crate::variants::{UPDATE, create_accounts};
 
 /// RabbitMQ → processor → PostgreSQL against RabbitMQ → update → ack.
 #[derive(Debug, clap::Args)]
@@ -35,7 +36,7 @@ pub(crate) struct Args {
     )]
     amqp_url: String,
     /// Prefetch settings to measure (comma-separated); the consumer's concurrency follows.
-    #[arg(long, value_delimiter = ',', default_value = "1,10,100")]
+    #[arg(long, value_delimiter = ',', default_value = "1,10,100,400")]
     prefetch: Vec<u16>,
     /// Messages per measurement.
     #[arg(long, default_value_t = 5_000)]
@@ -75,12 +76,18 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
          {POOL} database connections",
         args.messages, args.rounds
     );
-    // (prefetch, inbox msg/s, bare msg/s) per round.
-    let mut results: Vec<(u16, f64, f64)> = Vec::new();
+    // (prefetch, inbox msg/s, bare msg/s, batched inbox msg/s) per round.
+    let mut results: Vec<(u16, f64, f64, f64)> = Vec::new();
     for round in 1..=args.rounds {
         for &prefetch in &args.prefetch {
+            let single = ConsumerConfig::default().concurrency(usize::from(prefetch));
             let inbox = measure(&channel, &args, prefetch, |source, target| {
-                through_inbox(processor.clone(), source, prefetch, target)
+                through_inbox(processor.clone(), source, single, target)
+            })
+            .await?;
+            let batched = batched(prefetch);
+            let in_batches = measure(&channel, &args, prefetch, |source, target| {
+                through_inbox(processor.clone(), source, batched, target)
             })
             .await?;
             let bare = measure(&channel, &args, prefetch, |source, target| {
@@ -88,25 +95,32 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
             })
             .await?;
             println!(
-                "round {round}, prefetch {prefetch}: inbox {inbox:.0} msg/s, without inbox {bare:.0} msg/s"
+                "round {round}, prefetch {prefetch}: inbox {inbox:.0} msg/s, inbox in batches \
+                 {in_batches:.0} msg/s, without inbox {bare:.0} msg/s"
             );
-            results.push((prefetch, inbox, bare));
+            results.push((prefetch, inbox, bare, in_batches));
         }
     }
     println!();
     println!(
-        "| prefetch | inbox msg/s (median) | without inbox msg/s (median) | ratio (median of rounds) |"
+        "| prefetch | inbox msg/s | inbox in batches msg/s (batches x size) | without inbox msg/s | \
+         inbox / without | batches / without |"
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     for &prefetch in &args.prefetch {
-        let of = |f: fn(&(u16, f64, f64)) -> f64| {
+        let of = |f: fn(&(u16, f64, f64, f64)) -> f64| {
             crate::median(results.iter().filter(|r| r.0 == prefetch).map(f).collect())
         };
+        let b = batched(prefetch);
         println!(
-            "| {prefetch} | {:.0} | {:.0} | {:.2} |",
+            "| {prefetch} | {:.0} | {:.0} ({} x {}) | {:.0} | {:.2} | {:.2} |",
             of(|r| r.1),
+            of(|r| r.3),
+            b.concurrency,
+            b.batch_size,
             of(|r| r.2),
-            of(|r| r.1 / r.2)
+            of(|r| r.1 / r.2),
+            of(|r| r.3 / r.2)
         );
     }
     Ok(())
@@ -163,11 +177,21 @@ where
     Ok(rate)
 }
 
-/// The consumer loop with the processor, concurrency = prefetch, until `target` acks.
+/// The batched consumer for a prefetch: batches of up to 50 (one of the whole prefetch below
+/// that), as many in flight as fill the prefetch.
+fn batched(prefetch: u16) -> ConsumerConfig {
+    let prefetch = usize::from(prefetch);
+    let concurrency = (prefetch / 50).max(1);
+    ConsumerConfig::default()
+        .concurrency(concurrency)
+        .batch_size(prefetch / concurrency)
+}
+
+/// The consumer loop with the processor, as `config` says, until `target` acks.
 async fn through_inbox(
     processor: Processor<PgStore, Credit>,
     source: RabbitSource,
-    prefetch: u16,
+    config: ConsumerConfig,
     target: u64,
 ) -> anyhow::Result<()> {
     let acked = Arc::new(AtomicU64::new(0));
@@ -180,12 +204,9 @@ async fn through_inbox(
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     };
-    Consumer::new(
-        processor,
-        ConsumerConfig::default().concurrency(usize::from(prefetch)),
-    )
-    .run(counted, all_acked)
-    .await?;
+    Consumer::new(processor, config)
+        .run(counted, all_acked)
+        .await?;
     Ok(())
 }
 
@@ -260,6 +281,10 @@ impl<D: Delivery> Delivery for CountedDelivery<D> {
 
     fn delivery_count(&self) -> Option<u32> {
         self.inner.delivery_count()
+    }
+
+    fn is_first_delivery(&self) -> bool {
+        self.inner.is_first_delivery()
     }
 
     async fn ack(self) -> Result<(), BoxError> {

@@ -58,6 +58,9 @@ pub trait Handler<DB: sqlx::Database>: Send + Sync + 'static {
     /// set-based statement can do the work of many (`UPDATE … FROM unnest($1)`): a batch of 100
     /// then costs one round trip instead of 100, which on a small machine is most of the cost of
     /// a short handler. The override must have the effect of handling each message in order.
+    /// Concurrent batches hold their row locks until their commits, so lock business rows in
+    /// a consistent order (by key, say), never in message order: two batches touching the same
+    /// rows in different orders deadlock, and both are then redone one message at a time.
     ///
     /// Failure is all-or-nothing: on `Err` (or a panic, or the deadline) the caller rolls the
     /// whole call back and redoes the batch one message at a time with [`Handler::handle`]

@@ -15,13 +15,16 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
-use inboxed_core::{ConsumerName, Delivery, DeliverySource, KeySource, Processor};
+use inboxed_core::{
+    Consumer as InboxConsumer, ConsumerConfig, ConsumerName, Delivery, DeliverySource, KeySource,
+    Processor,
+};
 use inboxed_kafka::{KafkaConfig, KafkaSource};
 use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
     settle_duplicate_and_keyless,
 };
-use inboxed_test::{Backend, Ledger, Pg, credit};
+use inboxed_test::{Backend, Ledger, Pg, Script, credit};
 
 fn brokers() -> String {
     std::env::var("INBOXED_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:19092".to_owned())
@@ -124,6 +127,67 @@ async fn duplicates_and_keyless_records_commit_their_offsets() {
         ids.push(d.envelope().map(|e| e.id().as_str().to_owned()));
     }
     assert!(ids.contains(&Ok("o-4".to_owned())), "{ids:?}");
+    db.finish().await;
+}
+
+/// The consumer loop in batches of up to 16 over 61 records: a record that fails on its first
+/// two handler calls (first in the topic, so its batch fails and it is then retried in place),
+/// 40 keyed records, 10 producer retries of them and a keyless record. Every effect lands once,
+/// the keyless record is dead-lettered, and the group's offset reaches the end only through
+/// the in-order acks.
+#[tokio::test]
+async fn batches_ack_in_order_and_retry_in_place() {
+    let db = Pg::create().await;
+    let name = topic().await;
+    let flaky = Script {
+        amount: 1000,
+        fail_first: 2,
+        ..Script::default()
+    }
+    .message("kb-flaky");
+    publish(&name, &[("message_id", "kb-flaky")], flaky.payload()).await;
+    for i in 0..40_i64 {
+        let id = format!("kb-{i}");
+        let body = credit(&id, i + 1).payload().to_vec();
+        publish(&name, &[("message_id", id.as_str())], &body).await;
+        if i % 4 == 0 {
+            publish(&name, &[("message_id", id.as_str())], &body).await;
+        }
+    }
+    publish(&name, &[], b"{}").await;
+    let ledger = Ledger::<Pg>::default();
+    let p = Processor::new(
+        db.store.clone(),
+        ConsumerName::new("ledger").unwrap(),
+        ledger.clone(),
+    );
+    let src = KafkaSource::connect(config(&name, "ledger")).await.unwrap();
+    let settled = async {
+        for _ in 0..600 {
+            let rows = db.scalar("SELECT count(*) FROM ledger").await;
+            let dead = db.scalar("SELECT count(*) FROM inboxed_dead_letters").await;
+            if rows == 41 && dead == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    InboxConsumer::new(p, ConsumerConfig::default().batch_size(16))
+        .run(src, settled)
+        .await
+        .unwrap();
+    assert_eq!(
+        inboxed_test::conformance::ledger_state(&db).await,
+        (41, 1000 + 820)
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_dead_letters WHERE reason = 'invalid_message'")
+            .await,
+        1
+    );
+    assert!(ledger.batches() >= 1, "{} batches", ledger.batches());
+    assert_eq!(committed(&name, "ledger"), Offset::Offset(52), "all acked");
     db.finish().await;
 }
 

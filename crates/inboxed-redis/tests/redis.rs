@@ -9,7 +9,9 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 
-use inboxed_core::{ConsumerName, Delivery, DeliverySource, KeySource, Processor};
+use inboxed_core::{
+    Consumer, ConsumerConfig, ConsumerName, Delivery, DeliverySource, KeySource, Processor,
+};
 use inboxed_redis::{RedisConfig, RedisSource};
 use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
@@ -96,6 +98,58 @@ async fn duplicates_and_keyless_entries_settle_with_the_group() {
         ids.push(d.envelope().map(|e| e.id().as_str().to_owned()));
     }
     assert!(ids.contains(&Ok("o-4".to_owned())), "{ids:?}");
+    let _: () = conn.del(&name).await.unwrap();
+    db.finish().await;
+}
+
+/// The consumer loop in batches (2 of up to 32 in flight) over 200 entries, 40 of them added
+/// twice and one without a key: every effect lands once, the keyless one is dead-lettered,
+/// and the batches' single `XACK`s leave nothing pending.
+#[tokio::test]
+async fn batches_ack_with_one_xack_and_leave_nothing_pending() {
+    let db = Pg::create().await;
+    let (mut conn, name) = stream().await;
+    for i in 0..200_i64 {
+        let id = format!("sb-{i}");
+        let body = credit(&id, i + 1).payload().to_vec();
+        let fields: [(&str, &[u8]); 2] = [("message_id", id.as_bytes()), ("payload", &body)];
+        add(&mut conn, &name, &fields).await;
+        if i % 5 == 0 {
+            add(&mut conn, &name, &fields).await;
+        }
+    }
+    add(&mut conn, &name, &[("payload", b"{}")]).await;
+    let ledger = Ledger::<Pg>::default();
+    let p = Processor::new(
+        db.store.clone(),
+        ConsumerName::new("ledger").unwrap(),
+        ledger.clone(),
+    );
+    let mut config = RedisConfig::new(redis_url(), &name, "ledger").prefetch(64);
+    config.block = Duration::from_millis(200);
+    let src = RedisSource::connect(config).await.unwrap();
+    let settled = async {
+        for _ in 0..600 {
+            let rows = db.scalar("SELECT count(*) FROM ledger").await;
+            let dead = db.scalar("SELECT count(*) FROM inboxed_dead_letters").await;
+            if rows == 200 && dead == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    Consumer::new(p, ConsumerConfig::default().concurrency(2).batch_size(32))
+        .run(src, settled)
+        .await
+        .unwrap();
+    assert_eq!(
+        inboxed_test::conformance::ledger_state(&db).await,
+        (200, 20_100)
+    );
+    assert_eq!(db.scalar("SELECT count(*) FROM inboxed_attempts").await, 0);
+    assert!(ledger.batches() >= 200 / 32, "{} batches", ledger.batches());
+    assert_eq!(pending(&mut conn, &name).await, 0, "every entry acked");
     let _: () = conn.del(&name).await.unwrap();
     db.finish().await;
 }

@@ -15,8 +15,8 @@ use inboxed_core::{
 };
 use inboxed_rabbitmq::{QueueKind, RabbitConfig, RabbitSource};
 use inboxed_test::broker_child::{
-    CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
-    settle_duplicate_and_keyless,
+    CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_batch_commit_and_ack,
+    killed_between_commit_and_ack, settle_duplicate_and_keyless,
 };
 use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
 
@@ -238,6 +238,30 @@ async fn killed_between_commit_and_ack_applies_once() {
         publish(&channel, &name, Some(id), credit(id, amount).payload()).await;
     }
     killed_between_commit_and_ack(test, &db, &[("INBOXED_RABBIT_QUEUE", name.as_str())]).await;
+    assert_eq!(depth(&channel, &name).await, 0, "all acked");
+    drop_queue(&channel, &name).await;
+    db.finish().await;
+}
+
+/// The same kill in batch mode: a consumer process SIGKILLed after its batch committed and
+/// before any of the batch's acks; the restarted consumer (also in batches) settles the three
+/// redelivered messages as duplicates.
+#[tokio::test]
+async fn killed_between_batch_commit_and_ack_applies_once() {
+    let test = "killed_between_batch_commit_and_ack_applies_once";
+    if let Some(locator) = broker_child_locator() {
+        let name = std::env::var("INBOXED_RABBIT_QUEUE").unwrap();
+        let config = RabbitConfig::new(amqp_url(), name).prefetch(16);
+        let src = RabbitSource::connect(config).await.unwrap();
+        return broker_child_main::<Pg, _>(&locator, src).await;
+    }
+    let db = Pg::create().await;
+    let (channel, name) = queue(QueueKind::Classic).await;
+    for (id, amount) in CRASH_MESSAGES {
+        publish(&channel, &name, Some(id), credit(id, amount).payload()).await;
+    }
+    let env = [("INBOXED_RABBIT_QUEUE", name.as_str())];
+    killed_between_batch_commit_and_ack(test, &db, &env).await;
     assert_eq!(depth(&channel, &name).await, 0, "all acked");
     drop_queue(&channel, &name).await;
     db.finish().await;

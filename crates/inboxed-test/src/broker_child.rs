@@ -51,6 +51,10 @@ impl<D: Delivery> Delivery for Announced<D> {
         self.inner.ack_ordering()
     }
 
+    fn is_first_delivery(&self) -> bool {
+        self.inner.is_first_delivery()
+    }
+
     async fn ack(self) -> Result<(), BoxError> {
         let id = self.id();
         if self.pause_before_ack {
@@ -106,7 +110,7 @@ pub fn broker_child_locator() -> Option<String> {
 }
 
 /// The child: settles `source`'s deliveries through the `ledger` consumer one at a time until
-/// it is killed.
+/// it is killed; in batches of up to `INBOXED_CONSUMER_BATCH` when that is set.
 pub async fn broker_child_main<B: Backend, S: DeliverySource + 'static>(locator: &str, source: S) {
     let store = B::attach(locator).await;
     let consumer = ConsumerName::new("ledger").expect("consumer name");
@@ -115,7 +119,12 @@ pub async fn broker_child_main<B: Backend, S: DeliverySource + 'static>(locator:
         inner: source,
         pause_before_ack: std::env::var("INBOXED_FAULT").as_deref() == Ok("pause_before_ack"),
     };
-    Consumer::new(processor, ConsumerConfig::default().concurrency(1))
+    let batch = std::env::var("INBOXED_CONSUMER_BATCH")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    let config = ConsumerConfig::default().concurrency(1).batch_size(batch);
+    Consumer::new(processor, config)
         .run(source, std::future::pending())
         .await
         .expect("consumer loop");
@@ -197,6 +206,43 @@ pub async fn killed_between_commit_and_ack<B: Backend>(
     acked.sort_unstable();
     assert_eq!(acked, ["k-1", "k-2", "k-3"], "{said:?}");
     assert_eq!(ledger_state(db).await, (3, 31), "k-1 was not applied twice");
+}
+
+/// [`killed_between_commit_and_ack`] for a consumer in batches of up to 8: the child commits
+/// the batch of [`CRASH_MESSAGES`] and is killed before any of their acks; a second child, also
+/// in batches, settles the three redelivered messages as duplicates. The source must let at
+/// least three deliveries be in flight (prefetch).
+pub async fn killed_between_batch_commit_and_ack<B: Backend>(
+    test: &str,
+    db: &TestDb<B>,
+    env: &[(&str, &str)],
+) {
+    let wait = Duration::from_secs(60);
+    let mut batched = env.to_vec();
+    batched.push(("INBOXED_CONSUMER_BATCH", "8"));
+    let mut faulty = batched.clone();
+    faulty.push(("INBOXED_FAULT", "pause_before_ack"));
+    let mut child = spawn_broker_child(test, &db.locator, &faulty);
+    let said = watch_then_kill(&mut child, wait, |s| s.len() == 3).await;
+    let mut committed: Vec<&str> = said
+        .iter()
+        .filter(|(what, _)| what == "committed")
+        .map(|(_, id)| id.as_str())
+        .collect();
+    committed.sort_unstable();
+    assert_eq!(committed, ["k-1", "k-2", "k-3"], "{said:?}");
+    assert_eq!(ledger_state(db).await, (3, 31), "committed before the kill");
+
+    let mut child = spawn_broker_child(test, &db.locator, &batched);
+    let said = watch_then_kill(&mut child, wait, |s| s.len() == 3).await;
+    let mut acked: Vec<&str> = said
+        .iter()
+        .filter(|(what, _)| what == "acked")
+        .map(|(_, id)| id.as_str())
+        .collect();
+    acked.sort_unstable();
+    assert_eq!(acked, ["k-1", "k-2", "k-3"], "{said:?}");
+    assert_eq!(ledger_state(db).await, (3, 31), "nothing was applied twice");
 }
 
 /// Takes `n` deliveries from `source` and settles each through `processor` in this process;

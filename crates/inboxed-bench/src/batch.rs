@@ -265,6 +265,28 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
             ratio(i, 1)
         );
     }
+    // Throughput against batch size: one message per transaction is the size-1 point of
+    // both batched series; the consumer without dedup is a flat line for comparison.
+    let sizes = |v: &Variant| match v {
+        Variant::Batch(n) | Variant::Counted(n) => *n as f64,
+        _ => 1.0,
+    };
+    for (i, v) in variants.iter().enumerate() {
+        let series = match v {
+            Variant::Single => {
+                crate::plot::point("batch-size", "batch, broker counts", 1.0, med(i));
+                "batch, store counts"
+            }
+            Variant::Batch(_) => "batch, broker counts",
+            Variant::Counted(_) => "batch, store counts",
+            Variant::Naive => continue,
+        };
+        crate::plot::point("batch-size", series, sizes(v), med(i));
+    }
+    let largest = variants.iter().map(sizes).fold(1.0, f64::max);
+    for x in [1.0, largest] {
+        crate::plot::point("batch-size", "no dedup, 1 per tx", x, med(1));
+    }
     if let Some(min) = args.min_ratio {
         // The first batched variant against one message per transaction.
         let at = variants.iter().position(|v| matches!(v, Variant::Batch(_)));

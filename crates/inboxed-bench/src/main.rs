@@ -2,17 +2,24 @@
 //! Machines are noisy, so results are ratios (medians of per-round ratios), not absolute rates.
 //!
 //! Run with:
+//! `cargo run --release -p inboxed-bench -- all` (the whole suite; rewrites BENCHMARKS.md)
 //! `cargo run --release -p inboxed-bench -- processor`
 //! `cargo run --release -p inboxed-bench -- batch`
+//! `cargo run --release -p inboxed-bench -- ids`
 //! `cargo run --release -p inboxed-bench -- inbox` (add `--quick` for the CI smoke run)
 //! `cargo run --release -p inboxed-bench -- retention`
 //! `cargo run --release -p inboxed-bench -- sizing --rows 1000000,10000000`
 //! `cargo run --release -p inboxed-bench -- rabbitmq`
+//! `cargo run --release -p inboxed-bench -- memory`
 
 #![allow(clippy::print_stdout)]
 
+mod all;
 mod batch;
+mod ids;
 mod inbox;
+mod memory;
+mod plot;
 mod processor;
 mod rabbitmq;
 mod retention;
@@ -38,11 +45,16 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Bench {
+    /// The whole suite, one scenario after another; rewrites BENCHMARKS.md's generated
+    /// sections and its charts.
+    All(all::Args),
     /// One message per transaction: processor against the same statements through sqlx.
     Processor(processor::Args),
     /// Batched processor at several batch sizes against one message per transaction and
     /// against a consumer without dedup.
     Batch(batch::Args),
+    /// Random (v4) against time-ordered (v7) ids with millions of keys already stored.
+    Ids(ids::Args),
     /// Store-then-process: workers against bare claim-and-complete loops, and pickup latency.
     Inbox(inbox::Args),
     /// Retention: hot-path latency with and without a concurrent purge, purge rate, and the
@@ -53,18 +65,23 @@ enum Bench {
     /// RabbitMQ → processor → PostgreSQL at several prefetch settings, against the same
     /// consumer acking after the business update alone.
     Rabbitmq(rabbitmq::Args),
+    /// Resident memory of a RabbitMQ consumer while it drains a queue.
+    Memory(memory::Args),
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.bench {
+        Bench::All(args) => all::run(&cli.database_url, args).await,
         Bench::Processor(args) => processor::run(&cli.database_url, args).await,
         Bench::Batch(args) => batch::run(&cli.database_url, args).await,
+        Bench::Ids(args) => ids::run(&cli.database_url, args).await,
         Bench::Inbox(args) => inbox::run(&cli.database_url, args).await,
         Bench::Retention(args) => retention::run(&cli.database_url, args).await,
         Bench::Sizing(args) => sizing::run(&cli.database_url, args).await,
         Bench::Rabbitmq(args) => rabbitmq::run(&cli.database_url, args).await,
+        Bench::Memory(args) => memory::run(&cli.database_url, args).await,
     }
 }
 

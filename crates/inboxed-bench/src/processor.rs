@@ -10,9 +10,9 @@ use crate::variants::{self, Variant};
 /// Processor throughput against raw sqlx, same pool, same concurrency, same run.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Concurrent workers (and pool size).
-    #[arg(long, default_value_t = 8)]
-    workers: usize,
+    /// Concurrent workers (comma-separated); the pool holds as many connections as the most.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
+    workers: Vec<usize>,
     /// Seconds per variant per round.
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
@@ -26,8 +26,9 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     let url = crate::fresh_database(server).await?;
+    let most = args.workers.iter().copied().max().unwrap_or(8);
     let pool = PgPoolOptions::new()
-        .max_connections(u32::try_from(args.workers).unwrap_or(8))
+        .max_connections(u32::try_from(most).unwrap_or(8))
         .connect(&url)
         .await?;
     let setup = variants::Setup::new(pool, args.accounts).await?;
@@ -35,45 +36,77 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         .fetch_one(setup.pool())
         .await?;
     println!(
-        "workers {}, {} s per variant, {} rounds, synchronous_commit = {sync}, {} accounts",
-        args.workers, args.seconds, args.rounds, args.accounts
+        "{} s per variant, {} rounds, synchronous_commit = {sync}, {} accounts",
+        args.seconds, args.rounds, args.accounts
     );
     let variants = [Variant::Processor, Variant::RawSqlx, Variant::BusinessOnly];
-    let mut rates: Vec<[f64; 3]> = Vec::new();
+    // (workers, one round's rates)
+    let mut rates: Vec<(usize, [f64; 3])> = Vec::new();
     for round in 0..args.rounds {
-        let mut row = [0.0; 3];
-        for k in 0..variants.len() {
-            let i = (k + round) % variants.len();
-            let dur = Duration::from_secs_f64(args.seconds);
-            let started = Instant::now();
-            let n = setup.run(variants[i], args.workers, dur).await?;
-            row[i] = n as f64 / started.elapsed().as_secs_f64();
+        for &workers in &args.workers {
+            let mut row = [0.0; 3];
+            for k in 0..variants.len() {
+                let i = (k + round) % variants.len();
+                let dur = Duration::from_secs_f64(args.seconds);
+                let started = Instant::now();
+                let n = setup.run(variants[i], workers, dur).await?;
+                row[i] = n as f64 / started.elapsed().as_secs_f64();
+            }
+            println!(
+                "round {}, {workers} workers: processor {:.0} msg/s, raw sqlx {:.0} msg/s, \
+                 business only {:.0} tx/s",
+                round + 1,
+                row[0],
+                row[1],
+                row[2]
+            );
+            rates.push((workers, row));
         }
-        println!(
-            "round {}: processor {:.0} msg/s, raw sqlx {:.0} msg/s, business only {:.0} tx/s",
-            round + 1,
-            row[0],
-            row[1],
-            row[2]
-        );
-        rates.push(row);
     }
-    let ratio = |a: usize, b: usize| crate::median(rates.iter().map(|r| r[a] / r[b]).collect());
-    let med = |a: usize| crate::median(rates.iter().map(|r| r[a]).collect());
-    println!();
-    println!("| variant | median msg/s |");
-    println!("|---|---|");
-    println!("| processor (`Processor::process`) | {:.0} |", med(0));
-    println!("| same statements through sqlx | {:.0} |", med(1));
-    println!("| business update alone, no claim | {:.0} |", med(2));
     println!();
     println!(
-        "processor / raw sqlx (median of per-round ratios): {:.2}",
-        ratio(0, 1)
+        "| workers | processor msg/s | same statements through sqlx msg/s | business update alone tx/s | \
+         processor / sqlx (library overhead) | sqlx with claim / business alone (cost of dedup) |"
     );
-    println!(
-        "raw sqlx with claim / business alone (cost of dedup): {:.2}",
-        ratio(1, 2)
-    );
+    println!("|---|---|---|---|---|---|");
+    for &workers in &args.workers {
+        let of = |f: &dyn Fn(&[f64; 3]) -> f64| {
+            crate::median(
+                rates
+                    .iter()
+                    .filter(|(w, _)| *w == workers)
+                    .map(|(_, r)| f(r))
+                    .collect(),
+            )
+        };
+        println!(
+            "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} |",
+            of(&|r| r[0]),
+            of(&|r| r[1]),
+            of(&|r| r[2]),
+            of(&|r| r[0] / r[1]),
+            of(&|r| r[1] / r[2])
+        );
+    }
+    for &workers in &args.workers {
+        let w = workers as f64;
+        for (i, series) in [
+            "processor",
+            "same statements through sqlx",
+            "business update alone",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let rate = crate::median(
+                rates
+                    .iter()
+                    .filter(|(n, _)| *n == workers)
+                    .map(|(_, r)| r[i])
+                    .collect(),
+            );
+            crate::plot::point("processor-workers", series, w, rate);
+        }
+    }
     Ok(())
 }

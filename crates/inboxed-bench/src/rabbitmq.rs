@@ -46,7 +46,7 @@ pub(crate) struct Args {
     rounds: usize,
 }
 
-const ACCOUNTS: i64 = 10_000;
+pub(crate) const ACCOUNTS: i64 = 10_000;
 /// Database connections for either consumer (the server's limit is 100 by default).
 const POOL: u32 = 32;
 
@@ -81,18 +81,30 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     for round in 1..=args.rounds {
         for &prefetch in &args.prefetch {
             let single = ConsumerConfig::default().concurrency(usize::from(prefetch));
-            let inbox = measure(&channel, &args, prefetch, |source, target| {
-                through_inbox(processor.clone(), source, single, target)
-            })
+            let inbox = measure(
+                &channel,
+                &args.amqp_url,
+                args.messages,
+                prefetch,
+                |source, target| through_inbox(processor.clone(), source, single, target),
+            )
             .await?;
             let batched = batched(prefetch);
-            let in_batches = measure(&channel, &args, prefetch, |source, target| {
-                through_inbox(processor.clone(), source, batched, target)
-            })
+            let in_batches = measure(
+                &channel,
+                &args.amqp_url,
+                args.messages,
+                prefetch,
+                |source, target| through_inbox(processor.clone(), source, batched, target),
+            )
             .await?;
-            let bare = measure(&channel, &args, prefetch, |source, target| {
-                without_inbox(pool.clone(), source, prefetch, target)
-            })
+            let bare = measure(
+                &channel,
+                &args.amqp_url,
+                args.messages,
+                prefetch,
+                |source, target| without_inbox(pool.clone(), source, prefetch, target),
+            )
             .await?;
             println!(
                 "round {round}, prefetch {prefetch}: inbox {inbox:.0} msg/s, inbox in batches \
@@ -128,9 +140,10 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
 
 /// Fills a fresh queue with `messages` keyed messages, then times `consume` (given the source
 /// and how many acks to wait for) until it returns.
-async fn measure<F, Fut>(
+pub(crate) async fn measure<F, Fut>(
     channel: &Channel,
-    args: &Args,
+    amqp_url: &str,
+    messages: u64,
     prefetch: u16,
     consume: F,
 ) -> anyhow::Result<f64>
@@ -147,7 +160,7 @@ where
         )
         .await?;
     let mut confirms = Vec::new();
-    for _ in 0..args.messages {
+    for _ in 0..messages {
         let props = BasicProperties::default()
             .with_delivery_mode(2)
             .with_message_id(uuid::Uuid::now_v7().to_string().into());
@@ -166,11 +179,11 @@ where
     for confirm in confirms {
         confirm.await?;
     }
-    let config = RabbitConfig::new(args.amqp_url.clone(), queue.clone()).prefetch(prefetch);
+    let config = RabbitConfig::new(amqp_url, queue.clone()).prefetch(prefetch);
     let source = RabbitSource::connect(config).await?;
     let started = Instant::now();
-    consume(source, args.messages).await?;
-    let rate = args.messages as f64 / started.elapsed().as_secs_f64();
+    consume(source, messages).await?;
+    let rate = messages as f64 / started.elapsed().as_secs_f64();
     channel
         .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
         .await?;
@@ -179,7 +192,7 @@ where
 
 /// The batched consumer for a prefetch: batches of up to 50 (one of the whole prefetch below
 /// that), as many in flight as fill the prefetch.
-fn batched(prefetch: u16) -> ConsumerConfig {
+pub(crate) fn batched(prefetch: u16) -> ConsumerConfig {
     let prefetch = usize::from(prefetch);
     let concurrency = (prefetch / 50).max(1);
     ConsumerConfig::default()
@@ -188,7 +201,7 @@ fn batched(prefetch: u16) -> ConsumerConfig {
 }
 
 /// The consumer loop with the processor, as `config` says, until `target` acks.
-async fn through_inbox(
+pub(crate) async fn through_inbox(
     processor: Processor<PgStore, Credit>,
     source: RabbitSource,
     config: ConsumerConfig,

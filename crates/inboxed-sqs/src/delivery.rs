@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::MessageAttributeValue;
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageAttributeValue};
 
 use inboxed_core::{BoxError, Delivery, Envelope, EnvelopeError, KeyCarrier, KeySource};
 
@@ -95,6 +95,53 @@ impl Delivery for SqsDelivery {
             .send()
             .await?;
         Ok(())
+    }
+
+    /// `DeleteMessageBatch`, ten messages a call (SQS's limit), when they come from one queue
+    /// (a batch of one source): a batch of 50 costs 5 requests instead of 50. Entries SQS
+    /// reports as failed are an error naming them, after every chunk was sent.
+    async fn ack_all(deliveries: Vec<Self>) -> Result<(), BoxError> {
+        let Some(first) = deliveries.first() else {
+            return Ok(());
+        };
+        let shared = Arc::clone(&first.shared);
+        if deliveries.iter().any(|d| !Arc::ptr_eq(&d.shared, &shared)) {
+            return inboxed_core::delivery::ack_each(deliveries).await;
+        }
+        let mut failed = Vec::new();
+        for chunk in deliveries.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(&d.receipt_handle)
+                        .build()
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let out = shared
+                .client
+                .delete_message_batch()
+                .queue_url(&shared.queue_url)
+                .set_entries(Some(entries))
+                .send()
+                .await?;
+            for entry in out.failed() {
+                let at: usize = entry.id().parse().unwrap_or(usize::MAX);
+                let id = chunk.get(at).and_then(|d| d.message_id.as_deref());
+                failed.push(format!(
+                    "{} ({})",
+                    id.unwrap_or("?"),
+                    entry.message().unwrap_or(entry.code())
+                ));
+            }
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("DeleteMessageBatch failed for {}", failed.join(", ")).into())
+        }
     }
 
     /// Makes the message visible again after `delay` (at once for `None`; at most 12 h).

@@ -11,7 +11,9 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName};
 
-use inboxed_core::{ConsumerName, Delivery, DeliverySource, KeySource, Outcome, Processor};
+use inboxed_core::{
+    Consumer, ConsumerConfig, ConsumerName, Delivery, DeliverySource, KeySource, Outcome, Processor,
+};
 use inboxed_sqs::{SqsConfig, SqsSource};
 use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
@@ -92,6 +94,54 @@ async fn remaining(queue_url: &str) -> u32 {
 async fn source(queue_url: &str) -> SqsSource {
     let config = SqsConfig::new(queue_url).wait(Duration::from_secs(1));
     SqsSource::with_client(client(), config).await.unwrap()
+}
+
+/// The consumer loop in batches of up to 25 over 60 messages, 12 of them sent twice and one
+/// without a key: every effect lands once, the keyless one is dead-lettered, and the batches'
+/// `DeleteMessageBatch` calls (ten entries each) leave the queue empty.
+#[tokio::test]
+async fn batches_delete_with_delete_message_batch() {
+    let db = Pg::create().await;
+    let url = queue(&[]).await;
+    for i in 0..60_i64 {
+        let id = format!("qb-{i}");
+        let body = credit(&id, i + 1).payload().to_vec();
+        send(&url, Some(&id), &body).await;
+        if i % 5 == 0 {
+            send(&url, Some(&id), &body).await;
+        }
+    }
+    send(&url, None, b"{}").await;
+    let ledger_handler = Ledger::<Pg>::default();
+    let p = Processor::new(
+        db.store.clone(),
+        ConsumerName::new("ledger").unwrap(),
+        ledger_handler.clone(),
+    );
+    let src = source(&url).await;
+    let settled = async {
+        for _ in 0..600 {
+            let rows = db.scalar("SELECT count(*) FROM ledger").await;
+            let dead = db.scalar("SELECT count(*) FROM inboxed_dead_letters").await;
+            if rows == 60 && dead == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    Consumer::new(p, ConsumerConfig::default().concurrency(2).batch_size(25))
+        .run(src, settled)
+        .await
+        .unwrap();
+    assert_eq!(ledger(&db).await, (60, 1830));
+    assert!(
+        ledger_handler.batches() >= 3,
+        "{}",
+        ledger_handler.batches()
+    );
+    assert_eq!(remaining(&url).await, 0, "every message deleted");
+    db.finish().await;
 }
 
 /// A duplicate (same `message_id` attribute) is processed once and both messages are deleted;

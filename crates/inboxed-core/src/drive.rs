@@ -105,7 +105,7 @@ where
 {
     let max = max.max(1);
     let (tx, mut rx) = tokio::sync::mpsc::channel(max);
-    let reader = tokio::spawn(read_into(source, tx));
+    let mut reader = AbortOnDrop(tokio::spawn(read_into(source, tx)));
     tokio::pin!(shutdown);
     let mut stopping = false;
     let mut tasks: JoinSet<Result<(), Error>> = JoinSet::new();
@@ -121,7 +121,7 @@ where
             tokio::select! {
                 () = &mut shutdown => {
                     stopping = true;
-                    reader.abort();
+                    reader.0.abort();
                     continue;
                 }
                 first = rx.recv() => first,
@@ -165,7 +165,7 @@ where
                 },
                 () = &mut shutdown => {
                     stopping = true;
-                    reader.abort();
+                    reader.0.abort();
                 }
             }
         }
@@ -178,10 +178,22 @@ where
     while let Some(joined) = tasks.join_next().await {
         log_task(joined);
     }
-    reader.abort();
-    match reader.await {
+    reader.0.abort();
+    match (&mut reader.0).await {
         Ok(Err(e)) if result.is_ok() => Err(Error::Broker(e)),
+        // A panic in the source is the source's failure, not its end.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         _ => result,
+    }
+}
+
+/// The reader task, stopped when the loop's future is dropped mid-run, so that it does not
+/// keep the source (a group membership, a prefetch) alive on its own.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -94,7 +94,11 @@ impl Delivery for RedisDelivery {
             return inboxed_core::delivery::ack_each(deliveries).await;
         }
         let (s, mut conn) = (Arc::clone(&first.shared), first.conn.clone());
-        let ids: Vec<&str> = deliveries.iter().map(|d| d.entry.id.as_str()).collect();
+        // An entry can be held twice (taken over by XAUTOCLAIM while its first delivery waited
+        // in the batch); Redis counts it once.
+        let mut ids: Vec<&str> = deliveries.iter().map(|d| d.entry.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
         let acked: usize = conn.xack(&s.stream, &s.group, &ids).await?;
         if acked == ids.len() {
             Ok(())

@@ -98,8 +98,9 @@ impl Delivery for SqsDelivery {
     }
 
     /// `DeleteMessageBatch`, ten messages a call (SQS's limit), when they come from one queue
-    /// (a batch of one source): a batch of 50 costs 5 requests instead of 50. Entries SQS
-    /// reports as failed are an error naming them, after every chunk was sent.
+    /// (a batch of one source): a batch of 50 costs 5 requests instead of 50. Every chunk is
+    /// sent; the entries SQS reports as failed, and chunks that failed whole, are then one
+    /// error naming them.
     async fn ack_all(deliveries: Vec<Self>) -> Result<(), BoxError> {
         let Some(first) = deliveries.first() else {
             return Ok(());
@@ -120,13 +121,21 @@ impl Delivery for SqsDelivery {
                         .build()
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let out = shared
+            let sent = shared
                 .client
                 .delete_message_batch()
                 .queue_url(&shared.queue_url)
                 .set_entries(Some(entries))
                 .send()
-                .await?;
+                .await;
+            // A chunk that failed whole is reported with the rest; the next chunks still go.
+            let out = match sent {
+                Ok(out) => out,
+                Err(e) => {
+                    failed.push(format!("a chunk of {} ({e})", chunk.len()));
+                    continue;
+                }
+            };
             for entry in out.failed() {
                 let at: usize = entry.id().parse().unwrap_or(usize::MAX);
                 let id = chunk.get(at).and_then(|d| d.message_id.as_deref());

@@ -2,21 +2,24 @@
 
 use std::time::Duration;
 
+use tracing::warn;
+
 use super::{keep_alive, requeue, settle};
 use crate::delivery::{AckOrdering, Delivery};
 use crate::error::Error;
 use crate::handler::Handler;
-use crate::processor::{Outcome, Processor};
+use crate::processor::{BatchRun, Outcome, Processor};
 use crate::store::Store;
 
-/// Processes `deliveries` with [`Processor::process_batch_with_counts`] (a delivery without a
-/// usable key is dead-lettered on its own), acks every one whose outcome committed, and
-/// requeues the others. In-order deliveries (Kafka) are acked in arrival order, and one that
-/// did not settle is retried in place before anything after it is acked, since acking a later
-/// offset would commit past it.
+/// Processes `deliveries` as one batch ([`Processor::process_batch_with_counts`]; a delivery
+/// without a usable key is dead-lettered on its own), acks every one whose outcome committed,
+/// then requeues the others, concurrently. In-order deliveries (Kafka) are processed and acked
+/// in arrival order: from the first that did not settle on, each is retried in place before
+/// anything after it is acked, since acking a later offset would commit past it.
 ///
 /// # Errors
-/// Only a failure to talk to the broker, after every delivery was tried.
+/// A failure to talk to the broker (the first; each is logged), after every delivery was
+/// tried.
 pub(super) async fn settle_batch<S, H, D>(
     processor: &Processor<S, H>,
     deliveries: Vec<D>,
@@ -27,19 +30,77 @@ where
     H: Handler<S::Db>,
     D: Delivery,
 {
+    let in_order = deliveries
+        .first()
+        .is_some_and(|d| d.ack_ordering() == AckOrdering::InOrder);
+    let results = process(processor, &deliveries, extend_every, in_order).await;
+    let mut errors = Vec::new();
+    if in_order {
+        for (delivery, result) in deliveries.into_iter().zip(results) {
+            let settled = match result {
+                Some(Ok(_)) => delivery.ack().await.map_err(Error::Broker),
+                // Retried in place until it settles (settle acks it), before any later offset.
+                _ => settle(processor, delivery, extend_every).await.map(drop),
+            };
+            errors.extend(settled.err());
+        }
+    } else {
+        let (mut acks, mut failed) = (Vec::new(), Vec::new());
+        for (delivery, result) in deliveries.into_iter().zip(results) {
+            match result {
+                Some(Ok(_)) => acks.push(delivery),
+                Some(Err(error)) => failed.push((delivery, error)),
+                None => unreachable!("an unordered batch settles every delivery"),
+            }
+        }
+        // The committed first: a slow requeue (a broker that holds it) must not keep them
+        // unacked past their visibility.
+        if !acks.is_empty() {
+            processor.failure_streak().succeeded();
+            if let Err(e) = D::ack_all(acks).await {
+                errors.push(Error::Broker(e));
+            }
+        }
+        let requeues = failed
+            .into_iter()
+            .map(|(delivery, error)| requeue(processor, delivery, error));
+        for requeued in futures_util::future::join_all(requeues).await {
+            errors.extend(requeued.err());
+        }
+    }
+    for e in &errors {
+        warn!(error = %e, "could not settle a delivery of a batch with the broker");
+    }
+    errors.into_iter().next().map_or(Ok(()), Err)
+}
+
+/// The batch through the processor: one result per delivery, `None` for the in-order ones
+/// left to be retried in place.
+async fn process<S, H, D>(
+    processor: &Processor<S, H>,
+    deliveries: &[D],
+    extend_every: Option<Duration>,
+    ordered: bool,
+) -> Vec<Option<Result<Outcome, Error>>>
+where
+    S: Store,
+    H: Handler<S::Db>,
+    D: Delivery,
+{
     let mut results: Vec<Option<Result<Outcome, Error>>> =
         (0..deliveries.len()).map(|_| None).collect();
     let (mut envelopes, mut counts, mut at) = (Vec::new(), Vec::new(), Vec::new());
+    let mut first_delivery = true;
     for (i, delivery) in deliveries.iter().enumerate() {
         match delivery.envelope() {
             Ok(envelope) => {
                 envelopes.push(envelope);
-                // A first delivery is counted as such even where the broker keeps no count
-                // (a RabbitMQ classic queue): its batch then skips the store's counting.
-                let first = delivery.is_first_delivery().then_some(1);
-                counts.push(first.or_else(|| delivery.delivery_count()));
+                counts.push(delivery.delivery_count());
+                first_delivery &= delivery.is_first_delivery();
                 at.push(i);
             }
+            // In order, a keyless record waits for its turn with the rest (in place, below).
+            Err(_) if ordered => {}
             Err(invalid) => {
                 let dead = processor
                     .dead_letter_invalid(delivery.payload(), &invalid)
@@ -49,38 +110,25 @@ where
         }
     }
     if !envelopes.is_empty() {
-        let work = processor.process_batch_with_counts(&envelopes, &counts);
-        let processed = keep_alive(work, &deliveries, extend_every).await;
-        for (i, result) in at.into_iter().zip(processed) {
-            results[i] = Some(result);
-        }
-    }
-    let in_order = deliveries
-        .first()
-        .is_some_and(|d| d.ack_ordering() == AckOrdering::InOrder);
-    let mut first_error = None;
-    let mut acks = Vec::new();
-    for (delivery, result) in deliveries.into_iter().zip(results) {
-        let result = result.unwrap_or_else(|| unreachable!("every delivery has a result"));
-        let settled = match result {
-            Ok(_) if in_order => delivery.ack().await.map_err(Error::Broker).map(drop),
-            Ok(_) => {
-                acks.push(delivery);
-                Ok(())
-            }
-            // Retried in place until it settles (settle acks it), before any later offset.
-            Err(_) if in_order => settle(processor, delivery, extend_every).await.map(drop),
-            Err(error) => requeue(processor, delivery, error).await.map(drop),
+        let run = BatchRun {
+            counts: &counts,
+            first_delivery,
+            ordered,
         };
-        if let Err(e) = settled {
-            first_error.get_or_insert(e);
+        let work = processor.run_batch(&envelopes, &run);
+        let processed = keep_alive(work, deliveries, extend_every).await;
+        for (i, result) in at.into_iter().zip(processed) {
+            results[i] = result;
         }
     }
-    if !acks.is_empty() {
-        processor.failure_streak().succeeded();
-        if let Err(e) = D::ack_all(acks).await {
-            first_error.get_or_insert(Error::Broker(e));
+    if ordered {
+        // Nothing after the first unsettled delivery counts as settled: it is retried in place
+        // in order, even if the batch reached it.
+        if let Some(stop) = results.iter().position(|r| !matches!(r, Some(Ok(_)))) {
+            for r in &mut results[stop..] {
+                *r = None;
+            }
         }
     }
-    first_error.map_or(Ok(()), Err)
+    results
 }

@@ -170,8 +170,10 @@ async fn keep_alive<T, D: Delivery>(
         tokio::select! {
             out = &mut work => return out,
             _ = ticker.tick() => {
-                for delivery in deliveries {
-                    if let Err(e) = delivery.extend_deadline(every * 2).await {
+                // All at once: one round trip for the batch, not one per delivery.
+                let extends = deliveries.iter().map(|d| d.extend_deadline(every * 2));
+                for extended in futures_util::future::join_all(extends).await {
+                    if let Err(e) = extended {
                         warn!(error = %e, "could not extend a delivery's deadline");
                     }
                 }

@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use tracing::{debug, warn};
 
 use super::Processor;
+use crate::config::AttemptCounting;
 use crate::envelope::{Envelope, MessageId};
 use crate::error::{Error, StoreError};
 use crate::handler::{Handler, call_guarded_batch};
@@ -59,8 +60,30 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         batch: &[Envelope],
         delivery_counts: &[Option<u32>],
     ) -> Vec<Result<Outcome, Error>> {
-        let count_of = |i: usize| delivery_counts.get(i).copied().flatten();
-        let first_delivery = (0..batch.len()).all(|i| count_of(i) == Some(1));
+        let first = (0..batch.len()).all(|i| delivery_counts.get(i) == Some(&Some(1)));
+        let run = BatchRun {
+            counts: delivery_counts,
+            first_delivery: first,
+            ordered: false,
+        };
+        let results = self.run_batch(batch, &run).await;
+        results.into_iter().flatten().collect()
+    }
+
+    /// The batch path behind the public calls and the consumer loop. `run.first_delivery`
+    /// says the broker delivered every message for the first time (RabbitMQ knows it without
+    /// counting); it only takes effect with [`AttemptCounting::Auto`]. With `run.ordered` (a
+    /// Kafka partition), a batch that cannot go together is processed in the order given, and
+    /// stops at its first failure: the failed message and everything after it are left `None`
+    /// for the caller to retry in place, in order.
+    pub(crate) async fn run_batch(
+        &self,
+        batch: &[Envelope],
+        run: &BatchRun<'_>,
+    ) -> Vec<Option<Result<Outcome, Error>>> {
+        let count_of = |i: usize| run.counts.get(i).copied().flatten();
+        let first_delivery =
+            run.first_delivery && self.inner.config.attempt_counting == AttemptCounting::Auto;
         // The first copy of each key is processed; later copies settle after it. An operator's
         // redrive for this consumer takes the single path, which lifts the dead letter inside
         // its transaction.
@@ -72,6 +95,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             .collect();
         let mut results: Vec<Option<Result<Outcome, Error>>> =
             (0..batch.len()).map(|_| None).collect();
+        let mut failed = false;
         match self.together(batch, &firsts, first_delivery).await {
             Together::Settled(settled) => {
                 for (&i, result) in firsts.iter().zip(settled) {
@@ -81,33 +105,56 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             }
             Together::Counted(counts) => {
                 for &i in &firsts {
+                    if failed && run.ordered {
+                        break;
+                    }
                     let attempt = counts.get(batch[i].id().as_str()).copied().unwrap_or(1);
                     let result = self.process_counted(&batch[i], attempt).await;
                     self.count(&result);
+                    failed |= result.is_err();
                     results[i] = Some(result);
                 }
             }
-            Together::OneByOne(order) => {
+            Together::OneByOne(mut order) => {
+                if run.ordered {
+                    order.sort_unstable();
+                }
                 for i in order {
-                    results[i] = Some(self.process(&batch[i], None).await);
+                    if failed && run.ordered {
+                        break;
+                    }
+                    let result = self.process(&batch[i], None).await;
+                    failed |= result.is_err();
+                    results[i] = Some(result);
                 }
             }
             Together::Delivered => {
                 for &i in &firsts {
-                    results[i] = Some(self.process(&batch[i], count_of(i)).await);
+                    if failed && run.ordered {
+                        break;
+                    }
+                    let result = self.process(&batch[i], count_of(i)).await;
+                    failed |= result.is_err();
+                    results[i] = Some(result);
                 }
             }
             // The database is not answering: each message on its own, with its own error.
             Together::Unread => {}
         }
         // Later copies of a key see their first copy settled: a duplicate, the same dead
-        // letter, or a conflict when the payload differs.
+        // letter, or a conflict when the payload differs. In order, after a failure, they are
+        // left to the caller with the rest.
         for (i, slot) in results.iter_mut().enumerate() {
+            if failed && run.ordered {
+                break;
+            }
             if slot.is_none() {
-                *slot = Some(self.process(&batch[i], count_of(i)).await);
+                let result = self.process(&batch[i], count_of(i)).await;
+                failed |= result.is_err();
+                *slot = Some(result);
             }
         }
-        results.into_iter().flatten().collect()
+        results
     }
 
     /// Runs the keys at `firsts` in one transaction, unless one of them was tried before.
@@ -263,6 +310,16 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             .await?;
         Ok(firsts.iter().filter_map(|i| claims.remove(i)).collect())
     }
+}
+
+/// How [`Processor::run_batch`] runs a batch.
+pub(crate) struct BatchRun<'a> {
+    /// The broker's delivery count of each message, in order (missing: unknown).
+    pub(crate) counts: &'a [Option<u32>],
+    /// Every message is on its first delivery.
+    pub(crate) first_delivery: bool,
+    /// Keep the given order when messages go one by one, and stop at the first failure.
+    pub(crate) ordered: bool,
 }
 
 /// How much of a batch ran together.

@@ -89,6 +89,8 @@ mod batch;
 mod dead_letter;
 mod operator;
 
+pub(crate) use batch::BatchRun;
+
 /// A failed transaction attempt, before deciding between retry, requeue and dead letter.
 enum Failure {
     Store(StoreError),

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use inboxed_core::{
-    BoxError, Consumer, ConsumerConfig, Delivery, DeliverySource, Envelope, EnvelopeError,
-    MessageId, Outcome, ProcessorConfig, Settled, settle,
+    AckOrdering, BoxError, Consumer, ConsumerConfig, Delivery, DeliverySource, Envelope,
+    EnvelopeError, MessageId, Outcome, ProcessorConfig, Settled, settle,
 };
 
 use super::{ledger_state, processor};
@@ -20,6 +20,8 @@ struct Memory<B: Backend> {
     payload: Vec<u8>,
     store: B::Store,
     log: Log,
+    /// Acked like a Kafka offset: in order.
+    in_order: bool,
 }
 
 impl<B: Backend> Delivery for Memory<B> {
@@ -34,6 +36,13 @@ impl<B: Backend> Delivery for Memory<B> {
     }
     fn delivery_count(&self) -> Option<u32> {
         Some(1)
+    }
+    fn ack_ordering(&self) -> AckOrdering {
+        if self.in_order {
+            AckOrdering::InOrder
+        } else {
+            AckOrdering::Individual
+        }
     }
     async fn ack(self) -> Result<(), BoxError> {
         // What another connection sees at the moment of the ack: the outcome must be committed.
@@ -95,6 +104,7 @@ async fn acks_only_after_commit<B: Backend>(config: ConsumerConfig) {
                 payload: env.payload().to_vec(),
                 store,
                 log,
+                in_order: false,
             });
         }
     };
@@ -141,6 +151,54 @@ async fn acks_only_after_commit<B: Backend>(config: ConsumerConfig) {
     db.finish().await;
 }
 
+/// An in-order source (a Kafka partition) in batches of up to 16: ten credits of one account
+/// that each check they come right after the previous one, the fourth failing transiently on
+/// the handler's calls up to the eighth. Its batch fails, the batch is redone one by one in
+/// order up to the failure, the failing message is retried in place, and only then do the
+/// rest follow: every credit lands once and in order, and the acks come in order.
+pub async fn consumer_in_ordered_batches_keeps_the_order<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let (p, _) = processor(&db, ProcessorConfig::default());
+    let log: Log = Arc::default();
+    let queue: VecDeque<Memory<B>> = (1..=10)
+        .map(|amount| {
+            let id = format!("o-{amount}");
+            let script = Script {
+                amount,
+                check_order: true,
+                fail_first: if amount == 4 { 8 } else { 0 },
+                ..Script::default()
+            };
+            Memory::<B> {
+                payload: script.message(&id).payload().to_vec(),
+                id,
+                store: db.store.clone(),
+                log: log.clone(),
+                in_order: true,
+            }
+        })
+        .collect();
+    let config = ConsumerConfig::default().batch_size(16);
+    Consumer::new(p, config)
+        .run(Source(queue), std::future::pending())
+        .await
+        .unwrap();
+    let log = log.lock().unwrap().clone();
+    let acked: Vec<&str> = log
+        .iter()
+        .filter(|(_, what, _)| *what == "ack")
+        .map(|(id, _, _)| id.as_str())
+        .collect();
+    let expected: Vec<String> = (1..=10).map(|n| format!("o-{n}")).collect();
+    assert_eq!(acked, expected, "{log:?}");
+    assert_eq!(ledger_state(&db).await, (10, 55));
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_dead_letters").await,
+        0
+    );
+    db.finish().await;
+}
+
 /// While a long handler runs, the broker's in-progress deadline (visibility timeout, NATS
 /// `Progress`) is extended on schedule, and the ack still comes after the commit.
 pub async fn long_handler_extends_the_delivery_deadline<B: Backend>(_test: &str) {
@@ -158,6 +216,7 @@ pub async fn long_handler_extends_the_delivery_deadline<B: Backend>(_test: &str)
         payload: slow.payload().to_vec(),
         store: db.store.clone(),
         log: log.clone(),
+        in_order: false,
     };
     let settled = settle(&p, delivery, Some(Duration::from_millis(100)))
         .await

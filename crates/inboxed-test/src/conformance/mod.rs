@@ -20,7 +20,7 @@ pub use batch::{
 };
 pub use consumer::{
     consumer_acks_only_after_commit, consumer_in_batches_acks_only_after_commit,
-    long_handler_extends_the_delivery_deadline,
+    consumer_in_ordered_batches_keeps_the_order, long_handler_extends_the_delivery_deadline,
 };
 pub use crash::{
     crash_before_commit_redoes_the_work, crash_between_commit_and_ack_does_not_reapply,
@@ -158,6 +158,7 @@ macro_rules! conformance_tests {
             concurrent_stress_ledger_is_exact,
             consumer_acks_only_after_commit,
             consumer_in_batches_acks_only_after_commit,
+            consumer_in_ordered_batches_keeps_the_order,
             long_handler_extends_the_delivery_deadline,
             poison_that_kills_the_process_is_dead_lettered,
             poison_that_kills_a_batch_is_dead_lettered,

@@ -45,11 +45,11 @@ pub(crate) fn collect(output: &str) -> BTreeMap<String, Chart> {
 const COLORS: [&str; 6] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
 ];
-const W: f64 = 720.0;
+const W: f64 = 800.0;
 const H: f64 = 420.0;
 const LEFT: f64 = 80.0;
 /// Room for the legend.
-const RIGHT: f64 = 200.0;
+const RIGHT: f64 = 280.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
 

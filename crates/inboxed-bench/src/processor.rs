@@ -39,12 +39,17 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         "{} s per variant, {} rounds, synchronous_commit = {sync}, {} accounts",
         args.seconds, args.rounds, args.accounts
     );
-    let variants = [Variant::Processor, Variant::RawSqlx, Variant::BusinessOnly];
+    let variants = [
+        Variant::Processor,
+        Variant::RawSqlx,
+        Variant::BusinessOnly,
+        Variant::RawNoSettle,
+    ];
     // (workers, one round's rates)
-    let mut rates: Vec<(usize, [f64; 3])> = Vec::new();
+    let mut rates: Vec<(usize, [f64; 4])> = Vec::new();
     for round in 0..args.rounds {
         for &workers in &args.workers {
-            let mut row = [0.0; 3];
+            let mut row = [0.0; 4];
             for k in 0..variants.len() {
                 let i = (k + round) % variants.len();
                 let dur = Duration::from_secs_f64(args.seconds);
@@ -54,11 +59,12 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
             }
             println!(
                 "round {}, {workers} workers: processor {:.0} msg/s, raw sqlx {:.0} msg/s, \
-                 business only {:.0} tx/s",
+                 business only {:.0} tx/s, raw sqlx without the settling statement {:.0} msg/s",
                 round + 1,
                 row[0],
                 row[1],
-                row[2]
+                row[2],
+                row[3]
             );
             rates.push((workers, row));
         }
@@ -66,11 +72,12 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     println!();
     println!(
         "| workers | processor msg/s | same statements through sqlx msg/s | business update alone tx/s | \
-         processor / sqlx (library overhead) | sqlx with claim / business alone (cost of dedup) |"
+         processor / sqlx (library overhead) | sqlx with claim / business alone (cost of dedup) | \
+         claim without the settling statement / business alone |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for &workers in &args.workers {
-        let of = |f: &dyn Fn(&[f64; 3]) -> f64| {
+        let of = |f: &dyn Fn(&[f64; 4]) -> f64| {
             crate::median(
                 rates
                     .iter()
@@ -80,12 +87,13 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
             )
         };
         println!(
-            "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} |",
+            "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
             of(&|r| r[0]),
             of(&|r| r[1]),
             of(&|r| r[2]),
             of(&|r| r[0] / r[1]),
-            of(&|r| r[1] / r[2])
+            of(&|r| r[1] / r[2]),
+            of(&|r| r[3] / r[2])
         );
     }
     for &workers in &args.workers {

@@ -17,6 +17,9 @@ pub(crate) enum Variant {
     Processor,
     RawSqlx,
     BusinessOnly,
+    /// The same statements through sqlx without the settling statement: what that one round
+    /// trip costs.
+    RawNoSettle,
 }
 
 pub(crate) const UPDATE: &str = "UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1";
@@ -116,7 +119,7 @@ impl Setup {
                         Variant::Processor => {
                             processor.process(&env, Some(1)).await?;
                         }
-                        Variant::RawSqlx => {
+                        Variant::RawSqlx | Variant::RawNoSettle => {
                             let mut tx = pool.begin_with(BEGIN).await?;
                             sqlx::query(AssertSqlSafe(claim.clone()))
                                 .bind("bench")
@@ -129,11 +132,13 @@ impl Setup {
                                 .bind(fastrand::i64(0..accounts))
                                 .execute(&mut *tx)
                                 .await?;
-                            sqlx::query(AssertSqlSafe(settle.clone()))
-                                .bind("bench")
-                                .bind(env.id().as_str())
-                                .execute(&mut *tx)
-                                .await?;
+                            if matches!(variant, Variant::RawSqlx) {
+                                sqlx::query(AssertSqlSafe(settle.clone()))
+                                    .bind("bench")
+                                    .bind(env.id().as_str())
+                                    .execute(&mut *tx)
+                                    .await?;
+                            }
                             tx.commit().await?;
                         }
                         Variant::BusinessOnly => {

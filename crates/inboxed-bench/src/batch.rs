@@ -6,16 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{PgConnection, PgPool, Postgres};
 
-use inboxed_core::{
-    ConsumerName, Envelope, Handler, HandlerError, MessageId, Outcome, Processor, ProcessorConfig,
-    Store,
-};
+use inboxed_core::{ConsumerName, Envelope, MessageId, Outcome, Processor, ProcessorConfig, Store};
 use inboxed_postgres::PgStore;
 
-use crate::variants::{UPDATE, create_accounts};
+use crate::variants::{Credit, UPDATE, create_accounts};
 
 /// Batched processor against one message per transaction and against no dedup at all.
 #[derive(Debug, clap::Args)]
@@ -48,44 +45,6 @@ pub(crate) struct Args {
     /// machine. `--quick` sets 2.0 unless given.
     #[arg(long)]
     min_ratio: Option<f64>,
-}
-
-/// Credits one random account per message; a batch credits all of its accounts in one
-/// statement, locking them in id order so that concurrent batches cannot deadlock.
-pub(crate) struct BatchCredit {
-    pub(crate) accounts: i64,
-}
-
-/// The batch's accounts locked in id order, then credited: what a batch handler that must
-/// not deadlock with its concurrent peers writes.
-pub(crate) const UPDATE_BATCH: &str = "WITH d AS (SELECT id, count(*) AS n FROM unnest($1::bigint[]) AS u(id) GROUP BY id),
-    l AS (SELECT a.id FROM bench_accounts a JOIN d USING (id) ORDER BY a.id FOR UPDATE OF a)
-    UPDATE bench_accounts a SET balance = a.balance + d.n FROM d JOIN l USING (id) WHERE a.id = d.id";
-
-impl Handler<Postgres> for BatchCredit {
-    async fn handle(&self, _msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
-        sqlx::query(UPDATE)
-            .bind(fastrand::i64(0..self.accounts))
-            .execute(&mut *conn)
-            .await?;
-        Ok(())
-    }
-
-    async fn handle_batch(
-        &self,
-        msgs: &[&Envelope],
-        conn: &mut PgConnection,
-    ) -> Result<(), HandlerError> {
-        let ids: Vec<i64> = msgs
-            .iter()
-            .map(|_| fastrand::i64(0..self.accounts))
-            .collect();
-        sqlx::query(UPDATE_BATCH)
-            .bind(&ids)
-            .execute(&mut *conn)
-            .await?;
-        Ok(())
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,7 +90,7 @@ async fn vacuum(pool: &PgPool) -> anyhow::Result<()> {
 }
 
 async fn run_variant(
-    processor: &Processor<PgStore, BatchCredit>,
+    processor: &Processor<PgStore, Credit>,
     pool: &PgPool,
     accounts: i64,
     variant: Variant,
@@ -206,7 +165,7 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     let store = PgStore::new(pool.clone());
     store.migrate().await?;
     create_accounts(&pool, args.accounts).await?;
-    let handler = BatchCredit {
+    let handler = Credit {
         accounts: args.accounts,
     };
     let consumer = ConsumerName::new("bench")?;

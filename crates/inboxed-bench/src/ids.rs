@@ -16,8 +16,7 @@ use sqlx::{AssertSqlSafe, PgPool};
 use inboxed_core::{ConsumerName, Envelope, MessageId, Outcome, Processor, Store};
 use inboxed_postgres::PgStore;
 
-use crate::batch::BatchCredit;
-use crate::variants::create_accounts;
+use crate::variants::{Credit, create_accounts};
 
 /// v4 against v7 keys at given sizes of the processed-keys table.
 #[derive(Debug, clap::Args)]
@@ -98,7 +97,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         create_accounts(&pool, ACCOUNTS).await?;
         let mut processors = Vec::new();
         for kind in [Kind::V4, Kind::V7] {
-            let handler = BatchCredit { accounts: ACCOUNTS };
+            let handler = Credit { accounts: ACCOUNTS };
             let p = Processor::new(store.clone(), ConsumerName::new(kind.name())?, handler);
             p.ensure_ready().await?;
             let started = Instant::now();
@@ -179,7 +178,7 @@ async fn seed(pool: &PgPool, kind: Kind, rows: i64) -> anyhow::Result<()> {
 
 async fn measure(
     pool: &PgPool,
-    processor: &Processor<PgStore, BatchCredit>,
+    processor: &Processor<PgStore, Credit>,
     kind: Kind,
     workers: usize,
     seconds: f64,

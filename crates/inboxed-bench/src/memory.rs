@@ -13,9 +13,8 @@ use sqlx::postgres::PgPoolOptions;
 use inboxed_core::{ConsumerConfig, ConsumerName, Processor, Store};
 use inboxed_postgres::PgStore;
 
-use crate::batch::BatchCredit;
 use crate::rabbitmq::{ACCOUNTS, batched, measure, through_inbox};
-use crate::variants::create_accounts;
+use crate::variants::{Credit, create_accounts};
 
 /// Resident memory of a consumer at steady state.
 #[derive(Debug, clap::Args)]
@@ -56,7 +55,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     create_accounts(&pool, ACCOUNTS).await?;
     let store = PgStore::new(pool.clone());
     store.migrate().await?;
-    let handler = BatchCredit { accounts: ACCOUNTS };
+    let handler = Credit { accounts: ACCOUNTS };
     let processor = Processor::new(store, ConsumerName::new("bench")?, handler);
     processor.ensure_ready().await?;
     let conn = Connection::connect(&args.amqp_url, ConnectionProperties::default()).await?;

@@ -22,8 +22,7 @@ use inboxed_core::{
 use inboxed_postgres::PgStore;
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
 
-use crate::batch::BatchCredit as Credit;
-use crate::variants::{UPDATE, create_accounts};
+use crate::variants::{Credit, UPDATE, create_accounts};
 
 /// RabbitMQ → processor → PostgreSQL against RabbitMQ → update → ack.
 #[derive(Debug, clap::Args)]

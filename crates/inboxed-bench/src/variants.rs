@@ -33,15 +33,38 @@ fn store_sql(template: &str) -> Arc<str> {
 const BEGIN: &str = "BEGIN; SET TRANSACTION ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = 5000; \
                      SET LOCAL statement_timeout = 30000; SET LOCAL idle_in_transaction_session_timeout = 60000";
 
-/// Credits a random one of `accounts` business rows.
+/// Credits one random account per message; a batch credits all of its accounts in one
+/// statement, locking them in id order so that concurrent batches cannot deadlock.
 pub(crate) struct Credit {
     pub(crate) accounts: i64,
 }
+
+/// The batch's accounts locked in id order, then credited: what a batch handler that must
+/// not deadlock with its concurrent peers writes.
+const UPDATE_BATCH: &str = "WITH d AS (SELECT id, count(*) AS n FROM unnest($1::bigint[]) AS u(id) GROUP BY id),
+    l AS (SELECT a.id FROM bench_accounts a JOIN d USING (id) ORDER BY a.id FOR UPDATE OF a)
+    UPDATE bench_accounts a SET balance = a.balance + d.n FROM d JOIN l USING (id) WHERE a.id = d.id";
 
 impl Handler<Postgres> for Credit {
     async fn handle(&self, _msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
         sqlx::query(UPDATE)
             .bind(fastrand::i64(0..self.accounts))
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn handle_batch(
+        &self,
+        msgs: &[&Envelope],
+        conn: &mut PgConnection,
+    ) -> Result<(), HandlerError> {
+        let ids: Vec<i64> = msgs
+            .iter()
+            .map(|_| fastrand::i64(0..self.accounts))
+            .collect();
+        sqlx::query(UPDATE_BATCH)
+            .bind(&ids)
             .execute(&mut *conn)
             .await?;
         Ok(())

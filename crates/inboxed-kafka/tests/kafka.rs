@@ -22,7 +22,7 @@ use inboxed_core::{
 use inboxed_kafka::{KafkaConfig, KafkaSource};
 use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
-    settle_duplicate_and_keyless,
+    settle_duplicate_and_keyless, until_settled,
 };
 use inboxed_test::{Backend, Ledger, Pg, Script, credit};
 
@@ -162,19 +162,8 @@ async fn batches_ack_in_order_and_retry_in_place() {
         ledger.clone(),
     );
     let src = KafkaSource::connect(config(&name, "ledger")).await.unwrap();
-    let settled = async {
-        for _ in 0..600 {
-            let rows = db.scalar("SELECT count(*) FROM ledger").await;
-            let dead = db.scalar("SELECT count(*) FROM inboxed_dead_letters").await;
-            if rows == 41 && dead == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
     InboxConsumer::new(p, ConsumerConfig::default().batch_size(16))
-        .run(src, settled)
+        .run(src, until_settled(&db, 41, 1))
         .await
         .unwrap();
     assert_eq!(

@@ -16,7 +16,7 @@ use inboxed_core::{
 use inboxed_rabbitmq::{QueueKind, RabbitConfig, RabbitSource};
 use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_batch_commit_and_ack,
-    killed_between_commit_and_ack, settle_duplicate_and_keyless,
+    killed_between_commit_and_ack, settle_duplicate_and_keyless, until_settled,
 };
 use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
 
@@ -163,20 +163,8 @@ async fn batches_settle_duplicates_once_and_ack_everything() {
     );
     let config = RabbitConfig::new(amqp_url(), name.as_str()).prefetch(64);
     let src = RabbitSource::connect(config).await.unwrap();
-    let settled = async {
-        for _ in 0..600 {
-            let rows = db.scalar("SELECT count(*) FROM ledger").await;
-            let dead = db.scalar("SELECT count(*) FROM inboxed_dead_letters").await;
-            if rows == 300 && dead == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        // The last acks follow the last commits.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
     Consumer::new(p, ConsumerConfig::default().concurrency(4).batch_size(16))
-        .run(src, settled)
+        .run(src, until_settled(&db, 300, 1))
         .await
         .unwrap();
     assert_eq!(

@@ -15,7 +15,7 @@ use inboxed_core::{
 use inboxed_redis::{RedisConfig, RedisSource};
 use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
-    settle_duplicate_and_keyless,
+    settle_duplicate_and_keyless, until_settled,
 };
 use inboxed_test::{Backend, Ledger, Pg, credit};
 
@@ -128,19 +128,8 @@ async fn batches_ack_with_one_xack_and_leave_nothing_pending() {
     let mut config = RedisConfig::new(redis_url(), &name, "ledger").prefetch(64);
     config.block = Duration::from_millis(200);
     let src = RedisSource::connect(config).await.unwrap();
-    let settled = async {
-        for _ in 0..600 {
-            let rows = db.scalar("SELECT count(*) FROM ledger").await;
-            let dead = db.scalar("SELECT count(*) FROM inboxed_dead_letters").await;
-            if rows == 200 && dead == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
     Consumer::new(p, ConsumerConfig::default().concurrency(2).batch_size(32))
-        .run(src, settled)
+        .run(src, until_settled(&db, 200, 1))
         .await
         .unwrap();
     assert_eq!(

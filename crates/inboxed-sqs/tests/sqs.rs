@@ -17,7 +17,7 @@ use inboxed_core::{
 use inboxed_sqs::{SqsConfig, SqsSource};
 use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_commit_and_ack,
-    settle_acked,
+    settle_acked, until_settled,
 };
 use inboxed_test::conformance::ledger_state as ledger;
 use inboxed_test::{Backend, Ledger, Pg, credit};
@@ -119,19 +119,8 @@ async fn batches_delete_with_delete_message_batch() {
         ledger_handler.clone(),
     );
     let src = source(&url).await;
-    let settled = async {
-        for _ in 0..600 {
-            let rows = db.scalar("SELECT count(*) FROM ledger").await;
-            let dead = db.scalar("SELECT count(*) FROM inboxed_dead_letters").await;
-            if rows == 60 && dead == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
     Consumer::new(p, ConsumerConfig::default().concurrency(2).batch_size(25))
-        .run(src, settled)
+        .run(src, until_settled(&db, 60, 1))
         .await
         .unwrap();
     assert_eq!(ledger(&db).await, (60, 1830));

@@ -198,13 +198,7 @@ pub async fn killed_between_commit_and_ack<B: Backend>(
 
     let mut child = spawn_broker_child(test, &db.locator, env);
     let said = watch_then_kill(&mut child, wait, |s| s.len() == 3).await;
-    let mut acked: Vec<&str> = said
-        .iter()
-        .filter(|(what, _)| what == "acked")
-        .map(|(_, id)| id.as_str())
-        .collect();
-    acked.sort_unstable();
-    assert_eq!(acked, ["k-1", "k-2", "k-3"], "{said:?}");
+    assert_eq!(ids_said(&said, "acked"), ["k-1", "k-2", "k-3"], "{said:?}");
     assert_eq!(ledger_state(db).await, (3, 31), "k-1 was not applied twice");
 }
 
@@ -224,25 +218,43 @@ pub async fn killed_between_batch_commit_and_ack<B: Backend>(
     faulty.push(("INBOXED_FAULT", "pause_before_ack"));
     let mut child = spawn_broker_child(test, &db.locator, &faulty);
     let said = watch_then_kill(&mut child, wait, |s| s.len() == 3).await;
-    let mut committed: Vec<&str> = said
-        .iter()
-        .filter(|(what, _)| what == "committed")
-        .map(|(_, id)| id.as_str())
-        .collect();
-    committed.sort_unstable();
-    assert_eq!(committed, ["k-1", "k-2", "k-3"], "{said:?}");
+    assert_eq!(
+        ids_said(&said, "committed"),
+        ["k-1", "k-2", "k-3"],
+        "{said:?}"
+    );
     assert_eq!(ledger_state(db).await, (3, 31), "committed before the kill");
 
     let mut child = spawn_broker_child(test, &db.locator, &batched);
     let said = watch_then_kill(&mut child, wait, |s| s.len() == 3).await;
-    let mut acked: Vec<&str> = said
+    assert_eq!(ids_said(&said, "acked"), ["k-1", "k-2", "k-3"], "{said:?}");
+    assert_eq!(ledger_state(db).await, (3, 31), "nothing was applied twice");
+}
+
+/// The ids the child announced as `what`, sorted.
+fn ids_said<'a>(said: &'a [(String, String)], what: &str) -> Vec<&'a str> {
+    let mut ids: Vec<&str> = said
         .iter()
-        .filter(|(what, _)| what == "acked")
+        .filter(|(w, _)| w == what)
         .map(|(_, id)| id.as_str())
         .collect();
-    acked.sort_unstable();
-    assert_eq!(acked, ["k-1", "k-2", "k-3"], "{said:?}");
-    assert_eq!(ledger_state(db).await, (3, 31), "nothing was applied twice");
+    ids.sort_unstable();
+    ids
+}
+
+/// Resolves once the ledger holds `rows` rows and the dead letters number `dead` (or after 30
+/// s, for the test's own assertions to report), and a moment later, for the acks that follow
+/// the last commits: a consumer loop's shutdown signal.
+pub async fn until_settled<B: Backend>(db: &TestDb<B>, rows: i64, dead: i64) {
+    for _ in 0..600 {
+        let r = db.scalar("SELECT count(*) FROM ledger").await;
+        let d = db.scalar("SELECT count(*) FROM inboxed_dead_letters").await;
+        if (r, d) == (rows, dead) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
 }
 
 /// Takes `n` deliveries from `source` and settles each through `processor` in this process;

@@ -11,6 +11,11 @@ use super::{ledger_state, processor};
 use crate::backend::Backend;
 use crate::handler::{Script, credit};
 
+/// The outcomes of a batch that must have settled every message.
+fn settled(results: Vec<Result<Outcome, inboxed_core::Error>>) -> Vec<Outcome> {
+    results.into_iter().map(Result::unwrap).collect()
+}
+
 const ATTEMPT_ROWS: &str = "SELECT count(*) FROM inboxed_attempts";
 const REDRIVEN_LETTERS: &str = "SELECT count(*) FROM inboxed_dead_letters WHERE message_id = 'b-r'";
 const POISON_LETTERS: &str = "SELECT count(*) FROM inboxed_dead_letters WHERE message_id = 'b-p'";
@@ -31,12 +36,7 @@ pub async fn batch_processes_each_key_once<B: Backend>(_test: &str) {
         credit("b-1", 1),
         credit("b-3", 3),
     ];
-    let outcomes: Vec<Outcome> = p
-        .process_batch(&batch)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let outcomes = settled(p.process_batch(&batch).await);
     assert_eq!(
         outcomes,
         [
@@ -88,7 +88,7 @@ pub async fn poison_in_a_batch_spares_its_batch_mates<B: Backend>(_test: &str) {
     .message("b-p");
     let batch = [credit("b-x", 4), poison, credit("b-y", 5)];
     let results = p.process_batch(&batch).await;
-    let outcomes: Vec<Outcome> = results.into_iter().map(Result::unwrap).collect();
+    let outcomes = settled(results);
     let reason = DeadLetterReason::Permanent;
     assert_eq!(
         outcomes,
@@ -111,12 +111,7 @@ pub async fn poison_in_a_batch_spares_its_batch_mates<B: Backend>(_test: &str) {
         credit("b-z", 6),
         batch[2].clone(),
     ];
-    let outcomes: Vec<Outcome> = p
-        .process_batch(&again)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let outcomes = settled(p.process_batch(&again).await);
     assert_eq!(
         outcomes,
         [
@@ -166,12 +161,10 @@ pub async fn first_deliveries_skip_the_store_count<B: Backend>(_test: &str) {
         "the broker counts, not the store"
     );
     assert_eq!(handler.batches(), 1);
-    let outcomes: Vec<Outcome> = p
-        .process_batch_with_counts(&[flaky, credit("b-d", 8)], &[Some(2), Some(1)])
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let outcomes = settled(
+        p.process_batch_with_counts(&[flaky, credit("b-d", 8)], &[Some(2), Some(1)])
+            .await,
+    );
     assert_eq!(outcomes, [Outcome::Processed, Outcome::Processed]);
     assert_eq!(ledger_state(&db).await, (4, 15));
     assert_eq!(db.scalar(ATTEMPT_ROWS).await, 0);
@@ -201,12 +194,7 @@ pub async fn redrive_in_a_batch_lifts_its_dead_letter<B: Backend>(_test: &str) {
         .broken
         .store(false, std::sync::atomic::Ordering::SeqCst);
     let batch = [broken.with_redrive_for("ledger"), credit("b-f", 1)];
-    let outcomes: Vec<Outcome> = p
-        .process_batch(&batch)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let outcomes = settled(p.process_batch(&batch).await);
     assert_eq!(outcomes, [Outcome::Processed, Outcome::Processed]);
     assert_eq!(ledger_state(&db).await, (2, 8));
     assert_eq!(db.scalar(REDRIVEN_LETTERS).await, 0);

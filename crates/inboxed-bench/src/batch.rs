@@ -7,12 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 
-use inboxed_core::{ConsumerName, Envelope, MessageId, Outcome, Processor, ProcessorConfig, Store};
+use inboxed_core::{ConsumerName, Envelope, MessageId, Outcome, Processor, ProcessorConfig};
 use inboxed_postgres::PgStore;
 
-use crate::variants::{Credit, UPDATE, create_accounts};
+use crate::variants::{Credit, UPDATE, bench_store};
 
 /// Batched processor against one message per transaction and against no dedup at all.
 #[derive(Debug, clap::Args)]
@@ -157,14 +156,8 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
         (args.sizes, args.counted, args.seconds, args.accounts) = (vec![100], vec![], 1.0, 100_000);
         args.min_ratio = args.min_ratio.or(Some(2.0));
     }
-    let url = crate::fresh_database(server).await?;
-    let pool = PgPoolOptions::new()
-        .max_connections(u32::try_from(args.workers).unwrap_or(8))
-        .connect(&url)
-        .await?;
-    let store = PgStore::new(pool.clone());
-    store.migrate().await?;
-    create_accounts(&pool, args.accounts).await?;
+    let store = bench_store(server, args.workers, args.accounts).await?;
+    let pool = store.pool().clone();
     let handler = Credit {
         accounts: args.accounts,
     };

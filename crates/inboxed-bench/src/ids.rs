@@ -10,13 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sqlx::postgres::PgPoolOptions;
 use sqlx::{AssertSqlSafe, PgPool};
 
-use inboxed_core::{ConsumerName, Envelope, MessageId, Outcome, Processor, Store};
+use inboxed_core::{ConsumerName, Envelope, MessageId, Outcome, Processor};
 use inboxed_postgres::PgStore;
 
-use crate::variants::{Credit, create_accounts};
+use crate::variants::{Credit, bench_store};
 
 /// v4 against v7 keys at given sizes of the processed-keys table.
 #[derive(Debug, clap::Args)]
@@ -87,14 +86,8 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     );
     println!("|---|---|---|---|---|---|");
     for &rows in &args.rows {
-        let url = crate::fresh_database(server).await?;
-        let pool = PgPoolOptions::new()
-            .max_connections(u32::try_from(args.workers).unwrap_or(8))
-            .connect(&url)
-            .await?;
-        let store = PgStore::new(pool.clone());
-        store.migrate().await?;
-        create_accounts(&pool, ACCOUNTS).await?;
+        let store = bench_store(server, args.workers, ACCOUNTS).await?;
+        let pool = store.pool().clone();
         let mut processors = Vec::new();
         for kind in [Kind::V4, Kind::V7] {
             let handler = Credit { accounts: ACCOUNTS };

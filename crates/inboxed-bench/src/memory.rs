@@ -8,13 +8,11 @@ use std::time::Duration;
 
 use lapin::options::ConfirmSelectOptions;
 use lapin::{Connection, ConnectionProperties};
-use sqlx::postgres::PgPoolOptions;
 
-use inboxed_core::{ConsumerConfig, ConsumerName, Processor, Store};
-use inboxed_postgres::PgStore;
+use inboxed_core::{ConsumerConfig, ConsumerName, Processor};
 
 use crate::rabbitmq::{ACCOUNTS, batched, measure, through_inbox};
-use crate::variants::{Credit, create_accounts};
+use crate::variants::{Credit, bench_store};
 
 /// Resident memory of a consumer at steady state.
 #[derive(Debug, clap::Args)]
@@ -47,14 +45,7 @@ fn rss_kib() -> u64 {
 }
 
 pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
-    let url = crate::fresh_database(server).await?;
-    let pool = PgPoolOptions::new()
-        .max_connections(32)
-        .connect(&url)
-        .await?;
-    create_accounts(&pool, ACCOUNTS).await?;
-    let store = PgStore::new(pool.clone());
-    store.migrate().await?;
+    let store = bench_store(server, 32, ACCOUNTS).await?;
     let handler = Credit { accounts: ACCOUNTS };
     let processor = Processor::new(store, ConsumerName::new("bench")?, handler);
     processor.ensure_ready().await?;

@@ -3,8 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use sqlx::postgres::PgPoolOptions;
-
 use crate::variants::{self, Variant};
 
 /// Processor throughput against raw sqlx, same pool, same concurrency, same run.
@@ -25,13 +23,9 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
-    let url = crate::fresh_database(server).await?;
     let most = args.workers.iter().copied().max().unwrap_or(8);
-    let pool = PgPoolOptions::new()
-        .max_connections(u32::try_from(most).unwrap_or(8))
-        .connect(&url)
-        .await?;
-    let setup = variants::Setup::new(pool, args.accounts).await?;
+    let store = variants::bench_store(server, most, args.accounts).await?;
+    let setup = variants::Setup::new(store, args.accounts).await?;
     let sync: String = sqlx::query_scalar("SHOW synchronous_commit")
         .fetch_one(setup.pool())
         .await?;

@@ -12,17 +12,16 @@ use lapin::options::{
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 use tokio::task::JoinSet;
 
 use inboxed_core::{
     BoxError, Consumer, ConsumerConfig, ConsumerName, Delivery, DeliverySource, Envelope,
-    EnvelopeError, Processor, Store,
+    EnvelopeError, Processor,
 };
 use inboxed_postgres::PgStore;
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
 
-use crate::variants::{Credit, UPDATE, create_accounts};
+use crate::variants::{Credit, UPDATE, bench_store};
 
 /// RabbitMQ → processor → PostgreSQL against RabbitMQ → update → ack.
 #[derive(Debug, clap::Args)]
@@ -47,18 +46,12 @@ pub(crate) struct Args {
 
 pub(crate) const ACCOUNTS: i64 = 10_000;
 /// Database connections for either consumer (the server's limit is 100 by default).
-const POOL: u32 = 32;
+const POOL: usize = 32;
 
 pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
-    let url = crate::fresh_database(server).await?;
-    let pool = PgPoolOptions::new()
-        // Both consumers share this bound: past it, deliveries wait for a connection.
-        .max_connections(POOL)
-        .connect(&url)
-        .await?;
-    create_accounts(&pool, ACCOUNTS).await?;
-    let store = PgStore::new(pool.clone());
-    store.migrate().await?;
+    // Both consumers share the pool's bound: past it, deliveries wait for a connection.
+    let store = bench_store(server, POOL, ACCOUNTS).await?;
+    let pool = store.pool().clone();
     let processor = Processor::new(
         store,
         ConsumerName::new("bench")?,

@@ -77,6 +77,24 @@ pub(crate) struct Setup {
     processor: Processor<PgStore, Credit>,
 }
 
+/// A fresh `inboxed_bench` database on `server` with the inbox tables migrated and
+/// `bench_accounts` filled: the store every scenario starts from, on a pool of `connections`.
+pub(crate) async fn bench_store(
+    server: &str,
+    connections: usize,
+    accounts: i64,
+) -> anyhow::Result<PgStore> {
+    let url = crate::fresh_database(server).await?;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(u32::try_from(connections).unwrap_or(8))
+        .connect(&url)
+        .await?;
+    let store = PgStore::new(pool);
+    store.migrate().await?;
+    create_accounts(store.pool(), accounts).await?;
+    Ok(store)
+}
+
 /// Creates `bench_accounts` with `accounts` rows at balance 0.
 pub(crate) async fn create_accounts(pool: &PgPool, accounts: i64) -> anyhow::Result<()> {
     sqlx::raw_sql(AssertSqlSafe(format!(
@@ -93,10 +111,8 @@ pub(crate) async fn create_accounts(pool: &PgPool, accounts: i64) -> anyhow::Res
 }
 
 impl Setup {
-    pub(crate) async fn new(pool: PgPool, accounts: i64) -> anyhow::Result<Self> {
-        let store = PgStore::new(pool);
-        store.migrate().await?;
-        create_accounts(store.pool(), accounts).await?;
+    /// The processor over `store`, which [`bench_store`] made with `accounts` accounts.
+    pub(crate) async fn new(store: PgStore, accounts: i64) -> anyhow::Result<Self> {
         let consumer = ConsumerName::new("bench")?;
         let processor = Processor::with_config(
             store.clone(),

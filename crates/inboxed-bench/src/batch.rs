@@ -2,16 +2,14 @@
 //! processor one message per transaction, and against a consumer with no dedup at all that
 //! commits once per message (the naive at-least-once consumer), in interleaved rounds.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sqlx::PgPool;
 
 use inboxed_core::{ConsumerName, Envelope, MessageId, Outcome, Processor, ProcessorConfig};
 use inboxed_postgres::PgStore;
 
-use crate::variants::{Credit, UPDATE, bench_store};
+use crate::variants::{Credit, bench_store, business_only};
 
 /// Batched processor against one message per transaction and against no dedup at all.
 #[derive(Debug, clap::Args)]
@@ -96,59 +94,40 @@ async fn run_variant(
     workers: usize,
     dur: Duration,
 ) -> anyhow::Result<f64> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    let started = Instant::now();
-    for _ in 0..workers {
-        let (stop, done) = (stop.clone(), done.clone());
+    let (processor, pool) = (processor.clone(), pool.clone());
+    let (n, elapsed) = crate::load::for_duration(workers, dur, move || {
         let (processor, pool) = (processor.clone(), pool.clone());
-        tasks.push(tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                let n = match variant {
-                    Variant::Single => {
-                        let env = &fresh(1)[0];
-                        anyhow::ensure!(
-                            processor.process(env, Some(1)).await? == Outcome::Processed
-                        );
-                        1
+        async move {
+            Ok(match variant {
+                Variant::Single => {
+                    let env = &fresh(1)[0];
+                    anyhow::ensure!(processor.process(env, Some(1)).await? == Outcome::Processed);
+                    1
+                }
+                Variant::Naive => {
+                    business_only(&pool, accounts).await?;
+                    1
+                }
+                Variant::Batch(n) => {
+                    let batch = fresh(n);
+                    let counts = vec![Some(1); n];
+                    for r in processor.process_batch_with_counts(&batch, &counts).await {
+                        anyhow::ensure!(r? == Outcome::Processed);
                     }
-                    Variant::Naive => {
-                        let mut tx = pool.begin().await?;
-                        sqlx::query(UPDATE)
-                            .bind(fastrand::i64(0..accounts))
-                            .execute(&mut *tx)
-                            .await?;
-                        tx.commit().await?;
-                        1
+                    n as u64
+                }
+                Variant::Counted(n) => {
+                    let batch = fresh(n);
+                    for r in processor.process_batch(&batch).await {
+                        anyhow::ensure!(r? == Outcome::Processed);
                     }
-                    Variant::Batch(n) => {
-                        let batch = fresh(n);
-                        let counts = vec![Some(1); n];
-                        for r in processor.process_batch_with_counts(&batch, &counts).await {
-                            anyhow::ensure!(r? == Outcome::Processed);
-                        }
-                        n as u64
-                    }
-                    Variant::Counted(n) => {
-                        let batch = fresh(n);
-                        for r in processor.process_batch(&batch).await {
-                            anyhow::ensure!(r? == Outcome::Processed);
-                        }
-                        n as u64
-                    }
-                };
-                done.fetch_add(n, Ordering::Relaxed);
-            }
-            Ok::<(), anyhow::Error>(())
-        }));
-    }
-    tokio::time::sleep(dur).await;
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await??;
-    }
-    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+                    n as u64
+                }
+            })
+        }
+    })
+    .await?;
+    Ok(n as f64 / elapsed)
 }
 
 pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {

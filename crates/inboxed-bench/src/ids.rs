@@ -6,8 +6,6 @@
 //! index, which after a checkpoint costs a full-page image, and when the index outgrows the
 //! cache, a read.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sqlx::{AssertSqlSafe, PgPool};
@@ -177,29 +175,19 @@ async fn measure(
     seconds: f64,
 ) -> anyhow::Result<Measured> {
     let (wal0, reads0) = counters(pool).await?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..workers {
-        let (stop, done, processor) = (stop.clone(), done.clone(), processor.clone());
-        tasks.push(tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
+    let processor = processor.clone();
+    let (n, elapsed) =
+        crate::load::for_duration(workers, Duration::from_secs_f64(seconds), move || {
+            let processor = processor.clone();
+            async move {
                 let env = Envelope::new(kind.fresh(), b"{\"credit\":1}".to_vec());
                 let outcome = processor.process(&env, Some(1)).await?;
                 anyhow::ensure!(outcome == Outcome::Processed, "{outcome:?}");
-                done.fetch_add(1, Ordering::Relaxed);
+                Ok(1)
             }
-            Ok(())
-        }));
-    }
-    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await??;
-    }
-    let n = done.load(Ordering::Relaxed) as f64;
-    let elapsed = started.elapsed().as_secs_f64();
+        })
+        .await?;
+    let n = n as f64;
     let (wal1, reads1) = counters(pool).await?;
     Ok(Measured {
         rate: n / elapsed,

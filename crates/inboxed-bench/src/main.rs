@@ -18,6 +18,7 @@ mod all;
 mod batch;
 mod ids;
 mod inbox;
+mod load;
 mod memory;
 mod plot;
 mod processor;

@@ -11,19 +11,14 @@ use lapin::{Connection, ConnectionProperties};
 
 use inboxed_core::{ConsumerConfig, ConsumerName, Processor};
 
-use crate::rabbitmq::{ACCOUNTS, batched, measure, through_inbox};
+use crate::rabbitmq::{ACCOUNTS, Broker, batched, measure, through_inbox};
 use crate::variants::{Credit, bench_store};
 
 /// Resident memory of a consumer at steady state.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// AMQP URI of the broker.
-    #[arg(
-        long,
-        env = "INBOXED_AMQP_URL",
-        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
-    )]
-    amqp_url: String,
+    #[command(flatten)]
+    broker: Broker,
     /// Messages per measurement.
     #[arg(long, default_value_t = 20_000)]
     messages: u64,
@@ -49,7 +44,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     let handler = Credit { accounts: ACCOUNTS };
     let processor = Processor::new(store, ConsumerName::new("bench")?, handler);
     processor.ensure_ready().await?;
-    let conn = Connection::connect(&args.amqp_url, ConnectionProperties::default()).await?;
+    let conn = Connection::connect(&args.broker.amqp_url, ConnectionProperties::default()).await?;
     let channel = conn.create_channel().await?;
     channel
         .confirm_select(ConfirmSelectOptions::default())
@@ -94,7 +89,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         let before = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let rate = measure(
             &channel,
-            &args.amqp_url,
+            &args.broker.amqp_url,
             args.messages,
             prefetch,
             |source, target| {

@@ -21,18 +21,25 @@ use inboxed_core::{
 use inboxed_postgres::PgStore;
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
 
-use crate::variants::{Credit, UPDATE, bench_store};
+use crate::variants::{Credit, bench_store, business_only};
 
-/// RabbitMQ → processor → PostgreSQL against RabbitMQ → update → ack.
+/// The broker the RabbitMQ scenarios fill and drain.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {
+pub(crate) struct Broker {
     /// AMQP URI of the broker.
     #[arg(
         long,
         env = "INBOXED_AMQP_URL",
         default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
     )]
-    amqp_url: String,
+    pub(crate) amqp_url: String,
+}
+
+/// RabbitMQ → processor → PostgreSQL against RabbitMQ → update → ack.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    broker: Broker,
     /// Prefetch settings to measure (comma-separated); the consumer's concurrency follows.
     #[arg(long, value_delimiter = ',', default_value = "1,10,100,400")]
     prefetch: Vec<u16>,
@@ -58,7 +65,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         Credit { accounts: ACCOUNTS },
     );
     processor.ensure_ready().await?;
-    let conn = Connection::connect(&args.amqp_url, ConnectionProperties::default()).await?;
+    let conn = Connection::connect(&args.broker.amqp_url, ConnectionProperties::default()).await?;
     let channel = conn.create_channel().await?;
     channel
         .confirm_select(ConfirmSelectOptions::default())
@@ -75,7 +82,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
             let single = ConsumerConfig::default().concurrency(usize::from(prefetch));
             let inbox = measure(
                 &channel,
-                &args.amqp_url,
+                &args.broker.amqp_url,
                 args.messages,
                 prefetch,
                 |source, target| through_inbox(processor.clone(), source, single, target),
@@ -84,7 +91,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
             let batched = batched(prefetch);
             let in_batches = measure(
                 &channel,
-                &args.amqp_url,
+                &args.broker.amqp_url,
                 args.messages,
                 prefetch,
                 |source, target| through_inbox(processor.clone(), source, batched, target),
@@ -92,7 +99,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
             .await?;
             let bare = measure(
                 &channel,
-                &args.amqp_url,
+                &args.broker.amqp_url,
                 args.messages,
                 prefetch,
                 |source, target| without_inbox(pool.clone(), source, prefetch, target),
@@ -236,12 +243,7 @@ async fn without_inbox(
         taken += 1;
         let pool = pool.clone();
         tasks.spawn(async move {
-            let mut tx = pool.begin().await?;
-            sqlx::query(UPDATE)
-                .bind(fastrand::i64(0..ACCOUNTS))
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
+            business_only(&pool, ACCOUNTS).await?;
             delivery.ack().await.map_err(|e| anyhow::anyhow!(e))?;
             Ok(())
         });

@@ -3,7 +3,6 @@
 //! the claim.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres};
@@ -77,6 +76,18 @@ pub(crate) struct Setup {
     processor: Processor<PgStore, Credit>,
 }
 
+/// `BEGIN; UPDATE; COMMIT`: the business change of one message without the claim, as a
+/// consumer without dedup commits it.
+pub(crate) async fn business_only(pool: &PgPool, accounts: i64) -> anyhow::Result<()> {
+    let mut tx = pool.begin().await?;
+    sqlx::query(UPDATE)
+        .bind(fastrand::i64(0..accounts))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// A fresh `inboxed_bench` database on `server` with the inbox tables migrated and
 /// `bench_accounts` filled: the store every scenario starts from, on a pool of `connections`.
 pub(crate) async fn bench_store(
@@ -139,67 +150,51 @@ impl Setup {
         workers: usize,
         dur: Duration,
     ) -> anyhow::Result<u64> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let done = Arc::new(AtomicU64::new(0));
-        let mut tasks = Vec::new();
-        for _ in 0..workers {
-            let (stop, done) = (stop.clone(), done.clone());
-            let processor = self.processor.clone();
-            let pool = self.store.pool().clone();
-            let accounts = self.accounts;
-            let claim = store_sql(include_str!("../../inboxed-postgres/sql/claim.sql"));
-            let settle = store_sql(include_str!(
-                "../../inboxed-postgres/sql/clear_attempts.sql"
-            ));
-            tasks.push(tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let id = MessageId::from_uuid(uuid::Uuid::now_v7());
-                    let env = Envelope::new(id, b"{\"credit\":1}".to_vec());
-                    match variant {
-                        Variant::Processor => {
-                            processor.process(&env, Some(1)).await?;
-                        }
-                        Variant::RawSqlx | Variant::RawNoSettle => {
-                            let mut tx = pool.begin_with(BEGIN).await?;
-                            sqlx::query(AssertSqlSafe(claim.clone()))
+        let processor = self.processor.clone();
+        let pool = self.store.pool().clone();
+        let accounts = self.accounts;
+        let claim = store_sql(include_str!("../../inboxed-postgres/sql/claim.sql"));
+        let settle = store_sql(include_str!(
+            "../../inboxed-postgres/sql/clear_attempts.sql"
+        ));
+        let (n, _) = crate::load::for_duration(workers, dur, move || {
+            let (processor, pool) = (processor.clone(), pool.clone());
+            let (claim, settle) = (claim.clone(), settle.clone());
+            async move {
+                let id = MessageId::from_uuid(uuid::Uuid::now_v7());
+                let env = Envelope::new(id, b"{\"credit\":1}".to_vec());
+                match variant {
+                    Variant::Processor => {
+                        processor.process(&env, Some(1)).await?;
+                    }
+                    Variant::RawSqlx | Variant::RawNoSettle => {
+                        let mut tx = pool.begin_with(BEGIN).await?;
+                        sqlx::query(AssertSqlSafe(claim))
+                            .bind("bench")
+                            .bind(env.id().as_str())
+                            .bind(inboxed_postgres::message_key(env.id().as_str()))
+                            .bind(env.hash().fingerprint().cast_signed())
+                            .execute(&mut *tx)
+                            .await?;
+                        sqlx::query(UPDATE)
+                            .bind(fastrand::i64(0..accounts))
+                            .execute(&mut *tx)
+                            .await?;
+                        if matches!(variant, Variant::RawSqlx) {
+                            sqlx::query(AssertSqlSafe(settle))
                                 .bind("bench")
                                 .bind(env.id().as_str())
-                                .bind(inboxed_postgres::message_key(env.id().as_str()))
-                                .bind(env.hash().fingerprint().cast_signed())
                                 .execute(&mut *tx)
                                 .await?;
-                            sqlx::query(UPDATE)
-                                .bind(fastrand::i64(0..accounts))
-                                .execute(&mut *tx)
-                                .await?;
-                            if matches!(variant, Variant::RawSqlx) {
-                                sqlx::query(AssertSqlSafe(settle.clone()))
-                                    .bind("bench")
-                                    .bind(env.id().as_str())
-                                    .execute(&mut *tx)
-                                    .await?;
-                            }
-                            tx.commit().await?;
                         }
-                        Variant::BusinessOnly => {
-                            let mut tx = pool.begin().await?;
-                            sqlx::query(UPDATE)
-                                .bind(fastrand::i64(0..accounts))
-                                .execute(&mut *tx)
-                                .await?;
-                            tx.commit().await?;
-                        }
+                        tx.commit().await?;
                     }
-                    done.fetch_add(1, Ordering::Relaxed);
+                    Variant::BusinessOnly => business_only(&pool, accounts).await?,
                 }
-                Ok::<(), anyhow::Error>(())
-            }));
-        }
-        tokio::time::sleep(dur).await;
-        stop.store(true, Ordering::Relaxed);
-        for t in tasks {
-            t.await??;
-        }
-        Ok(done.load(Ordering::Relaxed))
+                Ok(1)
+            }
+        })
+        .await?;
+        Ok(n)
     }
 }

@@ -95,63 +95,64 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             .collect();
         let mut results: Vec<Option<Result<Outcome, Error>>> =
             (0..batch.len()).map(|_| None).collect();
-        let mut failed = false;
-        match self.together(batch, &firsts, first_delivery).await {
-            Together::Settled(settled) => {
-                for (&i, result) in firsts.iter().zip(settled) {
-                    self.count(&result);
-                    results[i] = Some(result);
-                }
-            }
-            Together::Counted(counts) => {
-                for &i in &firsts {
-                    if failed && run.ordered {
-                        break;
+        // What is left after the batch transaction, in the order to run it: each message
+        // with the count it goes with (`Counted`: this run's count from the store; `Broker`:
+        // the broker's, or `None` to be counted when it is reached).
+        let mut steps: Vec<(usize, Step)> =
+            match self.together(batch, &firsts, first_delivery).await {
+                Together::Settled(settled) => {
+                    for (&i, result) in firsts.iter().zip(settled) {
+                        self.count(&result);
+                        results[i] = Some(result);
                     }
-                    let attempt = counts.get(batch[i].id().as_str()).copied().unwrap_or(1);
+                    Vec::new()
+                }
+                Together::Counted(counts) => firsts
+                    .iter()
+                    .map(|&i| {
+                        let attempt = counts.get(batch[i].id().as_str()).copied().unwrap_or(1);
+                        (i, Step::Counted(attempt))
+                    })
+                    .collect(),
+                Together::OneByOne(mut order) => {
+                    if run.ordered {
+                        order.sort_unstable();
+                    }
+                    order.into_iter().map(|i| (i, Step::Broker(None))).collect()
+                }
+                Together::Delivered => firsts
+                    .iter()
+                    .map(|&i| (i, Step::Broker(count_of(i))))
+                    .collect(),
+                // The database is not answering: each message on its own, with its own error.
+                Together::Unread => Vec::new(),
+            };
+        // Then later copies of a key, which see their first copy settled (a duplicate, the
+        // same dead letter, or a conflict when the payload differs), redrives, and whatever
+        // the database did not answer for.
+        let mut planned = vec![false; batch.len()];
+        for (i, _) in &steps {
+            planned[*i] = true;
+        }
+        steps.extend(
+            (0..batch.len())
+                .filter(|&i| !planned[i] && results[i].is_none())
+                .map(|i| (i, Step::Broker(count_of(i)))),
+        );
+        for (i, step) in steps {
+            let result = match step {
+                Step::Counted(attempt) => {
                     let result = self.process_counted(&batch[i], attempt).await;
                     self.count(&result);
-                    failed |= result.is_err();
-                    results[i] = Some(result);
+                    result
                 }
-            }
-            Together::OneByOne(mut order) => {
-                if run.ordered {
-                    order.sort_unstable();
-                }
-                for i in order {
-                    if failed && run.ordered {
-                        break;
-                    }
-                    let result = self.process(&batch[i], None).await;
-                    failed |= result.is_err();
-                    results[i] = Some(result);
-                }
-            }
-            Together::Delivered => {
-                for &i in &firsts {
-                    if failed && run.ordered {
-                        break;
-                    }
-                    let result = self.process(&batch[i], count_of(i)).await;
-                    failed |= result.is_err();
-                    results[i] = Some(result);
-                }
-            }
-            // The database is not answering: each message on its own, with its own error.
-            Together::Unread => {}
-        }
-        // Later copies of a key see their first copy settled: a duplicate, the same dead
-        // letter, or a conflict when the payload differs. In order, after a failure, they are
-        // left to the caller with the rest.
-        for (i, slot) in results.iter_mut().enumerate() {
+                Step::Broker(count) => self.process(&batch[i], count).await,
+            };
+            let failed = result.is_err();
+            results[i] = Some(result);
+            // In order, the rest is left to the caller, to retry in place.
             if failed && run.ordered {
                 break;
-            }
-            if slot.is_none() {
-                let result = self.process(&batch[i], count_of(i)).await;
-                failed |= result.is_err();
-                *slot = Some(result);
             }
         }
         results
@@ -310,6 +311,14 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             .await?;
         Ok(firsts.iter().filter_map(|i| claims.remove(i)).collect())
     }
+}
+
+/// How one message of a batch that did not go together is processed.
+enum Step {
+    /// With this run's count from the store.
+    Counted(u32),
+    /// As on the single path, with the broker's count (`None`: counted when reached).
+    Broker(Option<u32>),
 }
 
 /// How [`Processor::run_batch`] runs a batch.

@@ -55,6 +55,41 @@ pub enum EnvelopeError {
     /// The delivery carried no usable key at all (no header, no field).
     #[error("the delivery carries no message id")]
     MissingId,
+    /// The place the key is read from holds bytes that are not UTF-8: any producer outside
+    /// Rust can send them, and a key that is not text cannot be compared byte for byte with
+    /// the same key sent as text by another producer.
+    #[error("{field} is not valid UTF-8 (bytes {bytes})")]
+    NotUtf8 {
+        /// Where the key was read from (`header x-id`, `AMQP message_id property`).
+        field: String,
+        /// The bytes as received, escaped as [`escape_bytes`] does, so that nothing of them is
+        /// lost in the error.
+        bytes: String,
+    },
+    /// The broker client could not read part of the delivery (a property, a header name): the
+    /// adapter kept the raw bytes and says which field, and the delivery is dead-lettered with
+    /// this as its error rather than stopping the consumer.
+    #[error("the delivery could not be read: {detail}")]
+    Unreadable {
+        /// Which field could not be read and why, with the raw bytes it held.
+        detail: String,
+    },
+}
+
+/// `bytes` with every byte outside printable ASCII, and the backslash, written as `\xNN`:
+/// lossless, and safe to print in a log line or store in a text column.
+#[must_use]
+pub fn escape_bytes(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        if b.is_ascii_graphic() && b != b'\\' || b == b' ' {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
 }
 
 /// The producer-assigned deduplication key.

@@ -1,7 +1,9 @@
 //! Where a broker adapter finds a delivery's message id: one rule for every adapter, so that
 //! the same producer's messages get the same key whichever broker carries them.
 
-use crate::envelope::{Envelope, EnvelopeError, MessageId};
+use std::borrow::Cow;
+
+use crate::envelope::{Envelope, EnvelopeError, MessageId, escape_bytes};
 
 /// The header that marks a delivery as an operator's retry of a dead letter; its value names
 /// the consumer whose dead letter it lifts: see [`Envelope::with_redrive_for`]. Whoever can
@@ -33,14 +35,41 @@ pub enum KeySource {
     CloudEvents,
 }
 
-/// What a delivery offers to find its key in; implemented by each adapter's delivery.
+/// What a delivery offers to find its key in; implemented by each adapter's delivery. Values
+/// are the bytes as the broker delivered them: whether they are text is decided here, once for
+/// every adapter, so that a producer's non-UTF-8 bytes are reported as such and never taken for
+/// a missing key.
 pub trait KeyCarrier {
-    /// The broker's producer-set message-id field, if any.
-    fn message_id_property(&self) -> Option<&str>;
-    /// A header's value as text (numbers in decimal), if present.
-    fn header(&self, name: &str) -> Option<String>;
+    /// The broker's producer-set message-id field, if any, as received.
+    fn message_id_property(&self) -> Option<&[u8]>;
+    /// How errors name [`KeyCarrier::message_id_property`] (`AMQP message_id property`).
+    fn message_id_property_name(&self) -> &'static str {
+        "message id property"
+    }
+    /// A header's value as received (numbers in decimal), if present.
+    fn header(&self, name: &str) -> Option<Cow<'_, [u8]>>;
     /// The raw body.
     fn body(&self) -> &[u8];
+}
+
+/// `value` as text, or [`EnvelopeError::NotUtf8`] naming `field`.
+fn text(
+    value: Option<Cow<'_, [u8]>>,
+    field: impl FnOnce() -> String,
+) -> Result<Option<String>, EnvelopeError> {
+    let Some(value) = value else { return Ok(None) };
+    match String::from_utf8(value.into_owned()) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) => Err(EnvelopeError::NotUtf8 {
+            field: field(),
+            bytes: escape_bytes(e.as_bytes()),
+        }),
+    }
+}
+
+/// The text of header `name` of `delivery`.
+fn header_text(delivery: &impl KeyCarrier, name: &str) -> Result<Option<String>, EnvelopeError> {
+    text(delivery.header(name), || format!("header {name}"))
 }
 
 /// CloudEvents header names of attribute `name` in the protocol bindings: HTTP and Kafka `ce-`
@@ -66,7 +95,8 @@ impl KeySource {
     /// Those of [`KeySource::message_id`].
     pub fn envelope(&self, delivery: &impl KeyCarrier) -> Result<Envelope, EnvelopeError> {
         let envelope = Envelope::new(self.message_id(delivery)?, delivery.body().to_vec());
-        Ok(match delivery.header(REDRIVE_HEADER) {
+        // A redrive mark that is not text names no consumer: an ordinary delivery.
+        Ok(match header_text(delivery, REDRIVE_HEADER).ok().flatten() {
             Some(consumer) if !consumer.is_empty() => envelope.with_redrive_for(consumer),
             _ => envelope,
         })
@@ -75,26 +105,35 @@ impl KeySource {
     /// The id of `delivery` by this rule.
     ///
     /// # Errors
-    /// [`EnvelopeError::MissingId`] when the place is empty or absent, and the errors of
+    /// [`EnvelopeError::MissingId`] when the place is empty or absent,
+    /// [`EnvelopeError::NotUtf8`] naming the place when its bytes are not text, and the errors of
     /// [`MessageId::new`] and [`MessageId::from_json_field`] for a value that cannot be a key.
     /// The consumer loop dead-letters such a delivery; it is never processed without a key.
     pub fn message_id(&self, delivery: &impl KeyCarrier) -> Result<MessageId, EnvelopeError> {
         match self {
-            Self::MessageIdProperty => delivery
-                .message_id_property()
+            Self::MessageIdProperty => {
+                text(delivery.message_id_property().map(Cow::Borrowed), || {
+                    delivery.message_id_property_name().to_owned()
+                })?
                 .filter(|id| !id.is_empty())
                 .ok_or(EnvelopeError::MissingId)
-                .and_then(MessageId::new),
-            Self::Header(name) => delivery
-                .header(name)
+                .and_then(MessageId::new)
+            }
+            Self::Header(name) => header_text(delivery, name)?
                 .filter(|id| !id.is_empty())
                 .ok_or(EnvelopeError::MissingId)
                 .and_then(MessageId::new),
             Self::JsonField(pointer) => MessageId::from_json_field(delivery.body(), pointer),
             Self::CloudEvents => {
-                let attribute =
-                    |name: &str| ce_headers(name).iter().find_map(|h| delivery.header(h));
-                match (attribute("source"), attribute("id")) {
+                let attribute = |name: &str| -> Result<Option<String>, EnvelopeError> {
+                    for header in ce_headers(name) {
+                        if let Some(value) = header_text(delivery, &header)? {
+                            return Ok(Some(value));
+                        }
+                    }
+                    Ok(None)
+                };
+                match (attribute("source")?, attribute("id")?) {
                     (Some(source), Some(id)) => MessageId::from_cloudevent(&source, &id),
                     (None, None) => structured(delivery.body()),
                     _ => Err(EnvelopeError::MissingId),
@@ -121,10 +160,10 @@ pub enum KeyPlace<'a> {
 struct BodyOnly<'a>(&'a [u8]);
 
 impl KeyCarrier for BodyOnly<'_> {
-    fn message_id_property(&self) -> Option<&str> {
+    fn message_id_property(&self) -> Option<&[u8]> {
         None
     }
-    fn header(&self, _: &str) -> Option<String> {
+    fn header(&self, _: &str) -> Option<Cow<'_, [u8]>> {
         None
     }
     fn body(&self) -> &[u8] {
@@ -174,11 +213,11 @@ mod tests {
     }
 
     impl KeyCarrier for Fake {
-        fn message_id_property(&self) -> Option<&str> {
-            self.property
+        fn message_id_property(&self) -> Option<&[u8]> {
+            self.property.map(str::as_bytes)
         }
-        fn header(&self, name: &str) -> Option<String> {
-            self.headers.get(name).map(|v| (*v).to_owned())
+        fn header(&self, name: &str) -> Option<Cow<'_, [u8]>> {
+            self.headers.get(name).map(|v| Cow::Borrowed(v.as_bytes()))
         }
         fn body(&self) -> &[u8] {
             self.body
@@ -262,5 +301,49 @@ mod tests {
             KeySource::JsonField("/nope".into()).message_id(&d),
             Err(EnvelopeError::JsonKey { .. })
         ));
+    }
+
+    /// Raw bytes, as a producer outside Rust can send them.
+    struct Raw(&'static [u8]);
+
+    impl KeyCarrier for Raw {
+        fn message_id_property(&self) -> Option<&[u8]> {
+            Some(self.0)
+        }
+        fn message_id_property_name(&self) -> &'static str {
+            "AMQP message_id property"
+        }
+        fn header(&self, _: &str) -> Option<Cow<'_, [u8]>> {
+            Some(Cow::Borrowed(self.0))
+        }
+        fn body(&self) -> &[u8] {
+            b"{}"
+        }
+    }
+
+    #[test]
+    fn a_key_that_is_not_text_is_named_as_such_not_as_missing() {
+        let d = Raw(b"m-\xff\\1");
+        let not_utf8 = |field: &str| EnvelopeError::NotUtf8 {
+            field: field.to_owned(),
+            bytes: "m-\\xff\\x5c1".to_owned(),
+        };
+        assert_eq!(
+            KeySource::MessageIdProperty.message_id(&d),
+            Err(not_utf8("AMQP message_id property"))
+        );
+        assert_eq!(
+            KeySource::Header("x-id".into()).message_id(&d),
+            Err(not_utf8("header x-id"))
+        );
+        assert_eq!(
+            KeySource::CloudEvents.message_id(&d),
+            Err(not_utf8("header ce-source"))
+        );
+        let shown = not_utf8("header x-id").to_string();
+        assert_eq!(
+            shown,
+            "header x-id is not valid UTF-8 (bytes m-\\xff\\x5c1)"
+        );
     }
 }

@@ -35,7 +35,7 @@ pub use backoff::{Backoff, FailureStreak};
 pub use config::{AttemptCounting, ConflictPolicy, ProcessorConfig};
 pub use consumer::{Consumer, ConsumerConfig, Settled, settle};
 pub use delivery::{AckOrdering, Delivery, DeliverySource};
-pub use envelope::{ConsumerName, Envelope, EnvelopeError, MessageId};
+pub use envelope::{ConsumerName, Envelope, EnvelopeError, MessageId, escape_bytes};
 pub use error::{BoxError, Error, HandlerError, ResultExt, StoreError};
 pub use handler::Handler;
 pub use hash::{PayloadHash, StoredHash};

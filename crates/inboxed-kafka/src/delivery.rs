@@ -1,5 +1,6 @@
 //! One record, acked by storing its offset for the group's next commit.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,18 +70,22 @@ impl KafkaDelivery {
 
 impl KeyCarrier for KafkaDelivery {
     /// Kafka has no producer message-id field: the header `message_id` stands for it.
-    fn message_id_property(&self) -> Option<&str> {
+    fn message_id_property(&self) -> Option<&[u8]> {
         self.headers
             .iter()
             .find(|(name, _)| name == "message_id")
-            .and_then(|(_, value)| std::str::from_utf8(value).ok())
+            .map(|(_, value)| value.as_slice())
     }
 
-    fn header(&self, name: &str) -> Option<String> {
+    fn message_id_property_name(&self) -> &'static str {
+        "Kafka message_id header"
+    }
+
+    fn header(&self, name: &str) -> Option<Cow<'_, [u8]>> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
-            .and_then(|(_, value)| String::from_utf8(value.clone()).ok())
+            .map(|(_, value)| Cow::Borrowed(value.as_slice()))
     }
 
     fn body(&self) -> &[u8] {

@@ -1,5 +1,6 @@
 //! One JetStream message, settled with acks the server confirms.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,14 +24,20 @@ impl NatsDelivery {
 }
 
 impl KeyCarrier for NatsDelivery {
-    fn message_id_property(&self) -> Option<&str> {
+    fn message_id_property(&self) -> Option<&[u8]> {
         let headers = self.inner.message.headers.as_ref()?;
-        headers.get("Nats-Msg-Id").map(|v| v.as_str())
+        headers.get("Nats-Msg-Id").map(|v| v.as_str().as_bytes())
     }
 
-    fn header(&self, name: &str) -> Option<String> {
+    fn message_id_property_name(&self) -> &'static str {
+        "NATS Nats-Msg-Id header"
+    }
+
+    fn header(&self, name: &str) -> Option<Cow<'_, [u8]>> {
         let headers = self.inner.message.headers.as_ref()?;
-        headers.get(name).map(|v| v.as_str().to_owned())
+        headers
+            .get(name)
+            .map(|v| Cow::Borrowed(v.as_str().as_bytes()))
     }
 
     fn body(&self) -> &[u8] {

@@ -1,17 +1,21 @@
 //! One RabbitMQ delivery, settled through its channel's acker.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::options::{BasicAckOptions, BasicRejectOptions};
 use lapin::types::AMQPValue;
 
+use crate::screen::Unreadable;
 use inboxed_core::{BoxError, Delivery, Envelope, EnvelopeError, KeyCarrier, KeySource};
 
 /// A delivery from [`RabbitSource`](crate::RabbitSource).
 #[derive(Debug)]
 pub struct RabbitDelivery {
     pub(crate) inner: lapin::message::Delivery,
+    /// What the screen took out of this delivery because lapin could not read it.
+    pub(crate) unreadable: Option<Unreadable>,
     pub(crate) key: Arc<KeySource>,
     pub(crate) max_requeue_hold: Duration,
     pub(crate) settle_timeout: Duration,
@@ -46,28 +50,35 @@ async fn settled(
 }
 
 impl KeyCarrier for RabbitDelivery {
-    fn message_id_property(&self) -> Option<&str> {
+    fn message_id_property(&self) -> Option<&[u8]> {
         self.inner
             .properties
             .message_id()
             .as_ref()
-            .map(|s| s.as_str())
+            .map(|s| s.as_str().as_bytes())
     }
 
-    fn header(&self, name: &str) -> Option<String> {
+    fn message_id_property_name(&self) -> &'static str {
+        "AMQP message_id property"
+    }
+
+    /// Long strings and byte arrays as their bytes (a byte array holding UTF-8 is a key like
+    /// any other), integers in decimal; other types are no key.
+    fn header(&self, name: &str) -> Option<Cow<'_, [u8]>> {
         let headers = self.inner.properties.headers().as_ref()?;
         let (_, value) = headers.inner().iter().find(|(k, _)| k.as_str() == name)?;
+        let decimal = |n: i64| Some(Cow::Owned(n.to_string().into_bytes()));
         match value {
-            AMQPValue::LongString(s) => String::from_utf8(s.as_bytes().to_vec()).ok(),
-            AMQPValue::ShortString(s) => Some(s.as_str().to_owned()),
-            AMQPValue::ByteArray(b) => String::from_utf8(b.as_slice().to_vec()).ok(),
-            AMQPValue::ShortShortInt(n) => Some(n.to_string()),
-            AMQPValue::ShortShortUInt(n) => Some(n.to_string()),
-            AMQPValue::ShortInt(n) => Some(n.to_string()),
-            AMQPValue::ShortUInt(n) => Some(n.to_string()),
-            AMQPValue::LongInt(n) => Some(n.to_string()),
-            AMQPValue::LongUInt(n) => Some(n.to_string()),
-            AMQPValue::LongLongInt(n) => Some(n.to_string()),
+            AMQPValue::LongString(s) => Some(Cow::Borrowed(s.as_bytes())),
+            AMQPValue::ShortString(s) => Some(Cow::Borrowed(s.as_str().as_bytes())),
+            AMQPValue::ByteArray(b) => Some(Cow::Borrowed(b.as_slice())),
+            AMQPValue::ShortShortInt(n) => decimal((*n).into()),
+            AMQPValue::ShortShortUInt(n) => decimal((*n).into()),
+            AMQPValue::ShortInt(n) => decimal((*n).into()),
+            AMQPValue::ShortUInt(n) => decimal((*n).into()),
+            AMQPValue::LongInt(n) => decimal((*n).into()),
+            AMQPValue::LongUInt(n) => decimal((*n).into()),
+            AMQPValue::LongLongInt(n) => decimal(*n),
             _ => None,
         }
     }
@@ -78,7 +89,16 @@ impl KeyCarrier for RabbitDelivery {
 }
 
 impl Delivery for RabbitDelivery {
+    /// [`EnvelopeError::Unreadable`] for a delivery the client could not read (a property,
+    /// a header name or the routing key that is not UTF-8, a header type it does not know, a
+    /// header name given twice): the error names each field and keeps the raw properties, and
+    /// the consumer loop dead-letters the delivery with it.
     fn envelope(&self) -> Result<Envelope, EnvelopeError> {
+        if let Some(unreadable) = &self.unreadable {
+            return Err(EnvelopeError::Unreadable {
+                detail: unreadable.detail(),
+            });
+        }
         let props = &self.inner.properties;
         let mut envelope = self.key.envelope(self)?;
         if let Some(kind) = props.kind() {
@@ -103,7 +123,10 @@ impl Delivery for RabbitDelivery {
         if !self.inner.redelivered {
             return None;
         }
-        let count = |name| self.header(name).and_then(|n| n.parse::<u32>().ok());
+        let count = |name| {
+            let value = self.header(name)?;
+            std::str::from_utf8(&value).ok()?.parse::<u32>().ok()
+        };
         let earlier = count("x-delivery-count").max(count("x-acquired-count"))?;
         Some(earlier.saturating_add(1))
     }

@@ -20,7 +20,10 @@
 
 mod config;
 mod delivery;
+mod runtime;
+mod screen;
 mod source;
+mod wire;
 
 pub use config::{QueueKind, RabbitConfig};
 pub use delivery::RabbitDelivery;

@@ -3,15 +3,18 @@
 use std::sync::Arc;
 
 use futures_util::StreamExt;
+use lapin::Connection;
 use lapin::options::{BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions};
+use lapin::tcp::OwnedTLSConfig;
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{Connection, ConnectionProperties};
 use tracing::{info, warn};
 
 use inboxed_core::{BoxError, DeliverySource, KeySource};
 
 use crate::config::{QueueKind, RabbitConfig};
 use crate::delivery::RabbitDelivery;
+use crate::runtime;
+use crate::screen::Wounds;
 
 /// Why a RabbitMQ source could not start.
 #[derive(Debug, thiserror::Error)]
@@ -46,7 +49,7 @@ pub enum RabbitError {
 pub struct RabbitSource {
     config: RabbitConfig,
     key: Arc<KeySource>,
-    live: Option<(Connection, lapin::Consumer)>,
+    live: Option<Live>,
     failures: u32,
 }
 
@@ -66,9 +69,11 @@ impl RabbitSource {
         })
     }
 
-    fn wrap(&self, inner: lapin::message::Delivery) -> RabbitDelivery {
+    fn wrap(&self, inner: lapin::message::Delivery, live: &Live) -> RabbitDelivery {
+        let unreadable = live.wounds.take(live.channel, inner.delivery_tag);
         RabbitDelivery {
             inner,
+            unreadable,
             key: Arc::clone(&self.key),
             max_requeue_hold: self.config.max_requeue_hold,
             settle_timeout: self.config.settle_timeout,
@@ -76,7 +81,16 @@ impl RabbitSource {
     }
 }
 
-async fn open(config: &RabbitConfig) -> Result<(Connection, lapin::Consumer), RabbitError> {
+/// A connection and its consumer, with what the screen took out of its deliveries.
+#[derive(Debug)]
+struct Live {
+    conn: Connection,
+    consumer: lapin::Consumer,
+    channel: u16,
+    wounds: Arc<Wounds>,
+}
+
+async fn open(config: &RabbitConfig) -> Result<Live, RabbitError> {
     tokio::time::timeout(config.connect_timeout, open_now(config))
         .await
         .unwrap_or_else(|_| {
@@ -87,7 +101,7 @@ async fn open(config: &RabbitConfig) -> Result<(Connection, lapin::Consumer), Ra
         })
 }
 
-async fn open_now(config: &RabbitConfig) -> Result<(Connection, lapin::Consumer), RabbitError> {
+async fn open_now(config: &RabbitConfig) -> Result<Live, RabbitError> {
     let setup = |step: &'static str| {
         let queue = config.queue.clone();
         move |source| RabbitError::Setup {
@@ -96,7 +110,7 @@ async fn open_now(config: &RabbitConfig) -> Result<(Connection, lapin::Consumer)
             source,
         }
     };
-    let conn = Connection::connect(&config.uri, ConnectionProperties::default())
+    let (conn, wounds) = runtime::connect(&config.uri, OwnedTLSConfig::default())
         .await
         .map_err(setup("connect"))?;
     let channel = conn
@@ -133,7 +147,12 @@ async fn open_now(config: &RabbitConfig) -> Result<(Connection, lapin::Consumer)
         )
         .await
         .map_err(setup("consume"))?;
-    Ok((conn, consumer))
+    Ok(Live {
+        conn,
+        consumer,
+        channel: channel.id(),
+        wounds,
+    })
 }
 
 /// Resolves once `conn` is no longer connected (checked every 500 ms).
@@ -150,7 +169,7 @@ impl DeliverySource for RabbitSource {
     /// the consumer loop's shutdown is what stops it.
     async fn next(&mut self) -> Option<Result<RabbitDelivery, BoxError>> {
         loop {
-            let Some((conn, consumer)) = self.live.as_mut() else {
+            let Some(live) = self.live.as_mut() else {
                 tokio::time::sleep(self.config.reconnect.delay(self.failures)).await;
                 match open(&self.config).await {
                     Ok(live) => {
@@ -168,11 +187,14 @@ impl DeliverySource for RabbitSource {
             // A consumer whose connection died does not always end its stream: watch the
             // connection too, so that a killed broker leads to a reconnect, not a wait for ever.
             let next = tokio::select! {
-                next = consumer.next() => next,
-                () = lost(conn) => None,
+                next = live.consumer.next() => next,
+                () = lost(&live.conn) => None,
             };
             match next {
-                Some(Ok(delivery)) => return Some(Ok(self.wrap(delivery))),
+                Some(Ok(delivery)) => {
+                    let live = self.live.as_ref()?;
+                    return Some(Ok(self.wrap(delivery, live)));
+                }
                 Some(Err(e)) => {
                     warn!(error = %e, queue = %self.config.queue, "RabbitMQ consumer lost; reconnecting")
                 }

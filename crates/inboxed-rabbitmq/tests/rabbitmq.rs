@@ -6,9 +6,8 @@
 
 use std::time::Duration;
 
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
-use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use lapin::options::{BasicPublishOptions, QueueDeleteOptions};
+use lapin::{BasicProperties, Channel};
 
 use inboxed_core::{
     Consumer, ConsumerConfig, ConsumerName, Delivery, DeliverySource, KeySource, Processor,
@@ -27,23 +26,7 @@ fn amqp_url() -> String {
 
 /// A fresh queue of `kind` for one test, and a channel to publish on.
 async fn queue(kind: QueueKind) -> (Channel, String) {
-    let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
-        .await
-        .expect("RabbitMQ must be running: scripts/test.sh starts it");
-    let channel = conn.create_channel().await.unwrap();
-    let name = format!("inboxed-test-{}", uuid::Uuid::new_v4());
-    let mut args = FieldTable::default();
-    if kind == QueueKind::Quorum {
-        args.insert(
-            "x-queue-type".into(),
-            AMQPValue::LongString("quorum".into()),
-        );
-    }
-    channel
-        .queue_declare(name.as_str().into(), QueueDeclareOptions::durable(), args)
-        .await
-        .unwrap();
-    (channel, name)
+    inboxed_test::amqp::queue_of_kind(&amqp_url(), kind == QueueKind::Quorum).await
 }
 
 async fn publish(channel: &Channel, queue: &str, id: Option<&str>, body: &[u8]) {
@@ -65,25 +48,7 @@ async fn publish(channel: &Channel, queue: &str, id: Option<&str>, body: &[u8]) 
         .unwrap();
 }
 
-/// Messages left in the queue once no consumer holds any: waits for the consumers' channels
-/// to close (their unacked messages then return to the queue), then counts.
-async fn depth(channel: &Channel, queue: &str) -> u32 {
-    let passive = QueueDeclareOptions {
-        passive: true,
-        ..QueueDeclareOptions::default()
-    };
-    for _ in 0..100 {
-        let q = channel
-            .queue_declare(queue.into(), passive, FieldTable::default())
-            .await
-            .unwrap();
-        if q.consumer_count() == 0 {
-            return q.message_count();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("a consumer still holds queue {queue}");
-}
+use inboxed_test::amqp::depth;
 
 async fn drop_queue(channel: &Channel, queue: &str) {
     channel

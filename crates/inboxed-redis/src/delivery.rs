@@ -1,5 +1,6 @@
 //! One stream entry, acked with `XACK` on the group.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,16 +37,25 @@ impl RedisDelivery {
 }
 
 impl KeyCarrier for RedisDelivery {
-    fn message_id_property(&self) -> Option<&str> {
+    fn message_id_property(&self) -> Option<&[u8]> {
         match self.entry.map.get("message_id")? {
-            redis::Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
-            redis::Value::SimpleString(s) => Some(s),
+            redis::Value::BulkString(bytes) => Some(bytes),
+            redis::Value::SimpleString(s) => Some(s.as_bytes()),
             _ => None,
         }
     }
 
-    fn header(&self, name: &str) -> Option<String> {
-        self.entry.get(name)
+    fn message_id_property_name(&self) -> &'static str {
+        "Redis message_id field"
+    }
+
+    fn header(&self, name: &str) -> Option<Cow<'_, [u8]>> {
+        match self.entry.map.get(name)? {
+            redis::Value::BulkString(bytes) => Some(Cow::Borrowed(bytes)),
+            redis::Value::SimpleString(s) => Some(Cow::Borrowed(s.as_bytes())),
+            redis::Value::Int(n) => Some(Cow::Owned(n.to_string().into_bytes())),
+            _ => None,
+        }
     }
 
     fn body(&self) -> &[u8] {

@@ -1,5 +1,6 @@
 //! One SQS message, acked by deleting it with its receipt handle.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,13 +55,26 @@ impl SqsDelivery {
 
 impl KeyCarrier for SqsDelivery {
     /// SQS has no producer message-id field: the message attribute `message_id` stands for it.
-    fn message_id_property(&self) -> Option<&str> {
-        self.attributes.get("message_id")?.string_value()
+    fn message_id_property(&self) -> Option<&[u8]> {
+        self.attributes
+            .get("message_id")?
+            .string_value()
+            .map(str::as_bytes)
     }
 
-    /// A message attribute of type String or Number.
-    fn header(&self, name: &str) -> Option<String> {
-        self.attributes.get(name)?.string_value().map(str::to_owned)
+    fn message_id_property_name(&self) -> &'static str {
+        "SQS message_id attribute"
+    }
+
+    /// A message attribute of type String or Number, or the bytes of a Binary one.
+    fn header(&self, name: &str) -> Option<Cow<'_, [u8]>> {
+        let attribute = self.attributes.get(name)?;
+        match attribute.string_value() {
+            Some(text) => Some(Cow::Borrowed(text.as_bytes())),
+            None => attribute
+                .binary_value()
+                .map(|blob| Cow::Borrowed(blob.as_ref())),
+        }
     }
 
     fn body(&self) -> &[u8] {

@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 use crate::handler::credit;
@@ -15,13 +15,55 @@ use crate::restart::amount;
 /// # Panics
 /// When RabbitMQ is not reachable at `url`.
 pub async fn queue(url: &str) -> (Channel, String) {
+    queue_of_kind(url, false).await
+}
+
+/// A channel on `url` with a fresh durable queue declared, a quorum queue if `quorum`, else a
+/// classic one; returns both.
+///
+/// # Panics
+/// When RabbitMQ is not reachable at `url`.
+pub async fn queue_of_kind(url: &str, quorum: bool) -> (Channel, String) {
     let conn = Connection::connect(url, ConnectionProperties::default())
         .await
         .expect("RabbitMQ must be running: scripts/test.sh starts it");
     let channel = conn.create_channel().await.expect("channel");
     let name = format!("inboxed-test-{}", uuid::Uuid::new_v4());
-    declare(&channel, &name).await;
+    let mut args = FieldTable::default();
+    if quorum {
+        args.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString("quorum".into()),
+        );
+    }
+    channel
+        .queue_declare(name.as_str().into(), QueueDeclareOptions::durable(), args)
+        .await
+        .expect("declare the queue");
     (channel, name)
+}
+
+/// Messages left in `queue` once no consumer holds any: waits for the consumers' channels to
+/// close (their unacked messages then return to the queue), then counts.
+///
+/// # Panics
+/// When a consumer still holds the queue after 5 s.
+pub async fn depth(channel: &Channel, queue: &str) -> u32 {
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    for _ in 0..100 {
+        let q = channel
+            .queue_declare(queue.into(), passive, FieldTable::default())
+            .await
+            .expect("the queue exists");
+        if q.consumer_count() == 0 {
+            return q.message_count();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("a consumer still holds queue {queue}");
 }
 
 /// Declares the durable classic queue `name`.

@@ -11,6 +11,7 @@ not UTF-8. It reads one JSON document on standard input:
                    "headers": [["<name hex>", "S", "<value hex, as on the wire after the tag>"]],
                    "body": "<hex>", "body_repeat": 1}]}
 
+"raw_props" (hex) instead of "props" and "headers" sends the property flags and list as given.
 Each property given is a short string (hex of its bytes), except delivery_mode and priority
 (numbers) and timestamp (a number). Each message is published with publisher confirms and
 `mandatory`; the script fails (exit 1, the broker's reply on standard error) if the broker
@@ -145,7 +146,8 @@ def main():
         exchange = message.get("exchange", "").encode()
         routing_key = bytes.fromhex(message["routing_key"])
         publish = method(60, 40, struct.pack(">H", 0) + short(exchange) + short(routing_key) + b"\x01")
-        header = struct.pack(">HHQ", 60, 0, len(body)) + properties(message)
+        props = bytes.fromhex(message["raw_props"]) if "raw_props" in message else properties(message)
+        header = struct.pack(">HHQ", 60, 0, len(body)) + props
         frames = [frame(FRAME_METHOD, 1, publish), frame(FRAME_HEADER, 1, header)]
         frames += [frame(FRAME_BODY, 1, body[i:i + chunk]) for i in range(0, len(body), chunk)]
         conn.send(b"".join(frames))

@@ -67,6 +67,12 @@ fn credit(amount: i64) -> String {
 
 /// Publishes `messages` through the raw producer; they are all confirmed when it returns.
 async fn produce(messages: Vec<Value>) {
+    let status = try_produce(messages).await;
+    assert!(status.success(), "the raw producer failed: {status}");
+}
+
+/// Runs the raw producer on `messages`: it fails when the broker refuses one.
+async fn try_produce(messages: Vec<Value>) -> std::process::ExitStatus {
     let uri: AMQPUri = amqp_url().parse().unwrap();
     let spec = json!({
         "host": uri.authority.host,
@@ -85,8 +91,7 @@ async fn produce(messages: Vec<Value>) {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(spec.to_string().as_bytes()).await.unwrap();
     drop(stdin);
-    let status = child.wait().await.unwrap();
-    assert!(status.success(), "the raw producer failed: {status}");
+    child.wait().await.unwrap()
 }
 
 /// A quorum queue, and a topic exchange bound to it with `#`, so that any routing key reaches it.
@@ -396,4 +401,33 @@ async fn a_header_key_is_judged_by_its_bytes() {
         .await
         .unwrap();
     db.finish().await;
+}
+
+/// What RabbitMQ (3.10) itself refuses at publish, closing the producer's connection with 541
+/// INTERNAL_ERROR, so that no consumer ever receives it: a header of a type it does not know,
+/// the flags' continuation bit, a property list cut short or with bytes past its last property.
+/// The screen reads these too (its unit tests), for a broker that forwards them.
+#[tokio::test]
+async fn malformed_property_lists_never_reach_the_queue() {
+    let (channel, name) = inboxed_test::amqp::queue_of_kind(&amqp_url(), false).await;
+    let rk = hex(name.as_bytes());
+    let raw = |props: &[u8]| json!({"routing_key": rk, "raw_props": hex(props), "body": credit(1)});
+    let unknown_type = [&[0x20, 0x00][..], &long(&entry(b"k", b'?', &[0]))].concat();
+    for (what, props) in [
+        ("an unknown header type", unknown_type),
+        ("the continuation bit", vec![0x00, 0x81]),
+        ("a cut property", vec![0x00, 0x80, 3, b'u', b'1']),
+        (
+            "bytes past the last property",
+            vec![0x00, 0x80, 2, b'u', b'1', 0],
+        ),
+    ] {
+        let status = try_produce(vec![raw(&props)]).await;
+        assert!(!status.success(), "RabbitMQ took {what}");
+    }
+    assert_eq!(inboxed_test::amqp::depth(&channel, &name).await, 0);
+    channel
+        .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
 }

@@ -24,6 +24,7 @@ use inboxed_core::ConsumerName;
 use inboxed_core::inbox::{Worker, WorkerConfig};
 use inboxed_test::amqp::{publish_keyed, queue};
 use inboxed_test::nats::{NatsServer, create_stream, publish_restart_messages};
+use inboxed_test::raw_amqp;
 use inboxed_test::restart::{MESSAGES as RESTART_MESSAGES, amount, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 use inboxed_test::{Backend, Ledger, Pg};
@@ -118,6 +119,14 @@ async fn relay_stores_each_message_once_through_a_kill() {
     let db = Pg::create().await;
     let pool = db.store.pool().clone();
     let (channel, name) = queue(&amqp_url()).await;
+    // First in the queue, from a producer outside Rust: a message_id that is not UTF-8, which
+    // lapin cannot parse (it stopped the relay's queue before the adapter's screen).
+    let unreadable = serde_json::json!({
+        "routing_key": raw_amqp::hex(name.as_bytes()),
+        "props": {"message_id": raw_amqp::hex(b"r-\xff")},
+        "body": raw_amqp::hex(b"{}"),
+    });
+    raw_amqp::produce(&amqp_url(), vec![unreadable]).await;
     publish_keyed(&channel, &name, "r", 0..MESSAGES).await;
     publish_keyed(&channel, &name, "r", 0..200).await; // producer retries
     channel
@@ -148,7 +157,7 @@ async fn relay_stores_each_message_once_through_a_kill() {
         .fetch_one(&pool)
         .await
         .unwrap();
-        if invalid > 0 {
+        if invalid > 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -172,7 +181,18 @@ async fn relay_stores_each_message_once_through_a_kill() {
         Some(MESSAGES),
         "every message stored, none lost"
     );
-    assert_eq!(invalid, 1, "the keyless message dead-lettered");
+    assert_eq!(
+        invalid, 2,
+        "the keyless and the unreadable message dead-lettered"
+    );
+    let unreadable: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM inboxed_dead_letters \
+         WHERE strpos(error, 'message_id property: not valid UTF-8 (bytes r-\\xff)') > 0",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(unreadable, 1, "its dead letter names the field");
     assert_eq!(depth(&channel, &name).await, 0, "everything acked");
 
     let worker = Worker::new(

@@ -1,5 +1,5 @@
 //! Bad input at the wire, through a real RabbitMQ: a producer in another language
-//! (`raw_amqp_producer.py`, which writes AMQP frames byte by byte) puts on a quorum queue what
+//! (`inboxed_test::raw_amqp`, a Python script that writes AMQP frames byte by byte) puts on a quorum queue what
 //! no Rust client would send (short strings that are not UTF-8 in every property, header names
 //! that are not UTF-8 at any depth, a header name given twice, a routing key that is not
 //! UTF-8, NUL, empty and oversized values, a 10 MiB body, headers of every AMQP type) mixed
@@ -13,27 +13,18 @@ use std::time::Duration;
 
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
-use lapin::uri::AMQPUri;
 use lapin::{Channel, ExchangeKind};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 
 use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, KeySource, Processor};
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
 use inboxed_test::broker_child::until_settled;
+use inboxed_test::raw_amqp::{self, hex};
 use inboxed_test::{Backend, Ledger, Pg, TestDb};
 
 fn amqp_url() -> String {
     std::env::var("INBOXED_AMQP_URL")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// A long string as it follows its type tag on the wire.
@@ -65,33 +56,12 @@ fn credit(amount: i64) -> String {
     hex(format!(r#"{{"amount": {amount}}}"#).as_bytes())
 }
 
-/// Publishes `messages` through the raw producer; they are all confirmed when it returns.
 async fn produce(messages: Vec<Value>) {
-    let status = try_produce(messages).await;
-    assert!(status.success(), "the raw producer failed: {status}");
+    raw_amqp::produce(&amqp_url(), messages).await;
 }
 
-/// Runs the raw producer on `messages`: it fails when the broker refuses one.
 async fn try_produce(messages: Vec<Value>) -> std::process::ExitStatus {
-    let uri: AMQPUri = amqp_url().parse().unwrap();
-    let spec = json!({
-        "host": uri.authority.host,
-        "port": uri.authority.port,
-        "user": uri.authority.userinfo.username,
-        "password": uri.authority.userinfo.password,
-        "vhost": uri.vhost,
-        "messages": messages,
-    });
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/raw_amqp_producer.py");
-    let mut child = tokio::process::Command::new("python3")
-        .arg(script)
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 runs the raw producer");
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(spec.to_string().as_bytes()).await.unwrap();
-    drop(stdin);
-    child.wait().await.unwrap()
+    raw_amqp::try_produce(&amqp_url(), messages).await
 }
 
 /// A quorum queue, and a topic exchange bound to it with `#`, so that any routing key reaches it.

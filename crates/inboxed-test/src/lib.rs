@@ -17,6 +17,7 @@ pub mod lite;
 pub mod nats;
 pub mod parted;
 pub mod pg;
+pub mod raw_amqp;
 pub mod restart;
 pub mod throwaway;
 

@@ -8,7 +8,7 @@ use tokio::task::JoinSet;
 use tracing::error;
 
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
-use crate::error::{BoxError, Error};
+use crate::error::{BoxError, Error, error_chain};
 
 /// How long shutdown waits for an in-order delivery being settled before leaving it unacked.
 const IN_ORDER_GRACE: Duration = Duration::from_secs(10);
@@ -213,7 +213,10 @@ async fn read_into<Src: DeliverySource>(
 fn log_task<T>(joined: Result<Result<T, Error>, tokio::task::JoinError>) {
     match joined {
         Ok(Ok(_)) => {}
-        Ok(Err(e)) => error!(error = %e, "could not settle a delivery with the broker"),
+        Ok(Err(e)) => error!(
+            error = error_chain(&e),
+            "could not settle a delivery with the broker"
+        ),
         Err(e) => error!(error = %e, "delivery task failed"),
     }
 }

@@ -243,9 +243,22 @@ pub enum Error {
     /// The message cannot be deduplicated (missing, empty, oversized or NUL-containing id).
     #[error("invalid message")]
     InvalidMessage(#[from] EnvelopeError),
-    /// The broker adapter failed to receive, ack or requeue.
+    /// The broker adapter failed to receive.
     #[error("broker error")]
     Broker(#[source] BoxError),
+    /// Acking or requeuing a delivery failed. Nothing is lost: the broker redelivers an unacked
+    /// message, and the inbox settles a committed one as a duplicate.
+    #[error("could not {action} {deliveries} with the broker")]
+    Settle {
+        /// `ack` or `requeue`.
+        action: &'static str,
+        /// The deliveries: `message m-1`, `a delivery without a usable message id`, or the
+        /// messages of a batch.
+        deliveries: String,
+        /// The adapter's error.
+        #[source]
+        source: BoxError,
+    },
     /// A dead letter written with `redact_dead_letter_payloads` has no payload to retry; the
     /// producer must send the message again.
     #[error(
@@ -263,9 +276,33 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Store(e) => e.is_transient(),
-            Self::Handler { .. } | Self::Broker(_) => true,
+            Self::Handler { .. } | Self::Broker(_) | Self::Settle { .. } => true,
             Self::InvalidMessage(_) | Self::PayloadRedacted { .. } => false,
         }
+    }
+}
+
+impl Error {
+    /// A failure to `action` (`ack`, `requeue`) what `deliveries` names, for `map_err`.
+    pub(crate) fn settle(
+        action: &'static str,
+        deliveries: String,
+    ) -> impl FnOnce(BoxError) -> Self {
+        move |source| Self::Settle {
+            action,
+            deliveries,
+            source,
+        }
+    }
+}
+
+/// How a settle failure names a delivery: by its message id when it has one.
+pub(crate) fn delivery_name(
+    envelope: &Result<crate::envelope::Envelope, crate::envelope::EnvelopeError>,
+) -> String {
+    match envelope {
+        Ok(envelope) => format!("message {}", envelope.id()),
+        Err(_) => "a delivery without a usable message id".to_owned(),
     }
 }
 

@@ -36,7 +36,7 @@ pub use config::{AttemptCounting, ConflictPolicy, ProcessorConfig};
 pub use consumer::{Consumer, ConsumerConfig, Settled, settle};
 pub use delivery::{AckOrdering, Delivery, DeliverySource};
 pub use envelope::{ConsumerName, Envelope, EnvelopeError, MessageId, escape_bytes};
-pub use error::{BoxError, Error, HandlerError, ResultExt, StoreError};
+pub use error::{BoxError, Error, HandlerError, ResultExt, StoreError, error_chain};
 pub use handler::Handler;
 pub use hash::{PayloadHash, StoredHash};
 pub use key_source::{KeyCarrier, KeyPlace, KeySource, REDRIVE_HEADER};

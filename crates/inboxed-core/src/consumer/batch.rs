@@ -6,7 +6,7 @@ use tracing::warn;
 
 use super::{keep_alive, requeue, settle};
 use crate::delivery::{AckOrdering, Delivery};
-use crate::error::Error;
+use crate::error::{Error, delivery_name, error_chain};
 use crate::handler::Handler;
 use crate::processor::{BatchRun, Outcome, Processor};
 use crate::store::Store;
@@ -33,23 +33,26 @@ where
     let in_order = deliveries
         .first()
         .is_some_and(|d| d.ack_ordering() == AckOrdering::InOrder);
-    let results = process(processor, &deliveries, extend_every, in_order).await;
+    let (results, names) = process(processor, &deliveries, extend_every, in_order).await;
     let mut errors = Vec::new();
     if in_order {
-        for (delivery, result) in deliveries.into_iter().zip(results) {
+        for ((delivery, result), name) in deliveries.into_iter().zip(results).zip(names) {
             let settled = match result {
-                Some(Ok(_)) => delivery.ack().await.map_err(Error::Broker),
+                Some(Ok(_)) => delivery.ack().await.map_err(Error::settle("ack", name)),
                 // Retried in place until it settles (settle acks it), before any later offset.
                 _ => settle(processor, delivery, extend_every).await.map(drop),
             };
             errors.extend(settled.err());
         }
     } else {
-        let (mut acks, mut failed) = (Vec::new(), Vec::new());
-        for (delivery, result) in deliveries.into_iter().zip(results) {
+        let (mut acks, mut acked, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+        for ((delivery, result), name) in deliveries.into_iter().zip(results).zip(names) {
             match result {
-                Some(Ok(_)) => acks.push(delivery),
-                Some(Err(error)) => failed.push((delivery, error)),
+                Some(Ok(_)) => {
+                    acks.push(delivery);
+                    acked.push(name);
+                }
+                Some(Err(error)) => failed.push((delivery, error, name)),
                 None => unreachable!("an unordered batch settles every delivery"),
             }
         }
@@ -58,30 +61,38 @@ where
         if !acks.is_empty() {
             processor.failure_streak().succeeded();
             if let Err(e) = D::ack_all(acks).await {
-                errors.push(Error::Broker(e));
+                let batch = format!(
+                    "the {} committed deliveries of a batch ({})",
+                    acked.len(),
+                    acked.join(", ")
+                );
+                errors.push(Error::settle("ack", batch)(e));
             }
         }
         let requeues = failed
             .into_iter()
-            .map(|(delivery, error)| requeue(processor, delivery, error));
+            .map(|(delivery, error, name)| requeue(processor, delivery, error, name));
         for requeued in futures_util::future::join_all(requeues).await {
             errors.extend(requeued.err());
         }
     }
     for e in &errors {
-        warn!(error = %e, "could not settle a delivery of a batch with the broker");
+        warn!(
+            error = error_chain(e),
+            "could not settle a delivery of a batch with the broker"
+        );
     }
     errors.into_iter().next().map_or(Ok(()), Err)
 }
 
 /// The batch through the processor: one result per delivery, `None` for the in-order ones
-/// left to be retried in place.
+/// left to be retried in place, and how each delivery is named if settling it fails.
 async fn process<S, H, D>(
     processor: &Processor<S, H>,
     deliveries: &[D],
     extend_every: Option<Duration>,
     ordered: bool,
-) -> Vec<Option<Result<Outcome, Error>>>
+) -> (Vec<Option<Result<Outcome, Error>>>, Vec<String>)
 where
     S: Store,
     H: Handler<S::Db>,
@@ -91,8 +102,11 @@ where
         (0..deliveries.len()).map(|_| None).collect();
     let (mut envelopes, mut counts, mut at) = (Vec::new(), Vec::new(), Vec::new());
     let mut first_delivery = true;
+    let mut names = Vec::with_capacity(deliveries.len());
     for (i, delivery) in deliveries.iter().enumerate() {
-        match delivery.envelope() {
+        let envelope = delivery.envelope();
+        names.push(delivery_name(&envelope));
+        match envelope {
             Ok(envelope) => {
                 envelopes.push(envelope);
                 counts.push(delivery.delivery_count());
@@ -130,5 +144,5 @@ where
             }
         }
     }
-    results
+    (results, names)
 }

@@ -9,7 +9,7 @@ use tracing::warn;
 
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
 use crate::drive::{drive, drive_batches};
-use crate::error::Error;
+use crate::error::{Error, delivery_name, error_chain};
 use crate::handler::Handler;
 use crate::processor::{Outcome, Processor};
 use crate::store::Store;
@@ -93,16 +93,18 @@ where
     D: Delivery,
 {
     let in_order = delivery.ack_ordering() == AckOrdering::InOrder;
+    let envelope = delivery.envelope();
+    let name = delivery_name(&envelope);
     let mut tries = 0;
     let result = loop {
-        let result = match delivery.envelope() {
+        let result = match &envelope {
             Ok(envelope) => {
-                let work = processor.process(&envelope, delivery.delivery_count());
+                let work = processor.process(envelope, delivery.delivery_count());
                 keep_alive(work, std::slice::from_ref(&delivery), extend_every).await
             }
             Err(invalid) => {
                 processor
-                    .dead_letter_invalid(delivery.payload(), &invalid)
+                    .dead_letter_invalid(delivery.payload(), invalid)
                     .await
             }
         };
@@ -112,7 +114,10 @@ where
         match result {
             Err(error) if in_order => {
                 tries += 1;
-                warn!(error = %error, tries, "in-order delivery not settled; retrying in place");
+                warn!(
+                    error = error_chain(&error),
+                    tries, "in-order delivery not settled; retrying in place"
+                );
                 tokio::time::sleep(processor.config().requeue_backoff.delay(tries)).await;
             }
             other => break other,
@@ -121,10 +126,10 @@ where
     match result {
         Ok(outcome) => {
             processor.failure_streak().succeeded();
-            delivery.ack().await.map_err(Error::Broker)?;
+            delivery.ack().await.map_err(Error::settle("ack", name))?;
             Ok(Settled::Acked(outcome))
         }
-        Err(error) => requeue(processor, delivery, error).await,
+        Err(error) => requeue(processor, delivery, error, name).await,
     }
 }
 
@@ -134,6 +139,7 @@ async fn requeue<S, H, D>(
     processor: &Processor<S, H>,
     delivery: D,
     error: Error,
+    name: String,
 ) -> Result<Settled, Error>
 where
     S: Store,
@@ -151,7 +157,10 @@ where
             by_count.max(backoff.after_outage(outage))
         }
     });
-    delivery.requeue(delay).await.map_err(Error::Broker)?;
+    delivery
+        .requeue(delay)
+        .await
+        .map_err(Error::settle("requeue", name))?;
     Ok(Settled::Requeued { error, delay })
 }
 

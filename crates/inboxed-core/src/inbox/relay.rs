@@ -12,7 +12,7 @@ use super::store::{Enqueued, InboxStore};
 use crate::backoff::{Backoff, FailureStreak};
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
 use crate::drive::drive;
-use crate::error::Error;
+use crate::error::{Error, delivery_name, error_chain};
 use crate::metrics as m;
 
 /// Settings for [`Relay`].
@@ -84,9 +84,11 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
     streak: &FailureStreak,
 ) -> Result<Relayed, Error> {
     let mut tries = 0;
+    let envelope = delivery.envelope();
+    let name = delivery_name(&envelope);
     loop {
-        let stored = match delivery.envelope() {
-            Ok(envelope) => inbox.store(&envelope).await.map(|e| match e {
+        let stored = match &envelope {
+            Ok(envelope) => inbox.store(envelope).await.map(|e| match e {
                 Enqueued::Stored { id } => Relayed::Stored { id },
                 Enqueued::Duplicate => {
                     if envelope.redrive_for() == Some(inbox.consumer().as_str()) {
@@ -98,7 +100,7 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
                 Enqueued::Conflict { .. } => Relayed::Conflict,
             }),
             Err(invalid) => inbox
-                .dead_letter_invalid(delivery.payload(), &invalid)
+                .dead_letter_invalid(delivery.payload(), invalid)
                 .await
                 .map(|()| Relayed::Invalid),
         };
@@ -106,21 +108,31 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
         match stored {
             Ok(relayed) => {
                 streak.succeeded();
-                delivery.ack().await.map_err(Error::Broker)?;
+                delivery.ack().await.map_err(Error::settle("ack", name))?;
                 return Ok(relayed);
             }
             Err(error) if delivery.ack_ordering() == AckOrdering::InOrder => {
-                warn!(error = %error, tries, "in-order delivery not stored; retrying in place");
+                warn!(
+                    error = error_chain(&error),
+                    tries, "in-order delivery not stored; retrying in place"
+                );
                 tokio::time::sleep(backoff.delay(tries)).await;
             }
             Err(error) => {
                 // The database, not the message: wait about as long as the outage has lasted.
                 let by_count = backoff.delay(delivery.delivery_count().unwrap_or(1));
                 let delay = by_count.max(backoff.after_outage(streak.failed()));
-                warn!(error = %error, ?delay, "delivery not stored; handed back to the broker");
+                warn!(
+                    error = error_chain(&error),
+                    ?delay,
+                    "delivery not stored; handed back to the broker"
+                );
                 metrics::counter!(m::RELAY_REQUEUES_TOTAL, "consumer" => inbox.consumer().as_str().to_owned())
                     .increment(1);
-                delivery.requeue(Some(delay)).await.map_err(Error::Broker)?;
+                delivery
+                    .requeue(Some(delay))
+                    .await
+                    .map_err(Error::settle("requeue", name))?;
                 return Ok(Relayed::Requeued { error, delay });
             }
         }

@@ -45,6 +45,9 @@ impl<B: Backend> Delivery for Memory<B> {
         }
     }
     async fn ack(self) -> Result<(), BoxError> {
+        if self.id.starts_with("refuse-ack") {
+            return Err("the channel closed under it".into());
+        }
         // What another connection sees at the moment of the ack: the outcome must be committed.
         let seen = B::settled_rows(&self.store, &self.id).await;
         self.log.lock().expect("log").push((self.id, "ack", seen));
@@ -233,5 +236,31 @@ pub async fn long_handler_extends_the_delivery_deadline<B: Backend>(_test: &str)
         Some(("ack", 1))
     );
     assert_eq!(ledger_state(&db).await, (1, 2));
+    db.finish().await;
+}
+
+/// An ack the broker refuses after the commit: `settle` fails with an error that names the
+/// message and keeps the adapter's cause (`could not ack message refuse-ack-1 with the broker:
+/// the channel closed under it`), and the effect stays committed once, for the redelivery to
+/// settle as a duplicate.
+pub async fn a_failed_ack_names_the_message_and_its_cause<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let (p, _) = processor(&db, ProcessorConfig::default());
+    let delivery = Memory::<B> {
+        id: "refuse-ack-1".to_owned(),
+        payload: credit("refuse-ack-1", 9).payload().to_vec(),
+        store: db.store.clone(),
+        log: Log::default(),
+        in_order: false,
+    };
+    let error = settle(&p, delivery, None)
+        .await
+        .expect_err("the ack failed");
+    assert_eq!(
+        inboxed_core::error_chain(&error),
+        "could not ack message refuse-ack-1 with the broker: the channel closed under it"
+    );
+    assert!(error.is_transient());
+    assert_eq!(ledger_state(&db).await, (1, 9), "committed before the ack");
     db.finish().await;
 }

@@ -19,8 +19,9 @@ pub use batch::{
     redrive_in_a_batch_lifts_its_dead_letter,
 };
 pub use consumer::{
-    consumer_acks_only_after_commit, consumer_in_batches_acks_only_after_commit,
-    consumer_in_ordered_batches_keeps_the_order, long_handler_extends_the_delivery_deadline,
+    a_failed_ack_names_the_message_and_its_cause, consumer_acks_only_after_commit,
+    consumer_in_batches_acks_only_after_commit, consumer_in_ordered_batches_keeps_the_order,
+    long_handler_extends_the_delivery_deadline,
 };
 pub use crash::{
     crash_before_commit_redoes_the_work, crash_between_commit_and_ack_does_not_reapply,
@@ -160,6 +161,7 @@ macro_rules! conformance_tests {
             consumer_in_batches_acks_only_after_commit,
             consumer_in_ordered_batches_keeps_the_order,
             long_handler_extends_the_delivery_deadline,
+            a_failed_ack_names_the_message_and_its_cause,
             poison_that_kills_the_process_is_dead_lettered,
             poison_that_kills_a_batch_is_dead_lettered,
         );

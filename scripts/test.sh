@@ -12,6 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 say() { printf 'test.sh: %s\n' "$*" >&2; }
+# Every service below starts through `detached`: it keeps no descriptor of this shell's caller.
+. scripts/detached.sh
+scripts/check/detached.sh >/dev/null || { say "detached.sh leaks descriptors"; exit 1; }
 
 reachable() {
   command -v psql >/dev/null 2>&1 && psql "$1" -tAc 'SELECT 1' >/dev/null 2>&1
@@ -31,11 +34,11 @@ throwaway_pg() {
     # initdb refuses to run as root.
     chown -R postgres "$dir"
     su postgres -s /bin/sh -c "$bin/initdb -D '$dir/data' -A trust -U postgres >'$dir/initdb.log' 2>&1"
-    su postgres -s /bin/sh -c "$bin/pg_ctl -D '$dir/data' -o '-p $port -k $dir -c max_connections=200' -l '$dir/server.log' -w start >/dev/null"
+    detached su postgres -s /bin/sh -c "$bin/pg_ctl -D '$dir/data' -o '-p $port -k $dir -c max_connections=200' -l '$dir/server.log' -w start"
     trap "su postgres -s /bin/sh -c \"$bin/pg_ctl -D '$dir/data' -m immediate stop\" >/dev/null 2>&1 || true" EXIT
   else
     "$bin/initdb" -D "$dir/data" -A trust -U postgres >"$dir/initdb.log" 2>&1
-    "$bin/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c max_connections=200" -l "$dir/server.log" -w start >/dev/null
+    detached "$bin/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c max_connections=200" -l "$dir/server.log" -w start
     trap "'$bin/pg_ctl' -D '$dir/data' -m immediate stop >/dev/null 2>&1 || true" EXIT
   fi
   export DATABASE_URL="postgres://postgres@localhost:$port/postgres"
@@ -47,7 +50,7 @@ else
   local_url="postgres://postgres@localhost:5432/postgres"
   if ! reachable "$local_url" && command -v pg_ctlcluster >/dev/null 2>&1; then
     say "starting the local PostgreSQL cluster"
-    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n 1)" main start || true
+    detached pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n 1)" main start || true
     for _ in $(seq 1 20); do reachable "$local_url" && break; sleep 0.5; done
   fi
   if reachable "$local_url"; then
@@ -87,7 +90,7 @@ need_service() {
     command -v "$binary" >/dev/null 2>&1 || apt_install "$package"
     command -v "$binary" >/dev/null 2>&1 || { say "no $name: install ${package:-it} or set $url"; exit 1; }
     say "starting $name"
-    "$@" >/dev/null 2>&1 || true
+    detached "$@" || true
     for _ in $(seq 1 120); do port_up "$port" && break; sleep 0.5; done
     port_up "$port" || { say "$name did not come up on port $port"; exit 1; }
   fi

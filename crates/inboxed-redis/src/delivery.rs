@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
-use redis::streams::StreamId;
 
-use inboxed_core::{BoxError, Delivery, Envelope, EnvelopeError, KeyCarrier, KeySource};
+use inboxed_core::{
+    BoxError, Delivery, Envelope, EnvelopeError, KeyCarrier, KeySource, escape_bytes,
+};
+
+use crate::entry::Entry;
 
 /// What every delivery of one source shares.
 #[derive(Debug)]
@@ -21,7 +24,7 @@ pub(crate) struct Shared {
 /// An entry from [`RedisSource`](crate::RedisSource).
 #[derive(Debug)]
 pub struct RedisDelivery {
-    pub(crate) entry: StreamId,
+    pub(crate) entry: Entry,
     pub(crate) payload: Vec<u8>,
     pub(crate) count: u32,
     pub(crate) conn: ConnectionManager,
@@ -38,11 +41,7 @@ impl RedisDelivery {
 
 impl KeyCarrier for RedisDelivery {
     fn message_id_property(&self) -> Option<&[u8]> {
-        match self.entry.map.get("message_id")? {
-            redis::Value::BulkString(bytes) => Some(bytes),
-            redis::Value::SimpleString(s) => Some(s.as_bytes()),
-            _ => None,
-        }
+        self.entry.get(b"message_id")
     }
 
     fn message_id_property_name(&self) -> &'static str {
@@ -50,12 +49,7 @@ impl KeyCarrier for RedisDelivery {
     }
 
     fn header(&self, name: &str) -> Option<Cow<'_, [u8]>> {
-        match self.entry.map.get(name)? {
-            redis::Value::BulkString(bytes) => Some(Cow::Borrowed(bytes)),
-            redis::Value::SimpleString(s) => Some(Cow::Borrowed(s.as_bytes())),
-            redis::Value::Int(n) => Some(Cow::Owned(n.to_string().into_bytes())),
-            _ => None,
-        }
+        self.entry.get(name.as_bytes()).map(Cow::Borrowed)
     }
 
     fn body(&self) -> &[u8] {
@@ -64,7 +58,18 @@ impl KeyCarrier for RedisDelivery {
 }
 
 impl Delivery for RedisDelivery {
+    /// [`EnvelopeError::Unreadable`] for an entry with a field name given twice (`XADD` keeps
+    /// both): which of the two holds the key or the payload would be a guess.
     fn envelope(&self) -> Result<Envelope, EnvelopeError> {
+        if let Some((name, times)) = self.entry.repeated() {
+            return Err(EnvelopeError::Unreadable {
+                detail: format!(
+                    "Redis entry {}: field {} appears {times} times",
+                    self.entry.id,
+                    escape_bytes(name)
+                ),
+            });
+        }
         self.shared.key.envelope(self)
     }
 

@@ -18,6 +18,7 @@
 
 mod config;
 mod delivery;
+mod entry;
 mod source;
 
 pub use config::RedisConfig;

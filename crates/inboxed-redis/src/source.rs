@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
 use tracing::warn;
 
 use inboxed_core::{BoxError, DeliverySource};
 
 use crate::config::RedisConfig;
 use crate::delivery::{RedisDelivery, Shared};
+use crate::entry::{self, Entry};
 
 /// How much longer than a blocking read (`RedisConfig::block`) a command may take to answer.
 const RESPONSE_SLACK: Duration = Duration::from_secs(5);
@@ -120,21 +120,20 @@ impl RedisSource {
         self.last_claim = Some(Instant::now());
         let c = &self.config;
         let idle = u64::try_from(c.claim_idle.as_millis()).unwrap_or(u64::MAX);
-        let options = StreamAutoClaimOptions::default().count(c.prefetch);
-        let reply: redis::streams::StreamAutoClaimReply = self
-            .conn
-            .xautoclaim_options(
-                &c.stream,
-                &c.group,
-                &c.consumer,
-                idle,
-                &self.claim_cursor,
-                options,
-            )
+        let reply: redis::Value = redis::cmd("XAUTOCLAIM")
+            .arg(&c.stream)
+            .arg(&c.group)
+            .arg(&c.consumer)
+            .arg(idle)
+            .arg(&self.claim_cursor)
+            .arg("COUNT")
+            .arg(c.prefetch)
+            .query_async(&mut self.conn)
             .await?;
-        self.claim_cursor = reply.next_stream_id;
+        let (cursor, claimed) = entry::claim_reply(reply)?;
+        self.claim_cursor = cursor;
         let (stream, group) = (c.stream.clone(), c.group.clone());
-        for entry in reply.claimed {
+        for entry in claimed {
             let pending: redis::streams::StreamPendingCountReply = self
                 .conn
                 .xpending_count(&stream, &group, &entry.id, &entry.id, 1)
@@ -152,28 +151,30 @@ impl RedisSource {
         let block = usize::try_from(c.block.as_millis())
             .unwrap_or(usize::MAX)
             .max(1);
-        let options = StreamReadOptions::default()
-            .group(&c.group, &c.consumer)
-            .count(c.prefetch)
-            .block(block);
-        let reply: Option<StreamReadReply> = self
-            .conn
-            .xread_options(&[&c.stream], &[">"], &options)
+        let reply: redis::Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(&c.group)
+            .arg(&c.consumer)
+            .arg("COUNT")
+            .arg(c.prefetch)
+            .arg("BLOCK")
+            .arg(block)
+            .arg("STREAMS")
+            .arg(&c.stream)
+            .arg(">")
+            .query_async(&mut self.conn)
             .await?;
-        for key in reply.map(|r| r.keys).unwrap_or_default() {
-            for entry in key.ids {
-                self.push(entry, 1);
-            }
+        for entry in entry::read_reply(reply)? {
+            self.push(entry, 1);
         }
         Ok(())
     }
 
-    fn push(&mut self, entry: StreamId, count: u32) {
-        let payload = match entry.map.get(&self.config.payload_field) {
-            Some(redis::Value::BulkString(bytes)) => bytes.clone(),
-            Some(redis::Value::SimpleString(s)) => s.clone().into_bytes(),
-            _ => Vec::new(),
-        };
+    fn push(&mut self, entry: Entry, count: u32) {
+        let payload = entry
+            .get(self.config.payload_field.as_bytes())
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
         self.ready.push_back(RedisDelivery {
             entry,
             payload,

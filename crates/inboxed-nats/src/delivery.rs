@@ -13,6 +13,8 @@ use inboxed_core::{BoxError, Delivery, Envelope, EnvelopeError, KeyCarrier, KeyS
 pub struct NatsDelivery {
     pub(crate) inner: async_nats::jetstream::Message,
     pub(crate) key: Arc<KeySource>,
+    /// What the screen took out of this message because async-nats could not read it.
+    pub(crate) unreadable: Option<String>,
 }
 
 impl NatsDelivery {
@@ -46,7 +48,15 @@ impl KeyCarrier for NatsDelivery {
 }
 
 impl Delivery for NatsDelivery {
+    /// [`EnvelopeError::Unreadable`] for a message async-nats could not read (a header block
+    /// that is not UTF-8, a header name outside visible ASCII, a line without a colon, a subject
+    /// that is not UTF-8): the error names each field and keeps the header block as sent.
     fn envelope(&self) -> Result<Envelope, EnvelopeError> {
+        if let Some(detail) = &self.unreadable {
+            return Err(EnvelopeError::Unreadable {
+                detail: detail.clone(),
+            });
+        }
         self.key.envelope(self)
     }
 

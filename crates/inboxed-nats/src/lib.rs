@@ -17,6 +17,7 @@
 
 mod config;
 mod delivery;
+mod screen;
 mod source;
 
 pub use config::NatsConfig;

@@ -1,5 +1,6 @@
 //! The stream of messages from one durable pull consumer, resuming when the server goes away.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use inboxed_core::{BoxError, DeliverySource, KeySource};
 
 use crate::config::NatsConfig;
 use crate::delivery::NatsDelivery;
+use crate::screen::Screen;
 
 /// Why a JetStream source could not start.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +44,8 @@ pub struct NatsSource {
     consumer: PullConsumer,
     messages: Option<pull::Stream>,
     failures: u32,
+    /// The proxy async-nats reads the server through; `None` for servers reached directly.
+    screen: Option<Screen>,
 }
 
 impl std::fmt::Debug for NatsSource {
@@ -71,7 +75,19 @@ impl NatsSource {
                 source,
             }
         };
-        let client = async_nats::connect(config.url.as_str())
+        let (url, screen) = match screened(&config.url) {
+            Some((upstream, via)) => {
+                let screen = Screen::start(upstream)
+                    .await
+                    .map_err(|e| setup("start the screen")(e.into()))?;
+                (via(screen.addr), Some(screen))
+            }
+            None => (config.url.clone(), None),
+        };
+        // The servers a cluster announces would bypass the screen: the URL given is the one.
+        let options = async_nats::ConnectOptions::new().ignore_discovered_servers();
+        let client = options
+            .connect(url.as_str())
             .await
             .map_err(|e| setup("connect")(e.into()))?;
         let js = async_nats::jetstream::new(client);
@@ -123,8 +139,31 @@ impl NatsSource {
             consumer,
             messages: Some(messages),
             failures: 0,
+            screen,
         })
     }
+}
+
+/// For a URL of one plain server (`nats://[user:pass@]host:port`, or without the scheme): the
+/// server's `host:port`, and the same URL pointing at the screen's address instead. `None` for
+/// a TLS server or a list of servers, which async-nats reaches directly.
+fn screened(url: &str) -> Option<(String, impl FnOnce(SocketAddr) -> String)> {
+    let rest = url.strip_prefix("nats://").unwrap_or(url);
+    if rest.contains("://") || rest.contains(',') || rest.contains('/') {
+        return None;
+    }
+    let (userinfo, host) = match rest.rsplit_once('@') {
+        Some((userinfo, host)) => (format!("{userinfo}@"), host.to_owned()),
+        None => (String::new(), rest.to_owned()),
+    };
+    let upstream = if host.contains(':') {
+        host
+    } else {
+        format!("{host}:4222")
+    };
+    Some((upstream, move |at: SocketAddr| {
+        format!("nats://{userinfo}{at}")
+    }))
 }
 
 /// Pulls of `prefetch` messages, with idle heartbeats so that a dead server is noticed.
@@ -167,9 +206,14 @@ impl DeliverySource for NatsSource {
                     // Only a message proves the pull works again: starting one succeeds locally
                     // even while the server is away.
                     self.failures = 0;
+                    let unreadable = match (&self.screen, &message.reply) {
+                        (Some(screen), Some(reply)) => screen.wounds.take(reply.as_bytes()),
+                        _ => None,
+                    };
                     return Some(Ok(NatsDelivery {
                         inner: message,
                         key: Arc::clone(&self.key),
+                        unreadable,
                     }));
                 }
                 Some(Err(e)) => {

@@ -41,7 +41,15 @@ pub async fn try_produce(url: &str, messages: Vec<Value>) -> std::process::ExitS
         "vhost": uri.vhost,
         "messages": messages,
     });
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/raw_amqp_producer.py");
+    run_script("raw_amqp_producer.py", &spec).await
+}
+
+/// Runs `scripts/<name>` with python3, `spec` on its standard input; its exit status.
+///
+/// # Panics
+/// When python3 is missing.
+pub(crate) async fn run_script(name: &str, spec: &Value) -> std::process::ExitStatus {
+    let script = format!("{}/scripts/{name}", env!("CARGO_MANIFEST_DIR"));
     let mut child = tokio::process::Command::new("python3")
         .arg(script)
         .stdin(std::process::Stdio::piped())

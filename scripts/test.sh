@@ -123,6 +123,13 @@ need_service Kafka 19092 "$(tansu_bin || echo tansu)" "" INBOXED_KAFKA_BROKERS \
   --exec "$(tansu_bin || echo tansu)" -- broker --listener-url tcp://127.0.0.1:19092 \
   --advertised-listener-url tcp://127.0.0.1:19092 --storage-engine memory://tansu/
 
+# The wire tests' Kafka producer outside Rust: kafka-python (pure Python, from PyPI).
+if ! python3 -c 'import kafka' >/dev/null 2>&1; then
+  say "installing kafka-python (the wire tests' Kafka producer) from PyPI"
+  python3 -m pip install -q 'kafka-python==3.0.12' >/dev/null 2>&1 || true
+  python3 -c 'import kafka' >/dev/null 2>&1 || { say "no kafka-python: pip install kafka-python"; exit 1; }
+fi
+
 # SQS: the moto emulator (PyPI) on port 15000; never pre-started on the machine either.
 if [ -z "${INBOXED_SQS_ENDPOINT:-}" ] && ! port_up 15000 && ! command -v moto_server >/dev/null 2>&1; then
   say "installing moto (an SQS emulator) from PyPI"

@@ -26,7 +26,7 @@ pub struct KafkaDelivery {
     pub(crate) topic: String,
     pub(crate) partition: i32,
     pub(crate) offset: i64,
-    pub(crate) headers: Vec<(String, Vec<u8>)>,
+    pub(crate) headers: Vec<(Vec<u8>, Vec<u8>)>,
     pub(crate) payload: Vec<u8>,
     pub(crate) shared: Arc<Shared>,
 }
@@ -73,7 +73,7 @@ impl KeyCarrier for KafkaDelivery {
     fn message_id_property(&self) -> Option<&[u8]> {
         self.headers
             .iter()
-            .find(|(name, _)| name == "message_id")
+            .find(|(name, _)| name == b"message_id")
             .map(|(_, value)| value.as_slice())
     }
 
@@ -84,7 +84,7 @@ impl KeyCarrier for KafkaDelivery {
     fn header(&self, name: &str) -> Option<Cow<'_, [u8]>> {
         self.headers
             .iter()
-            .find(|(n, _)| n == name)
+            .find(|(n, _)| n == name.as_bytes())
             .map(|(_, value)| Cow::Borrowed(value.as_slice()))
     }
 
@@ -94,7 +94,32 @@ impl KeyCarrier for KafkaDelivery {
 }
 
 impl Delivery for KafkaDelivery {
+    /// [`EnvelopeError::Unreadable`] when the header the key is read from is given twice with
+    /// different values (Kafka keeps both): which one is the key would be a guess.
     fn envelope(&self) -> Result<Envelope, EnvelopeError> {
+        let key_header = match &self.shared.key {
+            KeySource::MessageIdProperty => Some("message_id"),
+            KeySource::Header(name) => Some(name.as_str()),
+            _ => None,
+        };
+        if let Some(name) = key_header {
+            let mut values = self
+                .headers
+                .iter()
+                .filter(|(n, _)| n == name.as_bytes())
+                .map(|(_, v)| v);
+            if let Some(first) = values.next()
+                && values.any(|v| v != first)
+            {
+                return Err(EnvelopeError::Unreadable {
+                    detail: format!(
+                        "Kafka record {}/{}@{}: header {name} is given more than once, with \
+                         different values",
+                        self.topic, self.partition, self.offset
+                    ),
+                });
+            }
+        }
         self.shared.key.envelope(self)
     }
 

@@ -23,6 +23,7 @@
 
 mod config;
 mod delivery;
+mod headers;
 mod source;
 
 pub use config::KafkaConfig;

@@ -6,13 +6,14 @@ use std::time::Duration;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::Message;
 use tracing::warn;
 
 use inboxed_core::{BoxError, DeliverySource};
 
 use crate::config::KafkaConfig;
 use crate::delivery::{KafkaDelivery, Shared};
+use crate::headers::raw_headers;
 
 /// Why a Kafka source could not start.
 #[derive(Debug, thiserror::Error)]
@@ -124,11 +125,7 @@ impl DeliverySource for KafkaSource {
             match received {
                 Ok(record) => {
                     self.failures = 0;
-                    let headers = record.headers().map_or_else(Vec::new, |h| {
-                        h.iter()
-                            .map(|h| (h.key.to_owned(), h.value.unwrap_or_default().to_vec()))
-                            .collect()
-                    });
+                    let headers = raw_headers(&record);
                     return Some(Ok(KafkaDelivery {
                         topic: record.topic().to_owned(),
                         partition: record.partition(),

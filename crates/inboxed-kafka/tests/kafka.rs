@@ -231,3 +231,118 @@ async fn killed_between_commit_and_ack_applies_once() {
     killed_between_commit_and_ack(test, &db, &[("INBOXED_KAFKA_TOPIC", name.as_str())]).await;
     db.finish().await;
 }
+
+/// Bad input at the wire: a producer outside Rust (`inboxed_test::raw_kafka`, kafka-python with
+/// header names sent as raw bytes) puts header names that are not UTF-8 (which rdkafka's safe
+/// API panics on), a key header given twice, and bad keys (not UTF-8, NUL, empty, absent, past
+/// 512 bytes) among 200 valid records. Every valid record is applied once (ledger count and
+/// sum), every bad one dead-lettered naming its field, and the group's offset reaches the end.
+#[tokio::test]
+async fn no_bytes_a_producer_can_send_stop_the_partition() {
+    use inboxed_test::raw_amqp::hex;
+    use serde_json::json;
+
+    let db = Pg::create().await;
+    let name = topic().await;
+    let body = |amount: i64| hex(format!(r#"{{"amount": {amount}}}"#).as_bytes());
+    let record = |headers: &[(&[u8], &[u8])], amount: i64| {
+        let headers: Vec<_> = headers.iter().map(|(n, v)| [hex(n), hex(v)]).collect();
+        json!({"headers": headers, "value": body(amount)})
+    };
+    let big = [b'k'; 513];
+    let bad = vec![
+        (
+            record(&[(b"message_id", b"m-\xff")], 1_000_000),
+            "Kafka message_id header is not valid UTF-8 (bytes m-\\xff)",
+        ),
+        (
+            record(&[(b"message_id", b"m\x00nul")], 1_000_000),
+            "NUL byte at offset 1",
+        ),
+        (record(&[(b"message_id", b"")], 1_000_000), "no message id"),
+        (record(&[(b"other", b"x")], 1_000_000), "no message id"),
+        (record(&[(b"message_id", &big)], 1_000_000), "513 bytes"),
+        (
+            record(
+                &[(b"message_id", b"twice-1"), (b"message_id", b"twice-2")],
+                1_000_000,
+            ),
+            "header message_id is given more than once",
+        ),
+        (
+            json!({"headers": [[hex(b"message_id"), hex(b"big-body")]], "value": hex(b"\xff\x00garbag"), "value_repeat": 65_536}),
+            "expected value at line 1 column 1",
+        ),
+    ];
+    let mut messages = Vec::new();
+    let (mut rows, mut sum) = (0_i64, 0_i64);
+    let mut extra = bad.iter().map(|(m, _)| m.clone());
+    for i in 0..200_i64 {
+        if i % 25 == 0
+            && let Some(message) = extra.next()
+        {
+            messages.push(message);
+        }
+        let id = format!("w-{i}");
+        // Header names that are not UTF-8 (and one holding a NUL) beside a valid key, and the
+        // key given twice with the same value: records like any other.
+        let odd: &[u8] = match i % 3 {
+            0 => b"x-\xfe\xff",
+            1 => b"x\x00nul",
+            _ => b"message_id",
+        };
+        messages.push(record(
+            &[
+                (b"message_id", id.as_bytes()),
+                (odd, if i % 3 == 2 { id.as_bytes() } else { b"\xff" }),
+            ],
+            i + 1,
+        ));
+        rows += 1;
+        sum += i + 1;
+    }
+    messages.extend(extra);
+    inboxed_test::raw_kafka::produce(&brokers(), &name, messages).await;
+
+    let p = Processor::new(
+        db.store.clone(),
+        ConsumerName::new("ledger").unwrap(),
+        Ledger::<Pg>::default(),
+    );
+    let src = KafkaSource::connect(config(&name, "ledger")).await.unwrap();
+    let dead = i64::try_from(bad.len()).unwrap();
+    InboxConsumer::new(p, ConsumerConfig::default())
+        .run(src, until_settled(&db, rows, dead))
+        .await
+        .unwrap();
+    assert_eq!(
+        inboxed_test::conformance::ledger_state(&db).await,
+        (rows, sum),
+        "every valid record applied once, no bad one applied"
+    );
+    let errors: Vec<(String, String)> =
+        sqlx::query_as("SELECT reason, error FROM inboxed_dead_letters")
+            .fetch_all(db.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(errors.len(), bad.len(), "{errors:#?}");
+    for (_, expect) in &bad {
+        assert!(
+            errors.iter().any(|(_, e)| e.contains(expect)),
+            "no dead letter says {expect:?}: {errors:#?}"
+        );
+    }
+    let total = i64::try_from(bad.len()).unwrap() + rows;
+    for _ in 0..50 {
+        if committed(&name, "ledger") == Offset::Offset(total) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        committed(&name, "ledger"),
+        Offset::Offset(total),
+        "every record acked"
+    );
+    db.finish().await;
+}

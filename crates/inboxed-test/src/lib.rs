@@ -18,6 +18,7 @@ pub mod nats;
 pub mod parted;
 pub mod pg;
 pub mod raw_amqp;
+pub mod raw_kafka;
 pub mod raw_nats;
 pub mod restart;
 pub mod throwaway;

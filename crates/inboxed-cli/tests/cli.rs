@@ -101,7 +101,7 @@ async fn migrate_twice_is_a_no_op() {
     assert_eq!(
         (
             code,
-            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8]")
+            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9]")
         ),
         (0, true),
         "{out}"
@@ -127,7 +127,7 @@ async fn migrate_into_a_chosen_schema_and_prefix() {
     assert_eq!(
         (
             code,
-            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8]")
+            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9]")
         ),
         (0, true),
         "{out}"
@@ -274,7 +274,7 @@ fn migrate_status_reports_without_changing_anything() {
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("pending migrations [1, 2, 3, 4, 5, 6, 7, 8]"),
+        out.contains("pending migrations [1, 2, 3, 4, 5, 6, 7, 8, 9]"),
         "{out}"
     );
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
@@ -282,13 +282,13 @@ fn migrate_status_reports_without_changing_anything() {
     let (code, out) = inboxed(&["migrate", "--status", "--json", "--database-url", &url]);
     assert_eq!(code, 1, "{out}");
     let status: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(status["pending"].as_array().map(Vec::len), Some(8), "{out}");
+    assert_eq!(status["pending"].as_array().map(Vec::len), Some(9), "{out}");
     let (code, out) = inboxed(&["migrate", "--json", "--database-url", &url]);
     assert_eq!(code, 0, "{out}");
     let applied: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         applied["applied"].as_array().map(Vec::len),
-        Some(8),
+        Some(9),
         "{out}"
     );
     assert_eq!(applied["pending"], serde_json::json!([]), "{out}");

@@ -46,6 +46,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "inbox_dead_index",
         sql: include_str!("../migrations/0008_inbox_dead_index.sql"),
     },
+    Migration {
+        version: 9,
+        description: "inbox_contract_v2",
+        sql: include_str!("../migrations/0009_inbox_contract_v2.sql"),
+    },
 ];
 
 /// One template per store operation.

@@ -46,7 +46,7 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert_eq!(version.as_deref(), Some("inboxed inbox contract v1"));
+    assert_eq!(version.as_deref(), Some("inboxed inbox contract v2"));
 
     let consumer = ConsumerName::new("billing").unwrap();
     let inbox = Inbox::new(db.store.clone(), consumer.clone());
@@ -150,6 +150,67 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
     assert_eq!(late.rows_affected(), 0, "the lease was lost");
     tx.rollback().await.unwrap();
     drop(conn);
+
+    // Claimed again, both come back suspect (their last claim died): the foreign worker keeps
+    // the lower id alone and releases the other, whose attempt is given back.
+    let rows = sqlx::query(statement("claim"))
+        .bind("billing")
+        .bind("foreign-1")
+        .bind(&b"token-3-16-bytes"[..])
+        .bind(10_i64)
+        .bind(30_000_i64)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let mut seen: Vec<(i64, String, bool, i32)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.get("id"),
+                r.get("message_id"),
+                r.get("suspect"),
+                r.get("attempts"),
+            )
+        })
+        .collect();
+    seen.sort();
+    let shape: Vec<(&str, bool, i32)> = seen
+        .iter()
+        .map(|(_, m, s, a)| (m.as_str(), *s, *a))
+        .collect();
+    assert_eq!(shape, [("c-2", true, 3), ("c-3", true, 2)]);
+    let released = sqlx::query(statement("release"))
+        .bind(&b"token-3-16-bytes"[..])
+        .bind(vec![seen[1].0])
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(released.rows_affected(), 1);
+    let (status, attempts): (String, i32) = sqlx::query_as(
+        "SELECT status, attempts FROM inboxed_inbox_messages WHERE message_id = 'c-3'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (status.as_str(), attempts),
+        ("pending", 1),
+        "handed back, attempt given back"
+    );
+    // The foreign worker stalls on c-2 as well: the reaper returns it.
+    sqlx::query(statement("heartbeat"))
+        .bind(&b"token-3-16-bytes"[..])
+        .bind(0_i64)
+        .execute(&pool)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    sqlx::query(statement("reap"))
+        .bind(5_i32)
+        .bind(100_i64)
+        .execute(&pool)
+        .await
+        .unwrap();
 
     // The Rust worker finishes what is pending; c-1 is not processed again.
     let worker = Worker::new(

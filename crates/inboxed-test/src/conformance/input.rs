@@ -126,7 +126,10 @@ pub async fn invalid_input_is_rejected_and_nothing_is_written<B: Backend>(_test:
 pub async fn custom_namespace_keeps_tables_apart<B: Backend>(_test: &str) {
     let db = B::create().await;
     let store = B::namespaced(&db).await;
-    assert_eq!(store.migrate().await.unwrap(), vec![1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9]
+    );
     assert_eq!(
         store.migrate().await.unwrap(),
         Vec::<i64>::new(),

@@ -145,6 +145,20 @@ impl Reader {
     }
 }
 
+/// Runs `bytes` through a reader in reads of `chunk` bytes, then ends the stream: what
+/// async-nats would read, and how many messages the screen changed.
+#[cfg(any(test, fuzzing))]
+pub(crate) fn screen_all(bytes: &[u8], chunk: usize) -> (Vec<u8>, usize) {
+    let (wounds, mut reader, mut out) = (Wounds::default(), Reader::default(), Vec::new());
+    for piece in bytes.chunks(chunk.max(1)) {
+        out.extend(reader.feed(piece, &wounds));
+    }
+    // The stream ends: what is left goes as it came, as the proxy passes it.
+    out.extend(reader.rest());
+    let changed = wounds.by_reply.lock().map_or(0, |w| w.len());
+    (out, changed)
+}
+
 /// Screens the operation at the start of `buf` into `out`; the bytes it took, or `None` when
 /// it is not complete yet.
 fn screen_op(buf: &[u8], out: &mut Vec<u8>, wounds: &Wounds) -> Option<usize> {

@@ -241,6 +241,22 @@ impl<S> Screened<S> {
     }
 }
 
+/// Runs `bytes` through a screen in reads of `chunk` bytes, then ends the stream: what lapin
+/// would read.
+#[cfg(any(test, fuzzing))]
+pub(crate) fn screen_all(bytes: &[u8], chunk: usize) -> (Vec<u8>, Arc<Wounds>) {
+    let wounds = Arc::new(Wounds::default());
+    let mut screened = Screened::new((), Arc::clone(&wounds));
+    for piece in bytes.chunks(chunk.max(1)) {
+        screened.raw.extend_from_slice(piece);
+        screened.cut_frames();
+    }
+    // At the end of the stream what is left of a frame goes to lapin as it came (poll_read).
+    let rest = screened.raw[screened.raw_at..].to_vec();
+    screened.ready.extend_from_slice(&rest);
+    (screened.ready, wounds)
+}
+
 /// Whether lapin's own frame parser reads this content header.
 fn lapin_reads(channel: u16, payload: &[u8]) -> bool {
     let mut frame = Vec::with_capacity(payload.len() + FRAME_HEAD + 1);
@@ -414,16 +430,7 @@ mod tests {
         frame
     }
 
-    /// Runs `bytes` through the screen, in pieces of `chunk` bytes.
-    fn through(bytes: &[u8], chunk: usize) -> (Vec<u8>, Arc<Wounds>) {
-        let wounds = Arc::new(Wounds::default());
-        let mut screened = Screened::new((), Arc::clone(&wounds));
-        for piece in bytes.chunks(chunk) {
-            screened.raw.extend_from_slice(piece);
-            screened.cut_frames();
-        }
-        (screened.ready, wounds)
-    }
+    use super::screen_all as through;
 
     #[test]
     fn readable_frames_pass_byte_for_byte_whatever_the_reads() {

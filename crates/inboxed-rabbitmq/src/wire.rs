@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use lapin::types::AMQPType;
+use amq_protocol::types::AMQPType;
 
 use inboxed_core::escape_bytes;
 

@@ -75,7 +75,7 @@ async fn get(url: &str) -> anyhow::Result<String> {
 }
 
 /// Sums the samples of the two settling counters by consumer.
-fn parse(text: &str) -> Vec<DedupRate> {
+pub(crate) fn parse(text: &str) -> Vec<DedupRate> {
     let mut rates: BTreeMap<(&'static str, String), (f64, f64)> = BTreeMap::new();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let Some((name, labels, value)) = sample(line) else {
@@ -154,8 +154,11 @@ fn sample(line: &str) -> Option<(&str, Labels, f64)> {
         };
         rest = &inside[end..];
     }
-    let value = rest.split_whitespace().next()?.parse().ok()?;
-    Some((name, labels, value))
+    let value: f64 = rest.split_whitespace().next()?.parse().ok()?;
+    // A counter is finite and never negative; any other value (`NaN`, `-4`, `+Inf`) would
+    // make the rate meaningless, beyond 100% or NaN (found by the `prometheus_text` fuzz
+    // target's rate check).
+    (value.is_finite() && value >= 0.0).then_some((name, labels, value))
 }
 
 #[cfg(test)]
@@ -175,6 +178,17 @@ mod tests {
         assert_eq!(billing.rate(), Some(0.3));
         let ledger = rates.iter().find(|r| r.consumer == "ledger").unwrap();
         assert_eq!(ledger.rate(), None, "nothing settled yet");
+    }
+
+    #[test]
+    fn values_no_counter_can_have_are_left_out() {
+        let text = "inboxed_messages_total{consumer=\"a\",outcome=\"duplicate\"} 5\n\
+            inboxed_messages_total{consumer=\"a\",outcome=\"processed\"} -4\n\
+            inboxed_messages_total{consumer=\"a\",outcome=\"processed\"} NaN\n\
+            inboxed_messages_total{consumer=\"a\",outcome=\"processed\"} +Inf\n\
+            inboxed_messages_total{consumer=\"a\",outcome=\"processed\"} 15\n";
+        let rates = super::parse(text);
+        assert_eq!(rates[0].rate(), Some(0.25), "{rates:?}");
     }
 
     #[test]

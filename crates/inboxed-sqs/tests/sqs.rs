@@ -251,3 +251,90 @@ async fn killed_between_commit_and_ack_applies_once() {
     assert_eq!(remaining(&url).await, 0, "all deleted");
     db.finish().await;
 }
+
+/// Bad input at the wire: what any SDK can put in an SQS message beside valid ones, with the key
+/// in the attribute `x-id`. A Binary attribute holding UTF-8 is a key like a String one; one
+/// holding bytes that are not UTF-8 is dead-lettered as such (it used to read as no key); a key
+/// past 512 bytes and a missing one are dead-lettered; a 256 KiB body (SQS's limit) that is not
+/// JSON reaches the handler and is dead-lettered with its body kept. Every valid message is
+/// applied once and the queue ends empty.
+#[tokio::test]
+async fn attributes_of_every_kind_settle_or_dead_letter() {
+    let db = Pg::create().await;
+    let url = queue(&[]).await;
+    let send_with = |value: MessageAttributeValue, body: String| {
+        let url = url.clone();
+        async move {
+            client()
+                .send_message()
+                .queue_url(url)
+                .message_body(body)
+                .message_attributes("x-id", value)
+                .send()
+                .await
+                .unwrap();
+        }
+    };
+    let text = |id: &str| {
+        MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(id)
+            .build()
+            .unwrap()
+    };
+    let binary = |bytes: &[u8]| {
+        MessageAttributeValue::builder()
+            .data_type("Binary")
+            .binary_value(aws_sdk_sqs::primitives::Blob::new(bytes))
+            .build()
+            .unwrap()
+    };
+    let credit = |amount: i64| format!(r#"{{"amount": {amount}}}"#);
+    for i in 0..20_i64 {
+        send_with(text(&format!("sq-{i}")), credit(i + 1)).await;
+    }
+    send_with(binary(b"sq-binary"), credit(100)).await;
+    send_with(binary(b"sq-\xff"), credit(1_000_000)).await;
+    send_with(text(&"k".repeat(513)), credit(1_000_000)).await;
+    send_with(text("sq-big"), "x".repeat(262_144 - 100)).await;
+    send(&url, None, credit(1_000_000).as_bytes()).await;
+    let p = Processor::new(
+        db.store.clone(),
+        ConsumerName::new("ledger").unwrap(),
+        Ledger::<Pg>::default(),
+    );
+    let config = SqsConfig::new(&url)
+        .wait(Duration::from_secs(1))
+        .key(KeySource::Header("x-id".into()));
+    let src = SqsSource::with_client(client(), config).await.unwrap();
+    Consumer::new(p, ConsumerConfig::default().concurrency(4))
+        .run(src, until_settled(&db, 21, 4))
+        .await
+        .unwrap();
+    assert_eq!(ledger(&db).await, (21, 310));
+    let errors: Vec<(String, String)> =
+        sqlx::query_as("SELECT reason, error FROM inboxed_dead_letters")
+            .fetch_all(db.store.pool())
+            .await
+            .unwrap();
+    for expect in [
+        "header x-id is not valid UTF-8 (bytes sq-\\xff)",
+        "513 bytes",
+        "the delivery carries no message id",
+        "expected value at line 1 column 1",
+    ] {
+        assert!(
+            errors.iter().any(|(_, e)| e.contains(expect)),
+            "no dead letter says {expect:?}: {errors:#?}"
+        );
+    }
+    let big: i64 = sqlx::query_scalar(
+        "SELECT CAST(length(payload) AS BIGINT) FROM inboxed_dead_letters WHERE message_id = 'sq-big'",
+    )
+    .fetch_one(db.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(big, 262_144 - 100, "the body kept byte for byte");
+    assert_eq!(remaining(&url).await, 0, "every message deleted");
+    db.finish().await;
+}

@@ -16,6 +16,9 @@ use inboxed_test::{Backend, Pg};
 
 const SECRET: &str = "s3cr3t-Pa55w0rd";
 
+/// What a case is called, its arguments, and its environment.
+type Case<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, &'a str)>);
+
 /// `url` with the password [`SECRET`] for its user.
 fn with_password(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap();
@@ -74,7 +77,7 @@ async fn passwords_in_urls_never_reach_any_output() {
     let short = Duration::from_secs(30);
     let amqp = format!("amqp://guest:{SECRET}@127.0.0.1:5672/%2f");
     let redis = format!("redis://:{SECRET}@127.0.0.1:6379");
-    let cases: Vec<(&str, Vec<&str>, Vec<(&str, &str)>)> = vec![
+    let cases: Vec<Case<'_>> = vec![
         ("migrate", vec!["migrate", "--database-url", &url], vec![]),
         (
             "migrate, unreachable",

@@ -18,6 +18,7 @@ use inboxed_nats::{NatsConfig, NatsSource};
 use inboxed_test::broker_child::until_settled;
 use inboxed_test::raw_amqp::hex;
 use inboxed_test::raw_nats::{header_block, produce};
+use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len};
 use inboxed_test::{Backend, Ledger, Pg, TestDb};
 
 fn nats_url() -> String {
@@ -109,24 +110,9 @@ async fn no_bytes_a_producer_can_send_stall_the_consumer() {
         (rows, sum),
         "every valid message applied once, no bad one applied"
     );
-    let errors: Vec<(String, String)> =
-        sqlx::query_as("SELECT reason, error FROM inboxed_dead_letters")
-            .fetch_all(db.store.pool())
-            .await
-            .unwrap();
-    assert_eq!(errors.len(), bad.len(), "{errors:#?}");
-    for (_, expect) in &bad {
-        assert!(
-            errors.iter().any(|(_, e)| e.contains(expect)),
-            "no dead letter says {expect:?}: {errors:#?}"
-        );
-    }
-    let big: i64 = sqlx::query_scalar(
-        "SELECT CAST(length(payload) AS BIGINT) FROM inboxed_dead_letters WHERE message_id = 'big-body'",
-    )
-    .fetch_one(db.store.pool())
-    .await
-    .unwrap();
+    let expect: Vec<&str> = bad.iter().map(|(_, e)| *e).collect();
+    assert_dead_letters(&db, bad.len(), &expect).await;
+    let big = dead_letter_payload_len(&db, "big-body").await;
     assert_eq!(big, 131_000 * 8, "the body is kept byte for byte");
     js.delete_stream(&name).await.unwrap();
     db.finish().await;

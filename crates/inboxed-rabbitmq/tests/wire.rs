@@ -20,6 +20,7 @@ use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, KeySource, Processor}
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
 use inboxed_test::broker_child::until_settled;
 use inboxed_test::raw_amqp::{self, hex};
+use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len};
 use inboxed_test::{Backend, Ledger, Pg, TestDb};
 
 fn amqp_url() -> String {
@@ -236,14 +237,6 @@ fn processor(db: &TestDb<Pg>) -> Processor<inboxed_postgres::PgStore, Ledger<Pg>
     )
 }
 
-/// Every dead letter's error, in no particular order.
-async fn dead_letter_errors(db: &TestDb<Pg>) -> Vec<(String, String)> {
-    sqlx::query_as("SELECT reason, error FROM inboxed_dead_letters")
-        .fetch_all(db.store.pool())
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn no_bytes_a_producer_can_send_stop_the_queue() {
     let db = Pg::create().await;
@@ -292,21 +285,9 @@ async fn no_bytes_a_producer_can_send_stop_the_queue() {
         (rows, sum),
         "every valid message applied once, no bad one applied"
     );
-    let errors = dead_letter_errors(&db).await;
-    assert_eq!(errors.len(), bad.len(), "{errors:#?}");
-    for b in &bad {
-        assert!(
-            errors.iter().any(|(_, error)| error.contains(b.expect)),
-            "no dead letter says {:?}: {errors:#?}",
-            b.expect
-        );
-    }
-    let big = sqlx::query_scalar::<_, i64>(
-        "SELECT CAST(length(payload) AS BIGINT) FROM inboxed_dead_letters WHERE message_id = 'bad-big-body'",
-    )
-    .fetch_one(db.store.pool())
-    .await
-    .unwrap();
+    let expect: Vec<&str> = bad.iter().map(|b| b.expect).collect();
+    assert_dead_letters(&db, bad.len(), &expect).await;
+    let big = dead_letter_payload_len(&db, "bad-big-body").await;
     assert_eq!(
         big,
         10 * 1024 * 1024,
@@ -353,17 +334,11 @@ async fn a_header_key_is_judged_by_its_bytes() {
         .await
         .unwrap();
     assert_eq!(keys, ["42", "h-bytes", "h-text"]);
-    let errors = dead_letter_errors(&db).await;
-    assert!(
-        errors
-            .iter()
-            .any(|(_, e)| e.contains("header x-id is not valid UTF-8 (bytes h-\\xff)")),
-        "{errors:#?}"
-    );
-    assert!(
-        errors.iter().any(|(_, e)| e.contains("513 bytes")),
-        "{errors:#?}"
-    );
+    let expect = [
+        "header x-id is not valid UTF-8 (bytes h-\\xff)",
+        "513 bytes",
+    ];
+    assert_dead_letters(&db, 2, &expect).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(inboxed_test::amqp::depth(&channel, &name).await, 0);
     channel

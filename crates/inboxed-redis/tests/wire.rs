@@ -16,6 +16,7 @@ use std::time::Duration;
 use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, Processor};
 use inboxed_redis::{RedisConfig, RedisSource};
 use inboxed_test::broker_child::until_settled;
+use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len};
 use inboxed_test::{Backend, Ledger, Pg, TestDb};
 
 fn redis_url() -> String {
@@ -164,24 +165,13 @@ async fn no_bytes_a_producer_can_send_stall_the_stream() {
         (rows, sum),
         "every valid entry applied once, no bad one applied"
     );
-    let errors: Vec<(String, String)> =
-        sqlx::query_as("SELECT reason, error FROM inboxed_dead_letters")
-            .fetch_all(db.store.pool())
-            .await
-            .unwrap();
-    assert_eq!(i64::try_from(errors.len()).unwrap(), dead, "{errors:#?}");
-    for expect in bad.iter().map(|(_, e)| *e).chain(["NUL byte at offset 1"]) {
-        assert!(
-            errors.iter().any(|(_, e)| e.contains(expect)),
-            "no dead letter says {expect:?}: {errors:#?}"
-        );
-    }
-    let big: i64 = sqlx::query_scalar(
-        "SELECT CAST(length(payload) AS BIGINT) FROM inboxed_dead_letters WHERE message_id = 'big-body'",
-    )
-    .fetch_one(db.store.pool())
-    .await
-    .unwrap();
+    let expect: Vec<&str> = bad
+        .iter()
+        .map(|(_, e)| *e)
+        .chain(["NUL byte at offset 1"])
+        .collect();
+    assert_dead_letters(&db, usize::try_from(dead).unwrap(), &expect).await;
+    let big = dead_letter_payload_len(&db, "big-body").await;
     assert_eq!(
         big,
         10 * 1024 * 1024,

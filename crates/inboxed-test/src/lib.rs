@@ -22,6 +22,7 @@ pub mod raw_kafka;
 pub mod raw_nats;
 pub mod restart;
 pub mod throwaway;
+pub mod wire;
 
 pub use backend::{Backend, TestDb};
 pub use handler::{Ledger, Script, credit};

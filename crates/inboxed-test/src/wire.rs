@@ -1,0 +1,46 @@
+//! What the wire-level tests assert once their consumer has settled everything: the dead
+//! letters' errors name each field, and a large body is kept byte for byte.
+
+use crate::backend::TestDb;
+use crate::pg::Pg;
+
+/// The reason and error of every dead letter.
+///
+/// # Panics
+/// When the table cannot be read.
+pub async fn dead_letters(db: &TestDb<Pg>) -> Vec<(String, String)> {
+    sqlx::query_as("SELECT reason, error FROM inboxed_dead_letters")
+        .fetch_all(db.store.pool())
+        .await
+        .expect("read the dead letters")
+}
+
+/// Asserts that there are `count` dead letters and that each of `expect` is part of one's
+/// error.
+///
+/// # Panics
+/// When one is missing, or the count differs.
+pub async fn assert_dead_letters(db: &TestDb<Pg>, count: usize, expect: &[&str]) {
+    let errors = dead_letters(db).await;
+    assert_eq!(errors.len(), count, "{errors:#?}");
+    for expect in expect {
+        assert!(
+            errors.iter().any(|(_, error)| error.contains(expect)),
+            "no dead letter says {expect:?}: {errors:#?}"
+        );
+    }
+}
+
+/// The length of the payload kept in the dead letter of `message_id`.
+///
+/// # Panics
+/// When there is no such dead letter.
+pub async fn dead_letter_payload_len(db: &TestDb<Pg>, message_id: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT CAST(length(payload) AS BIGINT) FROM inboxed_dead_letters WHERE message_id = $1",
+    )
+    .bind(message_id)
+    .fetch_one(db.store.pool())
+    .await
+    .expect("the dead letter of the message")
+}

@@ -13,13 +13,13 @@ use std::time::Duration;
 use async_nats::jetstream;
 use serde_json::{Value, json};
 
-use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, Processor};
+use inboxed_core::{Consumer, ConsumerConfig};
 use inboxed_nats::{NatsConfig, NatsSource};
 use inboxed_test::broker_child::until_settled;
 use inboxed_test::raw_amqp::hex;
 use inboxed_test::raw_nats::{header_block, produce};
-use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len};
-use inboxed_test::{Backend, Ledger, Pg, TestDb};
+use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len, ledger_processor};
+use inboxed_test::{Backend, Pg};
 
 fn nats_url() -> String {
     std::env::var("INBOXED_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".to_owned())
@@ -27,14 +27,6 @@ fn nats_url() -> String {
 
 fn credit(amount: i64) -> String {
     hex(format!(r#"{{"amount": {amount}}}"#).as_bytes())
-}
-
-fn processor(db: &TestDb<Pg>) -> Processor<inboxed_postgres::PgStore, Ledger<Pg>> {
-    Processor::new(
-        db.store.clone(),
-        ConsumerName::new("ledger").unwrap(),
-        Ledger::<Pg>::default(),
-    )
 }
 
 #[tokio::test]
@@ -101,10 +93,13 @@ async fn no_bytes_a_producer_can_send_stall_the_consumer() {
         .ack_wait(Duration::from_secs(5));
     let source = NatsSource::connect(config).await.unwrap();
     let dead = i64::try_from(bad.len()).unwrap();
-    Consumer::new(processor(&db), ConsumerConfig::default().concurrency(32))
-        .run(source, until_settled(&db, rows, dead))
-        .await
-        .unwrap();
+    Consumer::new(
+        ledger_processor(&db),
+        ConsumerConfig::default().concurrency(32),
+    )
+    .run(source, until_settled(&db, rows, dead))
+    .await
+    .unwrap();
     assert_eq!(
         inboxed_test::conformance::ledger_state(&db).await,
         (rows, sum),

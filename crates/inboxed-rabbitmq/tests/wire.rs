@@ -16,12 +16,12 @@ use lapin::types::FieldTable;
 use lapin::{Channel, ExchangeKind};
 use serde_json::{Value, json};
 
-use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, KeySource, Processor};
+use inboxed_core::{Consumer, ConsumerConfig, KeySource};
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
 use inboxed_test::broker_child::until_settled;
 use inboxed_test::raw_amqp::{self, hex};
-use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len};
-use inboxed_test::{Backend, Ledger, Pg, TestDb};
+use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len, ledger_processor};
+use inboxed_test::{Backend, Pg};
 
 fn amqp_url() -> String {
     std::env::var("INBOXED_AMQP_URL")
@@ -229,14 +229,6 @@ fn odd_but_valid(queue: &str) -> Vec<(Value, i64)> {
     ]
 }
 
-fn processor(db: &TestDb<Pg>) -> Processor<inboxed_postgres::PgStore, Ledger<Pg>> {
-    Processor::new(
-        db.store.clone(),
-        ConsumerName::new("ledger").unwrap(),
-        Ledger::<Pg>::default(),
-    )
-}
-
 #[tokio::test]
 async fn no_bytes_a_producer_can_send_stop_the_queue() {
     let db = Pg::create().await;
@@ -275,10 +267,13 @@ async fn no_bytes_a_producer_can_send_stop_the_queue() {
     let config = RabbitConfig::new(amqp_url(), name.as_str()).prefetch(32);
     let source = RabbitSource::connect(config).await.unwrap();
     let dead = i64::try_from(bad.len()).unwrap();
-    Consumer::new(processor(&db), ConsumerConfig::default().concurrency(32))
-        .run(source, until_settled(&db, rows, dead))
-        .await
-        .unwrap();
+    Consumer::new(
+        ledger_processor(&db),
+        ConsumerConfig::default().concurrency(32),
+    )
+    .run(source, until_settled(&db, rows, dead))
+    .await
+    .unwrap();
 
     assert_eq!(
         inboxed_test::conformance::ledger_state(&db).await,
@@ -324,7 +319,7 @@ async fn a_header_key_is_judged_by_its_bytes() {
     .await;
     let config = RabbitConfig::new(amqp_url(), name.as_str()).key(KeySource::Header("x-id".into()));
     let source = RabbitSource::connect(config).await.unwrap();
-    Consumer::new(processor(&db), ConsumerConfig::default())
+    Consumer::new(ledger_processor(&db), ConsumerConfig::default())
         .run(source, until_settled(&db, 3, 2))
         .await
         .unwrap();

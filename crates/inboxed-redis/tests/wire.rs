@@ -13,11 +13,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, Processor};
+use inboxed_core::{Consumer, ConsumerConfig};
 use inboxed_redis::{RedisConfig, RedisSource};
 use inboxed_test::broker_child::until_settled;
-use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len};
-use inboxed_test::{Backend, Ledger, Pg, TestDb};
+use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len, ledger_processor};
+use inboxed_test::{Backend, Pg};
 
 fn redis_url() -> String {
     std::env::var("INBOXED_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
@@ -54,14 +54,6 @@ fn redis_cli(args: &[&[u8]], stdin: Option<&[u8]>) -> Vec<u8> {
 
 fn credit(amount: i64) -> Vec<u8> {
     format!(r#"{{"amount": {amount}}}"#).into_bytes()
-}
-
-fn processor(db: &TestDb<Pg>) -> Processor<inboxed_postgres::PgStore, Ledger<Pg>> {
-    Processor::new(
-        db.store.clone(),
-        ConsumerName::new("ledger").unwrap(),
-        Ledger::<Pg>::default(),
-    )
 }
 
 #[tokio::test]
@@ -155,10 +147,13 @@ async fn no_bytes_a_producer_can_send_stall_the_stream() {
     config.block = Duration::from_millis(200);
     let source = RedisSource::connect(config).await.unwrap();
     let dead = i64::try_from(bad.len()).unwrap() + 2;
-    Consumer::new(processor(&db), ConsumerConfig::default().concurrency(32))
-        .run(source, until_settled(&db, rows, dead))
-        .await
-        .unwrap();
+    Consumer::new(
+        ledger_processor(&db),
+        ConsumerConfig::default().concurrency(32),
+    )
+    .run(source, until_settled(&db, rows, dead))
+    .await
+    .unwrap();
 
     assert_eq!(
         inboxed_test::conformance::ledger_state(&db).await,

@@ -1,8 +1,24 @@
 //! What the wire-level tests assert once their consumer has settled everything: the dead
 //! letters' errors name each field, and a large body is kept byte for byte.
 
+use inboxed_core::{ConsumerName, Processor};
+
 use crate::backend::TestDb;
+use crate::handler::Ledger;
 use crate::pg::Pg;
+
+/// The processor every wire test consumes with: consumer `ledger`, the scripted ledger handler.
+///
+/// # Panics
+/// Never: the consumer name is valid.
+#[must_use]
+pub fn ledger_processor(db: &TestDb<Pg>) -> Processor<inboxed_postgres::PgStore, Ledger<Pg>> {
+    Processor::new(
+        db.store.clone(),
+        ConsumerName::new("ledger").expect("a valid name"),
+        Ledger::<Pg>::default(),
+    )
+}
 
 /// The reason and error of every dead letter.
 ///

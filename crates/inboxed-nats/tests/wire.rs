@@ -13,12 +13,10 @@ use std::time::Duration;
 use async_nats::jetstream;
 use serde_json::{Value, json};
 
-use inboxed_core::{Consumer, ConsumerConfig};
 use inboxed_nats::{NatsConfig, NatsSource};
-use inboxed_test::broker_child::until_settled;
 use inboxed_test::raw_amqp::hex;
 use inboxed_test::raw_nats::{header_block, produce};
-use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len, ledger_processor};
+use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len, drain_and_check_ledger};
 use inboxed_test::{Backend, Pg};
 
 fn nats_url() -> String {
@@ -93,18 +91,7 @@ async fn no_bytes_a_producer_can_send_stall_the_consumer() {
         .ack_wait(Duration::from_secs(5));
     let source = NatsSource::connect(config).await.unwrap();
     let dead = i64::try_from(bad.len()).unwrap();
-    Consumer::new(
-        ledger_processor(&db),
-        ConsumerConfig::default().concurrency(32),
-    )
-    .run(source, until_settled(&db, rows, dead))
-    .await
-    .unwrap();
-    assert_eq!(
-        inboxed_test::conformance::ledger_state(&db).await,
-        (rows, sum),
-        "every valid message applied once, no bad one applied"
-    );
+    drain_and_check_ledger(&db, source, (rows, sum), dead).await;
     let expect: Vec<&str> = bad.iter().map(|(_, e)| *e).collect();
     assert_dead_letters(&db, bad.len(), &expect).await;
     let big = dead_letter_payload_len(&db, "big-body").await;

@@ -154,8 +154,15 @@ impl<S> Screened<S> {
             if raw.len() < total {
                 break;
             }
-            let frame = self.raw[self.raw_at..self.raw_at + total].to_vec();
+            let at = self.raw_at;
             self.raw_at += total;
+            // Only methods and content headers can hold what lapin fails on; everything else
+            // (bodies above all) goes straight through, without a copy of its own.
+            if !matches!(self.raw[at], FRAME_METHOD | FRAME_HEADER) {
+                self.ready.extend_from_slice(&self.raw[at..at + total]);
+                continue;
+            }
+            let frame = self.raw[at..at + total].to_vec();
             self.screen(&frame);
         }
         if self.raw_at == self.raw.len() {

@@ -18,9 +18,8 @@ use serde_json::{Value, json};
 
 use inboxed_core::{Consumer, ConsumerConfig, KeySource};
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
-use inboxed_test::broker_child::until_settled;
 use inboxed_test::raw_amqp::{self, hex};
-use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len, ledger_processor};
+use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len, drain_and_check_ledger};
 use inboxed_test::{Backend, Pg};
 
 fn amqp_url() -> String {
@@ -267,19 +266,7 @@ async fn no_bytes_a_producer_can_send_stop_the_queue() {
     let config = RabbitConfig::new(amqp_url(), name.as_str()).prefetch(32);
     let source = RabbitSource::connect(config).await.unwrap();
     let dead = i64::try_from(bad.len()).unwrap();
-    Consumer::new(
-        ledger_processor(&db),
-        ConsumerConfig::default().concurrency(32),
-    )
-    .run(source, until_settled(&db, rows, dead))
-    .await
-    .unwrap();
-
-    assert_eq!(
-        inboxed_test::conformance::ledger_state(&db).await,
-        (rows, sum),
-        "every valid message applied once, no bad one applied"
-    );
+    drain_and_check_ledger(&db, source, (rows, sum), dead).await;
     let expect: Vec<&str> = bad.iter().map(|b| b.expect).collect();
     assert_dead_letters(&db, bad.len(), &expect).await;
     let big = dead_letter_payload_len(&db, "bad-big-body").await;
@@ -319,10 +306,13 @@ async fn a_header_key_is_judged_by_its_bytes() {
     .await;
     let config = RabbitConfig::new(amqp_url(), name.as_str()).key(KeySource::Header("x-id".into()));
     let source = RabbitSource::connect(config).await.unwrap();
-    Consumer::new(ledger_processor(&db), ConsumerConfig::default())
-        .run(source, until_settled(&db, 3, 2))
-        .await
-        .unwrap();
+    Consumer::new(
+        inboxed_test::wire::ledger_processor(&db),
+        ConsumerConfig::default(),
+    )
+    .run(source, inboxed_test::broker_child::until_settled(&db, 3, 2))
+    .await
+    .unwrap();
     assert_eq!(inboxed_test::conformance::ledger_state(&db).await, (3, 23));
     let keys: Vec<String> = sqlx::query_scalar("SELECT message_id FROM ledger ORDER BY 1")
         .fetch_all(db.store.pool())

@@ -13,10 +13,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use inboxed_core::{Consumer, ConsumerConfig};
 use inboxed_redis::{RedisConfig, RedisSource};
-use inboxed_test::broker_child::until_settled;
-use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len, ledger_processor};
+use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len, drain_and_check_ledger};
 use inboxed_test::{Backend, Pg};
 
 fn redis_url() -> String {
@@ -147,19 +145,7 @@ async fn no_bytes_a_producer_can_send_stall_the_stream() {
     config.block = Duration::from_millis(200);
     let source = RedisSource::connect(config).await.unwrap();
     let dead = i64::try_from(bad.len()).unwrap() + 2;
-    Consumer::new(
-        ledger_processor(&db),
-        ConsumerConfig::default().concurrency(32),
-    )
-    .run(source, until_settled(&db, rows, dead))
-    .await
-    .unwrap();
-
-    assert_eq!(
-        inboxed_test::conformance::ledger_state(&db).await,
-        (rows, sum),
-        "every valid entry applied once, no bad one applied"
-    );
+    drain_and_check_ledger(&db, source, (rows, sum), dead).await;
     let expect: Vec<&str> = bad
         .iter()
         .map(|(_, e)| *e)

@@ -1,7 +1,7 @@
 //! What the wire-level tests assert once their consumer has settled everything: the dead
 //! letters' errors name each field, and a large body is kept byte for byte.
 
-use inboxed_core::{ConsumerName, Processor};
+use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, DeliverySource, Processor};
 
 use crate::backend::TestDb;
 use crate::handler::Ledger;
@@ -29,6 +29,35 @@ pub async fn dead_letters(db: &TestDb<Pg>) -> Vec<(String, String)> {
         .fetch_all(db.store.pool())
         .await
         .expect("read the dead letters")
+}
+
+/// Drains `source` as the adapters' docs configure a consumer (concurrency 32) until the ledger
+/// has `ledger.0` rows and `dead` dead letters are written, then asserts the ledger's count and
+/// sum are `ledger`: every valid message applied once, no bad one applied.
+///
+/// # Panics
+/// When the consumer fails or the ledger differs.
+pub async fn drain_and_check_ledger<S: DeliverySource + 'static>(
+    db: &TestDb<Pg>,
+    source: S,
+    ledger: (i64, i64),
+    dead: i64,
+) {
+    Consumer::new(
+        ledger_processor(db),
+        ConsumerConfig::default().concurrency(32),
+    )
+    .run(
+        source,
+        crate::broker_child::until_settled(db, ledger.0, dead),
+    )
+    .await
+    .expect("the consumer runs to its shutdown");
+    assert_eq!(
+        crate::conformance::ledger_state(db).await,
+        ledger,
+        "every valid message applied once, no bad one applied"
+    );
 }
 
 /// Asserts that there are `count` dead letters and that each of `expect` is part of one's

@@ -126,9 +126,17 @@ async fn scenario<S, F, Fut>(
     assert!(out.contains("would publish"), "{out}");
     // A dry run already refuses what the real run would.
     let unsupported = ["dead-letters", "retry", &id, "--database-url", url];
-    let tls = ["--to-broker", "rediss://127.0.0.1:6380"];
-    let (code, _) = run(env, &[&unsupported[..], &tls].concat());
-    assert_eq!(code, 2, "rediss:// is not supported by --to-broker");
+    let tls = [
+        "--to-broker",
+        "redis://127.0.0.1:6380",
+        "--stream",
+        "s",
+        "--tls-ca-file",
+        "ca.pem",
+    ];
+    let (code, out) = run(env, &[&unsupported[..], &tls].concat());
+    assert_eq!(code, 2, "a CA file for a plain redis:// URL is refused: {out}");
+    assert!(out.contains("--tls-ca-file applies to"), "{out}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(count(&db, LETTERS).await, 1, "a dry run publishes nothing");
     assert_eq!(count(&db, LEDGER).await, 0);

@@ -30,6 +30,7 @@ pub mod processor;
 pub mod retention;
 pub mod sql;
 pub mod store;
+pub mod tls;
 
 pub use backoff::{Backoff, FailureStreak};
 pub use config::{AttemptCounting, ConflictPolicy, ProcessorConfig};

@@ -1,5 +1,6 @@
 //! Settings of a JetStream source: plain fields, each with its default.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use inboxed_core::{Backoff, KeySource};
@@ -33,6 +34,11 @@ pub struct NatsConfig {
     /// Delay between attempts to resume pulling after the server went away (the client itself
     /// reconnects the connection). Defaults to 100 ms doubling to 10 s, with jitter.
     pub reconnect: Backoff,
+    /// For a server with TLS (`tls://`, or one whose `INFO` requires it): a PEM file of
+    /// certificate authorities to trust beside the system's roots, for a server whose
+    /// certificate a private CA signs. The server's host name is always checked against its
+    /// certificate. Read once, at connect. Defaults to `None`: the system's roots only.
+    pub tls_ca_file: Option<PathBuf>,
 }
 
 impl NatsConfig {
@@ -55,6 +61,7 @@ impl NatsConfig {
                 base: Duration::from_millis(100),
                 max: Duration::from_secs(10),
             },
+            tls_ca_file: None,
         }
     }
 
@@ -69,6 +76,13 @@ impl NatsConfig {
     #[must_use]
     pub fn ack_wait(mut self, wait: Duration) -> Self {
         self.ack_wait = wait;
+        self
+    }
+
+    /// Sets [`NatsConfig::tls_ca_file`].
+    #[must_use]
+    pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls_ca_file = Some(path.into());
         self
     }
 

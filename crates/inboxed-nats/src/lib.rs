@@ -19,6 +19,7 @@ mod config;
 mod delivery;
 mod screen;
 mod source;
+mod upstream;
 
 pub use config::NatsConfig;
 pub use delivery::NatsDelivery;

@@ -21,9 +21,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use inboxed_core::escape_bytes;
+
+use crate::upstream::Upstream;
 
 /// What the screen took out of a message, by its reply subject.
 #[derive(Debug, Default)]
@@ -52,6 +54,9 @@ impl Wounds {
 pub(crate) struct Screen {
     pub(crate) addr: SocketAddr,
     pub(crate) wounds: Arc<Wounds>,
+    /// Why the last connection to the server failed (a refused certificate, say): async-nats
+    /// sees only the screen's socket close, so its error alone would not say.
+    failure: Arc<Mutex<Option<String>>>,
     accepting: JoinHandle<()>,
 }
 
@@ -62,17 +67,29 @@ impl Drop for Screen {
 }
 
 impl Screen {
-    /// Starts screening connections to `upstream` (`host:port`).
-    pub(crate) async fn start(upstream: String) -> io::Result<Self> {
+    /// Starts screening connections to `upstream`.
+    pub(crate) async fn start(upstream: Upstream) -> io::Result<Self> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let wounds = Arc::new(Wounds::default());
-        let shared = Arc::clone(&wounds);
+        let failure = Arc::new(Mutex::new(None));
+        let (shared, failed) = (Arc::clone(&wounds), Arc::clone(&failure));
+        let upstream = Arc::new(upstream);
         let accepting = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (upstream, wounds) = (upstream.clone(), Arc::clone(&shared));
+                let (upstream, wounds, failed) =
+                    (Arc::clone(&upstream), Arc::clone(&shared), Arc::clone(&failed));
                 tokio::spawn(async move {
-                    if let Err(e) = pipe(client, &upstream, &wounds).await {
+                    let server = match upstream.dial().await {
+                        Ok(server) => server,
+                        Err(e) => {
+                            warn!(error = %e, "NATS: the screen could not reach the server");
+                            *failed.lock().unwrap_or_else(PoisonError::into_inner) =
+                                Some(e.to_string());
+                            return;
+                        }
+                    };
+                    if let Err(e) = pipe(client, server, &wounds).await {
                         debug!(error = %e, "NATS screen connection ended");
                     }
                 });
@@ -81,19 +98,31 @@ impl Screen {
         Ok(Self {
             addr,
             wounds,
+            failure,
             accepting,
         })
+    }
+
+    /// Why the screen's last connection to the server failed, if it did.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
 /// One client connection: what the client sends goes to the server verbatim, what the server
-/// sends goes through [`Reader`].
-async fn pipe(client: TcpStream, upstream: &str, wounds: &Wounds) -> io::Result<()> {
+/// sends goes through [`Reader`], after the `INFO` line [`Upstream::dial`] read.
+async fn pipe(
+    client: TcpStream,
+    (server, info): (Box<dyn crate::upstream::Io>, Vec<u8>),
+    wounds: &Wounds,
+) -> io::Result<()> {
     client.set_nodelay(true)?;
-    let server = TcpStream::connect(upstream).await?;
-    server.set_nodelay(true)?;
     let (mut client_rx, mut client_tx) = client.into_split();
-    let (mut server_rx, mut server_tx) = server.into_split();
+    client_tx.write_all(&info).await?;
+    let (mut server_rx, mut server_tx) = tokio::io::split(server);
     let outbound = async {
         let copied = tokio::io::copy(&mut client_rx, &mut server_tx).await;
         let _ = server_tx.shutdown().await;

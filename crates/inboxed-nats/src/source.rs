@@ -14,6 +14,7 @@ use inboxed_core::{BoxError, DeliverySource, KeySource};
 use crate::config::NatsConfig;
 use crate::delivery::NatsDelivery;
 use crate::screen::Screen;
+use crate::upstream::Upstream;
 
 /// Why a JetStream source could not start.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +33,9 @@ pub enum NatsError {
         #[source]
         source: BoxError,
     },
+    /// The TLS CA file could not be used.
+    #[error("NATS JetStream: {0}")]
+    CaFile(#[from] inboxed_core::tls::CaFileError),
 }
 
 /// Messages of one durable pull consumer with explicit acks. The client reconnects its
@@ -75,21 +79,40 @@ impl NatsSource {
                 source,
             }
         };
-        let (url, screen) = match screened(&config.url) {
-            Some((upstream, via)) => {
+        let ca_pem = match &config.tls_ca_file {
+            Some(path) => Some(inboxed_core::tls::read_ca_file(path)?),
+            None => None,
+        };
+        let (url, screen, options) = match screened(&config.url) {
+            Some((upstream, tls_required, via)) => {
+                let upstream = Upstream::new(upstream, tls_required, ca_pem.as_deref())
+                    .map_err(setup("set up TLS"))?;
                 let screen = Screen::start(upstream)
                     .await
                     .map_err(|e| setup("start the screen")(e.into()))?;
-                (via(screen.addr), Some(screen))
+                // The servers a cluster announces would bypass the screen: the URL given is
+                // the one.
+                let options = async_nats::ConnectOptions::new().ignore_discovered_servers();
+                (via(screen.addr), Some(screen), options)
             }
-            None => (config.url.clone(), None),
+            None => {
+                let mut options = async_nats::ConnectOptions::new();
+                if let Some(path) = &config.tls_ca_file {
+                    options = options.add_root_certificates(path.clone());
+                }
+                (config.url.clone(), None, options)
+            }
         };
-        // The servers a cluster announces would bypass the screen: the URL given is the one.
-        let options = async_nats::ConnectOptions::new().ignore_discovered_servers();
-        let client = options
-            .connect(url.as_str())
-            .await
-            .map_err(|e| setup("connect")(e.into()))?;
+        let client = match options.connect(url.as_str()).await {
+            Ok(client) => client,
+            Err(e) => {
+                let source: BoxError = match screen.as_ref().and_then(Screen::failure) {
+                    Some(why) => format!("{e}: {why}").into(),
+                    None => e.into(),
+                };
+                return Err(setup("connect")(source));
+            }
+        };
         let js = async_nats::jetstream::new(client);
         let stream = match &config.declare_subjects {
             Some(subjects) => js
@@ -144,11 +167,15 @@ impl NatsSource {
     }
 }
 
-/// For a URL of one plain server (`nats://[user:pass@]host:port`, or without the scheme): the
-/// server's `host:port`, and the same URL pointing at the screen's address instead. `None` for
-/// a TLS server or a list of servers, which async-nats reaches directly.
-fn screened(url: &str) -> Option<(String, impl FnOnce(SocketAddr) -> String)> {
-    let rest = url.strip_prefix("nats://").unwrap_or(url);
+/// For a URL of one server (`nats://[user:pass@]host:port`, `tls://…`, or without the
+/// scheme): the server's `host:port`, whether the URL requires TLS, and the same URL pointing
+/// at the screen's address instead. `None` for a list of servers, which async-nats reaches
+/// directly.
+fn screened(url: &str) -> Option<(String, bool, impl FnOnce(SocketAddr) -> String)> {
+    let (rest, tls_required) = match url.strip_prefix("tls://") {
+        Some(rest) => (rest, true),
+        None => (url.strip_prefix("nats://").unwrap_or(url), false),
+    };
     if rest.contains("://") || rest.contains(',') || rest.contains('/') {
         return None;
     }
@@ -161,7 +188,7 @@ fn screened(url: &str) -> Option<(String, impl FnOnce(SocketAddr) -> String)> {
     } else {
         format!("{host}:4222")
     };
-    Some((upstream, move |at: SocketAddr| {
+    Some((upstream, tls_required, move |at: SocketAddr| {
         format!("nats://{userinfo}{at}")
     }))
 }

@@ -1,5 +1,6 @@
 //! Settings of a RabbitMQ source: plain fields, each with its default.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use inboxed_core::{Backoff, KeySource};
@@ -53,6 +54,11 @@ pub struct RabbitConfig {
     /// is reported as failed, and the broker redelivers the message to the reconnected
     /// consumer. Defaults to 10 s.
     pub settle_timeout: Duration,
+    /// For an `amqps://` URI: a PEM file of certificate authorities to trust beside the
+    /// system's roots, for a broker whose certificate a private CA signs. The broker's host
+    /// name is always checked against its certificate. Read once, at connect. Defaults to
+    /// `None`: the system's roots only.
+    pub tls_ca_file: Option<PathBuf>,
 }
 
 impl RabbitConfig {
@@ -73,6 +79,7 @@ impl RabbitConfig {
             consumer_tag: "inboxed".to_owned(),
             connect_timeout: Duration::from_secs(15),
             settle_timeout: Duration::from_secs(10),
+            tls_ca_file: None,
         }
     }
 
@@ -87,6 +94,13 @@ impl RabbitConfig {
     #[must_use]
     pub fn key(mut self, key: KeySource) -> Self {
         self.key = key;
+        self
+    }
+
+    /// Sets [`RabbitConfig::tls_ca_file`].
+    #[must_use]
+    pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls_ca_file = Some(path.into());
         self
     }
 

@@ -27,4 +27,4 @@ mod wire;
 
 pub use config::{QueueKind, RabbitConfig};
 pub use delivery::RabbitDelivery;
-pub use source::{RabbitError, RabbitSource};
+pub use source::{RabbitError, RabbitSource, connection};

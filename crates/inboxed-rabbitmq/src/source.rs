@@ -31,6 +31,9 @@ pub enum RabbitError {
         #[source]
         source: lapin::Error,
     },
+    /// The TLS CA file could not be used.
+    #[error("RabbitMQ: {0}")]
+    CaFile(#[from] inboxed_core::tls::CaFileError),
     /// Connecting and starting to consume took longer than `connect_timeout`.
     #[error("RabbitMQ: no answer within {after:?} (queue {queue:?})")]
     TimedOut {
@@ -51,6 +54,7 @@ pub struct RabbitSource {
     key: Arc<KeySource>,
     live: Option<Live>,
     failures: u32,
+    tls: OwnedTLSConfig,
 }
 
 impl RabbitSource {
@@ -58,14 +62,18 @@ impl RabbitSource {
     /// here with an error naming the step, rather than in a reconnect loop.
     ///
     /// # Errors
-    /// [`RabbitError::Setup`] naming the step that failed, or [`RabbitError::TimedOut`].
+    /// [`RabbitError::Setup`] naming the step that failed (an untrusted certificate or a host
+    /// name it does not cover fails the `connect` step), [`RabbitError::TimedOut`], or
+    /// [`RabbitError::CaFile`].
     pub async fn connect(config: RabbitConfig) -> Result<Self, RabbitError> {
-        let live = open(&config).await?;
+        let tls = tls_config(config.tls_ca_file.as_deref())?;
+        let live = open(&config, &tls).await?;
         Ok(Self {
             key: Arc::new(config.key.clone()),
             config,
             live: Some(live),
             failures: 0,
+            tls,
         })
     }
 
@@ -81,6 +89,38 @@ impl RabbitSource {
     }
 }
 
+/// The TLS settings of `tls_ca_file`: its CAs beside the system's roots.
+fn tls_config(tls_ca_file: Option<&std::path::Path>) -> Result<OwnedTLSConfig, RabbitError> {
+    Ok(OwnedTLSConfig {
+        identity: None,
+        cert_chain: match tls_ca_file {
+            Some(path) => Some(inboxed_core::tls::read_ca_file(path)?),
+            None => None,
+        },
+    })
+}
+
+/// A connection to `uri` (through the screen, trusting `tls_ca_file`'s CAs as
+/// [`RabbitConfig::tls_ca_file`] does), for publishing: the CLI's redrive opens its connection
+/// here, so that it trusts what its consumers trust.
+///
+/// # Errors
+/// [`RabbitError::CaFile`], or [`RabbitError::Setup`] (step `connect`).
+pub async fn connection(
+    uri: &str,
+    tls_ca_file: Option<&std::path::Path>,
+) -> Result<Connection, RabbitError> {
+    let tls = tls_config(tls_ca_file)?;
+    let (conn, _) = runtime::connect(uri, tls)
+        .await
+        .map_err(|source| RabbitError::Setup {
+            step: "connect",
+            queue: String::new(),
+            source,
+        })?;
+    Ok(conn)
+}
+
 /// A connection and its consumer, with what the screen took out of its deliveries.
 #[derive(Debug)]
 struct Live {
@@ -90,8 +130,8 @@ struct Live {
     wounds: Arc<Wounds>,
 }
 
-async fn open(config: &RabbitConfig) -> Result<Live, RabbitError> {
-    tokio::time::timeout(config.connect_timeout, open_now(config))
+async fn open(config: &RabbitConfig, tls: &OwnedTLSConfig) -> Result<Live, RabbitError> {
+    tokio::time::timeout(config.connect_timeout, open_now(config, tls))
         .await
         .unwrap_or_else(|_| {
             Err(RabbitError::TimedOut {
@@ -101,7 +141,7 @@ async fn open(config: &RabbitConfig) -> Result<Live, RabbitError> {
         })
 }
 
-async fn open_now(config: &RabbitConfig) -> Result<Live, RabbitError> {
+async fn open_now(config: &RabbitConfig, tls: &OwnedTLSConfig) -> Result<Live, RabbitError> {
     let setup = |step: &'static str| {
         let queue = config.queue.clone();
         move |source| RabbitError::Setup {
@@ -110,7 +150,7 @@ async fn open_now(config: &RabbitConfig) -> Result<Live, RabbitError> {
             source,
         }
     };
-    let (conn, wounds) = runtime::connect(&config.uri, OwnedTLSConfig::default())
+    let (conn, wounds) = runtime::connect(&config.uri, tls.clone())
         .await
         .map_err(setup("connect"))?;
     let channel = conn
@@ -171,7 +211,7 @@ impl DeliverySource for RabbitSource {
         loop {
             let Some(live) = self.live.as_mut() else {
                 tokio::time::sleep(self.config.reconnect.delay(self.failures)).await;
-                match open(&self.config).await {
+                match open(&self.config, &self.tls).await {
                     Ok(live) => {
                         info!(queue = %self.config.queue, after = self.failures, "reconnected to RabbitMQ");
                         self.live = Some(live);

@@ -1,5 +1,6 @@
 //! Settings of a Redis Streams source: plain fields, each with its default.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use inboxed_core::{Backoff, KeySource};
@@ -39,6 +40,11 @@ pub struct RedisConfig {
     /// Delay between attempts after a failed command (the connection itself reconnects).
     /// Defaults to 100 ms doubling to 10 s, with jitter.
     pub reconnect: Backoff,
+    /// For a `rediss://` URL: a PEM file of the certificate authorities to trust, in place of
+    /// the system's roots (redis-rs trusts one or the other), for a server whose certificate a
+    /// private CA signs. The server's host name is always checked against its certificate.
+    /// Read once, at connect. Defaults to `None`: the system's roots.
+    pub tls_ca_file: Option<PathBuf>,
 }
 
 impl RedisConfig {
@@ -64,6 +70,7 @@ impl RedisConfig {
                 base: Duration::from_millis(100),
                 max: Duration::from_secs(10),
             },
+            tls_ca_file: None,
         }
     }
 
@@ -78,6 +85,13 @@ impl RedisConfig {
     #[must_use]
     pub fn claim_idle(mut self, idle: Duration) -> Self {
         self.claim_idle = idle;
+        self
+    }
+
+    /// Sets [`RedisConfig::tls_ca_file`].
+    #[must_use]
+    pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls_ca_file = Some(path.into());
         self
     }
 

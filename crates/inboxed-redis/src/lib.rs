@@ -23,4 +23,4 @@ mod source;
 
 pub use config::RedisConfig;
 pub use delivery::RedisDelivery;
-pub use source::{RedisError, RedisSource};
+pub use source::{RedisError, RedisSource, client};

@@ -35,6 +35,34 @@ pub enum RedisError {
         #[source]
         source: redis::RedisError,
     },
+    /// The TLS CA file could not be used.
+    #[error("Redis Streams: {0}")]
+    CaFile(#[from] inboxed_core::tls::CaFileError),
+}
+
+/// A client for `url`, trusting the CAs of `tls_ca_file` (in place of the system's roots) when
+/// one is given. The CLI's publisher opens its client here too, so that both trust alike.
+///
+/// # Errors
+/// [`RedisError::CaFile`], or [`RedisError::Setup`] (step `parse the URL`).
+pub fn client(url: &str, tls_ca_file: Option<&std::path::Path>) -> Result<redis::Client, RedisError> {
+    let parse = |source| RedisError::Setup {
+        step: "parse the URL",
+        stream: String::new(),
+        group: String::new(),
+        source,
+    };
+    match tls_ca_file {
+        None => redis::Client::open(url).map_err(parse),
+        Some(path) => {
+            let root_cert = Some(inboxed_core::tls::read_ca_file(path)?.into_bytes());
+            let certs = redis::TlsCertificates {
+                client_tls: None,
+                root_cert,
+            };
+            redis::Client::build_with_tls(url, certs).map_err(parse)
+        }
+    }
 }
 
 /// Entries of one stream for one member of a consumer group. The connection reconnects by
@@ -75,7 +103,10 @@ impl RedisSource {
                 source,
             }
         };
-        let client = redis::Client::open(config.url.as_str()).map_err(setup("parse the URL"))?;
+        let client = match client(&config.url, config.tls_ca_file.as_deref()) {
+            Err(RedisError::Setup { source, .. }) => return Err(setup("parse the URL")(source)),
+            other => other?,
+        };
         // The client's default response timeout (500 ms) is shorter than a blocking read: an
         // idle stream then failed every read, and an entry arriving after the client had given
         // up was still delivered by the server, into the pending list, where only XAUTOCLAIM

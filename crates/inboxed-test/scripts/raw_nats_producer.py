@@ -9,6 +9,9 @@ JSON document on standard input:
      "messages": [{"subject": "orders.new", "headers": "<hex of the header block>",
                    "body": "<hex>", "body_repeat": 1}]}
 
+With "tls": {"cafile": "ca.pem", "server_name": "localhost"} the connection is upgraded to TLS
+after the server's INFO, as NATS clients do, trusting that CA only.
+
 The header block is sent as given (it starts with `NATS/1.0\\r\\n` and ends with an empty
 line); without "headers" the message goes as a plain PUB. Each message asks JetStream for its
 publish ack; the script fails (exit 1, the server's answer on standard error) if one is refused
@@ -17,6 +20,7 @@ or none comes within 10 s. It prints how many it published.
 
 import json
 import socket
+import ssl
 import sys
 
 
@@ -67,6 +71,9 @@ def main():
     conn = Conn(spec.get("host", "127.0.0.1"), spec.get("port", 4222))
     if not conn.line().startswith(b"INFO "):
         sys.exit("no INFO from the server")
+    if "tls" in spec:
+        context = ssl.create_default_context(cafile=spec["tls"]["cafile"])
+        conn.sock = context.wrap_socket(conn.sock, server_hostname=spec["tls"]["server_name"])
     connect = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True,
                "lang": "python-raw", "version": "0"}
     conn.sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\nSUB _RAW_ACK.* 1\r\nPING\r\n")

@@ -17,11 +17,13 @@ pub mod lite;
 pub mod nats;
 pub mod parted;
 pub mod pg;
+pub mod rabbit_node;
 pub mod raw_amqp;
 pub mod raw_kafka;
 pub mod raw_nats;
 pub mod restart;
 pub mod throwaway;
+pub mod tls;
 pub mod wire;
 
 pub use backend::{Backend, TestDb};

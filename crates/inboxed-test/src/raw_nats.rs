@@ -32,3 +32,15 @@ pub async fn produce(url: &str, messages: Vec<Value>) {
     let status = run_script("raw_nats_producer.py", &spec).await;
     assert!(status.success(), "the raw NATS producer failed: {status}");
 }
+
+/// As [`produce`], over TLS to `127.0.0.1:port`, trusting `ca_file` and checking the name
+/// `localhost`.
+///
+/// # Panics
+/// As [`produce`], or when the handshake fails.
+pub async fn produce_tls(port: u16, ca_file: &std::path::Path, messages: Vec<Value>) {
+    let spec = json!({"host": "127.0.0.1", "port": port, "messages": messages,
+                      "tls": {"cafile": ca_file, "server_name": "localhost"}});
+    let status = run_script("raw_nats_producer.py", &spec).await;
+    assert!(status.success(), "the raw NATS producer (TLS) failed: {status}");
+}

@@ -11,6 +11,8 @@ pub struct ThrowawayPg {
     dir: tempfile::TempDir,
     bin: PathBuf,
     port: u16,
+    /// Server settings beyond the port and socket directory (`-c name=value ...`).
+    options: String,
 }
 
 impl ThrowawayPg {
@@ -20,6 +22,20 @@ impl ThrowawayPg {
     /// When no PostgreSQL binaries are installed, or the cluster does not start.
     #[must_use]
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// A cluster that also accepts TLS, presenting `ca`'s server certificate (for
+    /// `localhost`); clients choose TLS with `sslmode`.
+    ///
+    /// # Panics
+    /// As [`ThrowawayPg::start`].
+    #[must_use]
+    pub fn start_tls(ca: &crate::tls::TestCa) -> Self {
+        Self::start_with(Some(ca))
+    }
+
+    fn start_with(ca: Option<&crate::tls::TestCa>) -> Self {
         let bin = std::fs::read_dir("/usr/lib/postgresql")
             .expect("PostgreSQL binaries under /usr/lib/postgresql")
             .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
@@ -28,7 +44,23 @@ impl ThrowawayPg {
             .expect("an initdb under /usr/lib/postgresql/*/bin");
         let dir = tempfile::tempdir().expect("temporary directory");
         let port = crate::free_port();
-        let pg = Self { dir, bin, port };
+        let mut pg = Self {
+            dir,
+            bin,
+            port,
+            options: String::new(),
+        };
+        if let Some(ca) = ca {
+            // The server reads its key only when it is private to the server's user.
+            for (from, to) in [(ca.cert_file(), "server.pem"), (ca.key_file(), "server.key")] {
+                std::fs::copy(from, pg.dir.path().join(to)).unwrap();
+            }
+            run("chmod", &["600", &format!("{}/server.key", pg.path())]);
+            pg.options = format!(
+                " -c ssl=on -c ssl_cert_file={dir}/server.pem -c ssl_key_file={dir}/server.key",
+                dir = pg.path()
+            );
+        }
         if is_root() {
             run("chown", &["-R", "postgres", &pg.path()]);
         }
@@ -49,6 +81,13 @@ impl ThrowawayPg {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// The server's URL at `host` (`localhost` is the name on a TLS cluster's certificate),
+    /// with `query` (`sslmode=verify-full&sslrootcert=...`).
+    #[must_use]
+    pub fn url_at(&self, host: &str, query: &str) -> String {
+        format!("postgres://postgres@{host}:{}/postgres?{query}", self.port)
+    }
+
     /// Kills the server as a crash would (`pg_ctl stop -m immediate`: no checkpoint, recovery
     /// from the WAL at the next start).
     pub fn crash(&self) {
@@ -66,11 +105,12 @@ impl ThrowawayPg {
     /// When the server does not start.
     pub fn restart(&self) {
         let started = self.as_owner(&format!(
-            "{}/pg_ctl -D {dir}/data -o '-p {port} -k {dir} -c listen_addresses=127.0.0.1' \
+            "{}/pg_ctl -D {dir}/data -o '-p {port} -k {dir} -c listen_addresses=127.0.0.1{options}' \
              -l {dir}/server.log -w start >/dev/null",
             self.bin.display(),
             dir = self.path(),
-            port = self.port
+            port = self.port,
+            options = self.options
         ));
         assert!(
             started,

@@ -8,7 +8,7 @@ use async_nats::jetstream;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Confirmation, Connection, ConnectionProperties};
+use lapin::{BasicProperties, Confirmation, Connection};
 
 use inboxed_core::observe::DeadLetterRecord;
 use inboxed_core::{KeyPlace, KeySource, MessageId, REDRIVE_HEADER};
@@ -47,6 +47,11 @@ pub(crate) struct BrokerArgs {
     /// json:/pointer or cloudevents.
     #[arg(long, default_value = "message-id")]
     pub(crate) key: String,
+    /// PEM file of certificate authorities to trust for TLS to the broker (amqps://, NATS
+    /// tls://, rediss://), for a broker whose certificate a private CA signs. Default: the
+    /// system's roots.
+    #[arg(long, env = "INBOXED_TLS_CA_FILE")]
+    tls_ca_file: Option<std::path::PathBuf>,
 }
 
 /// A connection to the broker `--to-broker` names, publishing with confirmation.
@@ -100,10 +105,13 @@ fn destination(args: &BrokerArgs, url: &str) -> anyhow::Result<(Kind, String)> {
         v.clone()
             .with_context(|| format!("--{flag} is required for a {scheme}:// broker"))
     };
+    if args.tls_ca_file.is_some() && !matches!(scheme, "amqps" | "nats" | "tls" | "rediss") {
+        bail!("--tls-ca-file applies to amqps://, nats:// or tls:// and rediss:// brokers");
+    }
     match scheme {
         "amqp" | "amqps" => Ok((Kind::Rabbit, need(&args.queue, "queue")?)),
         "nats" | "tls" => Ok((Kind::Nats, need(&args.subject, "subject")?)),
-        "redis" => Ok((Kind::Redis, need(&args.stream, "stream")?)),
+        "redis" | "rediss" => Ok((Kind::Redis, need(&args.stream, "stream")?)),
         "kafka" if cfg!(feature = "kafka") => Ok((Kind::Kafka, need(&args.topic, "topic")?)),
         "sqs+https" | "sqs+http" if cfg!(feature = "sqs") => {
             Ok((Kind::Sqs, url.trim_start_matches("sqs+").to_owned()))
@@ -111,11 +119,6 @@ fn destination(args: &BrokerArgs, url: &str) -> anyhow::Result<(Kind, String)> {
         "kafka" | "sqs+https" | "sqs+http" => {
             bail!("--to-broker {scheme}://: this inboxed was built without that broker's feature")
         }
-        "rediss" => bail!(
-            "--to-broker rediss://: not supported yet; publish the payload \
-             (`dead-letters show --json`) from the producer with the header {REDRIVE_HEADER} \
-             set to the consumer's name"
-        ),
         _ => bail!(
             "--to-broker: unknown broker scheme {scheme:?}; use amqp://, nats://, redis://, \
              kafka:// or sqs+https://"
@@ -134,7 +137,7 @@ impl Publisher {
         let (kind, to) = destination(args, url)?;
         match kind {
             Kind::Rabbit => {
-                let conn = Connection::connect(url, ConnectionProperties::default())
+                let conn = inboxed_rabbitmq::connection(url, args.tls_ca_file.as_deref())
                     .await
                     .context("--to-broker: could not connect to RabbitMQ")?;
                 let channel = conn.create_channel().await?;
@@ -148,7 +151,14 @@ impl Publisher {
                 })
             }
             Kind::Nats => {
-                let client = async_nats::connect(url)
+                let mut options = async_nats::ConnectOptions::new();
+                if let Some(path) = &args.tls_ca_file {
+                    // Checked here: async-nats would only say the handshake failed.
+                    inboxed_core::tls::read_ca_file(path)?;
+                    options = options.add_root_certificates(path.clone());
+                }
+                let client = options
+                    .connect(url)
                     .await
                     .context("--to-broker: could not connect to NATS")?;
                 Ok(Self::Nats {
@@ -157,7 +167,7 @@ impl Publisher {
                 })
             }
             Kind::Redis => {
-                let conn = redis::Client::open(url)?
+                let conn = inboxed_redis::client(url, args.tls_ca_file.as_deref())?
                     .get_multiplexed_async_connection()
                     .await
                     .context("--to-broker: could not connect to Redis")?;

@@ -21,27 +21,34 @@ pub(crate) async fn relay_from<S: InboxStore>(
         v.clone()
             .with_context(|| format!("--{flag} is required for a {scheme}:// broker"))
     };
+    if s.tls_ca_file.is_some() && !matches!(scheme, "amqps" | "nats" | "tls" | "rediss") {
+        bail!("--tls-ca-file applies to amqps://, nats:// or tls:// and rediss:// brokers");
+    }
     match scheme {
         "amqp" | "amqps" => {
-            let config = inboxed_rabbitmq::RabbitConfig::new(&s.from, need(&s.queue, "queue")?)
-                .prefetch(s.prefetch)
-                .key(s.key.clone());
+            let mut config =
+                inboxed_rabbitmq::RabbitConfig::new(&s.from, need(&s.queue, "queue")?)
+                    .prefetch(s.prefetch)
+                    .key(s.key.clone());
+            config.tls_ca_file.clone_from(&s.tls_ca_file);
             let source = inboxed_rabbitmq::RabbitSource::connect(config).await?;
             Ok(relay.run(source, shutdown).await?)
         }
         "nats" | "tls" => {
-            let config =
+            let mut config =
                 inboxed_nats::NatsConfig::new(&s.from, need(&s.stream, "stream")?, &s.group)
                     .prefetch(usize::from(s.prefetch))
                     .key(s.key.clone());
+            config.tls_ca_file.clone_from(&s.tls_ca_file);
             let source = inboxed_nats::NatsSource::connect(config).await?;
             Ok(relay.run(source, shutdown).await?)
         }
         "redis" | "rediss" => {
-            let config =
+            let mut config =
                 inboxed_redis::RedisConfig::new(&s.from, need(&s.stream, "stream")?, &s.group)
                     .prefetch(usize::from(s.prefetch))
                     .key(s.key.clone());
+            config.tls_ca_file.clone_from(&s.tls_ca_file);
             let source = inboxed_redis::RedisSource::connect(config).await?;
             Ok(relay.run(source, shutdown).await?)
         }

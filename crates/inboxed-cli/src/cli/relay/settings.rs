@@ -49,6 +49,11 @@ pub(crate) struct Args {
     /// Deliveries stored at once. Default 32.
     #[arg(long, env = "INBOXED_RELAY_CONCURRENCY")]
     pub(crate) concurrency: Option<usize>,
+    /// PEM file of certificate authorities to trust for TLS to the broker (amqps://, NATS
+    /// tls://, rediss://), for a broker whose certificate a private CA signs. Default: the
+    /// system's roots.
+    #[arg(long, env = "INBOXED_TLS_CA_FILE")]
+    pub(crate) tls_ca_file: Option<PathBuf>,
     /// Serve Prometheus metrics on this address (`127.0.0.1:9464`). Default: none.
     #[arg(long, env = "INBOXED_RELAY_METRICS_ADDR")]
     pub(crate) metrics_addr: Option<std::net::SocketAddr>,
@@ -80,6 +85,7 @@ pub(crate) struct Settings {
     pub(crate) prefetch: u16,
     pub(crate) concurrency: usize,
     pub(crate) metrics_addr: Option<std::net::SocketAddr>,
+    pub(crate) tls_ca_file: Option<PathBuf>,
     pub(crate) schema: Option<String>,
     pub(crate) table_prefix: String,
     pub(crate) migrate: bool,
@@ -116,6 +122,7 @@ impl Args {
             prefetch: self.prefetch.or(file.prefetch).unwrap_or(32).max(1),
             concurrency: self.concurrency.or(file.concurrency).unwrap_or(32).max(1),
             metrics_addr: self.metrics_addr.or(file.metrics_addr),
+            tls_ca_file: self.tls_ca_file.or(file.tls_ca_file),
             schema: self.schema.or(file.schema),
             table_prefix: self
                 .table_prefix

@@ -135,7 +135,10 @@ async fn scenario<S, F, Fut>(
         "ca.pem",
     ];
     let (code, out) = run(env, &[&unsupported[..], &tls].concat());
-    assert_eq!(code, 2, "a CA file for a plain redis:// URL is refused: {out}");
+    assert_eq!(
+        code, 2,
+        "a CA file for a plain redis:// URL is refused: {out}"
+    );
     assert!(out.contains("--tls-ca-file applies to"), "{out}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(count(&db, LETTERS).await, 1, "a dry run publishes nothing");

@@ -54,15 +54,24 @@ mod tests {
     fn a_file_without_a_certificate_is_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let key = dir.path().join("key.pem");
-        std::fs::write(&key, "-----BEGIN PRIVATE KEY-----\nMC4=\n-----END PRIVATE KEY-----\n")
-            .unwrap();
+        std::fs::write(
+            &key,
+            "-----BEGIN PRIVATE KEY-----\nMC4=\n-----END PRIVATE KEY-----\n",
+        )
+        .unwrap();
         let err = read_ca_file(&key).unwrap_err().to_string();
-        assert!(err.contains("key.pem") && err.contains("no PEM certificate"), "{err}");
+        assert!(
+            err.contains("key.pem") && err.contains("no PEM certificate"),
+            "{err}"
+        );
         let err = read_ca_file(&dir.path().join("missing.pem")).unwrap_err();
         assert!(matches!(err, CaFileError::Read { .. }), "{err}");
         let ca = dir.path().join("ca.pem");
-        std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nMC4=\n-----END CERTIFICATE-----\n")
-            .unwrap();
+        std::fs::write(
+            &ca,
+            "-----BEGIN CERTIFICATE-----\nMC4=\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
         assert!(read_ca_file(&ca).is_ok());
     }
 }

@@ -77,8 +77,11 @@ impl Screen {
         let upstream = Arc::new(upstream);
         let accepting = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (upstream, wounds, failed) =
-                    (Arc::clone(&upstream), Arc::clone(&shared), Arc::clone(&failed));
+                let (upstream, wounds, failed) = (
+                    Arc::clone(&upstream),
+                    Arc::clone(&shared),
+                    Arc::clone(&failed),
+                );
                 tokio::spawn(async move {
                     let server = match upstream.dial().await {
                         Ok(server) => server,

@@ -45,8 +45,10 @@ async fn consumes_through_tls_with_the_screen_and_refuses_what_it_must() {
     let mut messages = Vec::new();
     for i in 1..=50_i64 {
         let id = format!("Nats-Msg-Id: t-{i}");
-        messages.push(json!({"subject": subject, "headers": header_block(&[id.as_bytes()]),
-                             "body": hex(format!(r#"{{"amount": {i}}}"#).as_bytes())}));
+        messages.push(
+            json!({"subject": subject, "headers": header_block(&[id.as_bytes()]),
+                             "body": hex(format!(r#"{{"amount": {i}}}"#).as_bytes())}),
+        );
         if i == 25 {
             messages.push(json!({"subject": subject,
                 "headers": header_block(&[b"Nats-Msg-Id: bad", b"X-Info: \xff"]),
@@ -74,7 +76,10 @@ async fn consumes_through_tls_with_the_screen_and_refuses_what_it_must() {
     let ip = NatsConfig::new(format!("tls://127.0.0.1:{}", server.port), stream, "ledger")
         .tls_ca_file(ca.ca_file());
     let err = connect_error(ip).await;
-    assert!(err.contains("certificate not valid for name \"127.0.0.1\""), "{err}");
+    assert!(
+        err.contains("certificate not valid for name \"127.0.0.1\""),
+        "{err}"
+    );
     // A CA file that holds a key instead.
     let key = NatsConfig::new(url.as_str(), stream, "ledger").tls_ca_file(ca.key_file());
     let err = NatsSource::connect(key).await.unwrap_err();

@@ -45,7 +45,10 @@ pub enum RedisError {
 ///
 /// # Errors
 /// [`RedisError::CaFile`], or [`RedisError::Setup`] (step `parse the URL`).
-pub fn client(url: &str, tls_ca_file: Option<&std::path::Path>) -> Result<redis::Client, RedisError> {
+pub fn client(
+    url: &str,
+    tls_ca_file: Option<&std::path::Path>,
+) -> Result<redis::Client, RedisError> {
     let parse = |source| RedisError::Setup {
         step: "parse the URL",
         stream: String::new(),

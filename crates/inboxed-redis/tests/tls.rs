@@ -48,8 +48,12 @@ async fn consumes_through_tls_and_refuses_what_it_must() {
     let err = connect_error(wrong).await;
     assert!(err.contains("UnknownIssuer"), "{err}");
     let ip = format!("rediss://127.0.0.1:{}", server.port);
-    let err = connect_error(RedisConfig::new(ip, "orders", "ledger").tls_ca_file(ca.ca_file())).await;
-    assert!(err.contains("certificate not valid for name \"127.0.0.1\""), "{err}");
+    let err =
+        connect_error(RedisConfig::new(ip, "orders", "ledger").tls_ca_file(ca.ca_file())).await;
+    assert!(
+        err.contains("certificate not valid for name \"127.0.0.1\""),
+        "{err}"
+    );
     let key = RedisConfig::new(url.as_str(), "orders", "ledger").tls_ca_file(ca.key_file());
     let err = RedisSource::connect(key).await.unwrap_err();
     assert!(matches!(err, RedisError::CaFile(_)), "{err}");

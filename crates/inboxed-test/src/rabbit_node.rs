@@ -96,7 +96,10 @@ impl Node {
                 .await
                 .is_ok();
             if let Some(tls) = self.tls_port {
-                up = up && tokio::net::TcpStream::connect(("127.0.0.1", tls)).await.is_ok();
+                up = up
+                    && tokio::net::TcpStream::connect(("127.0.0.1", tls))
+                        .await
+                        .is_ok();
             }
             if up {
                 return;

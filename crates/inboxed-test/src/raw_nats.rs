@@ -42,5 +42,8 @@ pub async fn produce_tls(port: u16, ca_file: &std::path::Path, messages: Vec<Val
     let spec = json!({"host": "127.0.0.1", "port": port, "messages": messages,
                       "tls": {"cafile": ca_file, "server_name": "localhost"}});
     let status = run_script("raw_nats_producer.py", &spec).await;
-    assert!(status.success(), "the raw NATS producer (TLS) failed: {status}");
+    assert!(
+        status.success(),
+        "the raw NATS producer (TLS) failed: {status}"
+    );
 }

@@ -52,7 +52,10 @@ impl ThrowawayPg {
         };
         if let Some(ca) = ca {
             // The server reads its key only when it is private to the server's user.
-            for (from, to) in [(ca.cert_file(), "server.pem"), (ca.key_file(), "server.key")] {
+            for (from, to) in [
+                (ca.cert_file(), "server.pem"),
+                (ca.key_file(), "server.key"),
+            ] {
                 std::fs::copy(from, pg.dir.path().join(to)).unwrap();
             }
             run("chmod", &["600", &format!("{}/server.key", pg.path())]);

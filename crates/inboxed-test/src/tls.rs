@@ -36,7 +36,9 @@ impl TestCa {
         let (other_pem, _) = authority("inboxed unrelated CA");
 
         let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, "localhost");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "localhost");
         params.use_authority_key_identifier_extension = true;
         params.key_usages.push(KeyUsagePurpose::DigitalSignature);
         params
@@ -151,16 +153,30 @@ impl TlsServer {
     pub fn redis(ca: &TestCa) -> Self {
         let (data, port) = (tempfile::tempdir().unwrap(), crate::free_port());
         let mut cmd = Command::new("redis-server");
-        cmd.args(["--port", "0", "--bind", "127.0.0.1", "--tls-port", &port.to_string()])
-            .arg("--tls-cert-file")
-            .arg(ca.cert_file())
-            .arg("--tls-key-file")
-            .arg(ca.key_file())
-            .arg("--tls-ca-cert-file")
-            .arg(ca.ca_file())
-            .args(["--tls-auth-clients", "no", "--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(data.path());
+        cmd.args([
+            "--port",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--tls-port",
+            &port.to_string(),
+        ])
+        .arg("--tls-cert-file")
+        .arg(ca.cert_file())
+        .arg("--tls-key-file")
+        .arg(ca.key_file())
+        .arg("--tls-ca-cert-file")
+        .arg(ca.ca_file())
+        .args([
+            "--tls-auth-clients",
+            "no",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(data.path());
         Self::spawn(cmd, port, data, "redis-server")
     }
 

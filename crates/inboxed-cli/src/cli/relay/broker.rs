@@ -26,10 +26,9 @@ pub(crate) async fn relay_from<S: InboxStore>(
     }
     match scheme {
         "amqp" | "amqps" => {
-            let mut config =
-                inboxed_rabbitmq::RabbitConfig::new(&s.from, need(&s.queue, "queue")?)
-                    .prefetch(s.prefetch)
-                    .key(s.key.clone());
+            let mut config = inboxed_rabbitmq::RabbitConfig::new(&s.from, need(&s.queue, "queue")?)
+                .prefetch(s.prefetch)
+                .key(s.key.clone());
             config.tls_ca_file.clone_from(&s.tls_ca_file);
             let source = inboxed_rabbitmq::RabbitSource::connect(config).await?;
             Ok(relay.run(source, shutdown).await?)

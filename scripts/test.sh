@@ -151,6 +151,8 @@ cargo test --workspace --all-features --doc
 if [ -n "${INBOXED_BENCH_QUICK:-}" ]; then
   cargo run -q --release -p inboxed-bench -- --database-url "$DATABASE_URL" inbox --quick
   cargo run -q --release -p inboxed-bench -- --database-url "$DATABASE_URL" batch --quick
+  cargo run -q --release -p inboxed-bench -- --database-url "$DATABASE_URL" receipt --quick
+  cargo run -q --release -p inboxed-bench -- --database-url "$DATABASE_URL" defaults --quick
 fi
 # The workspace is built once, with all features; the tests below and the relay example use
 # that build. The examples are a workspace of their own sharing the target directory, each run

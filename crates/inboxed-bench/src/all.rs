@@ -36,6 +36,8 @@ const SUITE: &[(&str, &[&str])] = &[
     ("processor", &[]),
     ("batch", &[]),
     ("ids", &[]),
+    ("receipt", &[]),
+    ("defaults", &[]),
     ("inbox", &["--workers", "1,4,8", "--batches", "10,100,500"]),
     ("retention", &[]),
     (

@@ -199,18 +199,23 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Fills the inbox with `rows` pending rows in one statement.
+/// Fills the inbox with `rows` pending rows through the batch receipt, 1,000 at a time.
 async fn fill(pool: &PgPool, rows: i64) -> anyhow::Result<()> {
     sqlx::raw_sql("TRUNCATE inboxed_inbox_messages")
         .execute(pool)
         .await?;
-    sqlx::query(
-        "INSERT INTO inboxed_inbox_messages (consumer_name, message_id, payload, payload_hash)
-         SELECT 'bench', 'm-' || g, '\\x7b7d'::bytea, '\\x00'::bytea FROM generate_series(1, $1) g",
-    )
-    .bind(rows)
-    .execute(pool)
-    .await?;
+    let inbox = Inbox::new(PgStore::new(pool.clone()), ConsumerName::new("bench")?).notify(false);
+    let messages: Vec<Envelope> = (1..=rows)
+        .map(|g| {
+            Ok(Envelope::new(
+                MessageId::new(format!("m-{g}"))?,
+                b"{}".to_vec(),
+            ))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    for chunk in messages.chunks(1_000) {
+        inbox.store_many(chunk).await?;
+    }
     sqlx::raw_sql("VACUUM ANALYZE inboxed_inbox_messages")
         .execute(pool)
         .await?;

@@ -7,6 +7,8 @@
 //! `cargo run --release -p inboxed-bench -- batch`
 //! `cargo run --release -p inboxed-bench -- ids`
 //! `cargo run --release -p inboxed-bench -- inbox` (add `--quick` for the CI smoke run)
+//! `cargo run --release -p inboxed-bench -- receipt` (add `--quick` for the CI smoke run)
+//! `cargo run --release -p inboxed-bench -- defaults` (add `--quick` for the CI smoke run)
 //! `cargo run --release -p inboxed-bench -- retention`
 //! `cargo run --release -p inboxed-bench -- sizing --rows 1000000,10000000`
 //! `cargo run --release -p inboxed-bench -- rabbitmq`
@@ -16,6 +18,7 @@
 
 mod all;
 mod batch;
+mod defaults;
 mod ids;
 mod inbox;
 mod load;
@@ -23,6 +26,7 @@ mod memory;
 mod plot;
 mod processor;
 mod rabbitmq;
+mod receipt;
 mod retention;
 mod sizing;
 mod variants;
@@ -58,6 +62,11 @@ enum Bench {
     Ids(ids::Args),
     /// Store-then-process: workers against bare claim-and-complete loops, and pickup latency.
     Inbox(inbox::Args),
+    /// Store-then-process with the defaults (only `handle`, default settings) at 1, 4 and 16
+    /// workers, beside a batch handler.
+    Defaults(defaults::Args),
+    /// Receipt: `Inbox::store_many` at several batch sizes against `Inbox::store`.
+    Receipt(receipt::Args),
     /// Retention: hot-path latency with and without a concurrent purge, purge rate, and the
     /// time to drop a partition of expired keys.
     Retention(retention::Args),
@@ -78,6 +87,8 @@ async fn main() -> anyhow::Result<()> {
         Bench::Processor(args) => processor::run(&cli.database_url, args).await,
         Bench::Batch(args) => batch::run(&cli.database_url, args).await,
         Bench::Ids(args) => ids::run(&cli.database_url, args).await,
+        Bench::Receipt(args) => receipt::run(&cli.database_url, args).await,
+        Bench::Defaults(args) => defaults::run(&cli.database_url, args).await,
         Bench::Inbox(args) => inbox::run(&cli.database_url, args).await,
         Bench::Retention(args) => retention::run(&cli.database_url, args).await,
         Bench::Sizing(args) => sizing::run(&cli.database_url, args).await,

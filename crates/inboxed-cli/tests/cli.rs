@@ -295,3 +295,29 @@ fn migrate_status_reports_without_changing_anything() {
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
     assert_eq!((code, out.contains("up to date")), (0, true), "{out}");
 }
+
+/// The first line of `--help` names every command the help lists (it named five of nine).
+#[test]
+fn help_names_every_command() {
+    let (code, out) = inboxed(&["--help"]);
+    assert_eq!(code, 0, "{out}");
+    let about = out.lines().next().unwrap();
+    let commands: Vec<&str> = out
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .map_while(|line| line.strip_prefix("  "))
+        // Wrapped descriptions are indented further.
+        .filter(|line| !line.starts_with(' '))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    assert!(commands.len() >= 9, "{out}");
+    for name in commands {
+        assert!(
+            about.contains(name),
+            "the first line of --help does not name `{name}`: {about}"
+        );
+    }
+}

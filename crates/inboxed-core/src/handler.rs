@@ -1,6 +1,8 @@
 //! The user's side: apply one message's business change inside the inbox transaction.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::envelope::Envelope;
 use crate::error::HandlerError;
@@ -63,21 +65,62 @@ pub trait Handler<DB: sqlx::Database>: Send + Sync + 'static {
     /// rows in different orders deadlock, and both are then redone one message at a time.
     ///
     /// Failure is all-or-nothing: on `Err` (or a panic, or the deadline) the caller rolls the
-    /// whole call back and redoes the batch one message at a time with [`Handler::handle`]
-    /// (the worker behind a savepoint each, the processor in a transaction each), so that one
-    /// bad message fails alone. Its batch-mates' work is therefore done twice in that case, and
-    /// only the second run can commit.
+    /// whole call back and redoes the batch one message at a time with [`Handler::handle`], in
+    /// a transaction each, so that one bad message fails alone. Its batch-mates' work is
+    /// therefore done twice in that case, and only the second run can commit.
+    ///
+    /// Store-then-process workers run the rows of a handler that keeps this default each in a
+    /// transaction of its own: the default would otherwise hold every row's business locks
+    /// until the batch commits, in the order the rows arrived, and concurrent batches would
+    /// deadlock on them.
     fn handle_batch(
         &self,
         msgs: &[&Envelope],
         conn: &mut DB::Connection,
     ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         async move {
+            if DEFAULT_BATCH
+                .try_with(|probe| probe.store(true, Ordering::Relaxed))
+                .is_ok()
+            {
+                // Asked by a worker: say this is the default, and do nothing.
+                return Ok(());
+            }
             for msg in msgs {
                 self.handle(msg, conn).await?;
             }
             Ok(())
         }
+    }
+}
+
+tokio::task_local! {
+    /// Set while a store-then-process worker calls a handler's `handle_batch` for the first
+    /// time: the trait's default sets it and returns at once, having done nothing, so that the
+    /// worker (which then rolls back) learns the handler has no batch implementation of its
+    /// own without being told, and runs its rows each in a transaction of its own.
+    static DEFAULT_BATCH: Arc<AtomicBool>;
+}
+
+/// Calls `handle_batch` with the probe set: `Ok(None)` when it is the trait's default (which
+/// then did nothing), else what the call returned.
+pub(crate) async fn probe_batch<DB: sqlx::Database, H: Handler<DB>>(
+    handler: &H,
+    msgs: &[&Envelope],
+    conn: &mut DB::Connection,
+    deadline: std::time::Duration,
+) -> Option<Result<(), HandlerError>> {
+    let probe = Arc::new(AtomicBool::new(false));
+    let handled = DEFAULT_BATCH
+        .scope(
+            Arc::clone(&probe),
+            call_guarded_batch(handler, msgs, conn, deadline),
+        )
+        .await;
+    if probe.load(Ordering::Relaxed) {
+        None
+    } else {
+        Some(handled)
     }
 }
 

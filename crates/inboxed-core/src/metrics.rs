@@ -27,6 +27,11 @@ pub const RELAY_REQUEUES_TOTAL: &str = "inboxed_relay_requeues_total";
 pub const ROWS_TOTAL: &str = "inboxed_rows_total";
 /// Histogram of rows per non-empty claim, labelled `consumer`.
 pub const CLAIM_BATCH_SIZE: &str = "inboxed_claim_batch_size";
+/// Counter: claimed batches redone one row per transaction after the batch path failed, by
+/// `consumer` and `cause` (`handler_error`, `lock_conflict`, `lost_claim`, `completion_failed`,
+/// `transaction_failed`). A handler without a `handle_batch` of its own is not counted: its rows
+/// always run one per transaction.
+pub const BATCH_FALLBACKS_TOTAL: &str = "inboxed_batch_fallbacks_total";
 /// Counter of expired leases returned by the reaper.
 pub const LEASES_EXPIRED_TOTAL: &str = "inboxed_leases_expired_total";
 /// Counter of processed keys deleted by the purger, labelled `consumer`.

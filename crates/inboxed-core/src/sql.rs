@@ -72,6 +72,8 @@ operations!(
     delete_dead_letter,
     enqueue,
     enqueue_lookup,
+    enqueue_many,
+    enqueue_lookup_many,
     notify,
     claim_batch,
     complete,

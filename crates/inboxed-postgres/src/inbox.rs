@@ -1,5 +1,6 @@
 //! [`InboxStore`] for PostgreSQL: the store-then-process operations.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -9,11 +10,11 @@ use tokio::sync::Notify;
 
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
-    ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueParams, Enqueued, FailParams,
-    Failed, InboxRow, InboxStore, LockBatchParams, ReleaseStaleParams, ReplayParams, Replayed,
-    RowFate, Subscription, millis, millis_of,
+    ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueManyParams, EnqueueParams,
+    Enqueued, FailParams, Failed, InboxRow, InboxStore, LockBatchParams, ReleaseStaleParams,
+    ReplayParams, Replayed, RowFate, Subscription, millis, millis_of, receipt_outcomes,
 };
-use inboxed_core::{ConsumerName, PayloadHash, StoreError};
+use inboxed_core::{ConsumerName, Envelope, PayloadHash, StoreError};
 
 use crate::PgStore;
 
@@ -114,6 +115,58 @@ impl InboxStore for PgStore {
             },
             _ => Enqueued::Duplicate,
         })
+    }
+
+    async fn enqueue_many(&self, p: &EnqueueManyParams<'_>) -> Result<Vec<Enqueued>, StoreError> {
+        let envs = p.envelopes;
+        let ids: Vec<&str> = envs.iter().map(|e| e.id().as_str()).collect();
+        let column = |f: fn(&Envelope) -> Option<&str>| envs.iter().map(f).collect::<Vec<_>>();
+        let payloads: Vec<&[u8]> = envs.iter().map(Envelope::payload).collect();
+        let hashes: Vec<Vec<u8>> = envs.iter().map(|e| e.hash().as_bytes().to_vec()).collect();
+        let get = StoreError::from_sqlx;
+        let mut tx = self.pool.begin().await.map_err(get)?;
+        let rows = self
+            .query(&self.queries.enqueue_many)
+            .bind(p.consumer.as_str())
+            .bind(&ids)
+            .bind(column(Envelope::aggregate_id))
+            .bind(column(Envelope::message_type))
+            .bind(column(Envelope::correlation_id))
+            .bind(&payloads)
+            .bind(&hashes)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(get)?;
+        let mut inserted = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            inserted.insert(
+                row.try_get::<String, _>(1).map_err(get)?,
+                row.try_get(0).map_err(get)?,
+            );
+        }
+        let mut stored = HashMap::new();
+        if inserted.len() < envs.len() {
+            let others: Vec<&str> = ids
+                .iter()
+                .copied()
+                .filter(|id| !inserted.contains_key(*id))
+                .collect();
+            let rows = self
+                .query(&self.queries.enqueue_lookup_many)
+                .bind(p.consumer.as_str())
+                .bind(&others)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(get)?;
+            for row in &rows {
+                let hash: Vec<u8> = row.try_get(1).map_err(get)?;
+                if let Some(hash) = PayloadHash::from_slice(&hash) {
+                    stored.insert(row.try_get::<String, _>(0).map_err(get)?, hash);
+                }
+            }
+        }
+        tx.commit().await.map_err(get)?;
+        Ok(receipt_outcomes(envs, &inserted, &stored))
     }
 
     async fn claim_batch(&self, p: &ClaimBatchParams<'_>) -> Result<Vec<InboxRow>, StoreError> {

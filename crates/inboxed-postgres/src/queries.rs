@@ -69,6 +69,8 @@ pub(crate) const TEMPLATES: Templates = Templates {
     delete_dead_letter: include_str!("../sql/delete_dead_letter.sql"),
     enqueue: include_str!("../sql/enqueue.sql"),
     enqueue_lookup: include_str!("../sql/enqueue_lookup.sql"),
+    enqueue_many: include_str!("../sql/enqueue_many.sql"),
+    enqueue_lookup_many: include_str!("../sql/enqueue_lookup_many.sql"),
     notify: include_str!("../sql/notify.sql"),
     claim_batch: include_str!("../sql/claim_batch.sql"),
     complete: include_str!("../sql/complete.sql"),

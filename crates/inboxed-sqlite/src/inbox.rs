@@ -11,11 +11,11 @@ use sqlx::{Row, SqliteConnection};
 
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
-    ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueParams, Enqueued, FailParams,
-    Failed, InboxRow, InboxStore, LockBatchParams, ReleaseStaleParams, ReplayParams, Replayed,
-    RowFate, Subscription, millis, millis_of,
+    ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueManyParams, EnqueueParams,
+    Enqueued, FailParams, Failed, InboxRow, InboxStore, LockBatchParams, ReleaseStaleParams,
+    ReplayParams, Replayed, RowFate, Subscription, millis, millis_of,
 };
-use inboxed_core::{ConsumerName, PayloadHash, StoreError};
+use inboxed_core::{ConsumerName, Envelope, PayloadHash, StoreError};
 
 use crate::SqliteStore;
 
@@ -42,29 +42,25 @@ const LOCK_HELD_UNSUPPORTED: StoreError = StoreError::Unsupported {
     reason: "SQLite has no row locks; use ClaimMode::Lease",
 };
 
-fn json_ids(ids: &[i64]) -> String {
-    serde_json::to_string(ids).unwrap_or_else(|_| "[]".into())
-}
-
-impl InboxStore for SqliteStore {
-    fn max_concurrent_batches(&self) -> Option<usize> {
-        // One writer: a second loop would claim rows (counting attempts, starting leases) and
-        // then wait behind the first batch's write lock.
-        Some(1)
-    }
-
-    async fn enqueue(&self, p: &EnqueueParams<'_>) -> Result<Enqueued, StoreError> {
-        let env = p.envelope;
+impl SqliteStore {
+    /// One receipt on `conn`: autocommitted, or a step of a batch's transaction, where a key
+    /// given earlier in the batch is seen by the lookup.
+    async fn enqueue_on(
+        &self,
+        conn: &mut SqliteConnection,
+        consumer: &ConsumerName,
+        env: &Envelope,
+    ) -> Result<Enqueued, StoreError> {
         let row = self
             .query(&self.queries.enqueue)
-            .bind(p.consumer.as_str())
+            .bind(consumer.as_str())
             .bind(env.id().as_str())
             .bind(env.aggregate_id())
             .bind(env.message_type())
             .bind(env.correlation_id())
             .bind(env.payload())
             .bind(env.hash().as_bytes().as_slice())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *conn)
             .await
             .map_err(StoreError::from_sqlx)?;
         if let Some(row) = row {
@@ -74,9 +70,9 @@ impl InboxStore for SqliteStore {
         }
         let stored: Option<Vec<u8>> = self
             .query(&self.queries.enqueue_lookup)
-            .bind(p.consumer.as_str())
+            .bind(consumer.as_str())
             .bind(env.id().as_str())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *conn)
             .await
             .map_err(StoreError::from_sqlx)?
             .map(|r| r.try_get(0))
@@ -89,6 +85,37 @@ impl InboxStore for SqliteStore {
             },
             _ => Enqueued::Duplicate,
         })
+    }
+}
+
+fn json_ids(ids: &[i64]) -> String {
+    serde_json::to_string(ids).unwrap_or_else(|_| "[]".into())
+}
+
+impl InboxStore for SqliteStore {
+    fn max_concurrent_batches(&self) -> Option<usize> {
+        // One writer: a second loop would claim rows (counting attempts, starting leases) and
+        // then wait behind the first batch's write lock.
+        Some(1)
+    }
+
+    async fn enqueue(&self, p: &EnqueueParams<'_>) -> Result<Enqueued, StoreError> {
+        let mut conn = self.pool.acquire().await.map_err(StoreError::from_sqlx)?;
+        self.enqueue_on(&mut conn, p.consumer, p.envelope).await
+    }
+
+    async fn enqueue_many(&self, p: &EnqueueManyParams<'_>) -> Result<Vec<Enqueued>, StoreError> {
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        let mut outcomes = Vec::with_capacity(p.envelopes.len());
+        for envelope in p.envelopes {
+            outcomes.push(self.enqueue_on(&mut tx, p.consumer, envelope).await?);
+        }
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        Ok(outcomes)
     }
 
     async fn claim_batch(&self, p: &ClaimBatchParams<'_>) -> Result<Vec<InboxRow>, StoreError> {

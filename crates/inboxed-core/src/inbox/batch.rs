@@ -1,8 +1,10 @@
-//! One claimed batch (lease mode): optimistically one transaction for every handler and one
-//! fenced completion; after a failure, a savepoint per row with its own fenced completion; then
-//! failures recorded in their own transactions.
+//! One claimed batch (lease mode): for a handler with a `handle_batch` of its own, optimistically
+//! one transaction for the whole batch and one fenced completion; otherwise, and after a failure
+//! of that, a transaction per row with its own fenced completion; failures recorded in their
+//! own transactions.
 
-use sqlx::Acquire;
+use std::sync::atomic::Ordering;
+
 use tracing::{Instrument, warn};
 
 use super::store::{
@@ -10,7 +12,7 @@ use super::store::{
 };
 use super::worker::{BatchReport, Worker};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
-use crate::handler::{Handler, call_guarded, call_guarded_batch};
+use crate::handler::{Handler, call_guarded, probe_batch};
 use crate::metrics as m;
 
 /// Extends the batch's lease on schedule until dropped.
@@ -50,66 +52,62 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 }
             }))
         };
-        // A fast path that could not even commit goes the slow way too; if the batch cannot
-        // commit there either, its rows are failed one by one below.
-        let fast = self.fast_path(&rows, &token).await.unwrap_or_else(|e| {
-            warn!(error = %e, "batch fast path failed; redoing the batch row by row");
-            false
-        });
-        if fast {
-            report.done = report.claimed;
-            self.count(&report);
-            return Ok(report);
-        }
-        let report_rows: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        let mut failures: Vec<(InboxRow, HandlerError)> = Vec::new();
-        let committed = async {
-            let mut tx = inner.store.begin(&inner.config.begin).await?;
-            for row in rows {
-                let span = tracing::info_span!("inboxed.work", row = row.id, message_id = %row.envelope.id(), consumer = %inner.consumer);
-                let outcome = self.process_row(&mut tx, &row, &token).instrument(span).await?;
-                match outcome {
-                    Ok(Completed::Done) => report.done += 1,
-                    Ok(_) => report.lost += 1,
-                    Err(e) => failures.push((row, e)),
+        if rows.len() > 1 && !inner.default_batch.load(Ordering::Relaxed) {
+            match self.fast_path(&rows, &token).await {
+                Ok(FastPath::Done) => {
+                    report.done = report.claimed;
+                    self.count(&report);
+                    return Ok(report);
                 }
+                Ok(FastPath::DefaultBatch) => inner.default_batch.store(true, Ordering::Relaxed),
+                Ok(FastPath::Failed(cause)) => self.fell_back(cause, &cause.to_string(), &rows),
+                Err(e) => self.fell_back(FallBack::Transaction, &error_chain(&e), &rows),
             }
-            tx.commit().await.map_err(StoreError::from_sqlx)
         }
-        .await;
-        if let Err(e) = committed {
-            // Nothing of the batch is done. Each row is recorded as failed (its attempt kept,
-            // available again at once, marked so that it runs alone next time): a row whose
-            // commit always fails (a deferred constraint) then spends only its own attempts
-            // and goes dead, instead of retrying the whole batch for ever.
-            warn!(error = %e, rows = report_rows.len(), "batch could not commit; its rows will run one at a time");
-            let error = format!("batch commit failed: {}", error_chain(&e));
-            let mut report = BatchReport {
-                claimed: report.claimed,
-                ..BatchReport::default()
+        for row in rows {
+            let span = tracing::info_span!("inboxed.work", row = row.id, message_id = %row.envelope.id(), consumer = %inner.consumer);
+            let (failure, permanent) = match self.run_row(&row, &token).instrument(span).await {
+                Ok(Ok(Completed::Done)) => {
+                    report.done += 1;
+                    continue;
+                }
+                Ok(Ok(_)) => {
+                    report.lost += 1;
+                    continue;
+                }
+                Ok(Err(e)) => (error_chain(&e), matches!(e, HandlerError::Permanent(_))),
+                // The row's own transaction did not commit (a deferred constraint, a lost
+                // connection): the row's failure, retried after its backoff like a transient
+                // handler error, and dead after its attempts.
+                Err(e) => (
+                    format!("the row's transaction failed: {}", error_chain(&e)),
+                    false,
+                ),
             };
-            for id in report_rows {
-                let zero = std::time::Duration::ZERO;
-                self.fail_row(id, &token, &error, zero, false, &mut report)
-                    .await?;
-            }
-            self.count(&report);
-            return Ok(report);
-        }
-        for (row, err) in failures {
-            let chain = error_chain(&err);
             let backoff = inner.config.backoff.delay(row.attempts);
-            let permanent = matches!(err, HandlerError::Permanent(_));
             if self
-                .fail_row(row.id, &token, &chain, backoff, permanent, &mut report)
+                .fail_row(row.id, &token, &failure, backoff, permanent, &mut report)
                 .await?
                 == Failed::Dead
             {
-                warn!(row = row.id, message_id = %row.envelope.id(), error = chain, "row is dead");
+                warn!(row = row.id, message_id = %row.envelope.id(), error = failure, "row is dead");
             }
         }
         self.count(&report);
         Ok(report)
+    }
+
+    /// Logs and counts a batch that is redone row by row, naming why.
+    fn fell_back(&self, cause: FallBack, detail: &str, rows: &[InboxRow]) {
+        warn!(
+            cause = cause.label(),
+            error = detail,
+            rows = rows.len(),
+            first_row = rows.first().map(|r| r.id),
+            "batch fell back to one transaction per row"
+        );
+        metrics::counter!(m::BATCH_FALLBACKS_TOTAL, "consumer" => self.inner.consumer.as_str().to_owned(), "cause" => cause.label())
+            .increment(1);
     }
 
     /// Records one row's failure (fenced by the token) and tallies what became of it.
@@ -156,19 +154,23 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         }
     }
 
-    /// The optimistic path: the whole batch through [`Handler::handle_batch`] in one transaction
-    /// without savepoints, then one fenced statement completes them all. Savepoints cost two round trips a row,
-    /// which dominate short handlers. Returns `false` (after rolling back) when any handler
-    /// failed, a claim was lost, or the completion failed (a handler that swallowed a failed
-    /// statement leaves the transaction aborted): the batch is then redone row by row behind
-    /// savepoints, where each row's fate is decided on its own. Handlers may therefore run twice
-    /// for a batch with a failure; only the second run can commit.
-    async fn fast_path(&self, rows: &[InboxRow], token: &ClaimToken) -> Result<bool, StoreError> {
+    /// The optimistic path: the whole batch through [`Handler::handle_batch`] in one
+    /// transaction, then one fenced statement completes them all. When any handler failed, a
+    /// claim was lost or the completion failed (a handler that swallowed a failed statement
+    /// leaves the transaction aborted), it rolls back and says why: the batch is then redone
+    /// row by row, each row in a transaction of its own, where each row's fate is decided
+    /// alone. Handlers may therefore run twice for a batch with a failure; only the second run
+    /// can commit.
+    async fn fast_path(
+        &self,
+        rows: &[InboxRow],
+        token: &ClaimToken,
+    ) -> Result<FastPath, StoreError> {
         let inner = &*self.inner;
         let mut tx = inner.store.begin(&inner.config.begin).await?;
         let msgs: Vec<&crate::Envelope> = rows.iter().map(|r| &r.envelope).collect();
         let span = tracing::info_span!("inboxed.work_batch", rows = rows.len(), first_row = rows.first().map(|r| r.id), consumer = %inner.consumer);
-        let handled = call_guarded_batch(
+        let handled = probe_batch(
             &inner.handler,
             &msgs,
             &mut *tx,
@@ -176,37 +178,49 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         )
         .instrument(span)
         .await;
-        if handled.is_err() {
+        let failed = match handled {
+            // The trait's default did nothing: nothing to undo but the transaction.
+            None => Some(FastPath::DefaultBatch),
+            Some(Err(e)) => Some(FastPath::Failed(FallBack::Handler(
+                matches!(&e, HandlerError::Transient(_)) && is_lock_conflict(&e),
+            ))),
+            Some(Ok(())) => None,
+        };
+        if let Some(failed) = failed {
             tx.rollback().await.map_err(StoreError::from_sqlx)?;
-            return Ok(false);
+            return Ok(failed);
         }
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         match inner.store.complete_batch(&mut *tx, &ids, token).await {
             Ok(done) if done.len() == ids.len() => {
                 tx.commit().await.map_err(StoreError::from_sqlx)?;
-                Ok(true)
+                Ok(FastPath::Done)
             }
-            _ => {
+            Ok(_) => {
                 tx.rollback().await.map_err(StoreError::from_sqlx)?;
-                Ok(false)
+                Ok(FastPath::Failed(FallBack::LostClaim))
+            }
+            Err(_) => {
+                tx.rollback().await.map_err(StoreError::from_sqlx)?;
+                Ok(FastPath::Failed(FallBack::Completion))
             }
         }
     }
 
-    /// One row behind a savepoint: the handler, then the fenced completion. The outer `Err` is
-    /// a failure of the batch transaction itself; the inner one the row's failure.
-    async fn process_row(
+    /// One row in a transaction of its own: the handler, the fenced completion, the commit.
+    /// The outer `Err` is a failure of the transaction itself (its begin or commit); the inner
+    /// one the handler's, or a completion that found the claim lost.
+    async fn run_row(
         &self,
-        tx: &mut sqlx::Transaction<'static, S::Db>,
         row: &InboxRow,
         token: &ClaimToken,
     ) -> Result<Result<Completed, HandlerError>, StoreError> {
         let inner = &*self.inner;
-        let mut savepoint = tx.begin().await.map_err(StoreError::from_sqlx)?;
+        let mut tx = inner.store.begin(&inner.config.begin).await?;
         let handled = call_guarded(
             &inner.handler,
             &row.envelope,
-            &mut *savepoint,
+            &mut *tx,
             inner.config.handler_timeout,
         )
         .await;
@@ -214,10 +228,10 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             Ok(()) => {
                 let params = CompleteParams { id: row.id, token };
                 // Also the probe for a handler that swallowed a failed statement (PostgreSQL
-                // then refuses every statement until the savepoint is rolled back).
-                match inner.store.complete(&mut *savepoint, &params).await {
+                // then refuses every statement until the transaction is rolled back).
+                match inner.store.complete(&mut *tx, &params).await {
                     Ok(Completed::Done) => {
-                        savepoint.commit().await.map_err(StoreError::from_sqlx)?;
+                        tx.commit().await.map_err(StoreError::from_sqlx)?;
                         return Ok(Ok(Completed::Done));
                     }
                     Ok(other) => Ok(other),
@@ -229,7 +243,68 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             }
             Err(e) => Err(e),
         };
-        savepoint.rollback().await.map_err(StoreError::from_sqlx)?;
+        tx.rollback().await.map_err(StoreError::from_sqlx)?;
         Ok(result)
     }
+}
+
+/// What the fast path came to.
+enum FastPath {
+    /// Every row done, committed once.
+    Done,
+    /// The handler has no `handle_batch` of its own; nothing ran.
+    DefaultBatch,
+    /// Rolled back; the rows run one per transaction.
+    Failed(FallBack),
+}
+
+/// Why a batch fell back to one transaction per row (the `cause` label of
+/// `inboxed_batch_fallbacks_total`).
+#[derive(Debug, Clone, Copy)]
+enum FallBack {
+    /// `handle_batch` failed; `true` when on a deadlock or serialization failure.
+    Handler(bool),
+    /// A row's claim was lost to the reaper before the completion.
+    LostClaim,
+    /// The completion failed after the handler returned `Ok`.
+    Completion,
+    /// The batch's transaction could not begin or commit.
+    Transaction,
+}
+
+impl FallBack {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Handler(true) => "lock_conflict",
+            Self::Handler(false) => "handler_error",
+            Self::LostClaim => "lost_claim",
+            Self::Completion => "completion_failed",
+            Self::Transaction => "transaction_failed",
+        }
+    }
+}
+
+impl std::fmt::Display for FallBack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Handler(true) => "handle_batch hit a deadlock or serialization failure",
+            Self::Handler(false) => "handle_batch returned an error",
+            Self::LostClaim => "a row's claim was lost before the completion",
+            Self::Completion => "the completion failed after handle_batch returned Ok",
+            Self::Transaction => "the batch's transaction failed",
+        })
+    }
+}
+
+/// Whether a handler's error comes from a deadlock or serialization failure (SQLSTATE 40P01,
+/// 40001), read from the sqlx error it keeps as its source.
+fn is_lock_conflict(e: &HandlerError) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(sqlx::Error::Database(db)) = s.downcast_ref::<sqlx::Error>() {
+            return matches!(db.code().as_deref(), Some("40P01" | "40001"));
+        }
+        source = s.source();
+    }
+    false
 }

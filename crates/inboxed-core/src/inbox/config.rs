@@ -43,8 +43,9 @@ pub struct WorkerConfig {
     /// Claim loops running at once, each with its own batch. Capped by the store (SQLite: 1).
     /// Defaults to 4.
     pub concurrency: usize,
-    /// Rows per claim; they share one transaction, each behind its own savepoint. 1 gives a
-    /// transaction per row. Defaults to 50.
+    /// Rows per claim. With a handler that has a `handle_batch` of its own they share one
+    /// transaction and one commit; with only `handle`, each row runs in a transaction of its
+    /// own (the claim is still shared). Defaults to 50.
     pub batch_size: u32,
     /// How long a claim holds before the reaper may hand the row to another worker.
     /// Defaults to 30 s.

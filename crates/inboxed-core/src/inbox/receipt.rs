@@ -1,14 +1,17 @@
 //! Receipt and operator actions: store a received message, replay or re-drive rows, purge
 //! done rows by age.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use tracing::warn;
 
-use super::store::{EnqueueParams, Enqueued, InboxStore, ReplayParams, Replayed, Selector};
+use super::store::{
+    EnqueueManyParams, EnqueueParams, Enqueued, InboxStore, ReplayParams, Replayed, Selector,
+};
 use crate::envelope::{ConsumerName, Envelope};
 use crate::error::{Error, error_chain};
 use crate::hash::PayloadHash;
@@ -28,9 +31,24 @@ pub struct Inbox<S> {
 /// The sending end of this inbox's notifier task, started with the first new row. The task
 /// sends one `NOTIFY` at a time; a wake-up asked for while one is in flight waits in the
 /// channel's single slot, and any more fold into it. The task ends when the last clone of the
-/// inbox drops the sender.
-#[derive(Debug, Default)]
-struct Wakeups(OnceLock<mpsc::Sender<()>>);
+/// inbox drops the sender. `asked` counts the wake-ups asked for, `sent` how many of them the
+/// task has dealt with (sent, or failed and logged), for [`Inbox::flush`].
+#[derive(Debug)]
+struct Wakeups {
+    tx: OnceLock<mpsc::Sender<()>>,
+    asked: AtomicU64,
+    sent: watch::Sender<u64>,
+}
+
+impl Default for Wakeups {
+    fn default() -> Self {
+        Self {
+            tx: OnceLock::new(),
+            asked: AtomicU64::new(0),
+            sent: watch::channel(0).0,
+        }
+    }
+}
 
 impl<S: InboxStore> Inbox<S> {
     /// The inbox of `consumer` in `store`.
@@ -86,6 +104,46 @@ impl<S: InboxStore> Inbox<S> {
         if self.notify && matches!(enqueued, Enqueued::Stored { .. }) {
             self.wake_workers();
         }
+        self.settle(envelope, enqueued).await?;
+        Ok(enqueued)
+    }
+
+    /// Stores many received messages in one transaction and one commit, each with its own
+    /// outcome, in the order given, as [`Inbox::store`] would give it: a key stored before, or
+    /// earlier in the same batch, is a duplicate, or a conflict when its payload differs (logged
+    /// at WARN and dead-lettered). Ack every delivery after `Ok`. Idle workers are woken once
+    /// for the batch.
+    ///
+    /// The batch's cost is close to one message's, so a receiver that takes deliveries in
+    /// batches (the relay, a Kafka poll, an SQS receive of ten) stores them many times faster
+    /// than one `store` each; measured in BENCHMARKS.md ("Receipt").
+    ///
+    /// # Errors
+    /// A store failure: nothing of the batch was stored, so requeue every delivery.
+    pub async fn store_many(&self, envelopes: &[Envelope]) -> Result<Vec<Enqueued>, Error> {
+        if envelopes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let params = EnqueueManyParams {
+            consumer: &self.consumer,
+            envelopes,
+        };
+        let outcomes = self.store.enqueue_many(&params).await?;
+        if self.notify
+            && outcomes
+                .iter()
+                .any(|o| matches!(o, Enqueued::Stored { .. }))
+        {
+            self.wake_workers();
+        }
+        for (envelope, &enqueued) in envelopes.iter().zip(&outcomes) {
+            self.settle(envelope, enqueued).await?;
+        }
+        Ok(outcomes)
+    }
+
+    /// What follows a committed receipt: the dead letter of a conflict, and the receipt's count.
+    async fn settle(&self, envelope: &Envelope, enqueued: Enqueued) -> Result<(), Error> {
         if let Enqueued::Conflict { stored, received } = enqueued {
             warn!(message_id = %envelope.id(), %stored, %received, "message id already stored with a different payload");
             let error = format!("already stored with payload {stored}, received {received}");
@@ -109,7 +167,7 @@ impl<S: InboxStore> Inbox<S> {
         };
         metrics::counter!(m::RECEIPTS_TOTAL, "consumer" => self.consumer.as_str().to_owned(), "outcome" => outcome)
             .increment(1);
-        Ok(enqueued)
+        Ok(())
     }
 
     /// Dead-letters a delivery that has no usable key (reason `invalid_message`, with its raw
@@ -151,20 +209,35 @@ impl<S: InboxStore> Inbox<S> {
         if let Some(local) = self.store.local_wakers() {
             local.wake(&self.consumer);
         }
-        let tx = self.wakeups.0.get_or_init(|| {
+        let tx = self.wakeups.tx.get_or_init(|| {
             let (tx, mut rx) = mpsc::channel::<()>(1);
             let (store, consumer) = (self.store.clone(), self.consumer.clone());
+            let wakeups = Arc::clone(&self.wakeups);
             tokio::spawn(async move {
                 while rx.recv().await.is_some() {
+                    // Every wake-up asked for before this NOTIFY is covered by it.
+                    let covered = wakeups.asked.load(Ordering::Acquire);
                     if let Err(e) = store.notify(&consumer).await {
                         warn!(error = %e, "could not wake idle workers; they will poll");
                     }
+                    wakeups.sent.send_replace(covered);
                 }
             });
             tx
         });
+        self.wakeups.asked.fetch_add(1, Ordering::AcqRel);
         // Full: a wake-up is already pending, which covers this row too.
         let _ = tx.try_send(());
+    }
+
+    /// Waits until the wake-ups of the rows stored so far have been sent (or have failed and
+    /// been logged). Call it before closing the pool in a producer that stores and exits: the
+    /// notifier sends after the receipt returns, and a pool closed under it logs a failed
+    /// wake-up. Returns at once when nothing is pending.
+    pub async fn flush(&self) {
+        let asked = self.wakeups.asked.load(Ordering::Acquire);
+        let mut sent = self.wakeups.sent.subscribe();
+        let _ = sent.wait_for(|&sent| sent >= asked).await;
     }
 
     /// Resets the selected dead rows to pending, as new; with `include_done`, done rows too,

@@ -11,7 +11,7 @@ use super::receipt::Inbox;
 use super::store::{Enqueued, InboxStore};
 use crate::backoff::{Backoff, FailureStreak};
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
-use crate::drive::drive;
+use crate::drive::{drive, drive_batches};
 use crate::error::{Error, delivery_name, error_chain};
 use crate::metrics as m;
 
@@ -19,8 +19,16 @@ use crate::metrics as m;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RelayConfig {
-    /// Deliveries stored at once. Defaults to 32.
+    /// Deliveries stored at once, or with `batch_size` above 1, batches stored at once.
+    /// Defaults to 4.
     pub concurrency: usize,
+    /// Deliveries stored together in one transaction ([`Inbox::store_many`]) and then acked
+    /// together; 1 stores each on its own. A batch is what arrives within `batch_linger` of its
+    /// first delivery, so keep the broker's prefetch at `concurrency × batch_size` or more.
+    /// Defaults to 64.
+    pub batch_size: usize,
+    /// How long a batch waits for more deliveries after its first. Defaults to 2 ms.
+    pub batch_linger: Duration,
     /// Delay before a delivery that could not be stored (the database is down, say) comes back,
     /// by its delivery count. Defaults to 100 ms doubling to 30 s, with jitter.
     pub retry_backoff: Backoff,
@@ -29,7 +37,9 @@ pub struct RelayConfig {
 impl Default for RelayConfig {
     fn default() -> Self {
         Self {
-            concurrency: 32,
+            concurrency: 4,
+            batch_size: 64,
+            batch_linger: Duration::from_millis(2),
             retry_backoff: Backoff {
                 base: Duration::from_millis(100),
                 max: Duration::from_secs(30),
@@ -43,6 +53,13 @@ impl RelayConfig {
     #[must_use]
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
+        self
+    }
+
+    /// Sets [`RelayConfig::batch_size`] (at least 1).
+    #[must_use]
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = n.max(1);
         self
     }
 }
@@ -91,10 +108,7 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
             Ok(envelope) => inbox.store(envelope).await.map(|e| match e {
                 Enqueued::Stored { id } => Relayed::Stored { id },
                 Enqueued::Duplicate => {
-                    if envelope.redrive_for() == Some(inbox.consumer().as_str()) {
-                        // A dead row is retried with `inboxed replay`, not through the broker.
-                        warn!(message_id = %envelope.id(), "a redrive reached a relay: the key is already a row (dead rows are retried with `inboxed replay`)");
-                    }
+                    warn_if_redrive(inbox, envelope);
                     Relayed::Duplicate
                 }
                 Enqueued::Conflict { .. } => Relayed::Conflict,
@@ -139,6 +153,128 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
     }
 }
 
+/// Stores a batch of deliveries in one transaction ([`Inbox::store_many`]) and acks every one
+/// after the commit; a delivery without a usable key is dead-lettered on its own first. When
+/// the batch cannot be stored (the database is down, say), each delivery goes through
+/// [`relay_one`] in arrival order, which requeues it with the outage's delay, or for in-order
+/// deliveries retries it in place before anything after it is acked.
+///
+/// # Errors
+/// Only a failure to talk to the broker (the first; each is logged).
+pub async fn relay_batch<S: InboxStore, D: Delivery>(
+    inbox: &Inbox<S>,
+    deliveries: Vec<D>,
+    backoff: &Backoff,
+    streak: &FailureStreak,
+) -> Result<Vec<Relayed>, Error> {
+    let in_order = deliveries
+        .first()
+        .is_some_and(|d| d.ack_ordering() == AckOrdering::InOrder);
+    let envelopes: Vec<_> = deliveries.iter().map(Delivery::envelope).collect();
+    // In-order batches with a keyless delivery keep to the one-by-one path: its dead letter
+    // must not be acked past a later delivery that fails.
+    let valid: Vec<_> = envelopes
+        .iter()
+        .filter_map(|e| e.as_ref().ok().cloned())
+        .collect();
+    if in_order && valid.len() < deliveries.len() {
+        return one_by_one(inbox, deliveries, backoff, streak).await;
+    }
+    let stored = match inbox.store_many(&valid).await {
+        Ok(stored) => stored,
+        Err(error) => {
+            warn!(
+                error = error_chain(&error),
+                deliveries = deliveries.len(),
+                "batch of deliveries not stored; storing them one by one"
+            );
+            return one_by_one(inbox, deliveries, backoff, streak).await;
+        }
+    };
+    streak.succeeded();
+    let mut stored = stored.into_iter().zip(&valid);
+    let (mut relayed, mut acks, mut names, mut errors) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (delivery, envelope) in deliveries.into_iter().zip(&envelopes) {
+        let name = delivery_name(envelope);
+        match envelope {
+            Ok(_) => {
+                let Some((enqueued, envelope)) = stored.next() else {
+                    unreachable!("one outcome per valid delivery");
+                };
+                relayed.push(match enqueued {
+                    Enqueued::Stored { id } => Relayed::Stored { id },
+                    Enqueued::Duplicate => {
+                        warn_if_redrive(inbox, envelope);
+                        Relayed::Duplicate
+                    }
+                    Enqueued::Conflict { .. } => Relayed::Conflict,
+                });
+                acks.push(delivery);
+                names.push(name);
+            }
+            Err(invalid) => match inbox.dead_letter_invalid(delivery.payload(), invalid).await {
+                Ok(()) => {
+                    relayed.push(Relayed::Invalid);
+                    acks.push(delivery);
+                    names.push(name);
+                }
+                Err(_) => {
+                    let again = relay_one(inbox, delivery, backoff, streak).await;
+                    match again {
+                        Ok(r) => relayed.push(r),
+                        Err(e) => errors.push(e),
+                    }
+                }
+            },
+        }
+    }
+    if in_order {
+        for (delivery, name) in acks.into_iter().zip(names) {
+            if let Err(e) = delivery.ack().await {
+                errors.push(Error::settle("ack", name)(e));
+            }
+        }
+    } else if !acks.is_empty()
+        && let Err(e) = D::ack_all(acks).await
+    {
+        let batch = format!(
+            "the {} stored deliveries of a batch ({})",
+            names.len(),
+            names.join(", ")
+        );
+        errors.push(Error::settle("ack", batch)(e));
+    }
+    for e in &errors {
+        warn!(
+            error = error_chain(e),
+            "could not settle a relayed delivery with the broker"
+        );
+    }
+    errors.into_iter().next().map_or(Ok(relayed), Err)
+}
+
+/// Each delivery through [`relay_one`], in arrival order.
+async fn one_by_one<S: InboxStore, D: Delivery>(
+    inbox: &Inbox<S>,
+    deliveries: Vec<D>,
+    backoff: &Backoff,
+    streak: &FailureStreak,
+) -> Result<Vec<Relayed>, Error> {
+    let mut relayed = Vec::with_capacity(deliveries.len());
+    for delivery in deliveries {
+        relayed.push(relay_one(inbox, delivery, backoff, streak).await?);
+    }
+    Ok(relayed)
+}
+
+fn warn_if_redrive<S: InboxStore>(inbox: &Inbox<S>, envelope: &crate::envelope::Envelope) {
+    if envelope.redrive_for() == Some(inbox.consumer().as_str()) {
+        // A dead row is retried with `inboxed replay`, not through the broker.
+        warn!(message_id = %envelope.id(), "a redrive reached a relay: the key is already a row (dead rows are retried with `inboxed replay`)");
+    }
+}
+
 /// Moves a broker's deliveries into one consumer's inbox table: store, commit, ack.
 #[derive(Debug)]
 pub struct Relay<S> {
@@ -158,15 +294,36 @@ impl<S: InboxStore> Relay<S> {
     }
 
     /// Runs until the source closes or `shutdown` resolves, then finishes the deliveries in
-    /// flight: none is acked before its row is committed.
+    /// flight: none is acked before its row is committed. With [`RelayConfig::batch_size`]
+    /// above 1 (the default) the source is read by a task of its own and its deliveries are
+    /// stored in batches ([`relay_batch`]).
     ///
     /// # Errors
     /// The source failed to receive, or an in-order delivery could not be acked.
-    pub async fn run<Src: DeliverySource>(
+    pub async fn run<Src: DeliverySource + 'static>(
         &self,
         source: Src,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), Error> {
+        if self.config.batch_size > 1 {
+            let limits = (self.config.batch_size, self.config.batch_linger);
+            return drive_batches(
+                source,
+                shutdown,
+                self.config.concurrency,
+                limits,
+                |deliveries| {
+                    let inbox = self.inbox.clone();
+                    let (backoff, streak) = (self.config.retry_backoff, self.streak.clone());
+                    async move {
+                        relay_batch(&inbox, deliveries, &backoff, &streak)
+                            .await
+                            .map(drop)
+                    }
+                },
+            )
+            .await;
+        }
         drive(source, shutdown, self.config.concurrency, |delivery| {
             let inbox = self.inbox.clone();
             let (backoff, streak) = (self.config.retry_backoff, self.streak.clone());

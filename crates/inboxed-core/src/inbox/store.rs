@@ -71,6 +71,48 @@ pub struct EnqueueParams<'a> {
     pub envelope: &'a Envelope,
 }
 
+/// Parameters of [`InboxStore::enqueue_many`].
+#[derive(Debug, Clone, Copy)]
+pub struct EnqueueManyParams<'a> {
+    /// The consumer that will process the rows.
+    pub consumer: &'a ConsumerName,
+    /// The messages in arrival order; a key may appear more than once.
+    pub envelopes: &'a [Envelope],
+}
+
+/// The outcome of each message of a batch receipt, in order, from what the engine reported:
+/// the ids of the keys its insert stored (`inserted`, by key) and the stored payload hashes of
+/// the others (`stored`, read in the same transaction). A key given twice is stored at its
+/// first position; later ones are duplicates or conflicts of it.
+#[must_use]
+pub fn receipt_outcomes(
+    envelopes: &[Envelope],
+    inserted: &std::collections::HashMap<String, i64>,
+    stored: &std::collections::HashMap<String, PayloadHash>,
+) -> Vec<Enqueued> {
+    let mut first = std::collections::HashMap::<&str, PayloadHash>::new();
+    envelopes
+        .iter()
+        .map(|env| {
+            let key = env.id().as_str();
+            if let Some(&id) = inserted.get(key)
+                && !first.contains_key(key)
+            {
+                first.insert(key, env.hash());
+                return Enqueued::Stored { id };
+            }
+            let earlier = first.get(key).copied().or_else(|| stored.get(key).copied());
+            match earlier {
+                Some(hash) if hash != env.hash() => Enqueued::Conflict {
+                    stored: hash,
+                    received: env.hash(),
+                },
+                _ => Enqueued::Duplicate,
+            }
+        })
+        .collect()
+}
+
 /// What a receipt did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -350,6 +392,14 @@ pub trait InboxStore: Store {
         &self,
         params: &EnqueueParams<'_>,
     ) -> impl Future<Output = Result<Enqueued, StoreError>> + Send;
+
+    /// Stores many received messages in one transaction: each as pending unless its key is
+    /// there already or earlier in the batch. One outcome per message, in order; the batch
+    /// commits (or fails) as a whole.
+    fn enqueue_many(
+        &self,
+        params: &EnqueueManyParams<'_>,
+    ) -> impl Future<Output = Result<Vec<Enqueued>, StoreError>> + Send;
 
     /// Claims pending rows in their own short transaction, counting an attempt on each.
     fn claim_batch(

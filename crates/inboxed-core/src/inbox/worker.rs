@@ -32,14 +32,15 @@ pub struct BatchReport {
     pub lost: u64,
 }
 
-/// Processes the stored rows of one consumer: claims batches under fenced leases, runs the
-/// handler for each row behind a savepoint of the batch's transaction, marks it done in that
-/// same transaction, and commits once per batch.
+/// Processes the stored rows of one consumer: claims batches under fenced leases, then runs
+/// them through the handler. A handler with a `handle_batch` of its own gets the whole batch in
+/// one transaction, completed and committed once; one with only `handle` runs each row in a
+/// transaction of its own, so that concurrent batches never hold each other's business locks.
 ///
 /// # Transactions, locks and leases
 /// A claim is its own short transaction; it sets the rows to `processing` with a lease and a
-/// token, and counts an attempt. The batch transaction then holds the rows it completes until
-/// it commits, so keep handlers short or batches small. A heartbeat extends the lease while
+/// token, and counts an attempt. A batch transaction then holds the rows it completes until
+/// it commits, so keep batch handlers short or batches small. A heartbeat extends the lease while
 /// the batch runs; if a worker stops heartbeating, the reaper returns its rows, and the token
 /// check makes any late completion of this worker roll back.
 #[derive(Debug)]
@@ -58,6 +59,9 @@ pub(super) struct Inner<S, H> {
     pub(super) in_flight: Mutex<HashSet<ClaimToken>>,
     /// Held shared by each claim while it runs, exclusively by shutdown before handing back.
     pub(super) claims: Arc<tokio::sync::RwLock<()>>,
+    /// Whether the handler's `handle_batch` is the trait's default (which the first batch
+    /// finds out): its rows then run each in a transaction of their own.
+    pub(super) default_batch: std::sync::atomic::AtomicBool,
 }
 
 impl<S, H> Clone for Worker<S, H> {
@@ -85,6 +89,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 id,
                 in_flight: Mutex::default(),
                 claims: Arc::default(),
+                default_batch: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }

@@ -55,7 +55,9 @@ async fn relay<S: InboxStore>(store: S, s: &Settings) -> anyhow::Result<()> {
     let consumer = ConsumerName::new(&s.consumer).context("--consumer")?;
     let relay = Relay::new(
         Inbox::new(store, consumer),
-        RelayConfig::default().concurrency(s.concurrency),
+        RelayConfig::default()
+            .concurrency(s.concurrency)
+            .batch_size(s.batch_size),
     );
     broker::relay_from(&relay, s, shutdown_signal()).await
 }

@@ -43,12 +43,17 @@ pub(crate) struct Args {
     /// `header:NAME`, `json:/pointer` or `cloudevents`.
     #[arg(long, env = "INBOXED_RELAY_KEY")]
     pub(crate) key: Option<String>,
-    /// Deliveries fetched ahead of the database (the back-pressure bound). Default 32.
+    /// Deliveries fetched ahead of the database (the back-pressure bound). Default 256: the
+    /// batches in flight, full (concurrency × batch size).
     #[arg(long, env = "INBOXED_RELAY_PREFETCH")]
     pub(crate) prefetch: Option<u16>,
-    /// Deliveries stored at once. Default 32.
+    /// Batches stored at once (deliveries, with a batch size of 1). Default 4.
     #[arg(long, env = "INBOXED_RELAY_CONCURRENCY")]
     pub(crate) concurrency: Option<usize>,
+    /// Deliveries stored in one transaction, then acked together; 1 stores each on its own.
+    /// Default 64.
+    #[arg(long, env = "INBOXED_RELAY_BATCH_SIZE")]
+    pub(crate) batch_size: Option<usize>,
     /// PEM file of certificate authorities to trust for TLS to the broker (amqps://, NATS
     /// tls://, rediss://), for a broker whose certificate a private CA signs. Default: the
     /// system's roots.
@@ -84,6 +89,7 @@ pub(crate) struct Settings {
     pub(crate) key: KeySource,
     pub(crate) prefetch: u16,
     pub(crate) concurrency: usize,
+    pub(crate) batch_size: usize,
     pub(crate) metrics_addr: Option<std::net::SocketAddr>,
     pub(crate) tls_ca_file: Option<PathBuf>,
     pub(crate) schema: Option<String>,
@@ -119,8 +125,9 @@ impl Args {
             stream: self.stream.or(file.stream),
             topic: self.topic.or(file.topic),
             key: parse_key(self.key.or(file.key).as_deref().unwrap_or("message-id"))?,
-            prefetch: self.prefetch.or(file.prefetch).unwrap_or(32).max(1),
-            concurrency: self.concurrency.or(file.concurrency).unwrap_or(32).max(1),
+            prefetch: self.prefetch.or(file.prefetch).unwrap_or(256).max(1),
+            concurrency: self.concurrency.or(file.concurrency).unwrap_or(4).max(1),
+            batch_size: self.batch_size.or(file.batch_size).unwrap_or(64).max(1),
             metrics_addr: self.metrics_addr.or(file.metrics_addr),
             tls_ca_file: self.tls_ca_file.or(file.tls_ca_file),
             schema: self.schema.or(file.schema),
@@ -188,7 +195,7 @@ mod tests {
         let s = args.resolve().unwrap();
         assert_eq!(
             (s.from.as_str(), s.to.as_str(), s.prefetch, s.concurrency),
-            ("amqp://file", "postgres://flag", 7, 32)
+            ("amqp://file", "postgres://flag", 7, 4)
         );
         assert!(
             s.migrate,

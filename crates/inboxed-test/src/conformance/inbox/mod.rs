@@ -24,8 +24,8 @@ pub use processing::{
     workers_process_each_row_exactly_once,
 };
 pub use receipt::{
-    purge_removes_only_old_done_rows, receipt_stores_once_and_reports_conflicts,
-    replay_and_audited_redrive,
+    batch_receipt_stores_each_key_once, purge_removes_only_old_done_rows,
+    receipt_stores_once_and_reports_conflicts, replay_and_audited_redrive,
 };
 pub use survival::{
     graceful_shutdown_loses_nothing, killed_worker_process_loses_nothing,

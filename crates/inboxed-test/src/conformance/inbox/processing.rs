@@ -256,9 +256,9 @@ pub async fn lock_held_mode_processes_exactly_once<B: Backend>(_test: &str) {
     db.finish().await;
 }
 
-/// A row whose handler succeeds but whose COMMIT always fails (a deferred foreign key): the
-/// batch cannot commit, so its rows are failed and run one at a time; only the culprit spends
-/// attempts and goes dead, and its nine batch-mates are done.
+/// A row whose handler succeeds but whose COMMIT always fails (a deferred foreign key): its
+/// rows run one per transaction, so only the culprit's commit fails; it spends its attempts
+/// and goes dead, naming the failed transaction, and its nine batch-mates are done.
 pub async fn batch_whose_commit_fails_isolates_the_culprit<B: Backend>(_test: &str) {
     let db = B::create().await;
     for i in 1..=10 {
@@ -280,7 +280,7 @@ pub async fn batch_whose_commit_fails_isolates_the_culprit<B: Backend>(_test: &s
     );
     drain(&db, std::slice::from_ref(&w)).await;
     assert_eq!(
-        db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE message_id = 'cf-4' AND status = 'dead' AND last_error LIKE 'batch commit failed%'").await,
+        db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE message_id = 'cf-4' AND status = 'dead' AND last_error LIKE 'the row''s transaction failed%'").await,
         1
     );
     assert_eq!(with_status(&db, "done").await, 9);

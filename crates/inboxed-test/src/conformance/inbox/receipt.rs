@@ -48,6 +48,111 @@ pub async fn receipt_stores_once_and_reports_conflicts<B: Backend>(_test: &str) 
     db.finish().await;
 }
 
+/// A batch receipt gives each message the outcome a single receipt would: new keys stored in
+/// arrival order (their ids increase with their positions), a key stored before a duplicate or
+/// a conflict, a key given twice in the batch stored once (its second copy a duplicate, or a
+/// conflict when its payload differs), conflicts dead-lettered; workers then apply each stored
+/// row once. Concurrent batches sharing keys and aggregates store each key once, without
+/// deadlocking on their aggregate locks.
+pub async fn batch_receipt_stores_each_key_once<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let inbox = inbox(&db);
+    assert!(matches!(
+        inbox.store(&credit("b-old", 3)).await.unwrap(),
+        Enqueued::Stored { .. }
+    ));
+    let batch = vec![
+        credit("b-1", 1).with_aggregate("acct-1"),
+        credit("b-old", 3),
+        credit("b-2", 2).with_aggregate("acct-1"),
+        credit("b-old", 4),
+        credit("b-1", 1),
+        credit("b-2", 9),
+        credit("b-3", 5),
+    ];
+    let outcomes = inbox.store_many(&batch).await.unwrap();
+    let ids: Vec<i64> = outcomes
+        .iter()
+        .filter_map(|o| match o {
+            Enqueued::Stored { id } => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids.len(), 3, "{outcomes:?}");
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "ids follow arrival order: {ids:?}"
+    );
+    assert!(matches!(outcomes[0], Enqueued::Stored { .. }));
+    assert_eq!(
+        outcomes[1],
+        Enqueued::Duplicate,
+        "stored before, same payload"
+    );
+    assert!(matches!(outcomes[2], Enqueued::Stored { .. }));
+    assert!(
+        matches!(outcomes[3], Enqueued::Conflict { .. }),
+        "stored before, other payload"
+    );
+    assert_eq!(
+        outcomes[4],
+        Enqueued::Duplicate,
+        "earlier in the batch, same payload"
+    );
+    assert!(
+        matches!(outcomes[5], Enqueued::Conflict { .. }),
+        "earlier in the batch, other payload"
+    );
+    assert!(matches!(outcomes[6], Enqueued::Stored { .. }));
+    assert!(inbox.store_many(&[]).await.unwrap().is_empty());
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_inbox_messages")
+            .await,
+        4
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_dead_letters WHERE reason = 'conflict'")
+            .await,
+        2
+    );
+
+    // Concurrent batches over the same keys and aggregates, in opposite orders.
+    let messages: Vec<_> = (0..200)
+        .map(|i| credit(&format!("c-{i}"), 1).with_aggregate(&format!("acct-{}", i % 7)))
+        .collect();
+    let mut tasks = Vec::new();
+    for round in 0..4 {
+        let (inbox, mut part) = (inbox.clone(), messages.clone());
+        if round % 2 == 1 {
+            part.reverse();
+        }
+        tasks.push(tokio::spawn(async move {
+            let mut stored = 0;
+            for chunk in part.chunks(50) {
+                let outcomes = inbox.store_many(chunk).await.expect("a batch receipt");
+                stored += outcomes
+                    .iter()
+                    .filter(|o| matches!(o, Enqueued::Stored { .. }))
+                    .count();
+            }
+            stored
+        }));
+    }
+    let mut stored = 0;
+    for task in tasks {
+        stored += task.await.unwrap();
+    }
+    assert_eq!(stored, 200, "each key stored by one batch only");
+    let handler = Ledger::<B>::default();
+    drain(&db, &[worker(&db, WorkerConfig::default(), &handler)]).await;
+    assert_eq!(
+        ledger_state(&db).await,
+        (204, 3 + 1 + 2 + 5 + 200),
+        "each stored row applied once"
+    );
+    db.finish().await;
+}
+
 /// A replay resets dead rows only; a re-drive of done rows applies them again, deliberately;
 /// both are written to the audit table.
 pub async fn replay_and_audited_redrive<B: Backend>(_test: &str) {

@@ -1,0 +1,283 @@
+//! `inboxed-bench defaults`: the store-then-process drain as a newcomer sets it up (a handler
+//! with only `handle`, `WorkerConfig::default()`, one `Worker` per "worker", each running its
+//! default claim loops), at 1, 4 and 16 workers, on messages that credit one of 10,000 accounts
+//! named in the payload; beside it the tuned configuration (a batch handler that credits the
+//! batch's accounts in one statement, in account order). Each worker count is compared with one
+//! worker of the same configuration, measured in the same round. The server's deadlock counter
+//! and the handler's call count are reported, and every run's balances are checked: each
+//! message credited exactly once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgConnection, PgPool, Postgres};
+
+use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
+use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId, ResultExt, Store};
+use inboxed_postgres::PgStore;
+
+/// Drain throughput with the default settings, by worker count.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Messages per run.
+    #[arg(long, default_value_t = 30_000)]
+    messages: usize,
+    /// Worker counts (comma-separated); the first is the baseline of the ratios.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    workers: Vec<usize>,
+    /// Rounds; each runs every configuration once.
+    #[arg(long, default_value_t = 2)]
+    rounds: usize,
+    /// CI smoke run: 6,000 messages, 1 and 8 workers, one round, default handler only.
+    #[arg(long)]
+    quick: bool,
+    /// Fail when the default configuration's median ratio at the most workers falls below
+    /// this. `--quick` sets 0.7 unless given.
+    #[arg(long)]
+    min_ratio: Option<f64>,
+}
+
+const ACCOUNTS: i64 = 10_000;
+/// Connections of each worker's pool: its four claim loops and its `LISTEN` connection.
+const WORKER_POOL: u32 = 5;
+
+#[derive(serde::Deserialize)]
+struct Credit {
+    account: i64,
+}
+
+/// The newcomer's handler: `handle` only.
+struct Simple {
+    calls: Arc<AtomicU64>,
+}
+
+impl Handler<Postgres> for Simple {
+    async fn handle(&self, msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let credit: Credit = msg.json().permanent()?;
+        sqlx::query("UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1")
+            .bind(credit.account)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+}
+
+/// The tuned handler: one statement per batch, accounts locked in id order.
+struct Tuned {
+    calls: Arc<AtomicU64>,
+}
+
+impl Handler<Postgres> for Tuned {
+    async fn handle(&self, msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
+        Simple {
+            calls: Arc::clone(&self.calls),
+        }
+        .handle(msg, conn)
+        .await
+    }
+
+    async fn handle_batch(
+        &self,
+        msgs: &[&Envelope],
+        conn: &mut PgConnection,
+    ) -> Result<(), HandlerError> {
+        self.calls.fetch_add(msgs.len() as u64, Ordering::Relaxed);
+        let mut accounts = Vec::with_capacity(msgs.len());
+        for msg in msgs {
+            accounts.push(msg.json::<Credit>().permanent()?.account);
+        }
+        accounts.sort_unstable();
+        sqlx::query(
+            "UPDATE bench_accounts a SET balance = a.balance + d.n
+             FROM (SELECT id, count(*) AS n FROM unnest($1::bigint[]) AS u(id) GROUP BY id
+                   ORDER BY id) d
+             WHERE a.id = d.id",
+        )
+        .bind(&accounts)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
+}
+
+/// One drain: rows/s, deadlocks the server counted, handler calls.
+struct Drain {
+    rate: f64,
+    deadlocks: i64,
+    calls: u64,
+}
+
+pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
+    let mut configs = vec![("defaults", false), ("batch handler", true)];
+    if args.quick {
+        (args.messages, args.workers, args.rounds) = (6_000, vec![1, 8], 1);
+        args.min_ratio = args.min_ratio.or(Some(0.7));
+        configs.truncate(1);
+    }
+    let url = crate::fresh_database(server).await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect(&url)
+        .await?;
+    let store = PgStore::new(pool.clone());
+    store.migrate().await?;
+    sqlx::raw_sql(
+        "CREATE TABLE bench_accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);
+         INSERT INTO bench_accounts SELECT g, 0 FROM generate_series(0, 9999) g;",
+    )
+    .execute(&pool)
+    .await?;
+    println!(
+        "- {} messages per run, each crediting one of {ACCOUNTS} accounts (drawn at random); each worker as a process of its own would run it: `WorkerConfig::default()` (4 claim loops, batch 50, lease mode, NOTIFY wake-ups) on a pool of its own of {WORKER_POOL} connections (the loops and the listener); {} rounds",
+        args.messages, args.rounds
+    );
+    let mut ratios = vec![vec![Vec::new(); args.workers.len()]; configs.len()];
+    let mut rates = vec![vec![Vec::new(); args.workers.len()]; configs.len()];
+    for round in 1..=args.rounds {
+        for (c, &(name, tuned)) in configs.iter().enumerate() {
+            let mut base = 0.0;
+            for (w, &workers) in args.workers.iter().enumerate() {
+                let d = drain(&url, &store, args.messages, workers, tuned).await?;
+                if w == 0 {
+                    base = d.rate;
+                }
+                rates[c][w].push(d.rate);
+                ratios[c][w].push(d.rate / base);
+                println!(
+                    "- round {round}, {name}, {workers} workers: {:.0} rows/s, {} deadlocks, {} handler calls",
+                    d.rate, d.deadlocks, d.calls
+                );
+            }
+        }
+    }
+    println!();
+    println!(
+        "| configuration | workers | rows/s (median) | / {} worker(s) (median) |",
+        args.workers[0]
+    );
+    println!("|---|---|---|---|");
+    let mut last = f64::INFINITY;
+    for (c, &(name, _)) in configs.iter().enumerate() {
+        for (w, &workers) in args.workers.iter().enumerate() {
+            let ratio = crate::median(ratios[c][w].clone());
+            if c == 0 && w + 1 == args.workers.len() {
+                last = ratio;
+            }
+            println!(
+                "| {name} | {workers} | {:.0} | {ratio:.2} |",
+                crate::median(rates[c][w].clone())
+            );
+        }
+    }
+    if let Some(min) = args.min_ratio
+        && last < min
+    {
+        anyhow::bail!(
+            "the default configuration at {} workers drains {last:.2} times as fast as at {}: below {min}",
+            args.workers.last().copied().unwrap_or(1),
+            args.workers[0]
+        );
+    }
+    Ok(())
+}
+
+async fn drain(
+    url: &str,
+    store: &PgStore,
+    messages: usize,
+    workers: usize,
+    tuned: bool,
+) -> anyhow::Result<Drain> {
+    let pool = store.pool();
+    sqlx::raw_sql("TRUNCATE inboxed_inbox_messages; UPDATE bench_accounts SET balance = 0;")
+        .execute(pool)
+        .await?;
+    let consumer = ConsumerName::new("bench")?;
+    let inbox = Inbox::new(store.clone(), consumer.clone()).notify(false);
+    let envelopes: Vec<Envelope> = (0..messages)
+        .map(|_| {
+            let id = MessageId::new(uuid::Uuid::now_v7().to_string())?;
+            let body = format!(r#"{{"account": {}}}"#, fastrand::i64(0..ACCOUNTS));
+            Ok(Envelope::new(id, body.into_bytes()))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    for chunk in envelopes.chunks(500) {
+        inbox.store_many(chunk).await?;
+    }
+    let deadlocks_before = deadlocks(pool).await?;
+    let calls = Arc::new(AtomicU64::new(0));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..workers {
+        let config = WorkerConfig::default();
+        let own = PgPoolOptions::new()
+            .max_connections(WORKER_POOL)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect(url)
+            .await?;
+        let mut stopped = stopped.clone();
+        let shutdown = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        let calls = Arc::clone(&calls);
+        let (store, consumer) = (PgStore::new(own), consumer.clone());
+        tasks.push(tokio::spawn(async move {
+            if tuned {
+                Worker::new(store, consumer, Tuned { calls }, config)
+                    .run(shutdown)
+                    .await
+            } else {
+                Worker::new(store, consumer, Simple { calls }, config)
+                    .run(shutdown)
+                    .await
+            }
+        }));
+    }
+    let total = i64::try_from(messages)?;
+    loop {
+        let done: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM inboxed_inbox_messages WHERE status IN ('done', 'dead')",
+        )
+        .fetch_one(pool)
+        .await?;
+        if done >= total {
+            break;
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(600),
+            "the drain did not finish in 10 minutes ({done} of {total})"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    stop.send(true)?;
+    for t in tasks {
+        t.await??;
+    }
+    let credited: i64 =
+        sqlx::query_scalar("SELECT CAST(sum(balance) AS BIGINT) FROM bench_accounts")
+            .fetch_one(pool)
+            .await?;
+    anyhow::ensure!(
+        credited == total,
+        "{credited} credits for {total} messages: not exactly once"
+    );
+    #[allow(clippy::cast_precision_loss)]
+    Ok(Drain {
+        rate: total as f64 / secs,
+        deadlocks: deadlocks(pool).await? - deadlocks_before,
+        calls: calls.load(Ordering::Relaxed),
+    })
+}
+
+async fn deadlocks(pool: &PgPool) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(pool)
+    .await?)
+}

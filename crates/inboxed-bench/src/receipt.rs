@@ -52,7 +52,7 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     let store = PgStore::new(pool.clone());
     store.migrate().await?;
     let inbox = Inbox::new(store, ConsumerName::new("bench")?);
-    let messages = envelopes(args.messages);
+    let messages = envelopes(args.messages)?;
     println!(
         "- {} messages per measurement (UUID v7 ids, 40-byte JSON payloads), {} rounds, on an emptied inbox table each time",
         args.messages, args.rounds
@@ -99,14 +99,12 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
 }
 
 /// Distinct messages with time-ordered ids and small payloads.
-fn envelopes(n: usize) -> Vec<Envelope> {
+fn envelopes(n: usize) -> anyhow::Result<Vec<Envelope>> {
     (0..n)
         .map(|i| {
-            let id = MessageId::new(uuid::Uuid::now_v7().to_string()).expect("a valid id");
-            Envelope::new(
-                id,
-                format!(r#"{{"account": {}, "amount": 1}}"#, i % 10_000).into_bytes(),
-            )
+            let id = MessageId::new(uuid::Uuid::now_v7().to_string())?;
+            let body = format!(r#"{{"account": {}, "amount": 1}}"#, i % 10_000);
+            Ok(Envelope::new(id, body.into_bytes()))
         })
         .collect()
 }

@@ -14,6 +14,7 @@
 //! go through async-nats as for any message, and everything the client sends passes verbatim.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,7 +26,15 @@ use tracing::{debug, warn};
 
 use inboxed_core::escape_bytes;
 
-use crate::upstream::Upstream;
+/// A byte stream to the server, plain or TLS.
+pub(crate) trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// How the screen reaches the server (`upstream.rs`: plain TCP, or TLS done by the screen).
+pub(crate) trait Dial: Send + Sync + 'static {
+    /// A connection to the server and the `INFO` line to hand the client first.
+    fn dial(&self) -> impl Future<Output = io::Result<(Box<dyn Io>, Vec<u8>)>> + Send;
+}
 
 /// What the screen took out of a message, by its reply subject.
 #[derive(Debug, Default)]
@@ -68,7 +77,7 @@ impl Drop for Screen {
 
 impl Screen {
     /// Starts screening connections to `upstream`.
-    pub(crate) async fn start(upstream: Upstream) -> io::Result<Self> {
+    pub(crate) async fn start(upstream: impl Dial) -> io::Result<Self> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let wounds = Arc::new(Wounds::default());
@@ -116,10 +125,10 @@ impl Screen {
 }
 
 /// One client connection: what the client sends goes to the server verbatim, what the server
-/// sends goes through [`Reader`], after the `INFO` line [`Upstream::dial`] read.
+/// sends goes through [`Reader`], after the `INFO` line [`Dial::dial`] read.
 async fn pipe(
     client: TcpStream,
-    (server, info): (Box<dyn crate::upstream::Io>, Vec<u8>),
+    (server, info): (Box<dyn Io>, Vec<u8>),
     wounds: &Wounds,
 ) -> io::Result<()> {
     client.set_nodelay(true)?;

@@ -12,16 +12,14 @@ use std::sync::Arc;
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
 use inboxed_core::BoxError;
 
-/// A byte stream to the server, plain or TLS.
-pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+use crate::screen::{Dial, Io};
 
 /// The longest `INFO` line read before the handshake; the server's is a few hundred bytes.
 const MAX_INFO: usize = 64 * 1024;
@@ -84,10 +82,12 @@ impl Upstream {
             connector: TlsConnector::from(Arc::new(config)),
         })
     }
+}
 
+impl Dial for Upstream {
     /// Connects, with TLS when the URL or the server asks for it. Returns the stream and the
     /// `INFO` line to give async-nats (rewritten to say no TLS when the screen did it).
-    pub(crate) async fn dial(&self) -> io::Result<(Box<dyn Io>, Vec<u8>)> {
+    async fn dial(&self) -> io::Result<(Box<dyn Io>, Vec<u8>)> {
         let mut tcp = TcpStream::connect(&self.addr).await?;
         tcp.set_nodelay(true)?;
         let line = read_info(&mut tcp).await?;

@@ -118,7 +118,7 @@ pub async fn batch_receipt_stores_each_key_once<B: Backend>(_test: &str) {
 
     // Concurrent batches over the same keys and aggregates, in opposite orders.
     let messages: Vec<_> = (0..200)
-        .map(|i| credit(&format!("c-{i}"), 1).with_aggregate(&format!("acct-{}", i % 7)))
+        .map(|i| credit(&format!("c-{i}"), 1).with_aggregate(format!("acct-{}", i % 7)))
         .collect();
     let mut tasks = Vec::new();
     for round in 0..4 {

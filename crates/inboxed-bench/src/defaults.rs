@@ -34,7 +34,9 @@ pub(crate) struct Args {
     #[arg(long)]
     quick: bool,
     /// Fail when the default configuration's median ratio at the most workers falls below
-    /// this. `--quick` sets 0.7 unless given.
+    /// this: a gross regression (the defaults before adaptive row groups drained 0.09 to 0.14
+    /// times as fast at 16 workers as at 1). `--quick` sets 0.4 unless given: its one short
+    /// round measured 0.69 to 0.96 at 8 workers.
     #[arg(long)]
     min_ratio: Option<f64>,
 }
@@ -114,7 +116,7 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     let mut configs = vec![("defaults", false), ("batch handler", true)];
     if args.quick {
         (args.messages, args.workers, args.rounds) = (6_000, vec![1, 8], 1);
-        args.min_ratio = args.min_ratio.or(Some(0.7));
+        args.min_ratio = args.min_ratio.or(Some(0.4));
         configs.truncate(1);
     }
     let url = crate::fresh_database(server).await?;

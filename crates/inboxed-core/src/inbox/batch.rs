@@ -60,13 +60,106 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                     return Ok(report);
                 }
                 Ok(FastPath::DefaultBatch) => inner.default_batch.store(true, Ordering::Relaxed),
-                Ok(FastPath::Failed(cause)) => self.fell_back(cause, &cause.to_string(), &rows),
-                Err(e) => self.fell_back(FallBack::Transaction, &error_chain(&e), &rows),
+                Ok(FastPath::Failed(cause)) => {
+                    self.fell_back(cause, &cause.to_string(), &rows);
+                    self.run_rows(rows, &token, &mut report).await?;
+                    self.count(&report);
+                    return Ok(report);
+                }
+                Err(e) => {
+                    self.fell_back(FallBack::Transaction, &error_chain(&e), &rows);
+                    self.run_rows(rows, &token, &mut report).await?;
+                    self.count(&report);
+                    return Ok(report);
+                }
             }
         }
+        self.run_groups(rows, &token, &mut report).await?;
+        self.count(&report);
+        Ok(report)
+    }
+
+    /// The rows of a `handle`-only handler, in groups that share a transaction and a commit.
+    /// The group size adapts to contention, for the whole worker: one more row after each
+    /// group (or single row) that commits, half as many after a group that hit a lock held by
+    /// another transaction for longer than [`GROUP_LOCK_WAIT`] (or a deadlock, or a
+    /// serialization failure). Alone, a worker's groups grow to the batch size and commit once
+    /// a batch; with many workers crediting the same rows they shrink until they rarely meet.
+    /// A group that failed is redone one row per transaction.
+    async fn run_groups(
+        &self,
+        rows: Vec<InboxRow>,
+        token: &ClaimToken,
+        report: &mut BatchReport,
+    ) -> Result<(), Error> {
+        let inner = &*self.inner;
+        let most = inner.config.batch_size.max(1);
+        let mut rows = rows.into_iter().peekable();
+        while rows.peek().is_some() {
+            let size = inner.group_size.load(Ordering::Relaxed).clamp(1, most);
+            let group: Vec<InboxRow> = rows.by_ref().take(size as usize).collect();
+            if group.len() > 1 {
+                match self.group_path(&group, token).await {
+                    Ok(None) => {
+                        report.done += group.len() as u64;
+                        self.grow_groups(most);
+                        continue;
+                    }
+                    Ok(Some(cause)) => self.group_failed(cause, &cause.to_string(), &group),
+                    Err(e) => self.group_failed(FallBack::Transaction, &error_chain(&e), &group),
+                }
+            }
+            let done = report.done;
+            self.run_rows(group, token, report).await?;
+            if report.done > done {
+                self.grow_groups(most);
+            }
+        }
+        Ok(())
+    }
+
+    fn grow_groups(&self, most: u32) {
+        let _ = self
+            .inner
+            .group_size
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| {
+                Some((k + 1).min(most))
+            });
+    }
+
+    /// A group that did not commit: its size halves on a lock conflict; counted by cause and
+    /// logged at DEBUG (under contention it is routine, and the metric shows the rate).
+    fn group_failed(&self, cause: FallBack, detail: &str, rows: &[InboxRow]) {
+        if matches!(cause, FallBack::Handler(true)) {
+            let _ = self
+                .inner
+                .group_size
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| {
+                    Some((k / 2).max(1))
+                });
+        }
+        tracing::debug!(
+            cause = cause.label(),
+            error = detail,
+            rows = rows.len(),
+            group_size = self.inner.group_size.load(Ordering::Relaxed),
+            "row group fell back to one transaction per row"
+        );
+        metrics::counter!(m::BATCH_FALLBACKS_TOTAL, "consumer" => self.inner.consumer.as_str().to_owned(), "cause" => cause.label())
+            .increment(1);
+    }
+
+    /// Each row in a transaction of its own; failures recorded in their own transactions.
+    async fn run_rows(
+        &self,
+        rows: Vec<InboxRow>,
+        token: &ClaimToken,
+        report: &mut BatchReport,
+    ) -> Result<(), Error> {
+        let inner = &*self.inner;
         for row in rows {
             let span = tracing::info_span!("inboxed.work", row = row.id, message_id = %row.envelope.id(), consumer = %inner.consumer);
-            let (failure, permanent) = match self.run_row(&row, &token).instrument(span).await {
+            let (failure, permanent) = match self.run_row(&row, token).instrument(span).await {
                 Ok(Ok(Completed::Done)) => {
                     report.done += 1;
                     continue;
@@ -86,15 +179,53 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             };
             let backoff = inner.config.backoff.delay(row.attempts);
             if self
-                .fail_row(row.id, &token, &failure, backoff, permanent, &mut report)
+                .fail_row(row.id, token, &failure, backoff, permanent, report)
                 .await?
                 == Failed::Dead
             {
                 warn!(row = row.id, message_id = %row.envelope.id(), error = failure, "row is dead");
             }
         }
-        self.count(&report);
-        Ok(report)
+        Ok(())
+    }
+
+    /// One group of a `handle`-only handler's rows in one transaction: `handle` for each, one
+    /// fenced completion, one commit; `Ok(None)` when it committed. Its lock waits are bounded
+    /// by [`GROUP_LOCK_WAIT`] (or the configured lock timeout, if shorter): a group waiting on
+    /// another's locks is the contention that shrinks the groups.
+    async fn group_path(
+        &self,
+        rows: &[InboxRow],
+        token: &ClaimToken,
+    ) -> Result<Option<FallBack>, StoreError> {
+        let inner = &*self.inner;
+        let mut begin = inner.config.begin;
+        begin.lock_timeout = begin.lock_timeout.min(GROUP_LOCK_WAIT);
+        let mut tx = inner.store.begin(&begin).await?;
+        for row in rows {
+            let handled = call_guarded(
+                &inner.handler,
+                &row.envelope,
+                &mut *tx,
+                inner.config.handler_timeout,
+            )
+            .await;
+            if let Err(e) = handled {
+                tx.rollback().await.map_err(StoreError::from_sqlx)?;
+                return Ok(Some(FallBack::Handler(is_lock_conflict(&e))));
+            }
+        }
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        let failed = match inner.store.complete_batch(&mut *tx, &ids, token).await {
+            Ok(done) if done.len() == ids.len() => {
+                tx.commit().await.map_err(StoreError::from_sqlx)?;
+                return Ok(None);
+            }
+            Ok(_) => FallBack::LostClaim,
+            Err(_) => FallBack::Completion,
+        };
+        tx.rollback().await.map_err(StoreError::from_sqlx)?;
+        Ok(Some(failed))
     }
 
     /// Logs and counts a batch that is redone row by row, naming why.
@@ -262,7 +393,8 @@ enum FastPath {
 /// `inboxed_batch_fallbacks_total`).
 #[derive(Debug, Clone, Copy)]
 enum FallBack {
-    /// `handle_batch` failed; `true` when on a deadlock or serialization failure.
+    /// A handler failed; `true` when on a lock conflict (deadlock, serialization failure,
+    /// lock timeout).
     Handler(bool),
     /// A row's claim was lost to the reaper before the completion.
     LostClaim,
@@ -287,22 +419,33 @@ impl FallBack {
 impl std::fmt::Display for FallBack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Self::Handler(true) => "handle_batch hit a deadlock or serialization failure",
-            Self::Handler(false) => "handle_batch returned an error",
+            Self::Handler(true) => {
+                "a handler hit a lock conflict (deadlock, serialization failure or lock timeout)"
+            }
+            Self::Handler(false) => "a handler returned an error",
             Self::LostClaim => "a row's claim was lost before the completion",
-            Self::Completion => "the completion failed after handle_batch returned Ok",
+            Self::Completion => "the completion failed after the handlers returned Ok",
             Self::Transaction => "the batch's transaction failed",
         })
     }
 }
 
-/// Whether a handler's error comes from a deadlock or serialization failure (SQLSTATE 40P01,
-/// 40001), read from the sqlx error it keeps as its source.
+/// Longest wait of a row group's statements for a lock another transaction holds. Groups of a
+/// moment's work wait less than this on each other; past it, the wait is contention (or a
+/// deadlock, which PostgreSQL would only break after its `deadlock_timeout` of a second).
+const GROUP_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Whether a handler's error comes from a lock conflict, read from the sqlx error it keeps as
+/// its source: PostgreSQL's SQLSTATE 40P01 (deadlock), 40001 (serialization failure), 55P03
+/// (lock timeout); SQLite's `SQLITE_BUSY` (5).
 fn is_lock_conflict(e: &HandlerError) -> bool {
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         if let Some(sqlx::Error::Database(db)) = s.downcast_ref::<sqlx::Error>() {
-            return matches!(db.code().as_deref(), Some("40P01" | "40001"));
+            return matches!(
+                db.code().as_deref(),
+                Some("40P01" | "40001" | "55P03" | "5")
+            );
         }
         source = s.source();
     }

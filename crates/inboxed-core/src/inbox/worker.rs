@@ -62,6 +62,8 @@ pub(super) struct Inner<S, H> {
     /// Whether the handler's `handle_batch` is the trait's default (which the first batch
     /// finds out): its rows then run each in a transaction of their own.
     pub(super) default_batch: std::sync::atomic::AtomicBool,
+    /// Rows per transaction for such a handler, adapted to contention (`batch.rs`).
+    pub(super) group_size: std::sync::atomic::AtomicU32,
 }
 
 impl<S, H> Clone for Worker<S, H> {
@@ -80,6 +82,8 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             std::process::id(),
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
+        // Groups start at the batch size and shrink only under contention.
+        let group_size = config.batch_size.max(1);
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -90,6 +94,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 in_flight: Mutex::default(),
                 claims: Arc::default(),
                 default_batch: std::sync::atomic::AtomicBool::new(false),
+                group_size: std::sync::atomic::AtomicU32::new(group_size),
             }),
         }
     }

@@ -216,7 +216,7 @@ async fn relay_stores_each_message_once_through_a_kill() {
 
 #[tokio::test]
 async fn relay_survives_a_database_crash() {
-    const MANY: i64 = 10_000;
+    const MANY: i64 = 4_000;
     let pg = ThrowawayPg::start();
     let pool = store_on(&pg).await.pool().clone();
     let (channel, name) = queue(&amqp_url()).await;
@@ -255,7 +255,7 @@ async fn relay_survives_a_database_crash() {
 }
 
 /// The relay from a NATS server of its own, SIGKILLed and started again in the middle of
-/// 10,000 messages: the relay recovers by itself, every message gets its row, and the durable
+/// 4,000 messages: the relay recovers by itself, every message gets its row, and the durable
 /// consumer ends with nothing pending or unacked.
 #[tokio::test]
 async fn relay_survives_a_broker_restart() {

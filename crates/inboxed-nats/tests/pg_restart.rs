@@ -1,5 +1,5 @@
 //! PostgreSQL crashed (`pg_ctl stop -m immediate`) and restarted in the middle of a
-//! 10,000-message JetStream stream: transactions cut by the crash roll back, their messages are
+//! 4,000-message JetStream stream: transactions cut by the crash roll back, their messages are
 //! nak'ed and redelivered, the pool reconnects, and a ledger audit finds every message applied
 //! exactly once. The database is a throwaway cluster of the test's own.
 

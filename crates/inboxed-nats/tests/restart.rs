@@ -1,5 +1,5 @@
 //! A NATS server of the test's own (file storage, a free port, a temporary directory), killed
-//! with SIGKILL and restarted in the middle of a 10,000-message stream: the consumer recovers
+//! with SIGKILL and restarted in the middle of a 4,000-message stream: the consumer recovers
 //! by itself, and a ledger audit finds every message applied exactly once.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]

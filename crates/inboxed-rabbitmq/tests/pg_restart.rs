@@ -1,4 +1,4 @@
-//! PostgreSQL crashed (`pg_ctl stop -m immediate`) and restarted in the middle of 10,000
+//! PostgreSQL crashed (`pg_ctl stop -m immediate`) and restarted in the middle of 4,000
 //! messages on a RabbitMQ queue: transactions cut by the crash roll back, their deliveries are
 //! requeued, the pool reconnects, and a ledger audit finds every message applied exactly once.
 //! The database is a throwaway cluster of the test's own.

@@ -1,5 +1,5 @@
 //! A RabbitMQ node of the test's own (its own node name, port, data directory), killed with
-//! SIGKILL and restarted in the middle of 10,000 persistent messages: the consumer reconnects
+//! SIGKILL and restarted in the middle of 4,000 persistent messages: the consumer reconnects
 //! by itself, unacked messages come back, and a ledger audit finds every message applied
 //! exactly once.
 

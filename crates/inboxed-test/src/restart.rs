@@ -15,7 +15,7 @@ use crate::pg::Pg;
 use crate::throwaway::ThrowawayPg;
 
 /// Messages of a restart test.
-pub const MESSAGES: i64 = 10_000;
+pub const MESSAGES: i64 = 4_000;
 
 /// The amount credited by message `i`; the audit checks the sum.
 #[must_use]

@@ -307,6 +307,8 @@ fn help_names_every_command() {
         .nth(1)
         .unwrap()
         .lines()
+        // The rest of the `Commands:` line.
+        .skip(1)
         .map_while(|line| line.strip_prefix("  "))
         // Wrapped descriptions are indented further.
         .filter(|line| !line.starts_with(' '))

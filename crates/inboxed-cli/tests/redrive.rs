@@ -407,6 +407,23 @@ mod tls {
 
     use inboxed_test::tls::{TestCa, TlsServer};
 
+    /// `--to-broker URL --<flag> <name> --tls-ca-file <the CA>`, then the scenario.
+    async fn redrive_through<S, F, Fut>(
+        source: S,
+        publish: F,
+        url: &str,
+        to: (&str, &str),
+        ca: &TestCa,
+    ) where
+        S: DeliverySource + 'static,
+        F: Fn() -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let ca_file = ca.ca_file().display().to_string();
+        let flags = ["--to-broker", url, to.0, to.1, "--tls-ca-file", &ca_file];
+        scenario(source, publish, &flags, &[], &[]).await;
+    }
+
     #[tokio::test]
     async fn rediss_redrive_is_applied_once() {
         let ca = TestCa::new();
@@ -428,16 +445,7 @@ mod tls {
                 let _: String = conn.xadd(stream, "*", &fields).await.unwrap();
             }
         };
-        let ca_file = ca.ca_file().display().to_string();
-        let to = [
-            "--to-broker",
-            &url,
-            "--stream",
-            stream,
-            "--tls-ca-file",
-            &ca_file,
-        ];
-        scenario(source, publish, &to, &[], &[]).await;
+        redrive_through(source, publish, &url, ("--stream", stream), &ca).await;
     }
 
     #[tokio::test]
@@ -449,14 +457,7 @@ mod tls {
             .await
             .unwrap();
         let channel = conn.create_channel().await.unwrap();
-        channel
-            .queue_declare(
-                "orders".into(),
-                lapin::options::QueueDeclareOptions::durable(),
-                lapin::types::FieldTable::default(),
-            )
-            .await
-            .unwrap();
+        inboxed_test::amqp::declare(&channel, "orders").await;
         let config = inboxed_rabbitmq::RabbitConfig::new(&url, "orders").tls_ca_file(ca.ca_file());
         let source = inboxed_rabbitmq::RabbitSource::connect(config)
             .await
@@ -474,16 +475,7 @@ mod tls {
                 .await
                 .unwrap();
         };
-        let ca_file = ca.ca_file().display().to_string();
-        let to = [
-            "--to-broker",
-            &url,
-            "--queue",
-            "orders",
-            "--tls-ca-file",
-            &ca_file,
-        ];
-        scenario(source, publish, &to, &[], &[]).await;
+        redrive_through(source, publish, &url, ("--queue", "orders"), &ca).await;
     }
 
     #[tokio::test]
@@ -519,15 +511,6 @@ mod tls {
                 .unwrap();
             tokio::time::sleep(Duration::from_millis(1100)).await;
         };
-        let ca_file = ca.ca_file().display().to_string();
-        let to = [
-            "--to-broker",
-            &url,
-            "--subject",
-            "orders",
-            "--tls-ca-file",
-            &ca_file,
-        ];
-        scenario(source, publish, &to, &[], &[]).await;
+        redrive_through(source, publish, &url, ("--subject", "orders"), &ca).await;
     }
 }

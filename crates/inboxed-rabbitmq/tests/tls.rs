@@ -8,13 +8,11 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use lapin::options::QueueDeclareOptions;
-use lapin::types::FieldTable;
 use serde_json::json;
 
 use inboxed_core::error_chain;
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
-use inboxed_test::amqp::publish_keyed;
+use inboxed_test::amqp::{declare, publish_keyed};
 use inboxed_test::rabbit_node::Node;
 use inboxed_test::raw_amqp::{hex, produce};
 use inboxed_test::restart::amount;
@@ -39,14 +37,7 @@ async fn consumes_through_amqps_with_the_screen_and_refuses_what_it_must() {
         .await
         .unwrap();
     let channel = conn.create_channel().await.unwrap();
-    channel
-        .queue_declare(
-            "tls".into(),
-            QueueDeclareOptions::durable(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+    declare(&channel, "tls").await;
     publish_keyed(&channel, "tls", "t", 0..50).await;
     let bad = json!({"routing_key": hex(b"tls"), "props": {"message_id": hex(b"m-\xff")},
                      "body": hex(br#"{"amount": 1000000}"#)});

@@ -287,6 +287,47 @@ async fn no_bytes_a_producer_can_send_stop_the_queue() {
     db.finish().await;
 }
 
+/// A body at RabbitMQ's maximum message size (128 MiB, `max_message_size`'s default since
+/// 3.8) that is not JSON reaches the handler and is dead-lettered with every byte kept; one
+/// byte more is refused by the broker at publish, and the valid message published after it is
+/// applied.
+#[tokio::test]
+async fn a_body_at_the_brokers_maximum_is_kept_and_one_past_it_is_refused() {
+    const MAX: usize = 128 * 1024 * 1024;
+    let db = Pg::create().await;
+    let (channel, name) = inboxed_test::amqp::queue_of_kind(&amqp_url(), false).await;
+    let rk = hex(name.as_bytes());
+    let past = json!({"routing_key": rk, "props": {"message_id": hex(b"past-max")},
+                      "body": "ff", "body_repeat": MAX + 1});
+    let status = try_produce(vec![past]).await;
+    assert!(
+        !status.success(),
+        "RabbitMQ refuses a body past its maximum"
+    );
+    produce(vec![
+        json!({"routing_key": rk, "props": {"message_id": hex(b"at-max")},
+               "body": hex(b"\xff\x00garbag"), "body_repeat": MAX / 8}),
+        json!({"routing_key": rk, "props": {"message_id": hex(b"after-max")}, "body": credit(5)}),
+    ])
+    .await;
+    let source = RabbitSource::connect(RabbitConfig::new(amqp_url(), name.as_str()))
+        .await
+        .unwrap();
+    drain_and_check_ledger(&db, source, (1, 5), 1).await;
+    let kept = dead_letter_payload_len(&db, "at-max").await;
+    assert_eq!(
+        kept,
+        i64::try_from(MAX).unwrap(),
+        "the 128 MiB body is kept byte for byte"
+    );
+    assert_eq!(inboxed_test::amqp::depth(&channel, &name).await, 0);
+    channel
+        .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+    db.finish().await;
+}
+
 /// With the key in a header: a long string that is not UTF-8 is reported as such (not as a
 /// missing key), a byte array holding UTF-8 is a key like a long string, and a key past the
 /// 512-byte limit is refused by its length.

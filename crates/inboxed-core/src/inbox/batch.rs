@@ -202,18 +202,9 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let mut begin = inner.config.begin;
         begin.lock_timeout = begin.lock_timeout.min(GROUP_LOCK_WAIT);
         let mut tx = inner.store.begin(&begin).await?;
-        for row in rows {
-            let handled = call_guarded(
-                &inner.handler,
-                &row.envelope,
-                &mut *tx,
-                inner.config.handler_timeout,
-            )
-            .await;
-            if let Err(e) = handled {
-                tx.rollback().await.map_err(StoreError::from_sqlx)?;
-                return Ok(Some(FallBack::Handler(is_lock_conflict(&e))));
-            }
+        if let Err(e) = self.handle_each(&mut tx, rows).await {
+            tx.rollback().await.map_err(StoreError::from_sqlx)?;
+            return Ok(Some(FallBack::Handler(is_lock_conflict(&e))));
         }
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         let failed = match inner.store.complete_batch(&mut *tx, &ids, token).await {
@@ -338,6 +329,26 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         }
     }
 
+    /// `handle` for each of `rows`, in order, through `tx`, under the per-message deadline; the
+    /// first failure ends it.
+    async fn handle_each(
+        &self,
+        tx: &mut sqlx::Transaction<'static, S::Db>,
+        rows: &[InboxRow],
+    ) -> Result<(), HandlerError> {
+        let inner = &*self.inner;
+        for row in rows {
+            call_guarded(
+                &inner.handler,
+                &row.envelope,
+                &mut **tx,
+                inner.config.handler_timeout,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     /// One row in a transaction of its own: the handler, the fenced completion, the commit.
     /// The outer `Err` is a failure of the transaction itself (its begin or commit); the inner
     /// one the handler's, or a completion that found the claim lost.
@@ -348,13 +359,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     ) -> Result<Result<Completed, HandlerError>, StoreError> {
         let inner = &*self.inner;
         let mut tx = inner.store.begin(&inner.config.begin).await?;
-        let handled = call_guarded(
-            &inner.handler,
-            &row.envelope,
-            &mut *tx,
-            inner.config.handler_timeout,
-        )
-        .await;
+        let handled = self.handle_each(&mut tx, std::slice::from_ref(row)).await;
         let result = match handled {
             Ok(()) => {
                 let params = CompleteParams { id: row.id, token };

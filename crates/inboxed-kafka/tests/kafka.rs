@@ -235,7 +235,7 @@ async fn killed_between_commit_and_ack_applies_once() {
 /// Bad input at the wire: a producer outside Rust (`inboxed_test::raw_kafka`, kafka-python with
 /// header names sent as raw bytes) puts header names that are not UTF-8 (which rdkafka's safe
 /// API panics on), a key header given twice, and bad keys (not UTF-8, NUL, empty, absent, past
-/// 512 bytes) among 200 valid records. Every valid record is applied once (ledger count and
+/// 512 bytes) and a 1,000,000-byte value (Kafka's default maximum) among 200 valid records. Every valid record is applied once (ledger count and
 /// sum), every bad one dead-lettered naming its field, and the group's offset reaches the end.
 #[tokio::test]
 async fn no_bytes_a_producer_can_send_stop_the_partition() {
@@ -270,7 +270,7 @@ async fn no_bytes_a_producer_can_send_stop_the_partition() {
             "header message_id is given more than once",
         ),
         (
-            json!({"headers": [[hex(b"message_id"), hex(b"big-body")]], "value": hex(b"\xff\x00garbag"), "value_repeat": 65_536}),
+            json!({"headers": [[hex(b"message_id"), hex(b"big-body")]], "value": hex(b"\xff\x00garbag"), "value_repeat": 125_000}),
             "expected value at line 1 column 1",
         ),
     ];
@@ -322,6 +322,13 @@ async fn no_bytes_a_producer_can_send_stop_the_partition() {
     );
     let expect: Vec<&str> = bad.iter().map(|(_, e)| *e).collect();
     inboxed_test::wire::assert_dead_letters(&db, bad.len(), &expect).await;
+    // 1,000,000 bytes: Kafka's default `message.max.bytes` for a record's value, and
+    // librdkafka's own producer limit.
+    assert_eq!(
+        inboxed_test::wire::dead_letter_payload_len(&db, "big-body").await,
+        1_000_000,
+        "the body is kept byte for byte"
+    );
     let total = i64::try_from(bad.len()).unwrap() + rows;
     for _ in 0..50 {
         if committed(&name, "ledger") == Offset::Offset(total) {

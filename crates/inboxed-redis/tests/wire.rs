@@ -167,3 +167,41 @@ async fn no_bytes_a_producer_can_send_stall_the_stream() {
     redis_cli(&[b"DEL", s], None);
     db.finish().await;
 }
+
+/// A field at the server's maximum bulk length (a server of the test's own with
+/// `proto-max-bulk-len 1mb`, the least Redis allows; the default, 512 MB, is the same check at
+/// a size a test machine cannot spare) that is not JSON is dead-lettered with every byte kept;
+/// one byte more is refused by the server at `XADD`, and the entry after it is applied.
+#[tokio::test]
+async fn a_field_at_the_servers_maximum_is_kept_and_one_past_it_is_refused() {
+    const MAX: usize = 1024 * 1024;
+    let server = inboxed_test::tls::TlsServer::redis_plain(&["--proto-max-bulk-len", "1mb"]);
+    let url = format!("redis://127.0.0.1:{}", server.port);
+    let db = Pg::create().await;
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let xadd = |id: &str, payload: Vec<u8>| {
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg("orders").arg("*").arg("message_id").arg(id).arg("payload").arg(payload);
+        cmd
+    };
+    let mut past = client.get_multiplexed_async_connection().await.unwrap();
+    let refused: redis::RedisResult<String> =
+        xadd("past-max", vec![0xff; MAX + 1]).query_async(&mut past).await;
+    assert!(refused.is_err(), "the server refuses a field past its maximum");
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: String = xadd("at-max", vec![0xff; MAX]).query_async(&mut conn).await.unwrap();
+    let _: String = xadd("after-max", br#"{"amount": 5}"#.to_vec())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut config = RedisConfig::new(url.as_str(), "orders", "ledger");
+    config.block = Duration::from_millis(200);
+    let source = RedisSource::connect(config).await.unwrap();
+    drain_and_check_ledger(&db, source, (1, 5), 1).await;
+    assert_eq!(
+        dead_letter_payload_len(&db, "at-max").await,
+        i64::try_from(MAX).unwrap(),
+        "the 1 MiB field is kept byte for byte"
+    );
+    db.finish().await;
+}

@@ -109,7 +109,8 @@ fn authority(name: &str) -> (String, Issuer<'static, KeyPair>) {
     (pem, Issuer::new(params, key))
 }
 
-/// A server process of the test's own, killed when dropped.
+/// A server process of the test's own, killed when dropped (TLS, or plain with settings of
+/// the test's choosing).
 #[derive(Debug)]
 pub struct TlsServer {
     child: Child,
@@ -177,6 +178,22 @@ impl TlsServer {
         ])
         .arg("--dir")
         .arg(data.path());
+        Self::spawn(cmd, port, data, "redis-server")
+    }
+
+    /// A plain Redis server with `extra` settings (a lower `proto-max-bulk-len`, say).
+    ///
+    /// # Panics
+    /// As [`TlsServer::redis`].
+    #[must_use]
+    pub fn redis_plain(extra: &[&str]) -> Self {
+        let (data, port) = (tempfile::tempdir().unwrap(), crate::free_port());
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(extra)
+            .arg("--dir")
+            .arg(data.path());
         Self::spawn(cmd, port, data, "redis-server")
     }
 

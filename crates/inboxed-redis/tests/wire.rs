@@ -181,15 +181,27 @@ async fn a_field_at_the_servers_maximum_is_kept_and_one_past_it_is_refused() {
     let client = redis::Client::open(url.as_str()).unwrap();
     let xadd = |id: &str, payload: Vec<u8>| {
         let mut cmd = redis::cmd("XADD");
-        cmd.arg("orders").arg("*").arg("message_id").arg(id).arg("payload").arg(payload);
+        cmd.arg("orders")
+            .arg("*")
+            .arg("message_id")
+            .arg(id)
+            .arg("payload")
+            .arg(payload);
         cmd
     };
     let mut past = client.get_multiplexed_async_connection().await.unwrap();
-    let refused: redis::RedisResult<String> =
-        xadd("past-max", vec![0xff; MAX + 1]).query_async(&mut past).await;
-    assert!(refused.is_err(), "the server refuses a field past its maximum");
+    let refused: redis::RedisResult<String> = xadd("past-max", vec![0xff; MAX + 1])
+        .query_async(&mut past)
+        .await;
+    assert!(
+        refused.is_err(),
+        "the server refuses a field past its maximum"
+    );
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let _: String = xadd("at-max", vec![0xff; MAX]).query_async(&mut conn).await.unwrap();
+    let _: String = xadd("at-max", vec![0xff; MAX])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     let _: String = xadd("after-max", br#"{"amount": 5}"#.to_vec())
         .query_async(&mut conn)
         .await

@@ -94,10 +94,10 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     ) -> Result<(), Error> {
         let inner = &*self.inner;
         let most = inner.config.batch_size.max(1);
-        let mut rows = rows.into_iter().peekable();
-        while rows.peek().is_some() {
-            let size = inner.group_size.load(Ordering::Relaxed).clamp(1, most);
-            let group: Vec<InboxRow> = rows.by_ref().take(size as usize).collect();
+        let mut queue: std::collections::VecDeque<InboxRow> = rows.into();
+        while !queue.is_empty() {
+            let size = inner.group_size.load(Ordering::Relaxed).clamp(1, most) as usize;
+            let mut group: Vec<InboxRow> = queue.drain(..size.min(queue.len())).collect();
             if group.len() > 1 {
                 match self.group_path(&group, token).await {
                     Ok(None) => {
@@ -105,7 +105,19 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                         self.grow_groups(most);
                         continue;
                     }
-                    Ok(Some(cause)) => self.group_failed(cause, &cause.to_string(), &group),
+                    Ok(Some((cause @ FallBack::Handler(false), Some(at)))) => {
+                        // One row's own failure: it runs alone now, and the others go back to
+                        // be grouped again. (The rows of a batch have no order between them
+                        // that matters: ordered mode claims one row per aggregate at most.)
+                        self.group_failed(cause, &cause.to_string(), &group);
+                        let culprit = group.remove(at);
+                        for row in group.into_iter().rev() {
+                            queue.push_front(row);
+                        }
+                        self.run_rows(vec![culprit], token, report).await?;
+                        continue;
+                    }
+                    Ok(Some((cause, _))) => self.group_failed(cause, &cause.to_string(), &group),
                     Err(e) => self.group_failed(FallBack::Transaction, &error_chain(&e), &group),
                 }
             }
@@ -197,14 +209,14 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         &self,
         rows: &[InboxRow],
         token: &ClaimToken,
-    ) -> Result<Option<FallBack>, StoreError> {
+    ) -> Result<Option<(FallBack, Option<usize>)>, StoreError> {
         let inner = &*self.inner;
         let mut begin = inner.config.begin;
         begin.lock_timeout = begin.lock_timeout.min(GROUP_LOCK_WAIT);
         let mut tx = inner.store.begin(&begin).await?;
-        if let Err(e) = self.handle_each(&mut tx, rows).await {
+        if let Err((at, e)) = self.handle_each(&mut tx, rows).await {
             tx.rollback().await.map_err(StoreError::from_sqlx)?;
-            return Ok(Some(FallBack::Handler(is_lock_conflict(&e))));
+            return Ok(Some((FallBack::Handler(is_lock_conflict(&e)), Some(at))));
         }
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         let failed = match inner.store.complete_batch(&mut *tx, &ids, token).await {
@@ -216,7 +228,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             Err(_) => FallBack::Completion,
         };
         tx.rollback().await.map_err(StoreError::from_sqlx)?;
-        Ok(Some(failed))
+        Ok(Some((failed, None)))
     }
 
     /// Logs and counts a batch that is redone row by row, naming why.
@@ -330,21 +342,22 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     }
 
     /// `handle` for each of `rows`, in order, through `tx`, under the per-message deadline; the
-    /// first failure ends it.
+    /// first failure ends it, with the failing row's position.
     async fn handle_each(
         &self,
         tx: &mut sqlx::Transaction<'static, S::Db>,
         rows: &[InboxRow],
-    ) -> Result<(), HandlerError> {
+    ) -> Result<(), (usize, HandlerError)> {
         let inner = &*self.inner;
-        for row in rows {
+        for (at, row) in rows.iter().enumerate() {
             call_guarded(
                 &inner.handler,
                 &row.envelope,
                 &mut **tx,
                 inner.config.handler_timeout,
             )
-            .await?;
+            .await
+            .map_err(|e| (at, e))?;
         }
         Ok(())
     }
@@ -359,7 +372,10 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     ) -> Result<Result<Completed, HandlerError>, StoreError> {
         let inner = &*self.inner;
         let mut tx = inner.store.begin(&inner.config.begin).await?;
-        let handled = self.handle_each(&mut tx, std::slice::from_ref(row)).await;
+        let handled = self
+            .handle_each(&mut tx, std::slice::from_ref(row))
+            .await
+            .map_err(|(_, e)| e);
         let result = match handled {
             Ok(()) => {
                 let params = CompleteParams { id: row.id, token };

@@ -123,7 +123,7 @@ impl Broker {
         drop(stdin);
         let mut lines = BufReader::new(child.stdout.take().expect("child stdout")).lines();
         let mut killed = false;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
         while let Ok(Ok(Some(line))) = tokio::time::timeout_at(deadline, lines.next_line()).await {
             // libtest may print "test <name> ... " on the same line before our output.
             let Some((_, said)) = line.split_once("inboxed-child: ") else {
@@ -180,7 +180,7 @@ pub fn spawn_worker_child_with(
 pub async fn kill_when(child: &mut tokio::process::Child, what: &str) -> bool {
     let stdout = child.stdout.take().expect("child stdout");
     let mut lines = BufReader::new(stdout).lines();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
     let mut seen = false;
     while let Ok(Ok(Some(line))) = tokio::time::timeout_at(deadline, lines.next_line()).await {
         if line

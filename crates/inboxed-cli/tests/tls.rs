@@ -15,18 +15,11 @@ use inboxed_test::throwaway::ThrowawayPg;
 use inboxed_test::tls::TestCa;
 use inboxed_test::{Ledger, Pg, credit};
 
+mod common;
+
 /// Runs the binary: its exit code and both its streams.
 fn inboxed(args: &[&str]) -> (i32, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inboxed"))
-        .args(args)
-        .output()
-        .expect("run inboxed");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    common::inboxed_with(&[], args)
 }
 
 #[tokio::test]

@@ -32,3 +32,19 @@ pub(crate) fn inboxed(args: &[&str]) -> (i32, String) {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     (out.status.code().unwrap_or(-1), text)
 }
+
+/// Runs the `inboxed` binary with `env` added: its exit code and its standard output, then its
+/// standard error.
+pub(crate) fn inboxed_with(env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run inboxed");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}

@@ -16,6 +16,7 @@
 mod batch;
 mod config;
 mod locked;
+mod outcomes;
 mod reaper;
 mod receipt;
 mod relay;

@@ -9,6 +9,8 @@ use crate::error::StoreError;
 use crate::hash::PayloadHash;
 use crate::store::Store;
 
+pub use super::outcomes::receipt_outcomes;
+
 /// Milliseconds since the Unix epoch, the unit every inbox time parameter travels in.
 #[must_use]
 pub fn millis(t: SystemTime) -> i64 {
@@ -78,39 +80,6 @@ pub struct EnqueueManyParams<'a> {
     pub consumer: &'a ConsumerName,
     /// The messages in arrival order; a key may appear more than once.
     pub envelopes: &'a [Envelope],
-}
-
-/// The outcome of each message of a batch receipt, in order, from what the engine reported:
-/// the ids of the keys its insert stored (`inserted`, by key) and the stored payload hashes of
-/// the others (`stored`, read in the same transaction). A key given twice is stored at its
-/// first position; later ones are duplicates or conflicts of it.
-#[must_use]
-pub fn receipt_outcomes(
-    envelopes: &[Envelope],
-    inserted: &std::collections::HashMap<String, i64>,
-    stored: &std::collections::HashMap<String, PayloadHash>,
-) -> Vec<Enqueued> {
-    let mut first = std::collections::HashMap::<&str, PayloadHash>::new();
-    envelopes
-        .iter()
-        .map(|env| {
-            let key = env.id().as_str();
-            if let Some(&id) = inserted.get(key)
-                && !first.contains_key(key)
-            {
-                first.insert(key, env.hash());
-                return Enqueued::Stored { id };
-            }
-            let earlier = first.get(key).copied().or_else(|| stored.get(key).copied());
-            match earlier {
-                Some(hash) if hash != env.hash() => Enqueued::Conflict {
-                    stored: hash,
-                    received: env.hash(),
-                },
-                _ => Enqueued::Duplicate,
-            }
-        })
-        .collect()
 }
 
 /// What a receipt did.

@@ -12,6 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 say() { printf 'test.sh: %s\n' "$*" >&2; }
+# Where the time goes, in CI's log: seconds since the script started.
+mark() { say "$1 (${SECONDS}s)"; }
 # Every service below starts through `detached`: it keeps no descriptor of this shell's caller.
 . scripts/detached.sh
 scripts/check/detached.sh >/dev/null || { say "detached.sh leaks descriptors"; exit 1; }
@@ -145,13 +147,16 @@ scripts/build-deps.sh
 command -v promtool >/dev/null 2>&1 || apt_install prometheus
 command -v promtool >/dev/null 2>&1 || { say "no promtool: install prometheus"; exit 1; }
 (cd deploy/prometheus && promtool check rules alerts.yml && promtool test rules alerts.test.yml)
+mark "services ready"
 # Doctests first, so that the run closes with the main suite's summary.
 cargo test --workspace --all-features --doc
 # The workspace is built once, with all features; the tests below and the relay example use
 # that build. The examples are a workspace of their own sharing the target directory, each run
 # as its top says.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+mark "doctests done"
 cargo test -q --workspace --all-features --no-run
+mark "tests built"
 # CI's benchmark smoke run: same-run ratios only, failing on a gross regression, never on noise.
 # From the dev build the suite already made (a release build of the benchmarks alone took
 # 4 minutes): the gates are ratios far below what a dev build measures (BENCHMARKS.md gives
@@ -161,10 +166,12 @@ if [ -n "${INBOXED_BENCH_QUICK:-}" ]; then
     cargo run -q -p inboxed-bench -- --database-url "$DATABASE_URL" "$bench" --quick
   done
 fi
+mark "benchmarks done"
 AMQP_URL="${INBOXED_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}" \
   cargo run -q --manifest-path examples/Cargo.toml -p billing-rabbitmq
 AMQP_URL="${INBOXED_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}" \
   INBOXED_BIN="$CARGO_TARGET_DIR/debug/inboxed" examples/relay-worker/run.sh
+mark "examples done"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --all-features --profile "${NEXTEST_PROFILE:-default}"
 else

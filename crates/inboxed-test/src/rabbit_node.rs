@@ -24,8 +24,8 @@ impl Node {
         Self::start_with(None).await
     }
 
-    /// A node that also listens with `amqps` on [`Node::tls_port`], presenting `ca`'s server
-    /// certificate (for `localhost`) and asking no client certificate.
+    /// A node that also listens with `amqps` on a port of its own ([`Node::tls_url`]),
+    /// presenting `ca`'s server certificate (for `localhost`) and asking no client certificate.
     ///
     /// # Panics
     /// When the node does not start.

@@ -38,6 +38,7 @@ const SUITE: &[(&str, &[&str])] = &[
     ("ids", &[]),
     ("receipt", &[]),
     ("defaults", &[]),
+    ("recovery", &[]),
     ("inbox", &["--workers", "1,4,8", "--batches", "10,100,500"]),
     ("retention", &[]),
     (

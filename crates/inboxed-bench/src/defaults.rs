@@ -39,9 +39,15 @@ pub(crate) struct Args {
     /// round measured 0.69 to 0.96 at 8 workers.
     #[arg(long)]
     min_ratio: Option<f64>,
+    /// Claim loops per worker instead of the default (to compare, not for the suite).
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Rows per claim instead of the default (to compare, not for the suite).
+    #[arg(long)]
+    batch: Option<u32>,
 }
 
-const ACCOUNTS: i64 = 10_000;
+pub(crate) const ACCOUNTS: i64 = 10_000;
 /// Connections of each worker's pool: its four claim loops and its `LISTEN` connection.
 const WORKER_POOL: u32 = 5;
 
@@ -51,7 +57,8 @@ struct Credit {
 }
 
 /// The newcomer's handler: `handle` only.
-struct Simple {
+#[derive(Default)]
+pub(crate) struct Simple {
     calls: Arc<AtomicU64>,
 }
 
@@ -133,7 +140,7 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     .execute(&pool)
     .await?;
     println!(
-        "- {} messages per run, each crediting one of {ACCOUNTS} accounts (drawn at random); each worker as a process of its own would run it: `WorkerConfig::default()` (4 claim loops, batch 50, lease mode, NOTIFY wake-ups) on a pool of its own of {WORKER_POOL} connections (the loops and the listener); {} rounds",
+        "- {} messages per run, each crediting one of {ACCOUNTS} accounts (drawn at random); each worker as a process of its own would run it: `WorkerConfig::default()` (4 claim loops, batch 50, lease mode, NOTIFY wake-ups, liveness registration) on a pool of its own of {WORKER_POOL} connections (the loops and the listener) beside its liveness connection; {} rounds",
         args.messages, args.rounds
     );
     let mut ratios = vec![vec![Vec::new(); args.workers.len()]; configs.len()];
@@ -142,7 +149,7 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
         for (c, &(name, tuned)) in configs.iter().enumerate() {
             let mut base = 0.0;
             for (w, &workers) in args.workers.iter().enumerate() {
-                let d = drain(&url, &store, args.messages, workers, tuned).await?;
+                let d = drain(&url, &store, &args, workers, tuned).await?;
                 if w == 0 {
                     base = d.rate;
                 }
@@ -189,10 +196,11 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
 async fn drain(
     url: &str,
     store: &PgStore,
-    messages: usize,
+    args: &Args,
     workers: usize,
     tuned: bool,
 ) -> anyhow::Result<Drain> {
+    let messages = args.messages;
     let pool = store.pool();
     sqlx::raw_sql("TRUNCATE inboxed_inbox_messages; UPDATE bench_accounts SET balance = 0;")
         .execute(pool)
@@ -215,9 +223,18 @@ async fn drain(
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..workers {
-        let config = WorkerConfig::default();
+        let mut config = WorkerConfig::default();
+        if let Some(n) = args.concurrency {
+            config = config.concurrency(n);
+        }
+        if let Some(n) = args.batch {
+            config = config.batch_size(n);
+        }
         let own = PgPoolOptions::new()
-            .max_connections(WORKER_POOL)
+            .max_connections(
+                args.concurrency
+                    .map_or(WORKER_POOL, |c| u32::try_from(c + 1).unwrap_or(WORKER_POOL)),
+            )
             .acquire_timeout(Duration::from_secs(60))
             .connect(url)
             .await?;

@@ -9,6 +9,7 @@
 //! `cargo run --release -p inboxed-bench -- inbox` (add `--quick` for the CI smoke run)
 //! `cargo run --release -p inboxed-bench -- receipt` (add `--quick` for the CI smoke run)
 //! `cargo run --release -p inboxed-bench -- defaults` (add `--quick` for the CI smoke run)
+//! `cargo run --release -p inboxed-bench -- recovery` (add `--quick` for the CI smoke run)
 //! `cargo run --release -p inboxed-bench -- retention`
 //! `cargo run --release -p inboxed-bench -- sizing --rows 1000000,10000000`
 //! `cargo run --release -p inboxed-bench -- rabbitmq`
@@ -27,6 +28,7 @@ mod plot;
 mod processor;
 mod rabbitmq;
 mod receipt;
+mod recovery;
 mod retention;
 mod sizing;
 mod variants;
@@ -67,6 +69,12 @@ enum Bench {
     Defaults(defaults::Args),
     /// Receipt: `Inbox::store_many` at several batch sizes against `Inbox::store`.
     Receipt(receipt::Args),
+    /// Recovery: a drain by two worker processes with one of them SIGKILLed three times,
+    /// against the same drain without kills.
+    Recovery(recovery::Args),
+    /// One worker process of `recovery` (started by it).
+    #[command(hide = true)]
+    RecoveryWorker(recovery::WorkerArgs),
     /// Retention: hot-path latency with and without a concurrent purge, purge rate, and the
     /// time to drop a partition of expired keys.
     Retention(retention::Args),
@@ -89,6 +97,8 @@ async fn main() -> anyhow::Result<()> {
         Bench::Ids(args) => ids::run(&cli.database_url, args).await,
         Bench::Receipt(args) => receipt::run(&cli.database_url, args).await,
         Bench::Defaults(args) => defaults::run(&cli.database_url, args).await,
+        Bench::Recovery(args) => recovery::run(&cli.database_url, args).await,
+        Bench::RecoveryWorker(args) => recovery::worker(args).await,
         Bench::Inbox(args) => inbox::run(&cli.database_url, args).await,
         Bench::Retention(args) => retention::run(&cli.database_url, args).await,
         Bench::Sizing(args) => sizing::run(&cli.database_url, args).await,

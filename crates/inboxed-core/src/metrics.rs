@@ -29,11 +29,12 @@ pub const ROWS_TOTAL: &str = "inboxed_rows_total";
 pub const CLAIM_BATCH_SIZE: &str = "inboxed_claim_batch_size";
 /// Counter: claimed batches redone one row per transaction after the batch path failed, by
 /// `consumer` and `cause` (`handler_error`, `lock_conflict`, `lost_claim`, `completion_failed`,
-/// `transaction_failed`). A handler without a `handle_batch` of its own is not counted: its rows
-/// always run one per transaction.
+/// `transaction_failed`); for a handler with only `handle`, its row groups that did not commit.
 pub const BATCH_FALLBACKS_TOTAL: &str = "inboxed_batch_fallbacks_total";
-/// Counter of expired leases returned by the reaper.
+/// Counter of rows the reaper returned: expired leases, and rows of dead workers.
 pub const LEASES_EXPIRED_TOTAL: &str = "inboxed_leases_expired_total";
+/// Counter of registered workers the reaper found dead (their database session ended).
+pub const DEAD_WORKERS_TOTAL: &str = "inboxed_dead_workers_total";
 /// Counter of processed keys deleted by the purger, labelled `consumer`.
 pub const PURGED_ROWS_TOTAL: &str = "inboxed_purged_rows_total";
 /// Histogram of purge pass durations in seconds.

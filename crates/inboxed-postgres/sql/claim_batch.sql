@@ -8,8 +8,9 @@
 -- (pending, processing, or dead when parking). An earlier row that another worker is claiming
 -- right now still looks pending to this statement, so it blocks: the check errs on the side of
 -- order. The returned order is not guaranteed; the worker sorts by id. `suspect` marks rows
--- whose last claim died (an expired lease) or whose batch could not commit: either may have
--- been their own doing, so the worker runs them one at a time.
+-- whose last claim died (an expired lease) or whose batch could not commit, and `group_limit`
+-- how many rows at most the worker may run such a row with (see release_stale); a suspect row
+-- without one (a reaper older than contract v3 returned it) runs alone.
 --
 -- Written so that stale statistics cannot turn a claim into a scan of done rows (a queue table
 -- churns faster than autovacuum analyzes it, and a cached generic plan outlives the statistics
@@ -50,4 +51,5 @@ FROM clock
 WHERE m.id = ANY(ARRAY(SELECT id FROM candidates))
 RETURNING m.id, m.message_id, m.aggregate_id, m.message_type, m.correlation_id, m.payload,
           m.attempts, coalesce(m.last_error LIKE 'lease expired%' OR m.last_error LIKE 'batch commit failed%', false)
-          AS suspect
+          AS suspect,
+          m.group_limit

@@ -10,12 +10,14 @@
 -- walking the primary key through done rows (see claim_batch).
 -- An attempts row means an earlier claim of this row never settled: its worker died. It is
 -- probed per returned row, not joined: a join read every attempts entry of the consumer, dead
--- ones included, on each claim.
+-- ones included, on each claim. The lock-held worker runs a suspect row alone whatever its
+-- group_limit (returned for the shape of the row only).
 SELECT i.id, i.message_id, i.aggregate_id, i.message_type, i.correlation_id, i.payload,
        i.attempts,
        EXISTS (SELECT 1 FROM {{schema}}."{{prefix}}attempts" a
                WHERE a.consumer_name = i.consumer_name AND a.message_id = i.message_id)
-           AS suspect
+           AS suspect,
+       i.group_limit
 FROM {{schema}}."{{prefix}}inbox_messages" i
 WHERE i.consumer_name = $1
   AND i.status = 'pending'

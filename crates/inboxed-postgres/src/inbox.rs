@@ -11,8 +11,9 @@ use tokio::sync::Notify;
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
     ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueManyParams, EnqueueParams,
-    Enqueued, FailParams, Failed, InboxRow, InboxStore, LockBatchParams, ReleaseStaleParams,
-    ReplayParams, Replayed, RowFate, Subscription, millis, millis_of, receipt_outcomes,
+    Enqueued, FailParams, Failed, InboxRow, InboxStore, Liveness, LockBatchParams,
+    ReleaseStaleParams, ReplayParams, Replayed, RowFate, Subscription, millis, millis_of,
+    receipt_outcomes,
 };
 use inboxed_core::{ConsumerName, Envelope, PayloadHash, StoreError};
 
@@ -77,6 +78,9 @@ fn row_to_inbox(row: &PgRow) -> Result<InboxRow, StoreError> {
         row.try_get::<Option<bool>, _>(7)
             .map_err(get)?
             .unwrap_or(false),
+        row.try_get::<Option<i32>, _>(8)
+            .map_err(get)?
+            .map(i64::from),
     )
 }
 
@@ -340,12 +344,33 @@ impl InboxStore for PgStore {
         self.autocommit_count(query).await
     }
 
-    async fn release_stale(&self, p: &ReleaseStaleParams) -> Result<u64, StoreError> {
+    async fn release_stale(&self, p: &ReleaseStaleParams<'_>) -> Result<u64, StoreError> {
         let query = self
             .query(&self.queries.release_stale)
             .bind(i32::try_from(p.max_attempts).unwrap_or(i32::MAX))
             .bind(i64::from(p.limit))
-            .bind(p.now.map(millis));
+            .bind(p.now.map(millis))
+            .bind(p.dead_workers.to_vec());
+        self.autocommit_count(query).await
+    }
+
+    async fn hold_liveness(&self, worker: &str) -> Result<Option<Liveness>, StoreError> {
+        self.start_liveness(worker).await.map(Some)
+    }
+
+    async fn dead_workers(&self) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .autocommit(self.query(&self.queries.dead_workers))
+            .await?;
+        rows.iter()
+            .map(|r| r.try_get(0).map_err(StoreError::from_sqlx))
+            .collect()
+    }
+
+    async fn forget_workers(&self, workers: &[String]) -> Result<u64, StoreError> {
+        let query = self
+            .query(&self.queries.forget_workers)
+            .bind(workers.to_vec());
         self.autocommit_count(query).await
     }
 

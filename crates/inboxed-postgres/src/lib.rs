@@ -9,6 +9,7 @@
 mod claim;
 mod inbox;
 mod key;
+mod liveness;
 mod migrate;
 mod observe;
 mod partition_list;

@@ -46,7 +46,7 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert_eq!(version.as_deref(), Some("inboxed inbox contract v2"));
+    assert_eq!(version.as_deref(), Some("inboxed inbox contract v3"));
 
     let consumer = ConsumerName::new("billing").unwrap();
     let inbox = Inbox::new(db.store.clone(), consumer.clone());
@@ -135,6 +135,7 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
     let reaped = sqlx::query(statement("reap"))
         .bind(5_i32)
         .bind(100_i64)
+        .bind(Vec::<String>::new())
         .execute(&pool)
         .await
         .unwrap();
@@ -151,8 +152,9 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
     tx.rollback().await.unwrap();
     drop(conn);
 
-    // Claimed again, both come back suspect (their last claim died): the foreign worker keeps
-    // the lower id alone and releases the other, whose attempt is given back.
+    // Claimed again, both come back suspect (their last claim died) with their attempts of
+    // that claim given back (it held both: either may have killed it): the foreign worker
+    // keeps the lower id alone and releases the other, whose attempt is given back again.
     let rows = sqlx::query(statement("claim"))
         .bind("billing")
         .bind("foreign-1")
@@ -162,7 +164,7 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
         .fetch_all(&pool)
         .await
         .unwrap();
-    let mut seen: Vec<(i64, String, bool, i32)> = rows
+    let mut seen: Vec<(i64, String, bool, i32, Option<i32>)> = rows
         .iter()
         .map(|r| {
             (
@@ -170,15 +172,19 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
                 r.get("message_id"),
                 r.get("suspect"),
                 r.get("attempts"),
+                r.get("group_limit"),
             )
         })
         .collect();
     seen.sort();
-    let shape: Vec<(&str, bool, i32)> = seen
+    let shape: Vec<(&str, bool, i32, Option<i32>)> = seen
         .iter()
-        .map(|(_, m, s, a)| (m.as_str(), *s, *a))
+        .map(|(_, m, s, a, n)| (m.as_str(), *s, *a, *n))
         .collect();
-    assert_eq!(shape, [("c-2", true, 3), ("c-3", true, 2)]);
+    assert_eq!(
+        shape,
+        [("c-2", true, 2, Some(1)), ("c-3", true, 1, Some(1))]
+    );
     let released = sqlx::query(statement("release"))
         .bind(&b"token-3-16-bytes"[..])
         .bind(vec![seen[1].0])
@@ -194,7 +200,7 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
     .unwrap();
     assert_eq!(
         (status.as_str(), attempts),
-        ("pending", 1),
+        ("pending", 0),
         "handed back, attempt given back"
     );
     // The foreign worker stalls on c-2 as well: the reaper returns it.
@@ -208,9 +214,21 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
     sqlx::query(statement("reap"))
         .bind(5_i32)
         .bind(100_i64)
+        .bind(Vec::<String>::new())
         .execute(&pool)
         .await
         .unwrap();
+    let (attempts, group_limit): (i32, Option<i32>) = sqlx::query_as(
+        "SELECT attempts, group_limit FROM inboxed_inbox_messages WHERE message_id = 'c-2'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (attempts, group_limit),
+        (2, Some(1)),
+        "held alone when its claim died: the attempt stands"
+    );
 
     // The Rust worker finishes what is pending; c-1 is not processed again.
     let worker = Worker::new(
@@ -234,5 +252,102 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
         (3, 13),
         "each effect once"
     );
+    db.finish().await;
+}
+
+/// The liveness statements, as written: a registered foreign worker that dies (its session
+/// ends) is found by the probe, and the reap returns its row at once, lease or not; a live one
+/// keeps its rows and its registration.
+#[tokio::test]
+async fn a_registered_worker_that_dies_has_its_rows_back_at_once() {
+    let db = Pg::create().await;
+    let pool = db.store.pool().clone();
+    let inbox = Inbox::new(db.store.clone(), ConsumerName::new("billing").unwrap());
+    for (id, amount) in &AMOUNTS[..2] {
+        inbox.store(&credit(id, *amount)).await.unwrap();
+    }
+    // Each worker: its own session, registered, then one row claimed for a minute.
+    let mut sessions = Vec::new();
+    for (name, token) in [
+        ("alive-1", b"token-live-16byt"),
+        ("doomed-1", b"token-dead-16byt"),
+    ] {
+        let mut session = sqlx::PgConnection::connect_with(&pool.connect_options())
+            .await
+            .unwrap();
+        sqlx::query(statement("register"))
+            .bind(name)
+            .execute(&mut session)
+            .await
+            .unwrap();
+        let claimed = sqlx::query(statement("claim"))
+            .bind("billing")
+            .bind(name)
+            .bind(&token[..])
+            .bind(1_i64)
+            .bind(60_000_i64)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 1);
+        sessions.push(session);
+    }
+    let dead = || {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, String>(statement("dead workers"))
+                .fetch_all(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    assert!(dead().await.is_empty(), "both sessions are open");
+    // doomed-1's process dies: its session ends.
+    sessions.pop().unwrap().close().await.unwrap();
+    let mut gone = Vec::new();
+    for _ in 0..50 {
+        gone = dead().await;
+        if !gone.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(gone, ["doomed-1"]);
+    let reaped = sqlx::query(statement("reap"))
+        .bind(5_i32)
+        .bind(100_i64)
+        .bind(&gone)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        reaped.rows_affected(),
+        1,
+        "the dead worker's row, lease or not"
+    );
+    let forgotten = sqlx::query(statement("forget workers"))
+        .bind(vec!["doomed-1".to_owned(), "alive-1".to_owned()])
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        forgotten.rows_affected(),
+        1,
+        "the live worker's lock is held"
+    );
+    let states: Vec<(String, String)> = sqlx::query_as(
+        "SELECT coalesce(claimed_by, ''), status FROM inboxed_inbox_messages ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        states,
+        [
+            ("alive-1".to_owned(), "processing".to_owned()),
+            ("doomed-1".to_owned(), "pending".to_owned())
+        ]
+    );
+    drop(sessions);
     db.finish().await;
 }

@@ -3,7 +3,7 @@
 -- ?6 now (ms; NULL: the clock of this process), ?7 ordered, ?8 park
 --
 -- Runs under BEGIN IMMEDIATE: SQLite has one writer, so claims cannot interleave and no row
--- lock is needed. The ordered-mode rule is the PostgreSQL one.
+-- lock is needed. The ordered-mode rule, `suspect` and `group_limit` are the PostgreSQL ones.
 UPDATE {{schema}}."{{prefix}}inbox_messages"
 SET status = 'processing',
     attempts = attempts + 1,
@@ -30,4 +30,5 @@ WHERE id IN (
 )
 RETURNING id, message_id, aggregate_id, message_type, correlation_id, payload, attempts,
           coalesce(last_error LIKE 'lease expired%' OR last_error LIKE 'batch commit failed%', 0)
-          AS suspect
+          AS suspect,
+          group_limit

@@ -32,6 +32,7 @@ fn row_to_inbox(row: &SqliteRow) -> Result<InboxRow, StoreError> {
         row.try_get::<Option<bool>, _>(7)
             .map_err(get)?
             .unwrap_or(false),
+        row.try_get(8).map_err(get)?,
     )
 }
 
@@ -248,7 +249,7 @@ impl InboxStore for SqliteStore {
         Ok(done.rows_affected())
     }
 
-    async fn release_stale(&self, p: &ReleaseStaleParams) -> Result<u64, StoreError> {
+    async fn release_stale(&self, p: &ReleaseStaleParams<'_>) -> Result<u64, StoreError> {
         let done = self
             .query(&self.queries.release_stale)
             .bind(i64::from(p.max_attempts))

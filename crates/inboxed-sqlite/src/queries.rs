@@ -51,6 +51,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "inbox_contract_v2",
         sql: include_str!("../migrations/0009_inbox_contract_v2.sql"),
     },
+    Migration {
+        version: 10,
+        description: "inbox_contract_v3",
+        sql: include_str!("../migrations/0010_inbox_contract_v3.sql"),
+    },
 ];
 
 /// One template per store operation.
@@ -83,6 +88,9 @@ pub(crate) const TEMPLATES: Templates = Templates {
     extend_leases: include_str!("../sql/extend_leases.sql"),
     release: include_str!("../sql/release.sql"),
     release_stale: include_str!("../sql/release_stale.sql"),
+    register_worker: "",
+    dead_workers: "",
+    forget_workers: "",
     replay_select: include_str!("../sql/replay_select.sql"),
     replay_reset: include_str!("../sql/replay_reset.sql"),
     replay_audit: include_str!("../sql/replay_audit.sql"),

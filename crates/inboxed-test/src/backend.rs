@@ -20,6 +20,9 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// Writers serialize at `BEGIN` (SQLite), so a concurrent duplicate waits there, not at
     /// the claim, and the barrier belongs before `begin`.
     const SERIAL_WRITERS: bool;
+    /// Whether the store sees a worker's death (its session ending) and its reaper returns the
+    /// dead worker's rows at once (PostgreSQL), or only when their lease expires (SQLite).
+    const WORKER_LIVENESS: bool;
 
     /// Whether a failed statement aborts the whole transaction (PostgreSQL) or only itself
     /// (SQLite).

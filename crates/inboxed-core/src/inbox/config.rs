@@ -47,8 +47,8 @@ pub struct WorkerConfig {
     /// transaction and one commit; with only `handle`, each row runs in a transaction of its
     /// own (the claim is still shared). Defaults to 50.
     pub batch_size: u32,
-    /// How long a claim holds before the reaper may hand the row to another worker.
-    /// Defaults to 30 s.
+    /// How long a claim holds before the reaper may hand the row to another worker: how long
+    /// the rows of a worker that hangs (or dies unseen: see `liveness`) wait. Defaults to 30 s.
     pub lease: Duration,
     /// How often a running batch extends its lease. Defaults to 10 s.
     pub heartbeat: Duration,
@@ -59,6 +59,13 @@ pub struct WorkerConfig {
     /// connection per worker). Turn it off behind a transaction-pooling PgBouncer, where
     /// `LISTEN` does not work; workers then poll. Defaults to `true`.
     pub notify: bool,
+    /// Register the worker while [`Worker::run`](super::Worker::run) runs (PostgreSQL: a
+    /// session advisory lock on one more connection of its own), so that if its process dies
+    /// the reaper returns its rows at its next pass instead of after their lease. Turn it off
+    /// behind a transaction-pooling PgBouncer, with `notify`: a session lock there outlives the
+    /// process or vanishes under it. Without it, or on SQLite, a dead worker's rows wait for
+    /// their lease. Defaults to `true`.
+    pub liveness: bool,
     /// Claims before a failing row goes dead. Counted at claim time, so a row whose handler
     /// kills its worker gets there too. Defaults to 5.
     pub max_attempts: u32,
@@ -90,6 +97,7 @@ impl Default for WorkerConfig {
             heartbeat: Duration::from_secs(10),
             poll_interval: Duration::from_millis(100),
             notify: true,
+            liveness: true,
             max_attempts: 5,
             backoff: Backoff {
                 base: Duration::from_secs(1),
@@ -151,6 +159,13 @@ impl WorkerConfig {
     #[must_use]
     pub fn notify(mut self, on: bool) -> Self {
         self.notify = on;
+        self
+    }
+
+    /// Sets [`WorkerConfig::liveness`].
+    #[must_use]
+    pub fn liveness(mut self, on: bool) -> Self {
+        self.liveness = on;
         self
     }
 

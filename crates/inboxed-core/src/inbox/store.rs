@@ -133,9 +133,11 @@ pub struct InboxRow {
     /// Claims of this row so far, this one included.
     pub attempts: u32,
     /// An earlier claim of this row died without settling it (its lease expired, or its
-    /// lock-held transaction never ended): the row may be what killed its worker, so it runs
-    /// alone.
+    /// lock-held transaction never ended): the row may be what killed its worker.
     pub suspect: bool,
+    /// The most rows this row may run with, set when a claim holding it died: half what that
+    /// claim still held, or 1 if it held this row alone (lease mode). `None`: no limit.
+    pub group_limit: Option<u32>,
 }
 
 impl InboxRow {
@@ -157,6 +159,7 @@ impl InboxRow {
         payload: Vec<u8>,
         attempts: i64,
         suspect: bool,
+        group_limit: Option<i64>,
     ) -> Result<Self, StoreError> {
         let key = crate::envelope::MessageId::new(message_id)
             .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
@@ -175,6 +178,7 @@ impl InboxRow {
             envelope,
             attempts: u32::try_from(attempts).unwrap_or(0),
             suspect,
+            group_limit: group_limit.map(|n| u32::try_from(n).unwrap_or(1).max(1)),
         })
     }
 }
@@ -263,13 +267,51 @@ pub enum Failed {
 
 /// Parameters of [`InboxStore::release_stale`].
 #[derive(Debug, Clone, Copy)]
-pub struct ReleaseStaleParams {
+pub struct ReleaseStaleParams<'a> {
     /// Rows at this many attempts go dead instead of pending.
     pub max_attempts: u32,
     /// At most this many rows per call.
     pub limit: u32,
     /// Injected clock; `None` uses the database's.
     pub now: Option<SystemTime>,
+    /// Workers known dead ([`InboxStore::dead_workers`]): their rows are returned whatever
+    /// their lease says.
+    pub dead_workers: &'a [String],
+}
+
+/// Holds a worker's liveness registration (see [`InboxStore::hold_liveness`]). Dropped, it
+/// ends the session and leaves the registration to the reaper, as a death would; released, it
+/// removes the registration first, as a clean stop should.
+#[derive(Debug)]
+pub struct Liveness {
+    task: tokio::task::JoinHandle<()>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Liveness {
+    /// Wraps the task that keeps the worker's session (and its lock) alive. When `stop` fires,
+    /// the task removes the registration through that session and ends.
+    #[must_use]
+    pub fn new(task: tokio::task::JoinHandle<()>, stop: tokio::sync::oneshot::Sender<()>) -> Self {
+        Self {
+            task,
+            stop: Some(stop),
+        }
+    }
+
+    /// Removes the registration and ends the session, waiting at most `within`.
+    pub async fn release(mut self, within: Duration) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(within, &mut self.task).await;
+    }
+}
+
+impl Drop for Liveness {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// Which rows a replay resets. Fields combine with AND; `None` matches anything.
@@ -436,11 +478,39 @@ pub trait InboxStore: Store {
         ids: Option<&[i64]>,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    /// The reaper: returns expired leases to pending (or dead). Returns how many.
+    /// The reaper: returns expired leases, and the rows of dead workers, to pending (or dead).
+    /// Returns how many.
     fn release_stale(
         &self,
-        params: &ReleaseStaleParams,
+        params: &ReleaseStaleParams<'_>,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Registers `worker` as alive for as long as the guard lives, so that the reaper can
+    /// return its rows as soon as it dies instead of after their lease (PostgreSQL: a session
+    /// advisory lock on a connection of its own). `None` where the store cannot tell a dead
+    /// worker from a live one.
+    fn hold_liveness(
+        &self,
+        worker: &str,
+    ) -> impl Future<Output = Result<Option<Liveness>, StoreError>> + Send {
+        let _ = worker;
+        async { Ok(None) }
+    }
+
+    /// Registered workers that are no longer alive.
+    fn dead_workers(&self) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {
+        async { Ok(Vec::new()) }
+    }
+
+    /// Removes the registrations of `workers` that are not alive, once their rows are back.
+    /// Returns how many.
+    fn forget_workers(
+        &self,
+        workers: &[String],
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        let _ = workers;
+        async { Ok(0) }
+    }
 
     /// Resets dead (and, when asked, done) rows to pending and writes the audit record, in one
     /// transaction.

@@ -170,26 +170,32 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         }
     }
 
-    /// A batch holding a row whose last claim died runs that row alone and hands the rest
-    /// back (their attempt returned): if the row is what kills workers, it keeps killing only
-    /// itself, and goes dead alone after max_attempts.
+    /// A batch holding rows whose earlier claims died runs only as many rows as the most
+    /// limited of them allows (its `group_limit`: half of what its dying claim held), the most
+    /// limited first, and hands the rest back (their attempt returned). Each death of a group
+    /// halves the next, so a message that kills its worker is cornered in about log2(batch)
+    /// deaths, charged attempts only once alone, and goes dead alone after max_attempts; its
+    /// batch-mates spend none and go on in large groups. A suspect row without a limit (a
+    /// reaper older than contract v3 returned it) runs alone.
     async fn isolate_suspect(
         &self,
         mut rows: Vec<InboxRow>,
         token: &ClaimToken,
     ) -> Result<Vec<InboxRow>, Error> {
-        let first = rows.iter().filter(|r| r.suspect).map(|r| r.id).min();
-        let Some(first) = first else { return Ok(rows) };
-        if rows.len() == 1 {
+        let claimed = rows.len();
+        let room = |r: &InboxRow| match r.group_limit {
+            Some(n) => n as usize,
+            None if r.suspect => 1,
+            None => claimed,
+        };
+        let group = rows.iter().map(room).min().unwrap_or(claimed);
+        if group >= rows.len() {
             return Ok(rows);
         }
-        let others: Vec<i64> = rows
-            .iter()
-            .map(|r| r.id)
-            .filter(|id| *id != first)
-            .collect();
+        rows.sort_by_key(|r| (room(r), r.id));
+        let others: Vec<i64> = rows[group..].iter().map(|r| r.id).collect();
         self.inner.store.release(token, Some(&others)).await?;
-        rows.retain(|r| r.id == first);
+        rows.truncate(group);
         Ok(rows)
     }
 
@@ -233,6 +239,16 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         };
         // Held for the run: dropping the subscription stops its listener.
         let wake = (local || subscription.is_some()).then(|| Arc::clone(&notify));
+        // Registered before the first claim, so that every row this worker claims belongs to
+        // a registered worker; held for the run.
+        let liveness = if inner.config.liveness {
+            inner.store.hold_liveness(&inner.id).await.unwrap_or_else(|e| {
+                warn!(error = %e, "cannot register this worker's liveness; if it dies, its rows wait for their lease");
+                None
+            })
+        } else {
+            None
+        };
         let mut loops = JoinSet::new();
         let limit = self
             .inner
@@ -275,6 +291,10 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 warn!(error = %e, "could not hand back a cut-short batch; its lease will expire");
                 first_error.get_or_insert(e);
             }
+        }
+        // After the hand-back, so that no row of this worker is left for the reaper to judge.
+        if let Some(liveness) = liveness {
+            liveness.release(Duration::from_secs(5)).await;
         }
         first_error.map_or(Ok(()), |e| Err(e.into()))
     }

@@ -42,6 +42,7 @@ pub use inbox::{
     batch_handler_is_all_or_nothing, batch_receipt_stores_each_key_once,
     batch_whose_commit_fails_isolates_the_culprit, claim_batch_skips_rows_locked_by_another_worker,
     complete_after_reclaim_is_fenced, concurrent_claims_never_share_a_row,
+    dead_claims_are_redone_in_halves, dead_worker_rows_return_at_the_next_pass,
     graceful_shutdown_loses_nothing, killed_worker_process_loses_nothing,
     lock_held_mode_processes_exactly_once, observation_counts_backlog_and_dead_letters,
     ordered_mode_can_skip_dead_events, ordered_mode_keeps_order_and_parks_dead_aggregates,
@@ -130,6 +131,8 @@ macro_rules! conformance_tests {
             process_killing_row_spares_its_batch_mates,
             batch_whose_commit_fails_isolates_the_culprit,
             observation_counts_backlog_and_dead_letters,
+            dead_claims_are_redone_in_halves,
+            dead_worker_rows_return_at_the_next_pass,
         );
     };
     // The processor's dedup guarantee alone, for a store variant that changes only how keys

@@ -7,13 +7,13 @@ use inboxed_core::Store;
 use inboxed_core::inbox::store::{
     ClaimBatchParams, ClaimToken, CompleteParams, Completed, InboxRow, InboxStore,
 };
-use inboxed_core::inbox::{Reaper, ReaperConfig};
+use inboxed_core::inbox::{Reaper, ReaperConfig, WorkerConfig};
 use inboxed_core::store::BeginParams;
 
-use super::{inbox, with_status};
+use super::{inbox, with_status, worker};
 use crate::backend::{Backend, TestDb};
 use crate::conformance::{ledger, ledger_state};
-use crate::handler::credit;
+use crate::handler::{Ledger, credit};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -213,5 +213,71 @@ pub async fn concurrent_claims_never_share_a_row<B: Backend>(_test: &str) {
         "a row was claimed twice"
     );
     assert_eq!(with_status(&db, "processing").await, 20_000);
+    db.finish().await;
+}
+
+/// The reaper blames the rows of a dead claim by what it still held (contract v3). A row held
+/// alone keeps its attempt and runs alone next; rows held together get their attempt back and
+/// run in groups of half as many. A dead claim of 40 is redone as groups of 20, not as forty
+/// claims of one; twenty of them dying again in a group of 20 are redone in groups of 10.
+pub async fn dead_claims_are_redone_in_halves<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let inbox = inbox(&db);
+    for i in 0..40 {
+        inbox.store(&credit(&format!("h-{i:02}"), 1)).await.unwrap();
+    }
+    let t0 = clock();
+    assert_eq!(claim(&db, &ClaimToken::random(), 40, t0).await.len(), 40);
+    inbox.store(&credit("h-40", 1)).await.unwrap();
+    assert_eq!(claim(&db, &ClaimToken::random(), 1, clock()).await.len(), 1);
+    let reaper = Reaper::new(db.store.clone(), ReaperConfig::default());
+    let t1 = clock() + LEASE + Duration::from_secs(1);
+    assert_eq!(reaper.reap_once(Some(t1)).await.unwrap(), 41);
+    assert_eq!(
+        db.scalar(
+            "SELECT count(*) FROM inboxed_inbox_messages WHERE attempts = 0 AND group_limit = 20"
+        )
+        .await,
+        40,
+        "held together: no attempt charged, the next group half as large"
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE message_id = 'h-40' AND attempts = 1 AND group_limit = 1")
+            .await,
+        1,
+        "held alone: charged, and alone next"
+    );
+    // Twenty of the forty die again, together.
+    assert_eq!(claim(&db, &ClaimToken::random(), 20, t1).await.len(), 20);
+    let t2 = t1 + LEASE + Duration::from_secs(1);
+    assert_eq!(reaper.reap_once(Some(t2)).await.unwrap(), 20);
+    assert_eq!(
+        db.scalar(
+            "SELECT count(*) FROM inboxed_inbox_messages WHERE attempts = 0 AND group_limit = 10"
+        )
+        .await,
+        20
+    );
+    // The worker's claims: the lone row alone, the twice-dead twenty in tens, the rest whole.
+    let handler = Ledger::<B>::default();
+    let w = worker(&db, WorkerConfig::default().batch_size(50), &handler);
+    let mut claims = Vec::new();
+    loop {
+        let report = w.run_once().await.unwrap();
+        if report.claimed == 0 {
+            break;
+        }
+        claims.push((report.claimed, report.done));
+    }
+    assert_eq!(claims, [(1, 1), (10, 10), (10, 10), (20, 20)]);
+    assert_eq!(ledger_state(&db).await, (41, 41));
+    assert_eq!(
+        db.scalar(
+            "SELECT count(*) FROM inboxed_inbox_messages WHERE attempts = 1 AND status = 'done'"
+        )
+        .await,
+        40,
+        "each of the forty charged once, by the claim that processed it"
+    );
     db.finish().await;
 }

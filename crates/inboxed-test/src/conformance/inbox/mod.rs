@@ -12,7 +12,8 @@ mod survival;
 pub use batches::batch_handler_is_all_or_nothing;
 pub use claims::{
     claim_batch_skips_rows_locked_by_another_worker, complete_after_reclaim_is_fenced,
-    concurrent_claims_never_share_a_row, reaper_returns_expired_claims,
+    concurrent_claims_never_share_a_row, dead_claims_are_redone_in_halves,
+    reaper_returns_expired_claims,
 };
 pub use observe::observation_counts_backlog_and_dead_letters;
 pub use ordering::{
@@ -28,8 +29,9 @@ pub use receipt::{
     receipt_stores_once_and_reports_conflicts, replay_and_audited_redrive,
 };
 pub use survival::{
-    graceful_shutdown_loses_nothing, killed_worker_process_loses_nothing,
-    process_killing_row_spares_its_batch_mates, sigterm_to_a_worker_process_loses_nothing,
+    dead_worker_rows_return_at_the_next_pass, graceful_shutdown_loses_nothing,
+    killed_worker_process_loses_nothing, process_killing_row_spares_its_batch_mates,
+    sigterm_to_a_worker_process_loses_nothing,
 };
 
 use std::time::Duration;

@@ -7,7 +7,8 @@ use inboxed_core::inbox::{Reaper, ReaperConfig, Worker, WorkerConfig};
 use super::{drain, enqueue_all, unfinished, with_status, worker};
 use crate::backend::Backend;
 use crate::child::{
-    child_is_worker, child_locator, kill_when, spawn_worker_child, worker_child_main,
+    child_is_worker, child_locator, kill_when, spawn_worker_child, spawn_worker_child_with,
+    worker_child_main,
 };
 use crate::conformance::ledger_state;
 use crate::handler::{Ledger, Script};
@@ -218,5 +219,80 @@ pub async fn process_killing_row_spares_its_batch_mates<B: Backend>(test: &str) 
         "no batch-mate went dead with it"
     );
     assert_eq!(ledger_state(&db).await, (9, 55 - 3));
+    db.finish().await;
+}
+
+/// A worker process (`Worker::run`, the defaults) killed with SIGKILL mid-batch: where the
+/// store sees its session end (PostgreSQL), the very next reaper pass returns its rows, long
+/// before their 30 s lease, with no attempt charged (its claims held many rows); where it
+/// cannot (SQLite), the rows wait for their lease. Either way a new worker then applies every
+/// effect once, and no registration is left behind.
+pub async fn dead_worker_rows_return_at_the_next_pass<B: Backend>(test: &str) {
+    if let Some(locator) = child_locator() {
+        if child_is_worker() {
+            return worker_child_main::<B>(&locator).await;
+        }
+        return;
+    }
+    let db = B::create().await;
+    let (messages, expected) = super::stream("l", 2_000, 7, 0.0, Some(1_000));
+    enqueue_all(&db, messages, 4).await;
+    // SIGTERM mode runs `Worker::run`; it is SIGKILLed instead.
+    let mut child = spawn_worker_child_with(test, &db.locator, true, 50);
+    assert!(
+        kill_when(&mut child, "in-handler").await,
+        "the child reached the hanging row"
+    );
+    let stranded = with_status(&db, "processing").await;
+    assert!(stranded > 1, "the killed batch's rows are still claimed");
+    let reaper = Reaper::new(db.store.clone(), ReaperConfig::default().max_attempts(50));
+    // The session may take a moment to end after the process: a few passes, well inside
+    // the lease.
+    let mut returned = 0;
+    for _ in 0..25 {
+        returned += reaper.reap_once(None).await.unwrap();
+        if returned > 0 || !B::WORKER_LIVENESS {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    if B::WORKER_LIVENESS {
+        assert_eq!(
+            returned,
+            u64::try_from(stranded).unwrap(),
+            "every row, lease or not"
+        );
+        assert_eq!(
+            db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'pending' AND attempts = 0 AND group_limit IS NOT NULL")
+                .await,
+            stranded,
+            "held many to a claim: none charged"
+        );
+        assert_eq!(db.scalar("SELECT count(*) FROM inboxed_workers").await, 0);
+    } else {
+        assert_eq!(returned, 0, "no store-side liveness: the lease decides");
+        let after_lease =
+            SystemTime::now() + WorkerConfig::default().lease + Duration::from_secs(1);
+        assert_eq!(
+            reaper.reap_once(Some(after_lease)).await.unwrap(),
+            u64::try_from(stranded).unwrap()
+        );
+    }
+    let handler = Ledger::<B>::default();
+    let w = worker(&db, WorkerConfig::default().max_attempts(50), &handler);
+    let stop = async {
+        while unfinished(&db).await > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    w.run(stop).await.unwrap();
+    assert_eq!(ledger_state(&db).await, (2_000, expected));
+    if B::WORKER_LIVENESS {
+        assert_eq!(
+            db.scalar("SELECT count(*) FROM inboxed_workers").await,
+            0,
+            "a clean stop removes its own registration"
+        );
+    }
     db.finish().await;
 }

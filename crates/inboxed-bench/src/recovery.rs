@@ -1,0 +1,246 @@
+//! `inboxed-bench recovery`: a backlog drained by two worker processes (`Worker::run` with
+//! `WorkerConfig::default()` at batch 500, a handler with only `handle` crediting one of 10,000
+//! accounts) and the reaper at its defaults, against the same drain where one of the two is
+//! killed with SIGKILL three times, evenly spread over the time the drain without kills took,
+//! and started again at once each time. Both measured in the same round; every drain's
+//! balances are checked (each message credited exactly once).
+
+use std::time::{Duration, Instant};
+
+use sqlx::postgres::PgPoolOptions;
+use tokio::process::{Child, Command};
+
+use inboxed_core::inbox::{Inbox, Reaper, ReaperConfig, Worker, WorkerConfig};
+use inboxed_core::{ConsumerName, Envelope, MessageId, Store};
+use inboxed_postgres::PgStore;
+
+use crate::defaults::{ACCOUNTS, Simple};
+
+/// Drain time with kills against without.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Messages per drain.
+    #[arg(long, default_value_t = 30_000)]
+    messages: usize,
+    /// Rows per claim of the workers.
+    #[arg(long, default_value_t = 500)]
+    batch: u32,
+    /// SIGKILLs of one worker per drain.
+    #[arg(long, default_value_t = 3)]
+    kills: u32,
+    /// Rounds; each runs both drains.
+    #[arg(long, default_value_t = 2)]
+    rounds: usize,
+    /// CI smoke run: 12,000 messages, one round.
+    #[arg(long)]
+    quick: bool,
+    /// Fail when the median ratio (with kills / without) is above this: a gross regression
+    /// (rows waiting out a 30 s lease made it 6 or more). `--quick` sets 4 unless given.
+    #[arg(long)]
+    max_ratio: Option<f64>,
+    /// Workers without the liveness registration (`WorkerConfig::liveness(false)`): their
+    /// dead rows wait for the lease, as every worker's did before it.
+    #[arg(long)]
+    no_liveness: bool,
+}
+
+/// The worker process: `inboxed-bench recovery-worker`, run by [`run`] only.
+#[derive(Debug, clap::Args)]
+pub(crate) struct WorkerArgs {
+    /// The benchmark database.
+    #[arg(long)]
+    url: String,
+    /// Rows per claim.
+    #[arg(long)]
+    batch: u32,
+    /// `WorkerConfig::liveness(false)`.
+    #[arg(long)]
+    no_liveness: bool,
+}
+
+pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let pool = PgPoolOptions::new()
+        .max_connections(5)
+        .acquire_timeout(Duration::from_secs(60))
+        .connect(&args.url)
+        .await?;
+    let handler = Simple::default();
+    let config = WorkerConfig::default()
+        .batch_size(args.batch)
+        .liveness(!args.no_liveness);
+    let worker = Worker::new(
+        PgStore::new(pool),
+        ConsumerName::new("bench")?,
+        handler,
+        config,
+    );
+    worker.run(std::future::pending()).await?;
+    Ok(())
+}
+
+pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
+    if args.quick {
+        (args.messages, args.rounds) = (12_000, 1);
+        args.max_ratio = args.max_ratio.or(Some(4.0));
+    }
+    let url = crate::fresh_database(server).await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect(&url)
+        .await?;
+    let store = PgStore::new(pool.clone());
+    store.migrate().await?;
+    sqlx::raw_sql(
+        "CREATE TABLE bench_accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);
+         INSERT INTO bench_accounts SELECT g, 0 FROM generate_series(0, 9999) g;",
+    )
+    .execute(&pool)
+    .await?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let reaper = {
+        let (reaper, mut stopped) = (
+            Reaper::new(store.clone(), ReaperConfig::default()),
+            stopped.clone(),
+        );
+        tokio::spawn(async move {
+            reaper
+                .run(async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                })
+                .await;
+        })
+    };
+    drop(stopped);
+    println!(
+        "- {} messages per drain, two worker processes (`WorkerConfig::default()` at batch {}: 4 claim loops, lease 30 s, liveness {}), the reaper at its defaults (a pass every 2 s); {} SIGKILLs of one worker per drain, evenly spread over the drain without kills, each followed by a new worker process at once; {} rounds",
+        args.messages,
+        args.batch,
+        if args.no_liveness { "off" } else { "on" },
+        args.kills,
+        args.rounds
+    );
+    let mut ratios = Vec::new();
+    let (mut calm, mut killed) = (Vec::new(), Vec::new());
+    for round in 1..=args.rounds {
+        let base = drain(&url, &store, &args, None).await?;
+        let with = drain(&url, &store, &args, Some(base)).await?;
+        println!(
+            "- round {round}: without kills {:.2} s, with {} kills {:.2} s",
+            base.as_secs_f64(),
+            args.kills,
+            with.as_secs_f64()
+        );
+        calm.push(base.as_secs_f64());
+        killed.push(with.as_secs_f64());
+        ratios.push(with.as_secs_f64() / base.as_secs_f64());
+    }
+    let _ = stop.send(true);
+    reaper.await?;
+    let ratio = crate::median(ratios);
+    println!();
+    println!("| drain | seconds (median) | / without kills (median of rounds) |");
+    println!("|---|---|---|");
+    println!("| without kills | {:.2} | 1.00 |", crate::median(calm));
+    println!(
+        "| {} SIGKILLs of one worker | {:.2} | {ratio:.2} |",
+        args.kills,
+        crate::median(killed)
+    );
+    if let Some(max) = args.max_ratio {
+        anyhow::ensure!(
+            ratio <= max,
+            "the drain with {} kills took {ratio:.2} times as long as without: above {max}",
+            args.kills
+        );
+    }
+    Ok(())
+}
+
+/// One drain of a fresh backlog; with `kills_over`, one worker is killed `kills` times spread
+/// over that span.
+async fn drain(
+    url: &str,
+    store: &PgStore,
+    args: &Args,
+    kills_over: Option<Duration>,
+) -> anyhow::Result<Duration> {
+    let pool = store.pool();
+    sqlx::raw_sql("TRUNCATE inboxed_inbox_messages; UPDATE bench_accounts SET balance = 0;")
+        .execute(pool)
+        .await?;
+    let inbox = Inbox::new(store.clone(), ConsumerName::new("bench")?).notify(false);
+    let envelopes: Vec<Envelope> = (0..args.messages)
+        .map(|_| {
+            let id = MessageId::new(uuid::Uuid::now_v7().to_string())?;
+            let body = format!(r#"{{"account": {}}}"#, fastrand::i64(0..ACCOUNTS));
+            Ok(Envelope::new(id, body.into_bytes()))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    for chunk in envelopes.chunks(500) {
+        inbox.store_many(chunk).await?;
+    }
+    let total = i64::try_from(args.messages)?;
+    let started = Instant::now();
+    let mut steady = spawn(url, args)?;
+    let mut victim = spawn(url, args)?;
+    let kill_at: Vec<Duration> = kills_over.map_or_else(Vec::new, |span| {
+        (1..=args.kills)
+            .map(|k| span.mul_f64(f64::from(k) / f64::from(args.kills + 1)))
+            .collect()
+    });
+    let mut next_kill = 0;
+    loop {
+        let done: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM inboxed_inbox_messages WHERE status IN ('done', 'dead')",
+        )
+        .fetch_one(pool)
+        .await?;
+        if done >= total {
+            break;
+        }
+        if kill_at
+            .get(next_kill)
+            .is_some_and(|t| started.elapsed() >= *t)
+        {
+            victim.kill().await?;
+            victim = spawn(url, args)?;
+            next_kill += 1;
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(600),
+            "the drain did not finish in 10 minutes ({done} of {total})"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let took = started.elapsed();
+    steady.kill().await?;
+    victim.kill().await?;
+    let credited: i64 =
+        sqlx::query_scalar("SELECT CAST(sum(balance) AS BIGINT) FROM bench_accounts")
+            .fetch_one(pool)
+            .await?;
+    anyhow::ensure!(
+        credited == total,
+        "{credited} credits for {total} messages: not exactly once"
+    );
+    let dead: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'dead'")
+            .fetch_one(pool)
+            .await?;
+    anyhow::ensure!(dead == 0, "{dead} rows went dead");
+    Ok(took)
+}
+
+fn spawn(url: &str, args: &Args) -> anyhow::Result<Child> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(["recovery-worker", "--url", url, "--batch"])
+        .arg(args.batch.to_string());
+    if args.no_liveness {
+        cmd.arg("--no-liveness");
+    }
+    Ok(cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?)
+}

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Runs every fuzz target in fuzz/ for a bounded time (FUZZ_SECONDS each, default 6) on a copy
+# Runs every fuzz target in fuzz/ for a bounded time (FUZZ_SECONDS each, default 3) on a copy
 # of its committed corpus, and fails on the first crash, printing the input that caused it.
 # Installs cargo-fuzz (crates.io) when it is missing. Targets are built unoptimised (--dev):
 # CI's short run wants the build to be quick more than the runs to be fast; for a long hunt run
 # `cargo fuzz run TARGET -s none` in fuzz/ yourself.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
-seconds=${FUZZ_SECONDS:-6}
+seconds=${FUZZ_SECONDS:-3}
 
 say() { printf 'fuzz.sh: %s\n' "$*" >&2; }
 

@@ -13,7 +13,10 @@ cd "$(dirname "$0")/.."
 
 say() { printf 'test.sh: %s\n' "$*" >&2; }
 # Where the time goes, in CI's log: seconds since the script started.
-mark() { say "$1 (${SECONDS}s)"; }
+mark() {
+  say "$1 (${SECONDS}s)"
+  if [ -n "${INBOXED_CI_TIMES:-}" ]; then printf '         test.sh +%ss: %s\n' "$SECONDS" "$1" >>"$INBOXED_CI_TIMES"; fi
+}
 # Every service below starts through `detached`: it keeps no descriptor of this shell's caller.
 . scripts/detached.sh
 scripts/check/detached.sh >/dev/null || { say "detached.sh leaks descriptors"; exit 1; }
@@ -150,12 +153,13 @@ command -v promtool >/dev/null 2>&1 || { say "no promtool: install prometheus"; 
 mark "services ready"
 # Doctests first, so that the run closes with the main suite's summary.
 cargo test --workspace --all-features --doc
-# The workspace is built once, with all features; the tests below and the relay example use
-# that build. The examples are a workspace of their own sharing the target directory, each run
-# as its top says.
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 mark "doctests done"
+# The workspace is built once, with all features; the tests below and the examples (members of
+# the workspace) use that build: their binaries are linked from it and run directly, since a
+# `cargo run -p` of one would resolve other features and build much of it again.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 cargo test -q --workspace --all-features --no-run
+cargo build -q --workspace --all-features --bins
 mark "tests built"
 # CI's benchmark smoke run: same-run ratios only, failing on a gross regression, never on noise.
 # From the dev build the suite already made (a release build of the benchmarks alone took
@@ -164,13 +168,15 @@ mark "tests built"
 if [ -n "${INBOXED_BENCH_QUICK:-}" ]; then
   for bench in inbox batch receipt defaults; do
     cargo run -q -p inboxed-bench -- --database-url "$DATABASE_URL" "$bench" --quick
+    mark "benchmark $bench"
   done
 fi
 mark "benchmarks done"
 AMQP_URL="${INBOXED_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}" \
-  cargo run -q --manifest-path examples/Cargo.toml -p billing-rabbitmq
+  "$CARGO_TARGET_DIR/debug/billing-rabbitmq"
 AMQP_URL="${INBOXED_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}" \
-  INBOXED_BIN="$CARGO_TARGET_DIR/debug/inboxed" examples/relay-worker/run.sh
+  INBOXED_BIN="$CARGO_TARGET_DIR/debug/inboxed" RELAY_WORKER_BIN="$CARGO_TARGET_DIR/debug/relay-worker" \
+  examples/relay-worker/run.sh
 mark "examples done"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --all-features --profile "${NEXTEST_PROFILE:-default}"

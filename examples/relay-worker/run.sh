@@ -11,19 +11,19 @@ cd "$(dirname "$0")"
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@localhost:5432/postgres}
 export AMQP_URL=${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}
 
-# INBOXED_BIN: an `inboxed` binary already built (the test script passes its own).
-if [ -z "${INBOXED_BIN:-}" ]; then
-  cargo build -q --manifest-path ../../Cargo.toml -p inboxed-cli
-  target=$(cargo metadata -q --manifest-path ../../Cargo.toml --format-version 1 --no-deps \
+# INBOXED_BIN, RELAY_WORKER_BIN: binaries already built (the test script passes its own).
+if [ -z "${INBOXED_BIN:-}" ] || [ -z "${RELAY_WORKER_BIN:-}" ]; then
+  cargo build -q -p inboxed-cli -p relay-worker
+  target=$(cargo metadata -q --format-version 1 --no-deps \
     | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
-  INBOXED_BIN="$target/debug/inboxed"
+  INBOXED_BIN=${INBOXED_BIN:-$target/debug/inboxed}
+  RELAY_WORKER_BIN=${RELAY_WORKER_BIN:-$target/debug/relay-worker}
 fi
-cargo build -q -p relay-worker
 
 # The producer publishes first; the relay declares nothing, so the queue must exist.
-cargo run -q -p relay-worker -- publish
+"$RELAY_WORKER_BIN" publish
 "$INBOXED_BIN" relay --from "$AMQP_URL" --queue inboxed-example-relay \
   --to "$DATABASE_URL" --consumer shipping &
 relay=$!
 trap 'kill -TERM $relay 2>/dev/null; wait $relay 2>/dev/null || true' EXIT
-cargo run -q -p relay-worker -- work
+"$RELAY_WORKER_BIN" work

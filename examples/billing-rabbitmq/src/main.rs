@@ -1,8 +1,8 @@
 //! A RabbitMQ → PostgreSQL billing consumer: each charge is applied to its account exactly
 //! once, however often RabbitMQ delivers it.
 //!
-//! Run it (from `examples/`, with RabbitMQ on localhost:5672 and PostgreSQL on localhost:5432,
-//! or `AMQP_URL` and `DATABASE_URL` set):
+//! Run it (with RabbitMQ on localhost:5672 and PostgreSQL on localhost:5432, or `AMQP_URL` and
+//! `DATABASE_URL` set):
 //!
 //! ```sh
 //! cargo run -p billing-rabbitmq

@@ -139,7 +139,7 @@ fn section(
     // Tables as they are; every other line (settings, rounds) as an item of a list, so that
     // Markdown keeps them apart.
     for line in output.lines().filter(|l| !l.starts_with("plot\t")) {
-        if !line.is_empty() && !line.starts_with('|') {
+        if !line.is_empty() && !line.starts_with('|') && !line.starts_with("- ") {
             s.push_str("- ");
         }
         s.push_str(line);

@@ -101,7 +101,7 @@ async fn migrate_twice_is_a_no_op() {
     assert_eq!(
         (
             code,
-            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9]")
+            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]")
         ),
         (0, true),
         "{out}"
@@ -127,7 +127,7 @@ async fn migrate_into_a_chosen_schema_and_prefix() {
     assert_eq!(
         (
             code,
-            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9]")
+            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]")
         ),
         (0, true),
         "{out}"
@@ -274,7 +274,7 @@ fn migrate_status_reports_without_changing_anything() {
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("pending migrations [1, 2, 3, 4, 5, 6, 7, 8, 9]"),
+        out.contains("pending migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"),
         "{out}"
     );
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);

@@ -33,6 +33,9 @@ pub const CLAIM_BATCH_SIZE: &str = "inboxed_claim_batch_size";
 pub const BATCH_FALLBACKS_TOTAL: &str = "inboxed_batch_fallbacks_total";
 /// Counter of rows the reaper returned: expired leases, and rows of dead workers.
 pub const LEASES_EXPIRED_TOTAL: &str = "inboxed_leases_expired_total";
+/// Gauge: claim loops of a worker allowed to run a batch at once (adapted to contention),
+/// labelled `consumer`.
+pub const WORKER_LOOPS: &str = "inboxed_worker_loops";
 /// Counter of registered workers the reaper found dead (their database session ended).
 pub const DEAD_WORKERS_TOTAL: &str = "inboxed_dead_workers_total";
 /// Counter of processed keys deleted by the purger, labelled `consumer`.

@@ -40,9 +40,16 @@ pub enum ClaimMode {
 pub struct WorkerConfig {
     /// How rows are held while they are processed. Defaults to [`ClaimMode::Lease`].
     pub claim_mode: ClaimMode,
-    /// Claim loops running at once, each with its own batch. Capped by the store (SQLite: 1).
-    /// Defaults to 4.
+    /// The most claim loops running at once, each with its own batch. Capped by the store
+    /// (SQLite: 1). Defaults to 4.
     pub concurrency: usize,
+    /// Run only as many of the `concurrency` loops as the database serves well: start with
+    /// one, add one while full batches take about as long per row as the best seen (within
+    /// 1.5×), give one up when that time doubles. Many workers sharing a server then settle
+    /// on fewer loops each instead of slowing each other down; a worker whose rows wait on
+    /// something else (an HTTP call) keeps them all. `false`: always `concurrency` loops.
+    /// Defaults to `true`.
+    pub adaptive_concurrency: bool,
     /// Rows per claim. With a handler that has a `handle_batch` of its own they share one
     /// transaction and one commit; with only `handle`, each row runs in a transaction of its
     /// own (the claim is still shared). Defaults to 50.
@@ -92,6 +99,7 @@ impl Default for WorkerConfig {
         Self {
             claim_mode: ClaimMode::Lease,
             concurrency: 4,
+            adaptive_concurrency: true,
             batch_size: 50,
             lease: Duration::from_secs(30),
             heartbeat: Duration::from_secs(10),
@@ -124,6 +132,13 @@ impl WorkerConfig {
     #[must_use]
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
+        self
+    }
+
+    /// Sets [`WorkerConfig::adaptive_concurrency`].
+    #[must_use]
+    pub fn adaptive_concurrency(mut self, on: bool) -> Self {
+        self.adaptive_concurrency = on;
         self
     }
 

@@ -17,6 +17,7 @@ mod batch;
 mod config;
 mod locked;
 mod outcomes;
+mod pace;
 mod reaper;
 mod receipt;
 mod relay;

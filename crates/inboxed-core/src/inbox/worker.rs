@@ -64,6 +64,8 @@ pub(super) struct Inner<S, H> {
     pub(super) default_batch: std::sync::atomic::AtomicBool,
     /// Rows per transaction for such a handler, adapted to contention (`batch.rs`).
     pub(super) group_size: std::sync::atomic::AtomicU32,
+    /// How many claim loops run a batch at once (`pace.rs`).
+    pub(super) pace: super::pace::Pace,
 }
 
 impl<S, H> Clone for Worker<S, H> {
@@ -84,6 +86,10 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         );
         // Groups start at the batch size and shrink only under contention.
         let group_size = config.batch_size.max(1);
+        let pace = super::pace::Pace::new(
+            u32::try_from(config.concurrency).unwrap_or(u32::MAX),
+            config.adaptive_concurrency,
+        );
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -95,6 +101,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 claims: Arc::default(),
                 default_batch: std::sync::atomic::AtomicBool::new(false),
                 group_size: std::sync::atomic::AtomicU32::new(group_size),
+                pace,
             }),
         }
     }
@@ -302,12 +309,24 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     async fn claim_loop(&self, mut stop: watch::Receiver<bool>, wake: Option<Arc<Notify>>) {
         let mut failures = 0u32;
         while !*stop.borrow() {
+            let Some(slot) = self.inner.pace.enter(&mut stop).await else {
+                break;
+            };
             // Registered before the claim, so a row stored while it runs still wakes us.
             let mut notified = wake.as_ref().map(|n| Box::pin(n.notified()));
             if let Some(n) = notified.as_mut() {
                 n.as_mut().enable();
             }
-            let idle = match self.run_once().await {
+            let started = std::time::Instant::now();
+            let ran = self.run_once().await;
+            let claimed = ran.as_ref().map_or(0, |r| r.claimed);
+            let full = claimed >= u64::from(self.inner.config.batch_size.max(1));
+            self.inner
+                .pace
+                .leave(slot, claimed, full, started.elapsed());
+            metrics::gauge!(m::WORKER_LOOPS, "consumer" => self.inner.consumer.as_str().to_owned())
+                .set(f64::from(self.inner.pace.limit()));
+            let idle = match ran {
                 Ok(report) if report.claimed > 0 => {
                     failures = 0;
                     continue;

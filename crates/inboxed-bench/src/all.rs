@@ -46,6 +46,7 @@ const SUITE: &[(&str, &[&str])] = &[
         &["--rows", "1000000,10000000", "--layouts", "plain,partition"],
     ),
     ("rabbitmq", &[]),
+    ("relay", &[]),
     ("memory", &[]),
 ];
 

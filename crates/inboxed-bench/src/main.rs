@@ -13,6 +13,7 @@
 //! `cargo run --release -p inboxed-bench -- retention`
 //! `cargo run --release -p inboxed-bench -- sizing --rows 1000000,10000000`
 //! `cargo run --release -p inboxed-bench -- rabbitmq`
+//! `cargo run --release -p inboxed-bench -- relay`
 //! `cargo run --release -p inboxed-bench -- memory`
 
 #![allow(clippy::print_stdout)]
@@ -29,6 +30,7 @@ mod processor;
 mod rabbitmq;
 mod receipt;
 mod recovery;
+mod relay;
 mod retention;
 mod sizing;
 mod variants;
@@ -83,6 +85,9 @@ enum Bench {
     /// RabbitMQ → processor → PostgreSQL at several prefetch settings, against the same
     /// consumer acking after the business update alone.
     Rabbitmq(rabbitmq::Args),
+    /// The relay's receipt from RabbitMQ: its defaults (batches) against one store per
+    /// delivery.
+    Relay(relay::Args),
     /// Resident memory of a RabbitMQ consumer while it drains a queue.
     Memory(memory::Args),
 }
@@ -103,6 +108,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Retention(args) => retention::run(&cli.database_url, args).await,
         Bench::Sizing(args) => sizing::run(&cli.database_url, args).await,
         Bench::Rabbitmq(args) => rabbitmq::run(&cli.database_url, args).await,
+        Bench::Relay(args) => relay::run(&cli.database_url, args).await,
         Bench::Memory(args) => memory::run(&cli.database_url, args).await,
     }
 }

@@ -15,7 +15,7 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgConnection, PgPool, Postgres};
 
 use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
-use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId, ResultExt, Store};
+use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId, ResultExt};
 use inboxed_postgres::PgStore;
 
 /// Drain throughput with the default settings, by worker count.
@@ -126,21 +126,9 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
         args.min_ratio = args.min_ratio.or(Some(0.4));
         configs.truncate(1);
     }
-    let url = crate::fresh_database(server).await?;
-    let pool = PgPoolOptions::new()
-        .max_connections(4)
-        .connect(&url)
-        .await?;
-    let store = PgStore::new(pool.clone());
-    store.migrate().await?;
-    sqlx::raw_sql(
-        "CREATE TABLE bench_accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);
-         INSERT INTO bench_accounts SELECT g, 0 FROM generate_series(0, 9999) g;",
-    )
-    .execute(&pool)
-    .await?;
+    let (url, store) = crate::variants::bench_database(server, 4, ACCOUNTS).await?;
     println!(
-        "- {} messages per run, each crediting one of {ACCOUNTS} accounts (drawn at random); each worker as a process of its own would run it: `WorkerConfig::default()` (4 claim loops, batch 50, lease mode, NOTIFY wake-ups, liveness registration) on a pool of its own of {WORKER_POOL} connections (the loops and the listener) beside its liveness connection; {} rounds",
+        "- {} messages per run, each crediting one of {ACCOUNTS} accounts (drawn at random); each worker as a process of its own would run it: `WorkerConfig::default()` (up to 4 claim loops, paced, batch 50, lease mode, NOTIFY wake-ups, liveness registration) on a pool of its own of {WORKER_POOL} connections (the loops and the listener) beside its liveness connection; {} rounds",
         args.messages, args.rounds
     );
     let mut ratios = vec![vec![Vec::new(); args.workers.len()]; configs.len()];
@@ -202,21 +190,8 @@ async fn drain(
 ) -> anyhow::Result<Drain> {
     let messages = args.messages;
     let pool = store.pool();
-    sqlx::raw_sql("TRUNCATE inboxed_inbox_messages; UPDATE bench_accounts SET balance = 0;")
-        .execute(pool)
-        .await?;
     let consumer = ConsumerName::new("bench")?;
-    let inbox = Inbox::new(store.clone(), consumer.clone()).notify(false);
-    let envelopes: Vec<Envelope> = (0..messages)
-        .map(|_| {
-            let id = MessageId::new(uuid::Uuid::now_v7().to_string())?;
-            let body = format!(r#"{{"account": {}}}"#, fastrand::i64(0..ACCOUNTS));
-            Ok(Envelope::new(id, body.into_bytes()))
-        })
-        .collect::<anyhow::Result<_>>()?;
-    for chunk in envelopes.chunks(500) {
-        inbox.store_many(chunk).await?;
-    }
+    backlog(store, &consumer, messages).await?;
     let deadlocks_before = deadlocks(pool).await?;
     let calls = Arc::new(AtomicU64::new(0));
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -291,6 +266,30 @@ async fn drain(
         deadlocks: deadlocks(pool).await? - deadlocks_before,
         calls: calls.load(Ordering::Relaxed),
     })
+}
+
+/// Empties the inbox and the balances, then stores `messages` credits of random accounts for
+/// `consumer`, 500 to a transaction.
+pub(crate) async fn backlog(
+    store: &PgStore,
+    consumer: &ConsumerName,
+    messages: usize,
+) -> anyhow::Result<()> {
+    sqlx::raw_sql("TRUNCATE inboxed_inbox_messages; UPDATE bench_accounts SET balance = 0;")
+        .execute(store.pool())
+        .await?;
+    let inbox = Inbox::new(store.clone(), consumer.clone()).notify(false);
+    let envelopes: Vec<Envelope> = (0..messages)
+        .map(|_| {
+            let id = MessageId::new(uuid::Uuid::now_v7().to_string())?;
+            let body = format!(r#"{{"account": {}}}"#, fastrand::i64(0..ACCOUNTS));
+            Ok(Envelope::new(id, body.into_bytes()))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    for chunk in envelopes.chunks(500) {
+        inbox.store_many(chunk).await?;
+    }
+    Ok(())
 }
 
 async fn deadlocks(pool: &PgPool) -> anyhow::Result<i64> {

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use sqlx::postgres::PgPoolOptions;
 use tokio::process::{Child, Command};
 
-use inboxed_core::inbox::{Inbox, Reaper, ReaperConfig, Worker, WorkerConfig};
-use inboxed_core::{ConsumerName, Envelope, MessageId, Store};
+use inboxed_core::ConsumerName;
+use inboxed_core::inbox::{Reaper, ReaperConfig, Worker, WorkerConfig};
 use inboxed_postgres::PgStore;
 
-use crate::defaults::{ACCOUNTS, Simple};
+use crate::defaults::{ACCOUNTS, Simple, backlog};
 
 /// Drain time with kills against without.
 #[derive(Debug, clap::Args)]
@@ -83,19 +83,7 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
         (args.messages, args.rounds) = (12_000, 1);
         args.max_ratio = args.max_ratio.or(Some(4.0));
     }
-    let url = crate::fresh_database(server).await?;
-    let pool = PgPoolOptions::new()
-        .max_connections(4)
-        .connect(&url)
-        .await?;
-    let store = PgStore::new(pool.clone());
-    store.migrate().await?;
-    sqlx::raw_sql(
-        "CREATE TABLE bench_accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);
-         INSERT INTO bench_accounts SELECT g, 0 FROM generate_series(0, 9999) g;",
-    )
-    .execute(&pool)
-    .await?;
+    let (url, store) = crate::variants::bench_database(server, 4, ACCOUNTS).await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let reaper = {
         let (reaper, mut stopped) = (
@@ -112,7 +100,7 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     };
     drop(stopped);
     println!(
-        "- {} messages per drain, two worker processes (`WorkerConfig::default()` at batch {}: 4 claim loops, lease 30 s, liveness {}), the reaper at its defaults (a pass every 2 s); {} SIGKILLs of one worker per drain, evenly spread over the drain without kills, each followed by a new worker process at once; {} rounds",
+        "- {} messages per drain, two worker processes (`WorkerConfig::default()` at batch {}: up to 4 claim loops, paced, lease 30 s, liveness {}), the reaper at its defaults (a pass every 2 s); {} SIGKILLs of one worker per drain, evenly spread over the drain without kills, each followed by a new worker process at once; {} rounds",
         args.messages,
         args.batch,
         if args.no_liveness { "off" } else { "on" },
@@ -165,20 +153,7 @@ async fn drain(
     kills_over: Option<Duration>,
 ) -> anyhow::Result<Duration> {
     let pool = store.pool();
-    sqlx::raw_sql("TRUNCATE inboxed_inbox_messages; UPDATE bench_accounts SET balance = 0;")
-        .execute(pool)
-        .await?;
-    let inbox = Inbox::new(store.clone(), ConsumerName::new("bench")?).notify(false);
-    let envelopes: Vec<Envelope> = (0..args.messages)
-        .map(|_| {
-            let id = MessageId::new(uuid::Uuid::now_v7().to_string())?;
-            let body = format!(r#"{{"account": {}}}"#, fastrand::i64(0..ACCOUNTS));
-            Ok(Envelope::new(id, body.into_bytes()))
-        })
-        .collect::<anyhow::Result<_>>()?;
-    for chunk in envelopes.chunks(500) {
-        inbox.store_many(chunk).await?;
-    }
+    backlog(store, &ConsumerName::new("bench")?, args.messages).await?;
     let total = i64::try_from(args.messages)?;
     let started = Instant::now();
     let mut steady = spawn(url, args)?;

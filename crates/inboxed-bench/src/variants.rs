@@ -95,6 +95,15 @@ pub(crate) async fn bench_store(
     connections: usize,
     accounts: i64,
 ) -> anyhow::Result<PgStore> {
+    Ok(bench_database(server, connections, accounts).await?.1)
+}
+
+/// [`bench_store`] with the database's URL, for scenarios whose workers connect on their own.
+pub(crate) async fn bench_database(
+    server: &str,
+    connections: usize,
+    accounts: i64,
+) -> anyhow::Result<(String, PgStore)> {
     let url = crate::fresh_database(server).await?;
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(u32::try_from(connections).unwrap_or(8))
@@ -103,7 +112,7 @@ pub(crate) async fn bench_store(
     let store = PgStore::new(pool);
     store.migrate().await?;
     create_accounts(store.pool(), accounts).await?;
-    Ok(store)
+    Ok((url, store))
 }
 
 /// Creates `bench_accounts` with `accounts` rows at balance 0.

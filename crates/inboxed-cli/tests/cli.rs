@@ -282,13 +282,17 @@ fn migrate_status_reports_without_changing_anything() {
     let (code, out) = inboxed(&["migrate", "--status", "--json", "--database-url", &url]);
     assert_eq!(code, 1, "{out}");
     let status: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(status["pending"].as_array().map(Vec::len), Some(9), "{out}");
+    assert_eq!(
+        status["pending"].as_array().map(Vec::len),
+        Some(10),
+        "{out}"
+    );
     let (code, out) = inboxed(&["migrate", "--json", "--database-url", &url]);
     assert_eq!(code, 0, "{out}");
     let applied: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         applied["applied"].as_array().map(Vec::len),
-        Some(9),
+        Some(10),
         "{out}"
     );
     assert_eq!(applied["pending"], serde_json::json!([]), "{out}");

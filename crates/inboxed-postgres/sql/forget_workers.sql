@@ -7,4 +7,4 @@
 -- worker whose connection came back and registered again holds its lock from another session,
 -- and keeps its registration.
 DELETE FROM {{schema}}."{{prefix}}workers"
-WHERE id = ANY($1) AND pg_try_advisory_xact_lock(lock_key)
+WHERE id = ANY($1) AND pg_try_advisory_xact_lock(lock_class, lock_key)

@@ -355,7 +355,7 @@ impl InboxStore for PgStore {
     }
 
     async fn hold_liveness(&self, worker: &str) -> Result<Option<Liveness>, StoreError> {
-        self.start_liveness(worker).await.map(Some)
+        self.start_liveness(worker).await
     }
 
     async fn dead_workers(&self) -> Result<Vec<String>, StoreError> {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection};
 use tokio::sync::oneshot;
 
@@ -17,68 +18,98 @@ use crate::PgStore;
 /// restart) is found and registered again within this; until then the worker may look dead,
 /// which costs only the claims the reaper returns under it (their completions are fenced).
 const PING: Duration = Duration::from_secs(5);
+/// Longest wait for a connection, a registration or a ping: a half-open socket must not hold
+/// the check (or a worker's start) for the kernel's TCP timeout.
+const DEADLINE: Duration = Duration::from_secs(10);
 
 impl PgStore {
-    pub(crate) async fn start_liveness(&self, worker: &str) -> Result<Liveness, StoreError> {
+    /// `None` behind a transaction-pooling proxy (statements not persistent): a session lock
+    /// there would belong to a server connection the proxy shares.
+    pub(crate) async fn start_liveness(
+        &self,
+        worker: &str,
+    ) -> Result<Option<Liveness>, StoreError> {
+        if !self.persistent {
+            return Ok(None);
+        }
         let options = self.pool.connect_options();
-        let (register, forget) = (
-            Arc::clone(&self.queries.register_worker),
-            Arc::clone(&self.queries.forget_workers),
-        );
         let this = self.clone();
         let id = worker.to_owned();
-        let mut conn = connect(&options, &this, &register, &id).await?;
+        let Some(first) = register(&options, &this, &id).await? else {
+            tracing::warn!(worker = %id, "another session holds this worker's liveness lock; if it dies, its rows wait for their lease");
+            return Ok(None);
+        };
         let (stop, mut stopped) = oneshot::channel();
         let task = tokio::spawn(async move {
+            let mut conn = Some(first);
             loop {
                 tokio::select! {
                     _ = &mut stopped => break,
                     () = tokio::time::sleep(PING) => {}
                 }
-                if conn.ping().await.is_ok() {
+                if let Some(c) = conn.as_mut()
+                    && matches!(tokio::time::timeout(DEADLINE, c.ping()).await, Ok(Ok(())))
+                {
                     continue;
                 }
+                // The old session goes first: if it still lives on the server, it holds the
+                // lock a new one would need.
+                drop(conn.take());
                 tracing::warn!(worker = %id, "worker liveness connection lost; registering again");
-                loop {
-                    match connect(&options, &this, &register, &id).await {
-                        Ok(c) => {
-                            conn = c;
-                            break;
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "cannot register this worker's liveness again");
-                            tokio::time::sleep(PING).await;
-                        }
+                match register(&options, &this, &id).await {
+                    Ok(Some(c)) => conn = Some(c),
+                    Ok(None) => {
+                        tracing::warn!(worker = %id, "this worker's liveness lock is held by another session; trying again")
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot register this worker's liveness again")
                     }
                 }
             }
             // Through this session, which holds the lock: the registration goes first, then
             // the session.
-            let removed = this.query(&forget).bind(vec![id]).execute(&mut conn).await;
-            if let Err(e) = removed {
-                tracing::warn!(error = %e, "could not remove this worker's registration; the reaper will");
+            if let Some(mut c) = conn {
+                let removed = this
+                    .query(&this.queries.forget_workers)
+                    .bind(vec![id])
+                    .execute(&mut c);
+                if !matches!(tokio::time::timeout(DEADLINE, removed).await, Ok(Ok(_))) {
+                    tracing::warn!("could not remove this worker's registration; the reaper will");
+                }
+                let _ = tokio::time::timeout(DEADLINE, c.close()).await;
             }
-            let _ = conn.close().await;
         });
-        Ok(Liveness::new(task, stop))
+        Ok(Some(Liveness::new(task, stop)))
     }
 }
 
-/// A fresh session holding the worker's lock, with its registration written.
-async fn connect(
-    options: &sqlx::postgres::PgConnectOptions,
+/// A fresh session holding the worker's lock, with its registration written; `None` when
+/// another session holds the lock.
+async fn register(
+    options: &Arc<PgConnectOptions>,
     store: &PgStore,
-    register: &Arc<str>,
     worker: &str,
-) -> Result<PgConnection, StoreError> {
-    let mut conn = PgConnection::connect_with(options)
+) -> Result<Option<PgConnection>, StoreError> {
+    let attempt = async {
+        let mut conn = PgConnection::connect_with(options)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        let registered = store
+            .query(&store.queries.register_worker)
+            .bind(worker.to_owned())
+            .fetch_optional(&mut conn)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(registered.map(|_| conn))
+    };
+    tokio::time::timeout(DEADLINE, attempt)
         .await
-        .map_err(StoreError::from_sqlx)?;
-    store
-        .query(register)
-        .bind(worker.to_owned())
-        .execute(&mut conn)
-        .await
-        .map_err(StoreError::from_sqlx)?;
-    Ok(conn)
+        .unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(sqlx::Error::Io(
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no liveness session within 10 s",
+                ),
+            )))
+        })
 }

@@ -275,11 +275,12 @@ async fn a_registered_worker_that_dies_has_its_rows_back_at_once() {
         let mut session = sqlx::PgConnection::connect_with(&pool.connect_options())
             .await
             .unwrap();
-        sqlx::query(statement("register"))
+        let registered = sqlx::query(statement("register"))
             .bind(name)
             .execute(&mut session)
             .await
             .unwrap();
+        assert_eq!(registered.rows_affected(), 1);
         let claimed = sqlx::query(statement("claim"))
             .bind("billing")
             .bind(name)
@@ -302,6 +303,17 @@ async fn a_registered_worker_that_dies_has_its_rows_back_at_once() {
         }
     };
     assert!(dead().await.is_empty(), "both sessions are open");
+    // The same name from another session gets no registration: its lock is taken.
+    let mut twin = sqlx::PgConnection::connect_with(&pool.connect_options())
+        .await
+        .unwrap();
+    let again = sqlx::query(statement("register"))
+        .bind("alive-1")
+        .execute(&mut twin)
+        .await
+        .unwrap();
+    assert_eq!(again.rows_affected(), 0, "a name runs once at a time");
+    twin.close().await.unwrap();
     // doomed-1's process dies: its session ends.
     sessions.pop().unwrap().close().await.unwrap();
     let mut gone = Vec::new();

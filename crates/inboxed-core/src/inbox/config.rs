@@ -70,11 +70,14 @@ pub struct WorkerConfig {
     /// session advisory lock on one more connection of its own), so that if its process dies
     /// the reaper returns its rows at its next pass instead of after their lease. Turn it off
     /// behind a transaction-pooling PgBouncer, with `notify`: a session lock there outlives the
-    /// process or vanishes under it. Without it, or on SQLite, a dead worker's rows wait for
-    /// their lease. Defaults to `true`.
+    /// process or vanishes under it (a store with persistent statements off, as behind such a
+    /// proxy, registers nothing anyway). Without it, or on SQLite, a dead worker's rows wait
+    /// for their lease. Defaults to `true`.
     pub liveness: bool,
     /// Claims before a failing row goes dead. Counted at claim time, so a row whose handler
-    /// kills its worker gets there too. Defaults to 5.
+    /// kills its worker gets there too: after about log2 of the rows its process held of
+    /// deaths charged to no one (the reaper halves its group until it runs alone), then this
+    /// many. Defaults to 5.
     pub max_attempts: u32,
     /// Delay before a failed row is available again, by attempt. Defaults to 1 s base, 5 min cap.
     pub backoff: Backoff,

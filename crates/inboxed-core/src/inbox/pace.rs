@@ -6,7 +6,9 @@
 //! batches take per row. It starts with one loop, adds one while that time stays near the best
 //! it has seen, and gives one up when the time doubles; many workers sharing a server thus
 //! settle on as many loops as it serves well, and one worker with a slow handler (an HTTP call
-//! per row, say) keeps them all, since more loops do not slow its rows down.
+//! per row, say) keeps them all, since more loops do not slow its rows down. A loop given up
+//! that did not bring the time down (the slowdown was elsewhere: a downstream service got
+//! slower) is taken back at once, with that time as the new best.
 //!
 //! A batch that runs far longer than batches do stops counting against the limit, so one hung
 //! handler never holds the others back.
@@ -21,15 +23,18 @@ use tokio::time::Instant;
 const GROW_BELOW: f64 = 1.5;
 /// Time per row, over the best seen, above which a loop is given up.
 const SHRINK_ABOVE: f64 = 2.0;
-/// How fast the best time seen forgets, per batch: a best measured under other conditions
-/// (a smaller payload, an idle server) cannot pin the limit down for ever.
-const BEST_DECAY: f64 = 1.002;
-/// Weight of the latest batch in the recent time per row.
+/// Weight of the latest batch in the recent time per batch.
 const RECENT_WEIGHT: f64 = 0.3;
+/// Full batches judged at the least before the limit moves.
+const JUDGED_AFTER: u32 = 3;
+/// A loop given up must bring the time per row below this share of what it was, or it is
+/// taken back.
+const SHRINK_HELPS_BELOW: f64 = 0.8;
 
 #[derive(Debug)]
 pub(super) struct Pace {
-    most: u32,
+    /// `concurrency`, as configured.
+    configured: u32,
     adaptive: bool,
     state: Mutex<State>,
     freed: Notify,
@@ -37,17 +42,21 @@ pub(super) struct Pace {
 
 #[derive(Debug)]
 struct State {
+    /// Loops allowed to run a batch at once.
     limit: u32,
+    /// The most loops: `concurrency`, or fewer when the store runs fewer.
+    most: u32,
     /// Batches running, by ticket, with their start.
     running: Vec<(u64, Instant)>,
     next: u64,
-    /// Seconds per row: the best seen (slowly forgotten) and the recent average.
+    /// Seconds per row: the best seen (until a loop given up shows that the time moved for
+    /// other reasons), and the sum and count of the full batches run under the current limit.
     best: Option<f64>,
-    recent: Option<f64>,
+    under: (f64, u32),
     /// Recent seconds per batch, for how long a batch may run before it stops counting.
     batch: f64,
-    /// Full batches since the limit last changed.
-    since_change: u32,
+    /// The recent time per row when a loop was last given up, until that is judged.
+    shrunk_from: Option<f64>,
 }
 
 /// A batch's slot, handed back with [`Pace::leave`].
@@ -59,16 +68,17 @@ impl Pace {
     pub(super) fn new(most: u32, adaptive: bool) -> Self {
         let most = most.max(1);
         Self {
-            most,
+            configured: most,
             adaptive,
             state: Mutex::new(State {
                 limit: if adaptive { 1 } else { most },
+                most,
                 running: Vec::new(),
                 next: 0,
                 best: None,
-                recent: None,
+                under: (0.0, 0),
                 batch: 0.0,
-                since_change: 0,
+                shrunk_from: None,
             }),
             freed: Notify::new(),
         }
@@ -77,6 +87,22 @@ impl Pace {
     /// Loops allowed to run a batch at once now.
     pub(super) fn limit(&self) -> u32 {
         self.lock().limit
+    }
+
+    /// At the start of a run of `loops` loops: the limit never exceeds them, and batches of
+    /// an earlier run cut short at its end no longer count.
+    pub(super) fn start(&self, loops: u32) {
+        let mut s = self.lock();
+        s.running.clear();
+        s.under = (0.0, 0);
+        s.most = self.configured.min(loops.max(1));
+        s.limit = if self.adaptive {
+            s.limit.min(s.most)
+        } else {
+            s.most
+        };
+        drop(s);
+        self.freed.notify_waiters();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -132,34 +158,40 @@ impl Pace {
                     RECENT_WEIGHT * secs + (1.0 - RECENT_WEIGHT) * s.batch
                 };
             }
-            if self.adaptive && full && rows > 0 {
-                #[allow(clippy::cast_precision_loss, reason = "rows per batch")]
-                let per_row = took.as_secs_f64() / rows as f64;
-                self.adjust(&mut s, per_row);
+            #[allow(clippy::cast_precision_loss, reason = "rows per batch")]
+            let per_row = took.as_secs_f64() / rows.max(1) as f64;
+            if self.adaptive && full && rows > 0 && per_row > 0.0 {
+                Self::adjust(&mut s, per_row);
             }
         }
         self.freed.notify_waiters();
     }
 
-    /// One full batch's time per row: the limit moves by one at most, and only after as many
-    /// full batches as loops ran since the last move, so that each move is judged on batches
-    /// that ran under it.
-    fn adjust(&self, s: &mut State, per_row: f64) {
-        let best = s.best.map_or(per_row, |b| (b * BEST_DECAY).min(per_row));
-        let recent = s.recent.map_or(per_row, |r| {
-            RECENT_WEIGHT * per_row + (1.0 - RECENT_WEIGHT) * r
-        });
-        (s.best, s.recent) = (Some(best), Some(recent));
-        s.since_change += 1;
-        if s.since_change < s.limit {
+    /// One full batch's time per row. The limit moves by one at most, judged on the mean time
+    /// per row of the full batches that ran under it (at least as many as loops, and three),
+    /// against the best seen.
+    fn adjust(s: &mut State, per_row: f64) {
+        let best = s.best.map_or(per_row, |b| b.min(per_row));
+        s.best = Some(best);
+        s.under = (s.under.0 + per_row, s.under.1.saturating_add(1));
+        if s.under.1 < s.limit.max(JUDGED_AFTER) {
             return;
         }
-        if recent > SHRINK_ABOVE * best && s.limit > 1 {
+        let mean = s.under.0 / f64::from(s.under.1);
+        s.under = (0.0, 0);
+        if let Some(before) = s.shrunk_from.take()
+            && mean > SHRINK_HELPS_BELOW * before
+        {
+            // Fewer loops did not help: the time per row is not theirs to mend.
+            s.limit = (s.limit + 1).min(s.most);
+            s.best = Some(mean);
+            return;
+        }
+        if mean > SHRINK_ABOVE * best && s.limit > 1 {
             s.limit -= 1;
-            s.since_change = 0;
-        } else if recent < GROW_BELOW * best && s.limit < self.most {
+            s.shrunk_from = Some(mean);
+        } else if mean < GROW_BELOW * best && s.limit < s.most {
             s.limit += 1;
-            s.since_change = 0;
         }
     }
 }
@@ -178,16 +210,38 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn grows_while_rows_keep_their_time_and_shrinks_when_it_doubles() {
+    async fn settles_where_more_loops_stop_helping() {
+        // A server whose rows take 1 ms up to two loops at once and 1 ms more per loop
+        // beyond: with four the time per row is three times the best.
         let pace = Pace::new(4, true);
         assert_eq!(pace.limit(), 1, "starts with one loop");
+        let (_stop, mut stopped) = watch::channel(false);
+        let mut seen = Vec::new();
+        for _ in 0..300 {
+            let per_row_ms = 1 + u64::from(pace.limit().saturating_sub(2));
+            let ticket = pace.enter(&mut stopped).await.unwrap();
+            pace.leave(ticket, 50, true, Duration::from_millis(per_row_ms * 50));
+            seen.push(pace.limit());
+        }
+        assert!(seen.contains(&3), "it tried a third loop: {seen:?}");
+        let settled = &seen[100..];
+        assert!(
+            settled.iter().all(|l| (2..=3).contains(l)),
+            "settled at two or three loops, never four: {seen:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_slowdown_fewer_loops_do_not_mend_gives_the_loops_back() {
+        let pace = Pace::new(4, true);
         full(&pace, 1, 20).await;
         assert_eq!(pace.limit(), 4, "grown to the most while rows keep 1 ms");
-        full(&pace, 3, 40).await;
+        // A downstream service gets three times slower, whatever the loops.
+        full(&pace, 3, 60).await;
         assert_eq!(
             pace.limit(),
-            1,
-            "given back while rows take three times as long"
+            4,
+            "the loop given up did not help and was taken back"
         );
     }
 

@@ -16,6 +16,21 @@ use crate::error::Error;
 use crate::handler::Handler;
 use crate::metrics as m;
 
+/// This process, as the first part of each worker's id: its pid and a random nonce (pids are
+/// reused, across restarts and across hosts).
+static PROCESS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    )
+});
+
+/// Held shared by every lease-mode batch of this process, from its claim to its end, and
+/// exclusively by a batch of rows a dying claim left behind (see `claim_and_process`).
+static PROCESS_BATCHES: std::sync::LazyLock<tokio::sync::RwLock<()>> =
+    std::sync::LazyLock::new(|| tokio::sync::RwLock::new(()));
+
 /// What one claim-and-process round did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -79,9 +94,11 @@ impl<S, H> Clone for Worker<S, H> {
 impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// A worker for `consumer`'s rows.
     pub fn new(store: S, consumer: ConsumerName, handler: H, config: WorkerConfig) -> Self {
+        // `<process>/<worker>`: the reaper judges the rows of one process together, since
+        // they all die with it (release_stale.sql).
         let id = format!(
-            "{}-{}",
-            std::process::id(),
+            "{}/{}",
+            *PROCESS,
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
         // Groups start at the batch size and shrink only under contention.
@@ -124,29 +141,42 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         }
         let token = ClaimToken::random();
         self.track(token, true);
-        let rows = match self.claim(token).await {
-            Ok(rows) => rows,
-            Err(e) => {
-                self.track(token, false);
-                return Err(e.into());
-            }
-        };
-        if rows.is_empty() {
-            self.track(token, false);
-            return Ok(BatchReport::default());
-        }
-        let rows = match self.isolate_suspect(rows, &token).await {
-            Ok(rows) => rows,
-            Err(e) => {
-                self.track(token, false);
-                return Err(e);
-            }
-        };
-        metrics::histogram!(m::CLAIM_BATCH_SIZE, "consumer" => inner.consumer.as_str().to_owned())
-            .record(rows.len() as f64);
-        let report = self.process_batch(rows, token).await;
+        let report = self.claim_and_process(token).await;
         self.track(token, false);
         report
+    }
+
+    /// One claim under `token` and its batch. Batches share the process, except one holding
+    /// rows that a dying claim left behind: it waits until every other batch of the process
+    /// (of every worker in it) has ended, and runs alone in it, so that if it kills the
+    /// process the reaper finds only its own rows held and can tell which of them to blame
+    /// (release_stale.sql). The wait is bounded by the lease; past it the batch runs beside
+    /// the others, and a death then charges its rows as if the limit had been ignored.
+    async fn claim_and_process(&self, token: ClaimToken) -> Result<BatchReport, Error> {
+        let inner = &*self.inner;
+        let shared = PROCESS_BATCHES.read().await;
+        let rows = self.claim(token).await?;
+        if rows.is_empty() {
+            return Ok(BatchReport::default());
+        }
+        let _alone = if rows.iter().any(|r| r.suspect || r.group_limit.is_some()) {
+            drop(shared);
+            match tokio::time::timeout(inner.config.lease, PROCESS_BATCHES.write()).await {
+                Ok(alone) => Some(alone),
+                Err(_) => {
+                    warn!(
+                        "rows a dead claim left behind waited a lease for the other batches of this process to end; running them beside them"
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let rows = self.isolate_suspect(rows, &token).await?;
+        metrics::histogram!(m::CLAIM_BATCH_SIZE, "consumer" => inner.consumer.as_str().to_owned())
+            .record(rows.len() as f64);
+        self.process_batch(rows, token).await
     }
 
     /// Claims a batch under `token` in a task of its own, holding the claim gate: a claim loop
@@ -262,7 +292,11 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             .store
             .max_concurrent_batches()
             .unwrap_or(usize::MAX);
-        for _ in 0..self.inner.config.concurrency.clamp(1, limit.max(1)) {
+        let count = self.inner.config.concurrency.clamp(1, limit.max(1));
+        self.inner
+            .pace
+            .start(u32::try_from(count).unwrap_or(u32::MAX));
+        for _ in 0..count {
             let worker = self.clone();
             let stop = stop_rx.clone();
             let wake = wake.clone();
@@ -299,8 +333,12 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 first_error.get_or_insert(e);
             }
         }
-        // After the hand-back, so that no row of this worker is left for the reaper to judge.
-        if let Some(liveness) = liveness {
+        // After the hand-back, so that no row of this worker is left for the reaper to judge;
+        // when some could not be handed back, the registration stays for the reaper to find
+        // dead (the session ends with the guard) and return them at its next pass.
+        if let Some(liveness) = liveness
+            && first_error.is_none()
+        {
             liveness.release(Duration::from_secs(5)).await;
         }
         first_error.map_or(Ok(()), |e| Err(e.into()))

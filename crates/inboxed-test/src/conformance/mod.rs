@@ -39,18 +39,18 @@ pub use failures::{
     swallowed_statement_error_is_not_acked, transient_failure_is_retried_then_dead_lettered,
 };
 pub use inbox::{
-    batch_handler_is_all_or_nothing, batch_receipt_stores_each_key_once,
-    batch_whose_commit_fails_isolates_the_culprit, claim_batch_skips_rows_locked_by_another_worker,
-    complete_after_reclaim_is_fenced, concurrent_claims_never_share_a_row,
-    dead_claims_are_redone_in_halves, dead_worker_rows_return_at_the_next_pass,
-    graceful_shutdown_loses_nothing, killed_worker_process_loses_nothing,
-    lock_held_mode_processes_exactly_once, observation_counts_backlog_and_dead_letters,
-    ordered_mode_can_skip_dead_events, ordered_mode_keeps_order_and_parks_dead_aggregates,
-    poison_rows_go_dead_after_max_attempts, process_killing_row_spares_its_batch_mates,
-    purge_removes_only_old_done_rows, reaper_returns_expired_claims,
-    receipt_stores_once_and_reports_conflicts, replay_and_audited_redrive,
-    sigterm_to_a_worker_process_loses_nothing, stored_rows_wake_idle_workers,
-    workers_process_each_row_exactly_once,
+    a_worker_ignoring_the_group_limit_is_charged, batch_handler_is_all_or_nothing,
+    batch_receipt_stores_each_key_once, batch_whose_commit_fails_isolates_the_culprit,
+    claim_batch_skips_rows_locked_by_another_worker, complete_after_reclaim_is_fenced,
+    concurrent_claims_never_share_a_row, dead_claims_are_redone_in_halves,
+    dead_worker_rows_return_at_the_next_pass, graceful_shutdown_loses_nothing,
+    killed_worker_process_loses_nothing, lock_held_mode_processes_exactly_once,
+    observation_counts_backlog_and_dead_letters, ordered_mode_can_skip_dead_events,
+    ordered_mode_keeps_order_and_parks_dead_aggregates, poison_rows_go_dead_after_max_attempts,
+    process_killing_row_spares_its_batch_mates, purge_removes_only_old_done_rows,
+    reaper_returns_expired_claims, receipt_stores_once_and_reports_conflicts,
+    replay_and_audited_redrive, sigterm_to_a_worker_process_loses_nothing,
+    stored_rows_wake_idle_workers, workers_process_each_row_exactly_once,
 };
 pub use input::{
     custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written,
@@ -133,6 +133,7 @@ macro_rules! conformance_tests {
             observation_counts_backlog_and_dead_letters,
             dead_claims_are_redone_in_halves,
             dead_worker_rows_return_at_the_next_pass,
+            a_worker_ignoring_the_group_limit_is_charged,
         );
     };
     // The processor's dedup guarantee alone, for a store variant that changes only how keys

@@ -30,10 +30,21 @@ async fn claim<B: Backend>(
     limit: u32,
     now: SystemTime,
 ) -> Vec<InboxRow> {
+    claim_as(db, "test", token, limit, now).await
+}
+
+/// A claim by `worker` (up to its first '/', the process the reaper judges it with).
+async fn claim_as<B: Backend>(
+    db: &TestDb<B>,
+    worker: &str,
+    token: &ClaimToken,
+    limit: u32,
+    now: SystemTime,
+) -> Vec<InboxRow> {
     let consumer = ledger();
     let params = ClaimBatchParams {
         consumer: &consumer,
-        worker: "test",
+        worker,
         token,
         limit,
         lease: LEASE,
@@ -216,10 +227,11 @@ pub async fn concurrent_claims_never_share_a_row<B: Backend>(_test: &str) {
     db.finish().await;
 }
 
-/// The reaper blames the rows of a dead claim by what it still held (contract v3). A row held
-/// alone keeps its attempt and runs alone next; rows held together get their attempt back and
-/// run in groups of half as many. A dead claim of 40 is redone as groups of 20, not as forty
-/// claims of one; twenty of them dying again in a group of 20 are redone in groups of 10.
+/// The reaper blames the rows of a dead process by what it still held (contract v3). A row
+/// held alone keeps its attempt and runs alone next; rows held together get their attempt back
+/// and run in groups of half as many. Forty rows of a dead process (two claims of 20: the
+/// process is judged whole) are redone as groups of 20, not as forty claims of one; twenty of
+/// them dying again in a group of 20 are redone in groups of 10.
 pub async fn dead_claims_are_redone_in_halves<B: Backend>(_test: &str) {
     let db = B::create().await;
     let inbox = inbox(&db);
@@ -227,9 +239,13 @@ pub async fn dead_claims_are_redone_in_halves<B: Backend>(_test: &str) {
         inbox.store(&credit(&format!("h-{i:02}"), 1)).await.unwrap();
     }
     let t0 = clock();
-    assert_eq!(claim(&db, &ClaimToken::random(), 40, t0).await.len(), 40);
+    for _ in 0..2 {
+        let rows = claim_as(&db, "p1-a/w1", &ClaimToken::random(), 20, t0).await;
+        assert_eq!(rows.len(), 20);
+    }
     inbox.store(&credit("h-40", 1)).await.unwrap();
-    assert_eq!(claim(&db, &ClaimToken::random(), 1, clock()).await.len(), 1);
+    let lone = claim_as(&db, "p2-b/w1", &ClaimToken::random(), 1, clock()).await;
+    assert_eq!(lone.len(), 1);
     let reaper = Reaper::new(db.store.clone(), ReaperConfig::default());
     let t1 = clock() + LEASE + Duration::from_secs(1);
     assert_eq!(reaper.reap_once(Some(t1)).await.unwrap(), 41);
@@ -247,8 +263,9 @@ pub async fn dead_claims_are_redone_in_halves<B: Backend>(_test: &str) {
         1,
         "held alone: charged, and alone next"
     );
-    // Twenty of the forty die again, together.
-    assert_eq!(claim(&db, &ClaimToken::random(), 20, t1).await.len(), 20);
+    // Twenty of the forty die again, together, in another process.
+    let again = claim_as(&db, "p3-c/w1", &ClaimToken::random(), 20, t1).await;
+    assert_eq!(again.len(), 20);
     let t2 = t1 + LEASE + Duration::from_secs(1);
     assert_eq!(reaper.reap_once(Some(t2)).await.unwrap(), 20);
     assert_eq!(
@@ -279,5 +296,37 @@ pub async fn dead_claims_are_redone_in_halves<B: Backend>(_test: &str) {
         40,
         "each of the forty charged once, by the claim that processed it"
     );
+    db.finish().await;
+}
+
+/// A worker that ignores the group limit (one older than contract v3: it runs suspect rows
+/// with their batch-mates) cannot corner a poison row by halving, so the reaper charges its
+/// rows as before: without that, a row that kills such a worker would never go dead.
+pub async fn a_worker_ignoring_the_group_limit_is_charged<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let inbox = inbox(&db);
+    for i in 0..4 {
+        inbox.store(&credit(&format!("g-{i}"), 1)).await.unwrap();
+    }
+    let reaper = Reaper::new(db.store.clone(), ReaperConfig::default().max_attempts(2));
+    let mut now = clock();
+    for (death, worker) in ["old-1", "old-2", "old-3"].into_iter().enumerate() {
+        let rows = claim_as(&db, worker, &ClaimToken::random(), 4, now).await;
+        assert_eq!(rows.len(), 4, "all four together, whatever their limit");
+        now += LEASE + Duration::from_secs(1);
+        assert_eq!(reaper.reap_once(Some(now)).await.unwrap(), 4);
+        let expected = match death {
+            0 => {
+                "SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'pending' AND attempts = 0 AND group_limit = 2"
+            }
+            1 => {
+                "SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'pending' AND attempts = 1 AND group_limit = 2"
+            }
+            _ => {
+                "SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'dead' AND attempts = 2"
+            }
+        };
+        assert_eq!(db.scalar(expected).await, 4, "after death {}", death + 1);
+    }
     db.finish().await;
 }

@@ -11,9 +11,9 @@ mod survival;
 
 pub use batches::batch_handler_is_all_or_nothing;
 pub use claims::{
-    claim_batch_skips_rows_locked_by_another_worker, complete_after_reclaim_is_fenced,
-    concurrent_claims_never_share_a_row, dead_claims_are_redone_in_halves,
-    reaper_returns_expired_claims,
+    a_worker_ignoring_the_group_limit_is_charged, claim_batch_skips_rows_locked_by_another_worker,
+    complete_after_reclaim_is_fenced, concurrent_claims_never_share_a_row,
+    dead_claims_are_redone_in_halves, reaper_returns_expired_claims,
 };
 pub use observe::observation_counts_backlog_and_dead_letters;
 pub use ordering::{

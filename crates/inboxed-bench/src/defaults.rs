@@ -233,11 +233,7 @@ async fn drain(
     }
     let total = i64::try_from(messages)?;
     loop {
-        let done: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM inboxed_inbox_messages WHERE status IN ('done', 'dead')",
-        )
-        .fetch_one(pool)
-        .await?;
+        let done = settled(pool).await?;
         if done >= total {
             break;
         }
@@ -252,14 +248,7 @@ async fn drain(
     for t in tasks {
         t.await??;
     }
-    let credited: i64 =
-        sqlx::query_scalar("SELECT CAST(sum(balance) AS BIGINT) FROM bench_accounts")
-            .fetch_one(pool)
-            .await?;
-    anyhow::ensure!(
-        credited == total,
-        "{credited} credits for {total} messages: not exactly once"
-    );
+    credited_once(pool, total).await?;
     #[allow(clippy::cast_precision_loss)]
     Ok(Drain {
         rate: total as f64 / secs,
@@ -289,6 +278,28 @@ pub(crate) async fn backlog(
     for chunk in envelopes.chunks(500) {
         inbox.store_many(chunk).await?;
     }
+    Ok(())
+}
+
+/// Rows done or dead.
+pub(crate) async fn settled(pool: &PgPool) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM inboxed_inbox_messages WHERE status IN ('done', 'dead')",
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Fails unless the balances add up to `total`: each message credited exactly once.
+pub(crate) async fn credited_once(pool: &PgPool, total: i64) -> anyhow::Result<()> {
+    let credited: i64 =
+        sqlx::query_scalar("SELECT CAST(sum(balance) AS BIGINT) FROM bench_accounts")
+            .fetch_one(pool)
+            .await?;
+    anyhow::ensure!(
+        credited == total,
+        "{credited} credits for {total} messages: not exactly once"
+    );
     Ok(())
 }
 

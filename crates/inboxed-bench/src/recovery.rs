@@ -14,7 +14,7 @@ use inboxed_core::ConsumerName;
 use inboxed_core::inbox::{Reaper, ReaperConfig, Worker, WorkerConfig};
 use inboxed_postgres::PgStore;
 
-use crate::defaults::{ACCOUNTS, Simple, backlog};
+use crate::defaults::{ACCOUNTS, Simple, backlog, credited_once, settled};
 
 /// Drain time with kills against without.
 #[derive(Debug, clap::Args)]
@@ -165,11 +165,7 @@ async fn drain(
     });
     let mut next_kill = 0;
     loop {
-        let done: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM inboxed_inbox_messages WHERE status IN ('done', 'dead')",
-        )
-        .fetch_one(pool)
-        .await?;
+        let done = settled(pool).await?;
         if done >= total {
             break;
         }
@@ -190,14 +186,7 @@ async fn drain(
     let took = started.elapsed();
     steady.kill().await?;
     victim.kill().await?;
-    let credited: i64 =
-        sqlx::query_scalar("SELECT CAST(sum(balance) AS BIGINT) FROM bench_accounts")
-            .fetch_one(pool)
-            .await?;
-    anyhow::ensure!(
-        credited == total,
-        "{credited} credits for {total} messages: not exactly once"
-    );
+    credited_once(pool, total).await?;
     let dead: i64 =
         sqlx::query_scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'dead'")
             .fetch_one(pool)

@@ -167,7 +167,7 @@ mark "tests built"
 # the release figures and the commands that measured them).
 if [ -n "${INBOXED_BENCH_QUICK:-}" ]; then
   for bench in inbox batch receipt defaults recovery; do
-    cargo run -q -p inboxed-bench -- --database-url "$DATABASE_URL" "$bench" --quick
+    "$CARGO_TARGET_DIR/debug/inboxed-bench" --database-url "$DATABASE_URL" "$bench" --quick
     mark "benchmark $bench"
   done
 fi

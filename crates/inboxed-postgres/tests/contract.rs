@@ -237,7 +237,8 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
         Ledger::<Pg>::default(),
         WorkerConfig::default(),
     );
-    // Rows whose lease expired are run one at a time, so this takes more than one batch.
+    // Rows whose claim died run in groups no larger than their group limit (here 1), so this
+    // takes more than one batch.
     let mut done = 0;
     loop {
         let report = worker.run_once().await.unwrap();

@@ -167,8 +167,9 @@ pub async fn sigterm_to_a_worker_process_loses_nothing<B: Backend>(test: &str) {
 }
 
 /// A row whose handler aborts its worker process, in a batch of ten: after each crash the
-/// rows come back suspect and run one at a time, so only the killing row spends attempts. It
-/// goes dead after max_attempts (3) crashes; its nine batch-mates are done, none dead.
+/// rows its process held come back with their attempt given back and a group limit of half as
+/// many, so the killing row is cornered by halving and only it spends attempts once alone. It
+/// goes dead after max_attempts (3) crashes alone; its nine batch-mates are done, none dead.
 pub async fn process_killing_row_spares_its_batch_mates<B: Backend>(test: &str) {
     if let Some(locator) = child_locator() {
         if child_is_worker() {

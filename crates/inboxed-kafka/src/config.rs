@@ -38,6 +38,10 @@ pub struct KafkaConfig {
     /// Delay between attempts after a failed receive (librdkafka reconnects by itself).
     /// Defaults to 100 ms doubling to 10 s, with jitter.
     pub reconnect: Backoff,
+    /// How long [`KafkaSource::connect`](crate::KafkaSource::connect) waits for the brokers'
+    /// metadata before it fails, naming them: a wrong address fails the start rather than
+    /// retrying in the background. Defaults to 10 s.
+    pub connect_timeout: Duration,
 }
 
 impl KafkaConfig {
@@ -62,6 +66,7 @@ impl KafkaConfig {
                 base: Duration::from_millis(100),
                 max: Duration::from_secs(10),
             },
+            connect_timeout: Duration::from_secs(10),
         }
     }
 
@@ -83,6 +88,13 @@ impl KafkaConfig {
     #[must_use]
     pub fn commit_interval(mut self, every: Duration) -> Self {
         self.commit_interval = every;
+        self
+    }
+
+    /// Sets [`KafkaConfig::connect_timeout`].
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
         self
     }
 

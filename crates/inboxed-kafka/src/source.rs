@@ -87,16 +87,11 @@ impl KafkaSource {
             consumer,
             key: config.key.clone(),
         });
-        let probe = Arc::clone(&shared);
-        tokio::task::spawn_blocking(move || {
-            probe
-                .consumer
-                .fetch_metadata(None, Duration::from_secs(10))
-                .map(drop)
-        })
-        .await
-        .unwrap_or(Err(KafkaError::Canceled))
-        .map_err(setup("reach the brokers"))?;
+        let (probe, timeout) = (Arc::clone(&shared), config.connect_timeout);
+        tokio::task::spawn_blocking(move || probe.consumer.fetch_metadata(None, timeout).map(drop))
+            .await
+            .unwrap_or(Err(KafkaError::Canceled))
+            .map_err(setup("reach the brokers"))?;
         let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
         shared
             .consumer

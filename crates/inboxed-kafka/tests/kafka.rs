@@ -205,7 +205,7 @@ async fn unacked_records_are_delivered_again() {
 /// A wrong address fails at connect, naming the step, instead of retrying silently.
 #[tokio::test]
 async fn unreachable_brokers_fail_at_connect() {
-    let mut c = KafkaConfig::new("127.0.0.1:1", "g", ["t"]);
+    let mut c = KafkaConfig::new("127.0.0.1:1", "g", ["t"]).connect_timeout(Duration::from_secs(1));
     c.properties
         .push(("socket.timeout.ms".into(), "1000".into()));
     let err = KafkaSource::connect(c).await.unwrap_err();

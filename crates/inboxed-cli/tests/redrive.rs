@@ -173,19 +173,7 @@ async fn rabbitmq_redrive_is_applied_once() {
     let source = inboxed_rabbitmq::RabbitSource::connect(config)
         .await
         .unwrap();
-    let publish = || async {
-        let props = BasicProperties::default().with_message_id("r-1".into());
-        channel
-            .basic_publish(
-                "".into(),
-                queue.as_str().into(),
-                BasicPublishOptions::default(),
-                &payload(),
-                props,
-            )
-            .await
-            .unwrap();
-    };
+    let publish = || publish_amqp(&channel, &queue);
     // A queue that does not exist returns the message instead of dropping it.
     let missing = ["--to-broker", &url, "--queue", "inboxed-no-such-queue"];
     scenario(
@@ -390,5 +378,20 @@ async fn sqs_redrive_is_applied_once() {
 
 /// TLS with a private CA, for each broker that has it: the consumer and the binary's publisher
 /// trust the test's CA (`tls_ca_file`, `--tls-ca-file`), and the redrive is applied once.
+/// Publishes the scenario's message (key `r-1`) to `queue`, confirmed by the broker.
+async fn publish_amqp(channel: &lapin::Channel, queue: &str) {
+    let props = BasicProperties::default().with_message_id("r-1".into());
+    channel
+        .basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            &payload(),
+            props,
+        )
+        .await
+        .unwrap();
+}
+
 #[path = "redrive/tls.rs"]
 mod tls;

@@ -275,15 +275,7 @@ async fn no_bytes_a_producer_can_send_stop_the_queue() {
         10 * 1024 * 1024,
         "the 10 MiB body is kept byte for byte"
     );
-    assert_eq!(
-        inboxed_test::amqp::depth(&channel, &name).await,
-        0,
-        "every delivery acked"
-    );
-    channel
-        .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
-        .await
-        .unwrap();
+    assert_emptied_then_delete(&channel, &name).await;
     db.finish().await;
 }
 
@@ -320,11 +312,7 @@ async fn a_body_at_the_brokers_maximum_is_kept_and_one_past_it_is_refused() {
         i64::try_from(MAX).unwrap(),
         "the 128 MiB body is kept byte for byte"
     );
-    assert_eq!(inboxed_test::amqp::depth(&channel, &name).await, 0);
-    channel
-        .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
-        .await
-        .unwrap();
+    assert_emptied_then_delete(&channel, &name).await;
     db.finish().await;
 }
 
@@ -366,11 +354,7 @@ async fn a_header_key_is_judged_by_its_bytes() {
     ];
     assert_dead_letters(&db, 2, &expect).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(inboxed_test::amqp::depth(&channel, &name).await, 0);
-    channel
-        .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
-        .await
-        .unwrap();
+    assert_emptied_then_delete(&channel, &name).await;
     db.finish().await;
 }
 
@@ -396,9 +380,18 @@ async fn malformed_property_lists_never_reach_the_queue() {
         let status = try_produce(vec![raw(&props)]).await;
         assert!(!status.success(), "RabbitMQ took {what}");
     }
-    assert_eq!(inboxed_test::amqp::depth(&channel, &name).await, 0);
+    assert_emptied_then_delete(&channel, &name).await;
+}
+
+/// Every delivery of the test's queue was acked (or never entered it); the queue goes.
+async fn assert_emptied_then_delete(channel: &lapin::Channel, name: &str) {
+    assert_eq!(
+        inboxed_test::amqp::depth(channel, name).await,
+        0,
+        "every delivery acked"
+    );
     channel
-        .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+        .queue_delete(name.into(), QueueDeleteOptions::default())
         .await
         .unwrap();
 }

@@ -54,19 +54,7 @@ async fn amqps_redrive_is_applied_once() {
     let source = inboxed_rabbitmq::RabbitSource::connect(config)
         .await
         .unwrap();
-    let publish = || async {
-        let props = BasicProperties::default().with_message_id("r-1".into());
-        channel
-            .basic_publish(
-                "".into(),
-                "orders".into(),
-                BasicPublishOptions::default(),
-                &payload(),
-                props,
-            )
-            .await
-            .unwrap();
-    };
+    let publish = || publish_amqp(&channel, "orders");
     redrive_through(source, publish, &url, ("--queue", "orders"), &ca).await;
 }
 

@@ -15,6 +15,7 @@
 
 mod batch;
 mod config;
+mod guards;
 mod locked;
 mod outcomes;
 mod pace;

@@ -9,6 +9,7 @@ use crate::error::StoreError;
 use crate::hash::PayloadHash;
 use crate::store::Store;
 
+pub use super::guards::{Liveness, Subscription};
 pub use super::outcomes::receipt_outcomes;
 
 /// Milliseconds since the Unix epoch, the unit every inbox time parameter travels in.
@@ -40,27 +41,6 @@ impl ClaimToken {
     #[must_use]
     pub fn as_bytes(&self) -> &[u8; 16] {
         &self.0
-    }
-}
-
-/// A running listener for database wake-ups of idle workers. Dropping it stops the listener.
-#[derive(Debug)]
-pub struct Subscription {
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Subscription {
-    /// Wraps the listener `task`, which calls `notify_one` on the workers' wake-up for each
-    /// notification (one idle claim loop per stored row, not all of them).
-    #[must_use]
-    pub fn new(task: tokio::task::JoinHandle<()>) -> Self {
-        Self { task }
-    }
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -277,41 +257,6 @@ pub struct ReleaseStaleParams<'a> {
     /// Workers known dead ([`InboxStore::dead_workers`]): their rows are returned whatever
     /// their lease says.
     pub dead_workers: &'a [String],
-}
-
-/// Holds a worker's liveness registration (see [`InboxStore::hold_liveness`]). Dropped, it
-/// ends the session and leaves the registration to the reaper, as a death would; released, it
-/// removes the registration first, as a clean stop should.
-#[derive(Debug)]
-pub struct Liveness {
-    task: tokio::task::JoinHandle<()>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl Liveness {
-    /// Wraps the task that keeps the worker's session (and its lock) alive. When `stop` fires,
-    /// the task removes the registration through that session and ends.
-    #[must_use]
-    pub fn new(task: tokio::task::JoinHandle<()>, stop: tokio::sync::oneshot::Sender<()>) -> Self {
-        Self {
-            task,
-            stop: Some(stop),
-        }
-    }
-
-    /// Removes the registration and ends the session, waiting at most `within`.
-    pub async fn release(mut self, within: Duration) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = tokio::time::timeout(within, &mut self.task).await;
-    }
-}
-
-impl Drop for Liveness {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 /// Which rows a replay resets. Fields combine with AND; `None` matches anything.

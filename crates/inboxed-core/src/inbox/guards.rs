@@ -1,0 +1,62 @@
+//! What a store hands a worker for the length of its run: the listener that wakes it and the
+//! session that says it is alive. Each is a task the guard ends when dropped.
+
+use std::time::Duration;
+
+/// A running listener for database wake-ups of idle workers. Dropping it stops the listener.
+#[derive(Debug)]
+pub struct Subscription {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Subscription {
+    /// Wraps the listener `task`, which calls `notify_one` on the workers' wake-up for each
+    /// notification (one idle claim loop per stored row, not all of them).
+    #[must_use]
+    pub fn new(task: tokio::task::JoinHandle<()>) -> Self {
+        Self { task }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Holds a worker's liveness registration (see [`InboxStore::hold_liveness`]). Dropped, it
+/// ends the session and leaves the registration to the reaper, as a death would; released, it
+/// removes the registration first, as a clean stop should.
+///
+/// [`InboxStore::hold_liveness`]: super::store::InboxStore::hold_liveness
+#[derive(Debug)]
+pub struct Liveness {
+    task: tokio::task::JoinHandle<()>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Liveness {
+    /// Wraps the task that keeps the worker's session (and its lock) alive. When `stop` fires,
+    /// the task removes the registration through that session and ends.
+    #[must_use]
+    pub fn new(task: tokio::task::JoinHandle<()>, stop: tokio::sync::oneshot::Sender<()>) -> Self {
+        Self {
+            task,
+            stop: Some(stop),
+        }
+    }
+
+    /// Removes the registration and ends the session, waiting at most `within`.
+    pub async fn release(mut self, within: Duration) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(within, &mut self.task).await;
+    }
+}
+
+impl Drop for Liveness {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -45,6 +45,9 @@ pub(crate) struct Args {
     /// Rows per claim instead of the default (to compare, not for the suite).
     #[arg(long)]
     batch: Option<u32>,
+    /// Every claim loop runs at once, without pacing (to compare, not for the suite).
+    #[arg(long)]
+    unpaced: bool,
 }
 
 pub(crate) const ACCOUNTS: i64 = 10_000;
@@ -115,6 +118,10 @@ impl Handler<Postgres> for Tuned {
 /// One drain: rows/s, deadlocks the server counted, handler calls.
 struct Drain {
     rate: f64,
+    /// Rows/s between a tenth and nine tenths settled.
+    steady: f64,
+    /// Seconds until the first row settled.
+    first: f64,
     deadlocks: i64,
     calls: u64,
 }
@@ -144,8 +151,8 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
                 rates[c][w].push(d.rate);
                 ratios[c][w].push(d.rate / base);
                 println!(
-                    "- round {round}, {name}, {workers} workers: {:.0} rows/s, {} deadlocks, {} handler calls",
-                    d.rate, d.deadlocks, d.calls
+                    "- round {round}, {name}, {workers} workers: {:.0} rows/s ({:.0} from a tenth to nine tenths; first row after {:.2} s), {} deadlocks, {} handler calls",
+                    d.rate, d.steady, d.first, d.deadlocks, d.calls
                 );
             }
         }
@@ -205,6 +212,9 @@ async fn drain(
         if let Some(n) = args.batch {
             config = config.batch_size(n);
         }
+        if args.unpaced {
+            config = config.adaptive_concurrency(false);
+        }
         let own = PgPoolOptions::new()
             .max_connections(
                 args.concurrency
@@ -232,8 +242,18 @@ async fn drain(
         }));
     }
     let total = i64::try_from(messages)?;
+    let (mut first, mut tenth, mut ninth) = (None, None, None);
     loop {
         let done = settled(pool).await?;
+        if done > 0 && first.is_none() {
+            first = Some(started.elapsed());
+        }
+        if done >= total / 10 && tenth.is_none() {
+            tenth = Some((started.elapsed(), done));
+        }
+        if done >= total * 9 / 10 && ninth.is_none() {
+            ninth = Some((started.elapsed(), done));
+        }
         if done >= total {
             break;
         }
@@ -252,6 +272,13 @@ async fn drain(
     #[allow(clippy::cast_precision_loss)]
     Ok(Drain {
         rate: total as f64 / secs,
+        steady: match (tenth, ninth) {
+            (Some((t0, n0)), Some((t1, n1))) if t1 > t0 => {
+                (n1 - n0) as f64 / (t1 - t0).as_secs_f64()
+            }
+            _ => 0.0,
+        },
+        first: first.unwrap_or_default().as_secs_f64(),
         deadlocks: deadlocks(pool).await? - deadlocks_before,
         calls: calls.load(Ordering::Relaxed),
     })

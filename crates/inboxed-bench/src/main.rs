@@ -20,6 +20,7 @@
 
 mod all;
 mod batch;
+mod cpu;
 mod defaults;
 mod ids;
 mod inbox;

@@ -1,6 +1,6 @@
 //! `inboxed-bench relay`: deliveries per second the relay stores from RabbitMQ into the inbox
-//! table (store, commit, ack; no worker), with `inboxed relay`'s defaults (prefetch 256, four
-//! batches of up to 64 in flight, each stored with `Inbox::store_many`), against the relay as
+//! table (store, commit, ack; no worker), with `inboxed relay`'s defaults (prefetch 512, four
+//! batches of up to 128 in flight, each stored with `Inbox::store_many`), against the relay as
 //! it was before batches (prefetch 32, 32 deliveries in flight, each stored with
 //! `Inbox::store` in a transaction of its own), measured in the same run, interleaved.
 
@@ -29,7 +29,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 3)]
     rounds: usize,
     /// The batched relay's prefetch, instead of the CLI's default (to compare).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 512)]
     prefetch: u16,
     /// The batched relay's batch size, instead of the default (to compare).
     #[arg(long)]
@@ -41,6 +41,9 @@ pub(crate) struct Args {
 
 /// Database connections of the relay (the CLI's pool for the relay is as large).
 const POOL: usize = 32;
+
+/// The processes that share the machine's cores in this measurement.
+const PROCESSES: &[&str] = &["inboxed-bench", "beam.smp", "postgres"];
 
 /// A relay configuration under test: its name, prefetch and settings.
 struct Variant<'a> {
@@ -68,7 +71,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         batched.batch_size,
         batched.concurrency,
         args.prefetch,
-        if args.batch_size.is_none() && args.concurrency.is_none() && args.prefetch == 256 {
+        if args.batch_size.is_none() && args.concurrency.is_none() && args.prefetch == 512 {
             " (the defaults)"
         } else {
             ""
@@ -94,6 +97,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     let mut ratios = Vec::new();
     for round in 1..=args.rounds {
         let mut line = format!("- round {round}:");
+        let mut cpu = Vec::new();
         for (i, v) in variants.iter().enumerate() {
             sqlx::raw_sql("TRUNCATE inboxed_inbox_messages RESTART IDENTITY")
                 .execute(store.pool())
@@ -103,7 +107,13 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
                 &args.broker.amqp_url,
                 args.messages,
                 v.prefetch,
-                |source, target| relay_until(store.clone(), v.config.clone(), source, target),
+                |source, target| {
+                    let (store, config, cpu) = (store.clone(), v.config.clone(), &mut cpu);
+                    async move {
+                        cpu.push(relay_until(store, config, source, target).await?);
+                        Ok(())
+                    }
+                },
             )
             .await?;
             rates[i].push(rate);
@@ -111,6 +121,11 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         }
         ratios.push(rates[1][round - 1] / rates[0][round - 1]);
         println!("{}", line.trim_end_matches(';'));
+        println!(
+            "- round {round}, CPU per message: one by one {}; batched {}",
+            cpu.first().map_or("", String::as_str),
+            cpu.get(1).map_or("", String::as_str)
+        );
     }
     println!();
     println!("| relay | msg/s (median) | / before batches (median of rounds) |");
@@ -129,13 +144,14 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the relay on `source` until `target` rows are stored.
+/// Runs the relay on `source` until `target` rows are stored; the CPU time per message of the
+/// processes on the machine's cores while it ran.
 async fn relay_until(
     store: PgStore,
     config: RelayConfig,
     source: inboxed_rabbitmq::RabbitSource,
     target: u64,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<String> {
     let pool = store.pool().clone();
     let inbox = Inbox::new(store, ConsumerName::new("bench")?).notify(false);
     let relay = Relay::new(inbox, config);
@@ -156,6 +172,8 @@ async fn relay_until(
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
+    let before = crate::cpu::Cpu::read(PROCESSES);
     relay.run(source, stored).await?;
-    Ok(())
+    let after = crate::cpu::Cpu::read(PROCESSES);
+    Ok(before.per_message(&after, u64::try_from(target)?))
 }

@@ -132,18 +132,21 @@ where
         };
         let mut batch = vec![first];
         let deadline = tokio::time::Instant::now() + linger;
+        // What is queued already is taken without a timer; only an empty queue waits out
+        // the linger (a timer armed per delivery cost the relay a good part of its CPU).
         while batch.len() < max {
-            let more = if stopping {
-                rx.try_recv().ok()
-            } else {
-                tokio::time::timeout_at(deadline, rx.recv())
-                    .await
-                    .ok()
-                    .flatten()
-            };
-            match more {
-                Some(delivery) => batch.push(delivery),
-                None => break,
+            while batch.len() < max
+                && let Ok(delivery) = rx.try_recv()
+            {
+                batch.push(delivery);
+            }
+            if batch.len() >= max || stopping {
+                break;
+            }
+            let room = max - batch.len();
+            match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, room)).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
             }
         }
         if batch[0].ack_ordering() != AckOrdering::InOrder {

@@ -8,6 +8,7 @@ use lapin::options::{BasicAckOptions, BasicRejectOptions};
 use lapin::types::AMQPValue;
 
 use crate::screen::Unreadable;
+use crate::settling::Settling;
 use inboxed_core::{BoxError, Delivery, Envelope, EnvelopeError, KeyCarrier, KeySource};
 
 /// A delivery from [`RabbitSource`](crate::RabbitSource).
@@ -19,6 +20,8 @@ pub struct RabbitDelivery {
     pub(crate) key: Arc<KeySource>,
     pub(crate) max_requeue_hold: Duration,
     pub(crate) settle_timeout: Duration,
+    /// Its channel's unsettled deliveries, for acks of many in one frame.
+    pub(crate) settling: Arc<Settling>,
 }
 
 impl RabbitDelivery {
@@ -138,7 +141,28 @@ impl Delivery for RabbitDelivery {
 
     async fn ack(self) -> Result<(), BoxError> {
         let ack = self.inner.acker.ack(BasicAckOptions::default());
-        settled("ack", self.settle_timeout, ack).await
+        let acked = settled("ack", self.settle_timeout, ack).await;
+        // Meant to be acked either way: a later ack of many may cover it.
+        self.settling.settled(self.inner.delivery_tag);
+        acked
+    }
+
+    /// One `basic.ack` with `multiple` for as many of them as it may cover (`settling.rs`),
+    /// the rest one by one.
+    async fn ack_all(deliveries: Vec<Self>) -> Result<(), BoxError> {
+        let mut first_error = None;
+        let mut rest = deliveries;
+        while let Some(first) = rest.first() {
+            let settling = Arc::clone(&first.settling);
+            let (channel, others): (Vec<_>, Vec<_>) = rest
+                .into_iter()
+                .partition(|d| Arc::ptr_eq(&d.settling, &settling));
+            rest = others;
+            if let Err(e) = ack_on_channel(&settling, channel).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     async fn requeue(self, delay: Option<Duration>) -> Result<(), BoxError> {
@@ -149,13 +173,50 @@ impl Delivery for RabbitDelivery {
         // broker version.
         let options = BasicRejectOptions { requeue: true };
         let reject = self.inner.acker.reject(options);
-        settled("reject", self.settle_timeout, reject).await
+        self.rejected(settled("reject", self.settle_timeout, reject).await)
     }
 
     /// `basic.reject` without requeue: the queue's dead-letter exchange gets it, if it has one.
     async fn reject(self) -> Result<(), BoxError> {
         let options = BasicRejectOptions { requeue: false };
         let reject = self.inner.acker.reject(options);
-        settled("reject", self.settle_timeout, reject).await
+        self.rejected(settled("reject", self.settle_timeout, reject).await)
     }
+}
+
+impl RabbitDelivery {
+    /// A reject that is not known to have gone out keeps the delivery unsettled: an ack of
+    /// many must not settle what was to come back.
+    fn rejected(&self, result: Result<(), BoxError>) -> Result<(), BoxError> {
+        if result.is_ok() {
+            self.settling.settled(self.inner.delivery_tag);
+        }
+        result
+    }
+}
+
+/// Acks `deliveries` of one channel: one frame up to the highest it may cover, sent in the
+/// channel's turn, then each delivery above that on its own.
+async fn ack_on_channel(
+    settling: &Settling,
+    mut deliveries: Vec<RabbitDelivery>,
+) -> Result<(), BoxError> {
+    deliveries.sort_unstable_by_key(|d| d.inner.delivery_tag);
+    let tags: Vec<u64> = deliveries.iter().map(|d| d.inner.delivery_tag).collect();
+    let mut result = Ok(());
+    let turn = settling.turn().await;
+    if let Some(top) = settling.covered(&tags) {
+        let at = tags.partition_point(|&t| t <= top);
+        let alone = deliveries.split_off(at);
+        if let Some(last) = deliveries.pop() {
+            let options = BasicAckOptions { multiple: true };
+            let ack = last.inner.acker.ack(options);
+            result = settled("ack", last.settle_timeout, ack).await;
+        }
+        settling.settled_up_to(top);
+        deliveries = alone;
+    }
+    drop(turn);
+    let alone = inboxed_core::delivery::ack_each(deliveries).await;
+    result.and(alone)
 }

@@ -22,6 +22,7 @@ mod config;
 mod delivery;
 mod runtime;
 mod screen;
+mod settling;
 mod source;
 mod wire;
 

@@ -43,7 +43,7 @@ pub(crate) struct Args {
     /// `header:NAME`, `json:/pointer` or `cloudevents`.
     #[arg(long, env = "INBOXED_RELAY_KEY")]
     pub(crate) key: Option<String>,
-    /// Deliveries fetched ahead of the database (the back-pressure bound). Default 256: the
+    /// Deliveries fetched ahead of the database (the back-pressure bound). Default 512: the
     /// batches in flight, full (concurrency × batch size).
     #[arg(long, env = "INBOXED_RELAY_PREFETCH")]
     pub(crate) prefetch: Option<u16>,
@@ -51,7 +51,7 @@ pub(crate) struct Args {
     #[arg(long, env = "INBOXED_RELAY_CONCURRENCY")]
     pub(crate) concurrency: Option<usize>,
     /// Deliveries stored in one transaction, then acked together; 1 stores each on its own.
-    /// Default 64.
+    /// Default 128.
     #[arg(long, env = "INBOXED_RELAY_BATCH_SIZE")]
     pub(crate) batch_size: Option<usize>,
     /// PEM file of certificate authorities to trust for TLS to the broker (amqps://, NATS
@@ -125,9 +125,9 @@ impl Args {
             stream: self.stream.or(file.stream),
             topic: self.topic.or(file.topic),
             key: parse_key(self.key.or(file.key).as_deref().unwrap_or("message-id"))?,
-            prefetch: self.prefetch.or(file.prefetch).unwrap_or(256).max(1),
+            prefetch: self.prefetch.or(file.prefetch).unwrap_or(512).max(1),
             concurrency: self.concurrency.or(file.concurrency).unwrap_or(4).max(1),
-            batch_size: self.batch_size.or(file.batch_size).unwrap_or(64).max(1),
+            batch_size: self.batch_size.or(file.batch_size).unwrap_or(128).max(1),
             metrics_addr: self.metrics_addr.or(file.metrics_addr),
             tls_ca_file: self.tls_ca_file.or(file.tls_ca_file),
             schema: self.schema.or(file.schema),

@@ -1,0 +1,60 @@
+//! CPU time spent by the processes a measurement involves (this one, the broker, the
+//! database server), read from `/proc`: on a machine whose cores all parties share, which of
+//! them a faster configuration would have to take time from. Linux only; elsewhere it reads
+//! nothing.
+
+use std::collections::BTreeMap;
+
+/// Clock ticks per second of `/proc/<pid>/stat` (`USER_HZ`; 100 on every Linux this runs on).
+const TICKS: f64 = 100.0;
+
+/// CPU seconds by process name (`comm`), summed over its processes, for the names asked.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Cpu(BTreeMap<String, f64>);
+
+impl Cpu {
+    /// Now, for `names` (a process of this benchmark is named `inboxed-bench`, truncated by
+    /// the kernel to 15 bytes).
+    pub(crate) fn read(names: &[&str]) -> Self {
+        let mut seen = BTreeMap::new();
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Self(seen);
+        };
+        for entry in dir.flatten() {
+            let path = entry.path();
+            let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+                continue;
+            };
+            // pid (comm) state ppid ... utime stime: comm may hold spaces, so split at ')'.
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                continue;
+            };
+            let comm = &stat[open + 1..close];
+            let Some(name) = names.iter().find(|n| n.starts_with(comm) || comm == **n) else {
+                continue;
+            };
+            let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+            let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+            // utime and stime are fields 14 and 15 of the line, 11 and 12 after the comm.
+            if let (Some(user), Some(system)) = (ticks(11), ticks(12)) {
+                *seen.entry((*name).to_owned()).or_insert(0.0) += (user + system) / TICKS;
+            }
+        }
+        Self(seen)
+    }
+
+    /// Microseconds of CPU per message by process, from `self` to `later`.
+    pub(crate) fn per_message(&self, later: &Self, messages: u64) -> String {
+        #[allow(clippy::cast_precision_loss, reason = "message counts")]
+        let n = messages.max(1) as f64;
+        later
+            .0
+            .iter()
+            .map(|(name, secs)| {
+                let used = secs - self.0.get(name).copied().unwrap_or(0.0);
+                format!("{name} {:.0} µs", used / n * 1e6)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}

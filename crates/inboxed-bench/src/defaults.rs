@@ -28,7 +28,7 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
     workers: Vec<usize>,
     /// Rounds; each runs every configuration once.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 3)]
     rounds: usize,
     /// CI smoke run: 6,000 messages, 1 and 8 workers, one round, default handler only.
     #[arg(long)]
@@ -135,21 +135,23 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     }
     let (url, store) = crate::variants::bench_database(server, 4, ACCOUNTS).await?;
     println!(
-        "- {} messages per run, each crediting one of {ACCOUNTS} accounts (drawn at random); each worker as a process of its own would run it: `WorkerConfig::default()` (up to 4 claim loops, paced, batch 50, lease mode, NOTIFY wake-ups, liveness registration) on a pool of its own of {WORKER_POOL} connections (the loops and the listener) beside its liveness connection; {} rounds",
+        "- {} messages per run, each crediting one of {ACCOUNTS} accounts (drawn at random); each worker as a process of its own would run it: `WorkerConfig::default()` (up to 4 claim loops, paced and shared among the registered workers, batch 50, lease mode, NOTIFY wake-ups, liveness registration) on a pool of its own of {WORKER_POOL} connections (the loops and the listener) beside its liveness connection; {} rounds",
         args.messages, args.rounds
     );
     let mut ratios = vec![vec![Vec::new(); args.workers.len()]; configs.len()];
     let mut rates = vec![vec![Vec::new(); args.workers.len()]; configs.len()];
+    let mut steady = vec![vec![Vec::new(); args.workers.len()]; configs.len()];
     for round in 1..=args.rounds {
         for (c, &(name, tuned)) in configs.iter().enumerate() {
-            let mut base = 0.0;
+            let (mut base, mut steady_base) = (0.0, 0.0);
             for (w, &workers) in args.workers.iter().enumerate() {
                 let d = drain(&url, &store, &args, workers, tuned).await?;
                 if w == 0 {
-                    base = d.rate;
+                    (base, steady_base) = (d.rate, d.steady);
                 }
                 rates[c][w].push(d.rate);
                 ratios[c][w].push(d.rate / base);
+                steady[c][w].push(d.steady / steady_base);
                 println!(
                     "- round {round}, {name}, {workers} workers: {:.0} rows/s ({:.0} from a tenth to nine tenths; first row after {:.2} s), {} deadlocks, {} handler calls",
                     d.rate, d.steady, d.first, d.deadlocks, d.calls
@@ -159,10 +161,10 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "| configuration | workers | rows/s (median) | / {} worker(s) (median) |",
+        "| configuration | workers | rows/s (median) | / {0} worker(s) (median) | from a tenth to nine tenths settled, / {0} worker(s) (median) |",
         args.workers[0]
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|---|---|");
     let mut last = f64::INFINITY;
     for (c, &(name, _)) in configs.iter().enumerate() {
         for (w, &workers) in args.workers.iter().enumerate() {
@@ -171,8 +173,9 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
                 last = ratio;
             }
             println!(
-                "| {name} | {workers} | {:.0} | {ratio:.2} |",
-                crate::median(rates[c][w].clone())
+                "| {name} | {workers} | {:.0} | {ratio:.2} | {:.2} |",
+                crate::median(rates[c][w].clone()),
+                crate::median(steady[c][w].clone())
             );
         }
     }

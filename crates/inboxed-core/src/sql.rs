@@ -85,6 +85,7 @@ operations!(
     register_worker,
     dead_workers,
     forget_workers,
+    count_workers,
     replay_select,
     replay_reset,
     replay_audit,

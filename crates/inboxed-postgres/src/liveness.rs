@@ -3,6 +3,7 @@
 //! the lock with it) and return its rows at once instead of after their lease.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use sqlx::postgres::PgConnectOptions;
@@ -14,10 +15,12 @@ use inboxed_core::inbox::store::Liveness;
 
 use crate::PgStore;
 
-/// How often the liveness connection is checked. A connection lost without notice (a server
+/// How often the liveness connection is checked, by counting the registered workers
+/// (`count_workers.sql`, which paced workers share the server's loops by: workers started
+/// together learn of each other within this). A connection lost without notice (a server
 /// restart) is found and registered again within this; until then the worker may look dead,
 /// which costs only the claims the reaper returns under it (their completions are fenced).
-const PING: Duration = Duration::from_secs(5);
+const PING: Duration = Duration::from_secs(1);
 /// Longest wait for a connection, a registration or a ping: a half-open socket must not hold
 /// the check (or a worker's start) for the kernel's TCP timeout.
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -40,17 +43,25 @@ impl PgStore {
             return Ok(None);
         };
         let (stop, mut stopped) = oneshot::channel();
+        let peers = Arc::new(AtomicU32::new(0));
+        let counted = Arc::clone(&peers);
         let task = tokio::spawn(async move {
             let mut conn = Some(first);
+            let mut wait = Duration::ZERO;
             loop {
                 tokio::select! {
                     _ = &mut stopped => break,
-                    () = tokio::time::sleep(PING) => {}
+                    () = tokio::time::sleep(wait) => {}
                 }
-                if let Some(c) = conn.as_mut()
-                    && matches!(tokio::time::timeout(DEADLINE, c.ping()).await, Ok(Ok(())))
-                {
-                    continue;
+                wait = PING;
+                // The count is the check that the connection lives.
+                if let Some(c) = conn.as_mut() {
+                    let count = this.query(&this.queries.count_workers).fetch_one(c);
+                    if let Ok(Ok(row)) = tokio::time::timeout(DEADLINE, count).await {
+                        let n: i32 = sqlx::Row::try_get(&row, 0).unwrap_or(0);
+                        counted.store(u32::try_from(n).unwrap_or(0), Ordering::Relaxed);
+                        continue;
+                    }
                 }
                 // The old session goes first: if it still lives on the server, it holds the
                 // lock a new one would need.
@@ -79,7 +90,7 @@ impl PgStore {
                 let _ = tokio::time::timeout(DEADLINE, c.close()).await;
             }
         });
-        Ok(Some(Liveness::new(task, stop)))
+        Ok(Some(Liveness::new(task, stop).with_peers(peers)))
     }
 }
 

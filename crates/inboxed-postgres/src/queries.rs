@@ -87,6 +87,7 @@ pub(crate) const TEMPLATES: Templates = Templates {
     register_worker: include_str!("../sql/register_worker.sql"),
     dead_workers: include_str!("../sql/dead_workers.sql"),
     forget_workers: include_str!("../sql/forget_workers.sql"),
+    count_workers: include_str!("../sql/count_workers.sql"),
     replay_select: include_str!("../sql/replay_select.sql"),
     replay_reset: include_str!("../sql/replay_reset.sql"),
     replay_audit: include_str!("../sql/replay_audit.sql"),

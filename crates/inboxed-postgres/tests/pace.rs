@@ -1,12 +1,13 @@
 //! The worker's pace (adaptive concurrency) gives up nothing where more loops help: with a
 //! handler whose rows wait on something else (a 10 ms sleep, as an HTTP call would), a worker
 //! at the defaults starts with one claim loop and ends up running all four at once; every
-//! message is credited once.
+//! message is credited once. Workers registered on one database share its loops: four of them
+//! run one each.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sqlx::{PgConnection, Postgres};
@@ -16,16 +17,30 @@ use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId};
 use inboxed_test::{Backend, Pg};
 
 /// Credits the account, then waits 10 ms; counts how many of its calls overlap at most.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Waiting {
     now: Arc<AtomicUsize>,
     most: Arc<AtomicUsize>,
+    /// Whether `most` is counted yet.
+    judging: Arc<AtomicBool>,
+}
+
+impl Waiting {
+    fn new(judging: bool) -> Self {
+        Self {
+            now: Arc::default(),
+            most: Arc::default(),
+            judging: Arc::new(AtomicBool::new(judging)),
+        }
+    }
 }
 
 impl Handler<Postgres> for Waiting {
     async fn handle(&self, msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
         let running = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(running, Ordering::SeqCst);
+        if self.judging.load(Ordering::SeqCst) {
+            self.most.fetch_max(running, Ordering::SeqCst);
+        }
         sqlx::query("INSERT INTO ledger (message_id, account, amount) VALUES ($1, 'a', 1)")
             .bind(msg.id().as_str())
             .execute(&mut *conn)
@@ -40,12 +55,8 @@ impl Handler<Postgres> for Waiting {
 async fn a_handler_that_waits_gets_every_loop() {
     let db = Pg::create().await;
     let consumer = ConsumerName::new("ledger").unwrap();
-    let inbox = Inbox::new(db.store.clone(), consumer.clone());
-    let messages: Vec<Envelope> = (0..600)
-        .map(|i| Envelope::new(MessageId::new(format!("w-{i}")).unwrap(), b"{}".to_vec()))
-        .collect();
-    inbox.store_many(&messages).await.unwrap();
-    let handler = Waiting::default();
+    backlog(&db, &consumer, 600).await;
+    let handler = Waiting::new(true);
     let worker = Worker::new(
         db.store.clone(),
         consumer,
@@ -76,6 +87,55 @@ async fn a_handler_that_waits_gets_every_loop() {
         handler.most.load(Ordering::SeqCst),
         WorkerConfig::default().concurrency,
         "the waiting rows ran in every loop at once"
+    );
+    db.finish().await;
+}
+
+async fn backlog(db: &inboxed_test::TestDb<Pg>, consumer: &ConsumerName, n: usize) {
+    let inbox = Inbox::new(db.store.clone(), consumer.clone());
+    let messages: Vec<Envelope> = (0..n)
+        .map(|i| Envelope::new(MessageId::new(format!("w-{i}")).unwrap(), b"{}".to_vec()))
+        .collect();
+    inbox.store_many(&messages).await.unwrap();
+}
+
+#[tokio::test]
+async fn workers_on_one_database_share_its_loops() {
+    let db = Pg::create().await;
+    let consumer = ConsumerName::new("ledger").unwrap();
+    backlog(&db, &consumer, 3_000).await;
+    // Overlapping calls of all four workers, counted once they have had time to count each
+    // other (a second, their liveness check).
+    let handler = Waiting::new(false);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let worker = Worker::new(
+            db.store.clone(),
+            consumer.clone(),
+            handler.clone(),
+            WorkerConfig::default().batch_size(10),
+        );
+        let mut stopped = stopped.clone();
+        workers.push(tokio::spawn(async move {
+            worker
+                .run(async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                })
+                .await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    handler.judging.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    stop.send(true).unwrap();
+    for w in workers {
+        w.await.unwrap().unwrap();
+    }
+    let most = handler.most.load(Ordering::SeqCst);
+    assert!(
+        (1..=4).contains(&most),
+        "four workers ran {most} rows at once: one loop each, not four"
     );
     db.finish().await;
 }

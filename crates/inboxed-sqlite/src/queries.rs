@@ -91,6 +91,7 @@ pub(crate) const TEMPLATES: Templates = Templates {
     register_worker: "",
     dead_workers: "",
     forget_workers: "",
+    count_workers: "",
     replay_select: include_str!("../sql/replay_select.sql"),
     replay_reset: include_str!("../sql/replay_reset.sql"),
     replay_audit: include_str!("../sql/replay_audit.sql"),

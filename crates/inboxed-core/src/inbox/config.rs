@@ -44,11 +44,14 @@ pub struct WorkerConfig {
     /// (SQLite: 1). Defaults to 4.
     pub concurrency: usize,
     /// Run only as many of the `concurrency` loops as the database serves well: start with
-    /// one, add one while full batches take about as long per row as the best seen (within
-    /// 1.5×), give one up when that time doubles. Many workers sharing a server then settle
-    /// on fewer loops each instead of slowing each other down; a worker whose rows wait on
-    /// something else (an HTTP call) keeps them all. `false`: always `concurrency` loops.
-    /// Defaults to `true`.
+    /// one, add one while full batches take about as long per row as the best seen (the mean
+    /// of a few batches, within 1.5×), give one up when that time doubles. Workers registered
+    /// on one PostgreSQL database (`liveness`) also share its loops: among `n` of them each
+    /// runs at most `concurrency / n` (rounded up, one at least), since 16 workers of four
+    /// loops each drained slower on two cores than one worker alone. A worker whose rows wait
+    /// on something else (an HTTP call) and runs alone keeps them all; many such workers
+    /// sharing a database want this off. `false`: always `concurrency` loops. Defaults to
+    /// `true`.
     pub adaptive_concurrency: bool,
     /// Rows per claim. With a handler that has a `handle_batch` of its own they share one
     /// transaction and one commit; with only `handle`, each row runs in a transaction of its

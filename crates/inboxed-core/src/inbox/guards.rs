@@ -1,6 +1,8 @@
 //! What a store hands a worker for the length of its run: the listener that wakes it and the
 //! session that says it is alive. Each is a task the guard ends when dropped.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
 /// A running listener for database wake-ups of idle workers. Dropping it stops the listener.
@@ -33,6 +35,7 @@ impl Drop for Subscription {
 pub struct Liveness {
     task: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    peers: Arc<AtomicU32>,
 }
 
 impl Liveness {
@@ -43,7 +46,22 @@ impl Liveness {
         Self {
             task,
             stop: Some(stop),
+            peers: Arc::default(),
         }
+    }
+
+    /// Where the task keeps the number of workers registered on the database (this one
+    /// included; 0 until known), which paced workers share the server's loops by.
+    #[must_use]
+    pub fn with_peers(mut self, peers: Arc<AtomicU32>) -> Self {
+        self.peers = peers;
+        self
+    }
+
+    /// The workers registered on the database, this one included; 0 while not known.
+    #[must_use]
+    pub fn peers(&self) -> Arc<AtomicU32> {
+        Arc::clone(&self.peers)
     }
 
     /// Removes the registration and ends the session, waiting at most `within`.

@@ -293,9 +293,10 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             .max_concurrent_batches()
             .unwrap_or(usize::MAX);
         let count = self.inner.config.concurrency.clamp(1, limit.max(1));
-        self.inner
-            .pace
-            .start(u32::try_from(count).unwrap_or(u32::MAX));
+        self.inner.pace.start(
+            u32::try_from(count).unwrap_or(u32::MAX),
+            liveness.as_ref().map(super::guards::Liveness::peers),
+        );
         for _ in 0..count {
             let worker = self.clone();
             let stop = stop_rx.clone();

@@ -205,9 +205,24 @@ async fn drain(
     let deadlocks_before = deadlocks(pool).await?;
     let calls = Arc::new(AtomicU64::new(0));
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    // Each worker's pool is its process's, made before the worker starts (and before the
+    // clock); the worker's own start (its listener, its liveness registration) is timed.
+    let mut pools = Vec::new();
+    for _ in 0..workers {
+        pools.push(
+            PgPoolOptions::new()
+                .max_connections(
+                    args.concurrency
+                        .map_or(WORKER_POOL, |c| u32::try_from(c + 1).unwrap_or(WORKER_POOL)),
+                )
+                .acquire_timeout(Duration::from_secs(60))
+                .connect(url)
+                .await?,
+        );
+    }
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..workers {
+    for own in pools {
         let mut config = WorkerConfig::default();
         if let Some(n) = args.concurrency {
             config = config.concurrency(n);
@@ -218,14 +233,6 @@ async fn drain(
         if args.unpaced {
             config = config.adaptive_concurrency(false);
         }
-        let own = PgPoolOptions::new()
-            .max_connections(
-                args.concurrency
-                    .map_or(WORKER_POOL, |c| u32::try_from(c + 1).unwrap_or(WORKER_POOL)),
-            )
-            .acquire_timeout(Duration::from_secs(60))
-            .connect(url)
-            .await?;
         let mut stopped = stopped.clone();
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;

@@ -156,6 +156,7 @@ fn unreachable_database_is_a_clear_error_with_exit_2() {
             "--database-url",
             "postgres://nobody:secret@127.0.0.1:1/x",
         ])
+        .env("INBOXED_CONNECT_TIMEOUT", "1s")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

@@ -33,6 +33,8 @@ async fn output(args: &[&str], env: &[(&str, &str)], limit: Duration) -> String 
         .args(args)
         .envs(env.iter().copied())
         .env("INBOXED_LOG", "debug")
+        // An unreachable database fails after a second of retries, not the default ten.
+        .env("INBOXED_CONNECT_TIMEOUT", "1s")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)

@@ -77,11 +77,26 @@ impl PgStore {
         self
     }
 
-    /// Connects a pool of up to `max_connections` (default 10 when 0) to `url`.
+    /// Connects a pool of up to `max_connections` (default 10 when 0) to `url`, trying for
+    /// up to 10 s ([`PgStore::connect_within`]).
     ///
     /// # Errors
     /// A malformed URL, or a database that cannot be reached.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        Self::connect_within(url, max_connections, Duration::from_secs(10)).await
+    }
+
+    /// [`PgStore::connect`], trying for up to `timeout`: a refused or failed connection is
+    /// tried again until then (a database still starting), which is also how long a pool
+    /// waits for a free connection later.
+    ///
+    /// # Errors
+    /// A malformed URL, or a database that cannot be reached within `timeout`.
+    pub async fn connect_within(
+        url: &str,
+        max_connections: u32,
+        timeout: Duration,
+    ) -> Result<Self, StoreError> {
         let options: PgConnectOptions = url.parse().map_err(StoreError::from_sqlx)?;
         let pool = PgPoolOptions::new()
             .max_connections(if max_connections == 0 {
@@ -89,7 +104,7 @@ impl PgStore {
             } else {
                 max_connections
             })
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_timeout(timeout)
             .connect_with(options)
             .await
             .map_err(StoreError::from_sqlx)?;

@@ -159,7 +159,7 @@ impl AnyStore {
 
     async fn connect_default(url: &str, max_connections: u32) -> anyhow::Result<Self> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let store = PgStore::connect(url, max_connections)
+            let store = PgStore::connect_within(url, max_connections, connect_timeout()?)
                 .await
                 .with_context(|| format!("cannot connect to PostgreSQL at {}", redact(url)))?;
             Ok(Self::Postgres(store))
@@ -330,6 +330,17 @@ pub(crate) fn redact(url: &str) -> String {
         None => tail.to_owned(),
     };
     format!("{scheme}://{authority}{tail}")
+}
+
+/// How long a command tries to reach PostgreSQL: `INBOXED_CONNECT_TIMEOUT` (`10s`, `2m`),
+/// default 10 s. A refused connection is tried again until then, for a database still
+/// starting beside the command.
+fn connect_timeout() -> anyhow::Result<std::time::Duration> {
+    match std::env::var("INBOXED_CONNECT_TIMEOUT") {
+        Ok(text) => super::duration::parse_duration(&text)
+            .map_err(|e| anyhow::anyhow!("INBOXED_CONNECT_TIMEOUT: {e}")),
+        Err(_) => Ok(std::time::Duration::from_secs(10)),
+    }
 }
 
 #[cfg(test)]

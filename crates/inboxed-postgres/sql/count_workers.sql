@@ -1,4 +1,4 @@
--- count_workers: on a worker's liveness connection, every 5 s (it is also the check that the
+-- count_workers: on a worker's liveness connection, every second (it is also the check that the
 -- connection lives). No parameters.
 --
 -- The workers registered on this database's inbox tables, of every consumer: they share the

@@ -57,12 +57,7 @@ async fn a_handler_that_waits_gets_every_loop() {
     let consumer = ConsumerName::new("ledger").unwrap();
     backlog(&db, &consumer, 600).await;
     let handler = Waiting::new(true);
-    let worker = Worker::new(
-        db.store.clone(),
-        consumer,
-        handler.clone(),
-        WorkerConfig::default().batch_size(10),
-    );
+    let worker = waiting_worker(&db, &consumer, &handler);
     let pool = db.store.pool().clone();
     let drained = async move {
         loop {
@@ -91,6 +86,20 @@ async fn a_handler_that_waits_gets_every_loop() {
     db.finish().await;
 }
 
+/// A worker at the defaults but for batches of 10, so that a few hundred rows fill many.
+fn waiting_worker(
+    db: &inboxed_test::TestDb<Pg>,
+    consumer: &ConsumerName,
+    handler: &Waiting,
+) -> Worker<inboxed_postgres::PgStore, Waiting> {
+    Worker::new(
+        db.store.clone(),
+        consumer.clone(),
+        handler.clone(),
+        WorkerConfig::default().batch_size(10),
+    )
+}
+
 async fn backlog(db: &inboxed_test::TestDb<Pg>, consumer: &ConsumerName, n: usize) {
     let inbox = Inbox::new(db.store.clone(), consumer.clone());
     let messages: Vec<Envelope> = (0..n)
@@ -110,12 +119,7 @@ async fn workers_on_one_database_share_its_loops() {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut workers = Vec::new();
     for _ in 0..4 {
-        let worker = Worker::new(
-            db.store.clone(),
-            consumer.clone(),
-            handler.clone(),
-            WorkerConfig::default().batch_size(10),
-        );
+        let worker = waiting_worker(&db, &consumer, &handler);
         let mut stopped = stopped.clone();
         workers.push(tokio::spawn(async move {
             worker
@@ -137,5 +141,12 @@ async fn workers_on_one_database_share_its_loops() {
         (1..=4).contains(&most),
         "four workers ran {most} rows at once: one loop each, not four"
     );
+    // Each row done so far credited once, none left half-done.
+    let done = db
+        .scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'done'")
+        .await;
+    let (credits, _) = inboxed_test::conformance::ledger_state(&db).await;
+    assert!(done > 0, "the workers processed rows");
+    assert_eq!(credits, done, "each done row credited once");
     db.finish().await;
 }

@@ -8,8 +8,7 @@
 
 use std::time::Duration;
 
-use lapin::BasicProperties;
-use lapin::options::{BasicPublishOptions, QueueDeleteOptions};
+use lapin::options::QueueDeleteOptions;
 
 use inboxed_core::{Delivery, DeliverySource};
 use inboxed_rabbitmq::{RabbitConfig, RabbitDelivery, RabbitSource};
@@ -35,23 +34,7 @@ fn id(d: &RabbitDelivery) -> String {
 #[tokio::test]
 async fn an_ack_of_many_never_settles_a_delivery_of_another_batch() {
     let (channel, queue) = inboxed_test::amqp::queue_of_kind(&amqp_url(), false).await;
-    for i in 1..=8 {
-        let props = BasicProperties::default()
-            .with_delivery_mode(2)
-            .with_message_id(format!("m{i}").into());
-        channel
-            .basic_publish(
-                "".into(),
-                queue.as_str().into(),
-                BasicPublishOptions::default(),
-                b"{}",
-                props,
-            )
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
+    inboxed_test::amqp::publish_keyed(&channel, &queue, "m", 1..9).await;
     let config = RabbitConfig::new(amqp_url(), queue.clone()).prefetch(16);
     let mut source = RabbitSource::connect(config.clone()).await.unwrap();
     let mut d: Vec<Option<RabbitDelivery>> =
@@ -59,9 +42,9 @@ async fn an_ack_of_many_never_settles_a_delivery_of_another_batch() {
     let mut batch = |tags: &[usize]| -> Vec<RabbitDelivery> {
         tags.iter().map(|&t| d[t - 1].take().unwrap()).collect()
     };
-    // The later batch commits first: m1 to m3 are still being stored.
+    // The later batch commits first: m-1 to m-3 are still being stored.
     RabbitDelivery::ack_all(batch(&[4, 5, 6])).await.unwrap();
-    // m1 is handed back; m2 is then the lowest unsettled and covered by its own batch.
+    // m-1 is handed back; m-2 is then the lowest unsettled and covered by its own batch.
     let back = batch(&[1]);
     back.into_iter()
         .next()
@@ -70,7 +53,7 @@ async fn an_ack_of_many_never_settles_a_delivery_of_another_batch() {
         .await
         .unwrap();
     RabbitDelivery::ack_all(batch(&[2])).await.unwrap();
-    // m3 is dropped unsettled (a shutdown leaves it); m7 and m8 above it are acked.
+    // m-3 is dropped unsettled (a shutdown leaves it); m-7 and m-8 above it are acked.
     drop(batch(&[3]));
     RabbitDelivery::ack_all(batch(&[7, 8])).await.unwrap();
     drop(source);
@@ -80,7 +63,7 @@ async fn an_ack_of_many_never_settles_a_delivery_of_another_batch() {
     redelivered.sort();
     assert_eq!(
         redelivered,
-        ["m1", "m3"],
+        ["m-1", "m-3"],
         "only the handed-back and the unsettled deliveries come again"
     );
     let more = tokio::time::timeout(Duration::from_millis(500), again.next()).await;

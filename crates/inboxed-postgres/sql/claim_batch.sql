@@ -19,15 +19,18 @@
 -- through the primary key instead of hashing the whole table (with 8,000 done rows and no
 -- statistics the join form took 2.0 ms per claim, this one 0.2 ms). Oldest available first:
 -- for fresh rows that is arrival order; a retried row queues from the end of its backoff.
-WITH clock AS (
-    SELECT coalesce(to_timestamp($6::float8 / 1000), now()) AS now
-),
-candidates AS (
+-- The clock is written out where it is used, not joined from a one-row CTE: a nested loop
+-- keeps only its outer side's order, so the join made the planner sort every available
+-- pending row on each claim (53,400 of them, spilling to disk, 0.56 s per claim in a 100,000
+-- row backlog) instead of reading the claim index in order and stopping at the limit. The
+-- expression is the same in every place and now() is the transaction's, so the rows are
+-- claimed, stamped and leased at one instant as before.
+WITH candidates AS (
     SELECT i.id
-    FROM {{schema}}."{{prefix}}inbox_messages" i, clock
+    FROM {{schema}}."{{prefix}}inbox_messages" i
     WHERE i.consumer_name = $1
       AND i.status = 'pending'
-      AND i.available_at <= clock.now
+      AND i.available_at <= coalesce(to_timestamp($6::float8 / 1000), now())
       AND (NOT $7 OR i.aggregate_id IS NULL OR NOT EXISTS (
           SELECT 1 FROM {{schema}}."{{prefix}}inbox_messages" e
           WHERE e.consumer_name = i.consumer_name
@@ -43,11 +46,10 @@ candidates AS (
 UPDATE {{schema}}."{{prefix}}inbox_messages" m
 SET status = 'processing',
     attempts = m.attempts + 1,
-    claimed_at = clock.now,
+    claimed_at = coalesce(to_timestamp($6::float8 / 1000), now()),
     claimed_by = $2,
-    lease_expires_at = clock.now + $5 * interval '1 millisecond',
+    lease_expires_at = coalesce(to_timestamp($6::float8 / 1000), now()) + $5 * interval '1 millisecond',
     claim_token = $3
-FROM clock
 WHERE m.id = ANY(ARRAY(SELECT id FROM candidates))
 RETURNING m.id, m.message_id, m.aggregate_id, m.message_type, m.correlation_id, m.payload,
           m.attempts, coalesce(m.last_error LIKE 'lease expired%' OR m.last_error LIKE 'batch commit failed%', false)

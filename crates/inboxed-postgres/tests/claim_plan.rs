@@ -49,9 +49,10 @@ async fn a_claim_reads_its_batch_not_the_backlog() {
     for chunk in messages.chunks(500) {
         inbox.store_many(chunk).await.unwrap();
     }
-    let claim = include_str!("../sql/claim_batch.sql")
-        .replace("{{schema}}", "public")
-        .replace("{{prefix}}", "inboxed_");
+    let claim = db
+        .store
+        .namespace()
+        .render(include_str!("../sql/claim_batch.sql"));
     let mut conn = sqlx::PgConnection::connect(&db.locator).await.unwrap();
     for mode in ["force_custom_plan", "force_generic_plan"] {
         let mut tx = conn.begin().await.unwrap();

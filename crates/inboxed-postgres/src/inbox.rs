@@ -175,7 +175,7 @@ impl InboxStore for PgStore {
 
     async fn claim_batch(&self, p: &ClaimBatchParams<'_>) -> Result<Vec<InboxRow>, StoreError> {
         let query = self
-            .query(&self.queries.claim_batch)
+            .replanned(&self.queries.claim_batch)
             .bind(p.consumer.as_str())
             .bind(p.worker)
             .bind(p.token.as_bytes().as_slice())
@@ -232,7 +232,7 @@ impl InboxStore for PgStore {
         conn: &mut PgConnection,
         p: &LockBatchParams<'_>,
     ) -> Result<Vec<InboxRow>, StoreError> {
-        self.query(&self.queries.lock_batch)
+        self.replanned(&self.queries.lock_batch)
             .bind(p.consumer.as_str())
             .bind(i64::from(p.limit))
             .bind(p.now.map(millis))
@@ -346,7 +346,7 @@ impl InboxStore for PgStore {
 
     async fn release_stale(&self, p: &ReleaseStaleParams<'_>) -> Result<u64, StoreError> {
         let query = self
-            .query(&self.queries.release_stale)
+            .replanned(&self.queries.release_stale)
             .bind(i32::try_from(p.max_attempts).unwrap_or(i32::MAX))
             .bind(i64::from(p.limit))
             .bind(p.now.map(millis))

@@ -10,13 +10,20 @@
 //! 16 workers drained at half the rate of one. The test pins the shape that leaves no such
 //! choice, since which join order the planner takes depends on statistics a test cannot
 //! reproduce reliably.
+//!
+//! And a claim after an idle spell reads its batch too: a worker polling an empty inbox made
+//! the prepared claim's generic plan on an empty table, which found the claimed rows by
+//! reading the whole table once rows came (ten claims read 50,000 rows of a 5,000-row table);
+//! the claims are now planned anew each time.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use sqlx::{Connection, Row};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, PgConnection, Postgres, Row};
 
-use inboxed_core::inbox::Inbox;
-use inboxed_core::{ConsumerName, Envelope, MessageId};
+use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
+use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId};
+use inboxed_postgres::PgStore;
 use inboxed_test::{Backend, Pg};
 
 const BACKLOG: usize = 5_000;
@@ -104,5 +111,77 @@ async fn a_claim_reads_its_batch_not_the_backlog() {
             .await
             .unwrap();
     }
+    db.finish().await;
+}
+
+struct Nothing;
+
+impl Handler<Postgres> for Nothing {
+    async fn handle(&self, _: &Envelope, _: &mut PgConnection) -> Result<(), HandlerError> {
+        Ok(())
+    }
+}
+
+/// Tuples the server's sequential scans of the inbox table have read, once the backend of
+/// `pool` (one connection: the one that ran the claims) has reported its statistics.
+async fn seq_tuples_read(db: &inboxed_test::TestDb<Pg>, pool: &sqlx::PgPool) -> i64 {
+    // PostgreSQL 15 reports a backend's statistics at most once a second, and an idle one
+    // only after ten: ask for the next report, and end a transaction to make it.
+    if sqlx::raw_sql("SELECT pg_stat_force_next_flush()")
+        .execute(pool)
+        .await
+        .is_err()
+    {
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    }
+    sqlx::raw_sql("SELECT 1").execute(pool).await.unwrap();
+    db.scalar(
+        "SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables \
+         WHERE relname = 'inboxed_inbox_messages'",
+    )
+    .await
+}
+
+/// A worker idle on an empty inbox, then given a backlog, claims through the claim index and
+/// the primary key, not by reading the table: a generic plan made while the table was empty
+/// (a prepared statement's after its fifth execution) found the claimed rows with a
+/// sequential scan, at every claim of the burst that followed.
+#[tokio::test]
+async fn claims_after_an_idle_spell_read_their_batch_not_the_table() {
+    let db = Pg::create().await;
+    // One connection, as one claim loop has: every claim runs on the same backend, with the
+    // same prepared statements.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&db.locator)
+        .await
+        .unwrap();
+    let consumer = ConsumerName::new("ledger").unwrap();
+    let config = WorkerConfig::default().notify(false).liveness(false);
+    let worker = Worker::new(
+        PgStore::new(pool.clone()),
+        consumer.clone(),
+        Nothing,
+        config,
+    );
+    for _ in 0..10 {
+        assert_eq!(worker.run_once().await.unwrap().claimed, 0);
+    }
+    let inbox = Inbox::new(db.store.clone(), consumer).notify(false);
+    let messages: Vec<Envelope> = (0..BACKLOG)
+        .map(|i| Envelope::new(MessageId::new(format!("m-{i}")).unwrap(), b"{}".to_vec()))
+        .collect();
+    inbox.store_many(&messages).await.unwrap();
+    let before = seq_tuples_read(&db, &pool).await;
+    let mut claimed = 0;
+    for _ in 0..10 {
+        claimed += worker.run_once().await.unwrap().claimed;
+    }
+    assert_eq!(claimed, 10 * 50, "ten full batches");
+    let read = seq_tuples_read(&db, &pool).await - before;
+    assert!(
+        read < i64::try_from(BACKLOG).unwrap(),
+        "ten claims read {read} rows of the table sequentially ({BACKLOG} rows in it)"
+    );
     db.finish().await;
 }

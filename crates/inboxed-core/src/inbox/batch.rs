@@ -85,7 +85,8 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// another transaction for longer than [`GROUP_LOCK_WAIT`] (or a deadlock, or a
     /// serialization failure). Alone, a worker's groups grow to the batch size and commit once
     /// a batch; with many workers crediting the same rows they shrink until they rarely meet.
-    /// A group that failed is redone one row per transaction.
+    /// A group that lost to a lock conflict is regrouped at half its size; one that failed
+    /// otherwise is redone one row per transaction (a failing row alone, the others regrouped).
     async fn run_groups(
         &self,
         rows: Vec<InboxRow>,
@@ -95,14 +96,32 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let inner = &*self.inner;
         let most = inner.config.batch_size.max(1);
         let mut queue: std::collections::VecDeque<InboxRow> = rows.into();
+        // At most this many rows in the next group: half of a group that just lost to a lock
+        // conflict, whatever the worker's shared size says meanwhile, so that the rows of a
+        // group that keeps meeting others reach a group of one (a transaction of their own,
+        // under the configured lock timeout) in a few tries.
+        let mut cap = usize::MAX;
         while !queue.is_empty() {
             let size = inner.group_size.load(Ordering::Relaxed).clamp(1, most) as usize;
-            let mut group: Vec<InboxRow> = queue.drain(..size.min(queue.len())).collect();
+            let mut group: Vec<InboxRow> = queue.drain(..size.min(cap).min(queue.len())).collect();
             if group.len() > 1 {
                 match self.group_path(&group, token).await {
                     Ok(None) => {
                         report.done += group.len() as u64;
                         self.grow_groups(most);
+                        cap = usize::MAX;
+                        continue;
+                    }
+                    Ok(Some((cause @ FallBack::Handler(true), _))) => {
+                        // A lock conflict is not the rows' fault: they go back to be grouped
+                        // again, smaller. Redoing them one transaction each (as after other
+                        // failures) cost four round trips and a commit a row, and under
+                        // contention most rows of a drain were redone that way.
+                        self.group_failed(cause, &cause.to_string(), &group);
+                        cap = (group.len() / 2).max(1);
+                        for row in group.into_iter().rev() {
+                            queue.push_front(row);
+                        }
                         continue;
                     }
                     Ok(Some((cause @ FallBack::Handler(false), Some(at)))) => {

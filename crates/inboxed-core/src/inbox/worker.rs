@@ -265,27 +265,32 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 .local_wakers()
                 .map(|l| l.register(&inner.consumer, &notify))
                 .is_some();
-        let subscription = if inner.config.notify {
+        let subscribing = async {
+            if !inner.config.notify {
+                return None;
+            }
             let sub = inner.store.subscribe(&inner.consumer, Arc::clone(&notify));
             sub.await.unwrap_or_else(|e| {
                 warn!(error = %e, "cannot listen for rows stored by other processes; polling for them");
                 None
             })
-        } else {
-            None
         };
-        // Held for the run: dropping the subscription stops its listener.
-        let wake = (local || subscription.is_some()).then(|| Arc::clone(&notify));
         // Registered before the first claim, so that every row this worker claims belongs to
         // a registered worker; held for the run.
-        let liveness = if inner.config.liveness {
+        let registering = async {
+            if !inner.config.liveness {
+                return None;
+            }
             inner.store.hold_liveness(&inner.id).await.unwrap_or_else(|e| {
                 warn!(error = %e, "cannot register this worker's liveness; if it dies, its rows wait for their lease");
                 None
             })
-        } else {
-            None
         };
+        // Each opens a connection of its own; side by side, a worker's start is one connection
+        // long, not two (16 workers starting at once took 0.10 s to their first row, one 0.02).
+        let (subscription, liveness) = tokio::join!(subscribing, registering);
+        // Held for the run: dropping the subscription stops its listener.
+        let wake = (local || subscription.is_some()).then(|| Arc::clone(&notify));
         let mut loops = JoinSet::new();
         let limit = self
             .inner

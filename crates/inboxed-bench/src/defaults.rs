@@ -3,7 +3,9 @@
 //! default claim loops), at 1, 4 and 16 workers, on messages that credit one of 10,000 accounts
 //! named in the payload; beside it the tuned configuration (a batch handler that credits the
 //! batch's accounts in one statement, in account order). Each worker count is compared with one
-//! worker of the same configuration, measured in the same round. The server's deadlock counter
+//! worker of the same configuration, measured in the same round. Two starts: workers starting
+//! together on a waiting backlog (their start is timed), and a running fleet taking a burst
+//! (the backlog stored in one transaction while they wait idle). The server's deadlock counter
 //! and the handler's call count are reported, and every run's balances are checked: each
 //! message credited exactly once.
 
@@ -48,6 +50,9 @@ pub(crate) struct Args {
     /// Every claim loop runs at once, without pacing (to compare, not for the suite).
     #[arg(long)]
     unpaced: bool,
+    /// The default handler only, without the batch handler beside it.
+    #[arg(long)]
+    defaults_only: bool,
 }
 
 pub(crate) const ACCOUNTS: i64 = 10_000;
@@ -122,15 +127,27 @@ struct Drain {
     steady: f64,
     /// Seconds until the first row was handled.
     first: f64,
+    /// Seconds from nine tenths handled to the last row settled.
+    tail: f64,
     deadlocks: i64,
     calls: u64,
+    /// CPU per row of this process (the workers) and of the database server.
+    cpu: String,
 }
 
 pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
-    let mut configs = vec![("defaults", false), ("batch handler", true)];
+    // (name, batch handler, a burst to a running fleet)
+    let mut configs = vec![
+        ("defaults", false, false),
+        ("defaults, a burst to running workers", false, true),
+        ("batch handler", true, false),
+    ];
     if args.quick {
         (args.messages, args.workers, args.rounds) = (6_000, vec![1, 8], 1);
         args.min_ratio = args.min_ratio.or(Some(0.4));
+        configs.truncate(1);
+    }
+    if args.defaults_only {
         configs.truncate(1);
     }
     let (url, store) = crate::variants::bench_database(server, 4, ACCOUNTS).await?;
@@ -142,10 +159,10 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     let mut rates = vec![vec![Vec::new(); args.workers.len()]; configs.len()];
     let mut steady = vec![vec![Vec::new(); args.workers.len()]; configs.len()];
     for round in 1..=args.rounds {
-        for (c, &(name, tuned)) in configs.iter().enumerate() {
+        for (c, &(name, tuned, burst)) in configs.iter().enumerate() {
             let (mut base, mut steady_base) = (0.0, 0.0);
             for (w, &workers) in args.workers.iter().enumerate() {
-                let d = drain(&url, &store, &args, workers, tuned).await?;
+                let d = drain(&url, &store, &args, workers, tuned, burst).await?;
                 if w == 0 {
                     (base, steady_base) = (d.rate, d.steady);
                 }
@@ -153,8 +170,8 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
                 ratios[c][w].push(d.rate / base);
                 steady[c][w].push(d.steady / steady_base);
                 println!(
-                    "- round {round}, {name}, {workers} workers: {:.0} rows/s ({:.0} from a tenth to nine tenths handled; first row handled after {:.2} s), {} deadlocks, {} handler calls",
-                    d.rate, d.steady, d.first, d.deadlocks, d.calls
+                    "- round {round}, {name}, {workers} workers: {:.0} rows/s ({:.0} from a tenth to nine tenths handled; first row handled after {:.2} s, the last tenth took {:.2} s), {} deadlocks, {} handler calls; CPU a row: {}",
+                    d.rate, d.steady, d.first, d.tail, d.deadlocks, d.calls, d.cpu
                 );
             }
         }
@@ -166,7 +183,7 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     );
     println!("|---|---|---|---|---|");
     let mut last = f64::INFINITY;
-    for (c, &(name, _)) in configs.iter().enumerate() {
+    for (c, &(name, ..)) in configs.iter().enumerate() {
         for (w, &workers) in args.workers.iter().enumerate() {
             let ratio = crate::median(ratios[c][w].clone());
             if c == 0 && w + 1 == args.workers.len() {
@@ -197,11 +214,16 @@ async fn drain(
     args: &Args,
     workers: usize,
     tuned: bool,
+    burst: bool,
 ) -> anyhow::Result<Drain> {
     let messages = args.messages;
     let pool = store.pool();
     let consumer = ConsumerName::new("bench")?;
-    backlog(store, &consumer, messages).await?;
+    let credits = credits(messages)?;
+    reset(store).await?;
+    if !burst {
+        store_credits(store, &consumer, &credits, 500).await?;
+    }
     let deadlocks_before = deadlocks(pool).await?;
     let calls = Arc::new(AtomicU64::new(0));
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -220,7 +242,6 @@ async fn drain(
                 .await?,
         );
     }
-    let started = Instant::now();
     let mut tasks = Vec::new();
     for own in pools {
         let mut config = WorkerConfig::default();
@@ -251,6 +272,18 @@ async fn drain(
             }
         }));
     }
+    if burst {
+        // Long enough for every worker to listen, register and find nothing to claim: they
+        // are running, idle, when the burst commits and wakes them.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let cpu = crate::cpu::Cpu::read(&["inboxed-bench", "postgres"]);
+    let mut started = Instant::now();
+    if burst {
+        let all = credits.len();
+        store_credits(store, &consumer, &credits, all).await?;
+        started = Instant::now();
+    }
     let total = i64::try_from(messages)?;
     let (mut first, mut tenth, mut ninth) = (None, None, None);
     // Progress is the handler's call count, which costs nothing to read: counting settled rows
@@ -278,6 +311,10 @@ async fn drain(
         tokio::time::sleep(Duration::from_millis(if handled >= total { 10 } else { 2 })).await;
     }
     let secs = started.elapsed().as_secs_f64();
+    let cpu = cpu.per_message(
+        &crate::cpu::Cpu::read(&["inboxed-bench", "postgres"]),
+        u64::try_from(messages)?,
+    );
     stop.send(true)?;
     for t in tasks {
         t.await??;
@@ -293,8 +330,10 @@ async fn drain(
             _ => 0.0,
         },
         first: first.unwrap_or_default().as_secs_f64(),
+        tail: ninth.map_or(0.0, |(t, _)| secs - t.as_secs_f64()),
         deadlocks: deadlocks(pool).await? - deadlocks_before,
         calls: calls.load(Ordering::Relaxed),
+        cpu,
     })
 }
 
@@ -305,18 +344,38 @@ pub(crate) async fn backlog(
     consumer: &ConsumerName,
     messages: usize,
 ) -> anyhow::Result<()> {
+    reset(store).await?;
+    store_credits(store, consumer, &credits(messages)?, 500).await
+}
+
+/// Empties the inbox and the balances.
+async fn reset(store: &PgStore) -> anyhow::Result<()> {
     sqlx::raw_sql("TRUNCATE inboxed_inbox_messages; UPDATE bench_accounts SET balance = 0;")
         .execute(store.pool())
         .await?;
-    let inbox = Inbox::new(store.clone(), consumer.clone()).notify(false);
-    let envelopes: Vec<Envelope> = (0..messages)
+    Ok(())
+}
+
+/// `messages` credits of random accounts.
+fn credits(messages: usize) -> anyhow::Result<Vec<Envelope>> {
+    (0..messages)
         .map(|_| {
             let id = MessageId::new(uuid::Uuid::now_v7().to_string())?;
             let body = format!(r#"{{"account": {}}}"#, fastrand::i64(0..ACCOUNTS));
             Ok(Envelope::new(id, body.into_bytes()))
         })
-        .collect::<anyhow::Result<_>>()?;
-    for chunk in envelopes.chunks(500) {
+        .collect()
+}
+
+/// Stores `credits` for `consumer`, `per` to a transaction, waking idle workers after each.
+async fn store_credits(
+    store: &PgStore,
+    consumer: &ConsumerName,
+    credits: &[Envelope],
+    per: usize,
+) -> anyhow::Result<()> {
+    let inbox = Inbox::new(store.clone(), consumer.clone());
+    for chunk in credits.chunks(per.max(1)) {
         inbox.store_many(chunk).await?;
     }
     Ok(())

@@ -16,6 +16,7 @@ pub mod config;
 pub mod consumer;
 pub mod delivery;
 mod drive;
+pub mod engine;
 pub mod envelope;
 pub mod error;
 pub mod handler;

@@ -7,6 +7,7 @@
 //! so.
 
 mod claim;
+mod engine;
 mod inbox;
 mod key;
 mod liveness;

@@ -6,17 +6,15 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres, Row};
 
+use inboxed_core::engine::keys;
 use inboxed_core::retention::PartitionConfig;
 use inboxed_core::sql::Queries;
 use inboxed_core::store::{
-    BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLetterReason, DeadLettered,
-    DurabilityReport, KeyParams,
+    BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
+    KeyParams,
 };
-use inboxed_core::{
-    ConsumerName, Envelope, Isolation, MessageId, Namespace, PayloadHash, Store, StoreError,
-};
+use inboxed_core::{ConsumerName, Envelope, Isolation, MessageId, Namespace, Store, StoreError};
 
-use crate::key::message_key;
 use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 
 /// The inbox on PostgreSQL, over the application's own pool so that handlers write to the
@@ -131,27 +129,6 @@ impl PgStore {
         &self.ns
     }
 
-    /// After a dead letter wrote nothing: processed, or already dead-lettered?
-    async fn already(
-        &self,
-        conn: &mut PgConnection,
-        consumer: &str,
-        id: &str,
-    ) -> Result<DeadLettered, StoreError> {
-        let state: Option<String> = self
-            .lookup(consumer, id)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?
-            .map(|row| row.try_get(0))
-            .transpose()
-            .map_err(StoreError::from_sqlx)?;
-        Ok(match state.as_deref() {
-            Some("processed") => DeadLettered::AlreadyProcessed,
-            _ => DeadLettered::AlreadyDeadLettered,
-        })
-    }
-
     pub(crate) fn query(
         &self,
         sql: &Arc<str>,
@@ -202,35 +179,6 @@ fn begin_statement(p: &BeginParams) -> String {
         p.statement_timeout.as_millis(),
         p.idle_in_transaction_timeout.as_millis()
     )
-}
-
-/// Empty unless the dead letter is a conflict, where it keys the colliding payload's row.
-fn conflict_hash<'p>(p: &'p DeadLetterParams<'_>) -> &'p [u8] {
-    match (p.reason, &p.payload_hash) {
-        (DeadLetterReason::Conflict, Some(h)) => h.as_bytes().as_slice(),
-        _ => &[],
-    }
-}
-
-impl PgStore {
-    /// Runs `sql` (record_attempts or load_attempts) for `ids`: each key with its count.
-    async fn attempts_of(
-        &self,
-        sql: &std::sync::Arc<str>,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
-    ) -> Result<Vec<(String, u32)>, StoreError> {
-        let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
-        let query = self.query(sql).bind(consumer.as_str()).bind(ids);
-        let rows = self.autocommit(query).await?;
-        rows.iter()
-            .map(|row| {
-                let id: String = row.try_get(0).map_err(StoreError::from_sqlx)?;
-                let n: i32 = row.try_get(1).map_err(StoreError::from_sqlx)?;
-                Ok((id, u32::try_from(n).unwrap_or(u32::MAX)))
-            })
-            .collect()
-    }
 }
 
 impl Store for PgStore {
@@ -336,27 +284,11 @@ impl Store for PgStore {
         consumer: &ConsumerName,
         ids: &[&MessageId],
     ) -> Result<(), StoreError> {
-        let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
-        self.query(&self.queries.clear_many_attempts)
-            .bind(consumer.as_str())
-            .bind(ids)
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        Ok(())
+        keys::clear_many_attempts(self, conn, consumer, ids).await
     }
 
     async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
-        let query = self
-            .query(&self.queries.record_attempt)
-            .bind(params.consumer.as_str())
-            .bind(params.message_id.as_str());
-        let row = self.autocommit(query).await?.into_iter().next();
-        let n: i32 = row
-            .ok_or_else(|| StoreError::from_sqlx(sqlx::Error::RowNotFound))?
-            .try_get(0)
-            .map_err(StoreError::from_sqlx)?;
-        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+        keys::record_attempt(self, params).await
     }
 
     async fn record_attempts(
@@ -364,8 +296,7 @@ impl Store for PgStore {
         consumer: &ConsumerName,
         ids: &[&MessageId],
     ) -> Result<Vec<(String, u32)>, StoreError> {
-        self.attempts_of(&self.queries.record_attempts, consumer, ids)
-            .await
+        keys::attempts(self, true, consumer, ids).await
     }
 
     async fn load_attempts(
@@ -373,8 +304,7 @@ impl Store for PgStore {
         consumer: &ConsumerName,
         ids: &[&MessageId],
     ) -> Result<Vec<(String, u32)>, StoreError> {
-        self.attempts_of(&self.queries.load_attempts, consumer, ids)
-            .await
+        keys::attempts(self, false, consumer, ids).await
     }
 
     async fn clear_attempts(
@@ -382,38 +312,14 @@ impl Store for PgStore {
         conn: &mut PgConnection,
         params: &KeyParams<'_>,
     ) -> Result<(), StoreError> {
-        self.query(&self.queries.clear_attempts)
-            .bind(params.consumer.as_str())
-            .bind(params.message_id.as_str())
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        Ok(())
+        keys::clear_attempts(self, conn, params).await
     }
 
     async fn load_dead_letter(
         &self,
         params: &KeyParams<'_>,
     ) -> Result<Option<DeadLetter>, StoreError> {
-        let row = self
-            .query(&self.queries.load_dead_letter)
-            .bind(params.consumer.as_str())
-            .bind(params.message_id.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let Some(row) = row else { return Ok(None) };
-        let attempts: i32 = row.try_get(5).map_err(StoreError::from_sqlx)?;
-        let mut letter = DeadLetter::default();
-        letter.message_type = row.try_get(0).map_err(StoreError::from_sqlx)?;
-        letter.correlation_id = row.try_get(1).map_err(StoreError::from_sqlx)?;
-        letter.payload = row.try_get(2).map_err(StoreError::from_sqlx)?;
-        letter.reason = row.try_get(3).map_err(StoreError::from_sqlx)?;
-        letter.error = row.try_get(4).map_err(StoreError::from_sqlx)?;
-        let hash: Option<Vec<u8>> = row.try_get(6).map_err(StoreError::from_sqlx)?;
-        letter.payload_hash = hash.as_deref().and_then(PayloadHash::from_slice);
-        letter.attempts = u32::try_from(attempts).unwrap_or(0);
-        Ok(Some(letter))
+        keys::load_dead_letter(self, params).await
     }
 
     async fn delete_dead_letter(
@@ -421,52 +327,10 @@ impl Store for PgStore {
         conn: &mut PgConnection,
         params: &KeyParams<'_>,
     ) -> Result<bool, StoreError> {
-        let deleted = self
-            .query(&self.queries.delete_dead_letter)
-            .bind(params.consumer.as_str())
-            .bind(params.message_id.as_str())
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?
-            .rows_affected();
-        Ok(deleted > 0)
+        keys::delete_dead_letter(self, conn, params).await
     }
 
     async fn dead_letter(&self, p: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
-        let written = self
-            .query(&self.queries.dead_letter)
-            .bind(p.consumer.as_str())
-            .bind(p.message_id.map(|m| m.as_str()))
-            .bind(p.message_type)
-            .bind(p.correlation_id)
-            .bind(p.payload)
-            .bind(p.payload_hash.as_ref().map(|h| h.as_bytes().as_slice()))
-            .bind(p.reason.as_str())
-            .bind(p.error)
-            .bind(i32::try_from(p.attempts).unwrap_or(i32::MAX))
-            .bind(conflict_hash(p))
-            .bind(p.message_id.map(|m| message_key(m.as_str())))
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::from_sqlx)?
-            .rows_affected();
-        let outcome = match (written, p.message_id) {
-            (1, _) | (_, None) => DeadLettered::Written,
-            _ if p.reason == DeadLetterReason::Conflict => DeadLettered::AlreadyDeadLettered,
-            (_, Some(id)) => {
-                self.already(&mut tx, p.consumer.as_str(), id.as_str())
-                    .await?
-            }
-        };
-        if let Some(message_id) = p.message_id {
-            let key = KeyParams {
-                consumer: p.consumer,
-                message_id,
-            };
-            self.clear_attempts(&mut tx, &key).await?;
-        }
-        tx.commit().await.map_err(StoreError::from_sqlx)?;
-        Ok(outcome)
+        keys::dead_letter(self, p).await
     }
 }

@@ -4,6 +4,7 @@
 //! RETURNING`, decided by whether a row comes back. SQL lives in `sql/*.sql` and
 //! `migrations/*.sql` beside this crate, with the same file names as the PostgreSQL backend.
 
+mod engine;
 mod inbox;
 mod migrate;
 mod observe;

@@ -8,10 +8,11 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row, Sqlite, SqliteConnection, SqlitePool};
 
+use inboxed_core::engine::keys;
 use inboxed_core::sql::Queries;
 use inboxed_core::store::{
-    BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLetterReason, DeadLettered,
-    DurabilityReport, KeyParams,
+    BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
+    KeyParams,
 };
 use inboxed_core::{
     ConsumerName, Envelope, MessageId, Namespace, PayloadHash, Store, StoreError, StoredHash,
@@ -98,70 +99,11 @@ impl SqliteStore {
         &self.pool
     }
 
-    /// After a dead letter wrote nothing: processed, or already dead-lettered?
-    async fn already(
-        &self,
-        conn: &mut SqliteConnection,
-        consumer: &str,
-        id: &str,
-    ) -> Result<DeadLettered, StoreError> {
-        let state: Option<String> = self
-            .query(&self.queries.lookup)
-            .bind(consumer)
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?
-            .map(|row| row.try_get(0))
-            .transpose()
-            .map_err(StoreError::from_sqlx)?;
-        Ok(match state.as_deref() {
-            Some("processed") => DeadLettered::AlreadyProcessed,
-            _ => DeadLettered::AlreadyDeadLettered,
-        })
-    }
-
     pub(crate) fn query(
         &self,
         sql: &Arc<str>,
     ) -> sqlx::query::Query<'static, Sqlite, sqlx::sqlite::SqliteArguments> {
         sqlx::query(AssertSqlSafe(Arc::clone(sql)))
-    }
-}
-
-/// Empty unless the dead letter is a conflict, where it keys the colliding payload's row.
-fn conflict_hash<'p>(p: &'p DeadLetterParams<'_>) -> &'p [u8] {
-    match (p.reason, &p.payload_hash) {
-        (DeadLetterReason::Conflict, Some(h)) => h.as_bytes().as_slice(),
-        _ => &[],
-    }
-}
-
-impl SqliteStore {
-    /// Runs `sql` (record_attempts or load_attempts) for `ids`, passed as a JSON array: each
-    /// key with its count.
-    async fn attempts_of(
-        &self,
-        sql: &std::sync::Arc<str>,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
-    ) -> Result<Vec<(String, u32)>, StoreError> {
-        let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
-        let json = serde_json::Value::from(ids).to_string();
-        let rows = self
-            .query(sql)
-            .bind(consumer.as_str())
-            .bind(json)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        rows.iter()
-            .map(|row| {
-                let id: String = row.try_get(0).map_err(StoreError::from_sqlx)?;
-                let n: i64 = row.try_get(1).map_err(StoreError::from_sqlx)?;
-                Ok((id, u32::try_from(n).unwrap_or(u32::MAX)))
-            })
-            .collect()
     }
 }
 
@@ -267,16 +209,7 @@ impl Store for SqliteStore {
     }
 
     async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
-        let n: i64 = self
-            .query(&self.queries.record_attempt)
-            .bind(params.consumer.as_str())
-            .bind(params.message_id.as_str())
-            .fetch_one(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?
-            .try_get(0)
-            .map_err(StoreError::from_sqlx)?;
-        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+        keys::record_attempt(self, params).await
     }
 
     async fn record_attempts(
@@ -284,8 +217,7 @@ impl Store for SqliteStore {
         consumer: &ConsumerName,
         ids: &[&MessageId],
     ) -> Result<Vec<(String, u32)>, StoreError> {
-        self.attempts_of(&self.queries.record_attempts, consumer, ids)
-            .await
+        keys::attempts(self, true, consumer, ids).await
     }
 
     async fn load_attempts(
@@ -293,8 +225,7 @@ impl Store for SqliteStore {
         consumer: &ConsumerName,
         ids: &[&MessageId],
     ) -> Result<Vec<(String, u32)>, StoreError> {
-        self.attempts_of(&self.queries.load_attempts, consumer, ids)
-            .await
+        keys::attempts(self, false, consumer, ids).await
     }
 
     async fn clear_attempts(
@@ -302,13 +233,7 @@ impl Store for SqliteStore {
         conn: &mut SqliteConnection,
         params: &KeyParams<'_>,
     ) -> Result<(), StoreError> {
-        self.query(&self.queries.clear_attempts)
-            .bind(params.consumer.as_str())
-            .bind(params.message_id.as_str())
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        Ok(())
+        keys::clear_attempts(self, conn, params).await
     }
 
     async fn claim_many(
@@ -333,39 +258,14 @@ impl Store for SqliteStore {
         consumer: &ConsumerName,
         ids: &[&MessageId],
     ) -> Result<(), StoreError> {
-        let ids: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
-        self.query(&self.queries.clear_many_attempts)
-            .bind(consumer.as_str())
-            .bind(serde_json::Value::from(ids).to_string())
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        Ok(())
+        keys::clear_many_attempts(self, conn, consumer, ids).await
     }
 
     async fn load_dead_letter(
         &self,
         params: &KeyParams<'_>,
     ) -> Result<Option<DeadLetter>, StoreError> {
-        let row = self
-            .query(&self.queries.load_dead_letter)
-            .bind(params.consumer.as_str())
-            .bind(params.message_id.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let Some(row) = row else { return Ok(None) };
-        let attempts: i64 = row.try_get(5).map_err(StoreError::from_sqlx)?;
-        let mut letter = DeadLetter::default();
-        letter.message_type = row.try_get(0).map_err(StoreError::from_sqlx)?;
-        letter.correlation_id = row.try_get(1).map_err(StoreError::from_sqlx)?;
-        letter.payload = row.try_get(2).map_err(StoreError::from_sqlx)?;
-        letter.reason = row.try_get(3).map_err(StoreError::from_sqlx)?;
-        letter.error = row.try_get(4).map_err(StoreError::from_sqlx)?;
-        let hash: Option<Vec<u8>> = row.try_get(6).map_err(StoreError::from_sqlx)?;
-        letter.payload_hash = hash.as_deref().and_then(PayloadHash::from_slice);
-        letter.attempts = u32::try_from(attempts).unwrap_or(0);
-        Ok(Some(letter))
+        keys::load_dead_letter(self, params).await
     }
 
     async fn delete_dead_letter(
@@ -373,54 +273,10 @@ impl Store for SqliteStore {
         conn: &mut SqliteConnection,
         params: &KeyParams<'_>,
     ) -> Result<bool, StoreError> {
-        let deleted = self
-            .query(&self.queries.delete_dead_letter)
-            .bind(params.consumer.as_str())
-            .bind(params.message_id.as_str())
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?
-            .rows_affected();
-        Ok(deleted > 0)
+        keys::delete_dead_letter(self, conn, params).await
     }
 
     async fn dead_letter(&self, p: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let written = self
-            .query(&self.queries.dead_letter)
-            .bind(p.consumer.as_str())
-            .bind(p.message_id.map(|m| m.as_str()))
-            .bind(p.message_type)
-            .bind(p.correlation_id)
-            .bind(p.payload)
-            .bind(p.payload_hash.as_ref().map(|h| h.as_bytes().as_slice()))
-            .bind(p.reason.as_str())
-            .bind(p.error)
-            .bind(i64::from(p.attempts))
-            .bind(conflict_hash(p))
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let outcome = match (written.is_some(), p.message_id) {
-            (true, _) | (_, None) => DeadLettered::Written,
-            _ if p.reason == DeadLetterReason::Conflict => DeadLettered::AlreadyDeadLettered,
-            (_, Some(id)) => {
-                self.already(&mut tx, p.consumer.as_str(), id.as_str())
-                    .await?
-            }
-        };
-        if let Some(message_id) = p.message_id {
-            let key = KeyParams {
-                consumer: p.consumer,
-                message_id,
-            };
-            self.clear_attempts(&mut tx, &key).await?;
-        }
-        tx.commit().await.map_err(StoreError::from_sqlx)?;
-        Ok(outcome)
+        keys::dead_letter(self, p).await
     }
 }

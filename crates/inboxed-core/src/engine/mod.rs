@@ -1,0 +1,135 @@
+//! The store layer every engine shares: the Rust around the SQL (which statement an operation
+//! runs, what it binds, how it reads the rows, what the outcome is), written once over
+//! [`Engine`]. An engine crate provides its SQL files, its migrations, and an [`Engine`]: its
+//! statement, row and connection types, and the few things that truly differ (how a list is
+//! bound, how wide an integer is, how a statement runs on its own, which form a key takes).
+//!
+//! Why a trait of primitives rather than code generic over sqlx's `Database`: generic code
+//! must repeat, on every function, that each type it binds or reads is encodable and
+//! decodable for that database (a dozen `for<'q>` bounds), and the engines differ exactly
+//! there (PostgreSQL binds an array where SQLite binds JSON text; counts are `int4` in one,
+//! `INTEGER` in the other). Here the engine answers those questions once, in concrete types,
+//! and the shared code reads like the engine code it replaces: `.text(consumer).texts(ids)`.
+//! A macro expanding the glue per engine would do the same with less type checking and
+//! errors reported far from their cause.
+
+pub mod keys;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::error::StoreError;
+use crate::sql::Queries;
+
+/// A statement with the arguments bound so far, bound in the engine's own types. Values are
+/// copied into the statement: a statement that borrowed them would make the shared
+/// operations' futures generic over a lifetime, which the compiler cannot yet prove `Send`
+/// (rust-lang/rust#100013), and a copy costs little beside a round trip.
+pub trait Args: Sized + Send {
+    /// A string.
+    #[must_use]
+    fn text(self, v: &str) -> Self;
+    /// A string, or NULL.
+    #[must_use]
+    fn opt_text(self, v: Option<&str>) -> Self;
+    /// Bytes.
+    #[must_use]
+    fn bytes(self, v: &[u8]) -> Self;
+    /// Bytes, or NULL.
+    #[must_use]
+    fn opt_bytes(self, v: Option<&[u8]>) -> Self;
+    /// A 64-bit integer.
+    #[must_use]
+    fn int(self, v: i64) -> Self;
+    /// A count (attempts, a limit of attempts): a column of the engine's usual integer width
+    /// (PostgreSQL `int4`, saturated; SQLite `INTEGER`).
+    #[must_use]
+    fn count(self, v: u32) -> Self;
+    /// A list of strings (PostgreSQL `text[]`; SQLite a JSON array as text).
+    #[must_use]
+    fn texts(self, v: &[&str]) -> Self;
+}
+
+/// A row read by a statement, its columns by position.
+pub trait Columns: Send {
+    /// A string column.
+    ///
+    /// # Errors
+    /// The column is missing or of another type.
+    fn text(&self, i: usize) -> Result<String, StoreError>;
+    /// A nullable string column.
+    ///
+    /// # Errors
+    /// The column is missing or of another type.
+    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError>;
+    /// A nullable bytes column.
+    ///
+    /// # Errors
+    /// The column is missing or of another type.
+    fn opt_bytes(&self, i: usize) -> Result<Option<Vec<u8>>, StoreError>;
+    /// An integer column of any width.
+    ///
+    /// # Errors
+    /// The column is missing or not an integer.
+    fn int(&self, i: usize) -> Result<i64, StoreError>;
+
+    /// A count column: negative reads as 0, beyond `u32` as `u32::MAX`.
+    ///
+    /// # Errors
+    /// The column is missing or not an integer.
+    fn count(&self, i: usize) -> Result<u32, StoreError> {
+        Ok(u32::try_from(self.int(i)?.max(0)).unwrap_or(u32::MAX))
+    }
+}
+
+/// The connection type of an engine's database.
+pub type Conn<E> = <<E as Engine>::Db as sqlx::Database>::Connection;
+
+/// What an engine provides to the shared store layer: its types, its rendered SQL, how a
+/// statement runs in the caller's transaction and on its own, and the forms that differ.
+///
+/// Implemented by the engine's store (`PgStore`, `SqliteStore`); like
+/// [`Store`](crate::Store), not meant to be implemented outside this workspace.
+pub trait Engine: Clone + Send + Sync + 'static {
+    /// The sqlx database.
+    type Db: sqlx::Database;
+    /// A statement with its arguments.
+    type Query: Args;
+    /// A row a statement returned.
+    type Row: Columns;
+
+    /// This store's statements, rendered for its namespace.
+    fn queries(&self) -> &Queries;
+
+    /// The statement `sql`, to bind arguments to.
+    fn query(&self, sql: &Arc<str>) -> Self::Query;
+
+    /// Binds the stored form of a key of the processed-keys table when the engine's statements
+    /// take one (PostgreSQL stores a key derived from the id; SQLite the id itself, already
+    /// bound): `None` when there is no message id.
+    fn key(q: Self::Query, message_id: Option<&str>) -> Self::Query;
+
+    /// Runs `q` in the caller's transaction; the rows it changed.
+    fn execute(
+        q: Self::Query,
+        conn: &mut Conn<Self>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Runs `q` in the caller's transaction; the rows it returned.
+    fn fetch_all(
+        q: Self::Query,
+        conn: &mut Conn<Self>,
+    ) -> impl Future<Output = Result<Vec<Self::Row>, StoreError>> + Send;
+
+    /// Runs `q` committed on its own; the rows it returned.
+    fn fetch_alone(
+        &self,
+        q: Self::Query,
+    ) -> impl Future<Output = Result<Vec<Self::Row>, StoreError>> + Send;
+
+    /// Begins a transaction of the store's own that will write (SQLite takes its write lock
+    /// at the start).
+    fn begin_write(
+        &self,
+    ) -> impl Future<Output = Result<sqlx::Transaction<'static, Self::Db>, StoreError>> + Send;
+}

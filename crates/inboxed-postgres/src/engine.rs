@@ -1,0 +1,121 @@
+//! What PostgreSQL gives the shared store layer ([`inboxed_core::engine`]): arrays for lists,
+//! `int4` counts, the derived key of the processed-keys table, and statements that run alone
+//! through [`PgStore::autocommit`] (inside a transaction behind a proxy).
+
+use std::sync::Arc;
+
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::{PgConnection, Postgres, Row};
+
+use inboxed_core::StoreError;
+use inboxed_core::engine::{Args, Columns, Engine};
+use inboxed_core::sql::Queries;
+
+use crate::key::message_key;
+use crate::store::PgStore;
+
+/// A PostgreSQL statement with its arguments.
+pub struct PgQuery(pub(crate) sqlx::query::Query<'static, Postgres, PgArguments>);
+
+impl std::fmt::Debug for PgQuery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgQuery").finish_non_exhaustive()
+    }
+}
+
+impl Args for PgQuery {
+    fn text(self, v: &str) -> Self {
+        Self(self.0.bind(v.to_owned()))
+    }
+    fn opt_text(self, v: Option<&str>) -> Self {
+        Self(self.0.bind(v.map(str::to_owned)))
+    }
+    fn bytes(self, v: &[u8]) -> Self {
+        Self(self.0.bind(v.to_vec()))
+    }
+    fn opt_bytes(self, v: Option<&[u8]>) -> Self {
+        Self(self.0.bind(v.map(<[u8]>::to_vec)))
+    }
+    fn int(self, v: i64) -> Self {
+        Self(self.0.bind(v))
+    }
+    fn count(self, v: u32) -> Self {
+        Self(self.0.bind(i32::try_from(v).unwrap_or(i32::MAX)))
+    }
+    fn texts(self, v: &[&str]) -> Self {
+        Self(
+            self.0
+                .bind(v.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>()),
+        )
+    }
+}
+
+/// A row PostgreSQL returned.
+pub struct PgColumns(PgRow);
+
+impl std::fmt::Debug for PgColumns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgColumns").finish_non_exhaustive()
+    }
+}
+
+impl Columns for PgColumns {
+    fn text(&self, i: usize) -> Result<String, StoreError> {
+        self.0.try_get(i).map_err(StoreError::from_sqlx)
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
+        self.0.try_get(i).map_err(StoreError::from_sqlx)
+    }
+    fn opt_bytes(&self, i: usize) -> Result<Option<Vec<u8>>, StoreError> {
+        self.0.try_get(i).map_err(StoreError::from_sqlx)
+    }
+    fn int(&self, i: usize) -> Result<i64, StoreError> {
+        // sqlx decodes an integer only into a Rust type of its width.
+        self.0
+            .try_get::<i64, _>(i)
+            .or_else(|_| self.0.try_get::<i32, _>(i).map(i64::from))
+            .map_err(StoreError::from_sqlx)
+    }
+}
+
+impl Engine for PgStore {
+    type Db = Postgres;
+    type Query = PgQuery;
+    type Row = PgColumns;
+
+    fn queries(&self) -> &Queries {
+        &self.queries
+    }
+
+    fn query(&self, sql: &Arc<str>) -> PgQuery {
+        PgQuery(Self::query(self, sql))
+    }
+
+    fn key(q: PgQuery, message_id: Option<&str>) -> PgQuery {
+        PgQuery(q.0.bind(message_id.map(message_key)))
+    }
+
+    async fn execute(q: Self::Query, conn: &mut PgConnection) -> Result<u64, StoreError> {
+        q.0.execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+            .map_err(StoreError::from_sqlx)
+    }
+
+    async fn fetch_all(
+        q: Self::Query,
+        conn: &mut PgConnection,
+    ) -> Result<Vec<PgColumns>, StoreError> {
+        let rows = q.0.fetch_all(conn).await.map_err(StoreError::from_sqlx)?;
+        Ok(rows.into_iter().map(PgColumns).collect())
+    }
+
+    async fn fetch_alone(&self, q: Self::Query) -> Result<Vec<PgColumns>, StoreError> {
+        let rows = self.autocommit(q.0).await?;
+        Ok(rows.into_iter().map(PgColumns).collect())
+    }
+
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Postgres>, StoreError> {
+        self.pool.begin().await.map_err(StoreError::from_sqlx)
+    }
+}

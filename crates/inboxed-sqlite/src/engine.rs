@@ -1,0 +1,120 @@
+//! What SQLite gives the shared store layer ([`inboxed_core::engine`]): lists as JSON arrays
+//! in text (SQLite binds no arrays; the statements read them with `json_each`), 64-bit
+//! integers throughout, message ids as the processed-keys table's keys, and a write lock taken
+//! at the start of a write transaction.
+
+use std::sync::Arc;
+
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sqlx::{Row, Sqlite, SqliteConnection};
+
+use inboxed_core::StoreError;
+use inboxed_core::engine::{Args, Columns, Engine};
+use inboxed_core::sql::Queries;
+
+use crate::SqliteStore;
+
+/// A SQLite statement with its arguments.
+pub struct SqliteQuery(pub(crate) sqlx::query::Query<'static, Sqlite, SqliteArguments>);
+
+impl std::fmt::Debug for SqliteQuery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteQuery").finish_non_exhaustive()
+    }
+}
+
+impl Args for SqliteQuery {
+    fn text(self, v: &str) -> Self {
+        Self(self.0.bind(v.to_owned()))
+    }
+    fn opt_text(self, v: Option<&str>) -> Self {
+        Self(self.0.bind(v.map(str::to_owned)))
+    }
+    fn bytes(self, v: &[u8]) -> Self {
+        Self(self.0.bind(v.to_vec()))
+    }
+    fn opt_bytes(self, v: Option<&[u8]>) -> Self {
+        Self(self.0.bind(v.map(<[u8]>::to_vec)))
+    }
+    fn int(self, v: i64) -> Self {
+        Self(self.0.bind(v))
+    }
+    fn count(self, v: u32) -> Self {
+        Self(self.0.bind(i64::from(v)))
+    }
+    fn texts(self, v: &[&str]) -> Self {
+        Self(self.0.bind(serde_json::Value::from(v.to_vec()).to_string()))
+    }
+}
+
+/// A row SQLite returned.
+pub struct SqliteColumns(SqliteRow);
+
+impl std::fmt::Debug for SqliteColumns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteColumns").finish_non_exhaustive()
+    }
+}
+
+impl Columns for SqliteColumns {
+    fn text(&self, i: usize) -> Result<String, StoreError> {
+        self.0.try_get(i).map_err(StoreError::from_sqlx)
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
+        self.0.try_get(i).map_err(StoreError::from_sqlx)
+    }
+    fn opt_bytes(&self, i: usize) -> Result<Option<Vec<u8>>, StoreError> {
+        self.0.try_get(i).map_err(StoreError::from_sqlx)
+    }
+    fn int(&self, i: usize) -> Result<i64, StoreError> {
+        self.0.try_get(i).map_err(StoreError::from_sqlx)
+    }
+}
+
+impl Engine for SqliteStore {
+    type Db = Sqlite;
+    type Query = SqliteQuery;
+    type Row = SqliteColumns;
+
+    fn queries(&self) -> &Queries {
+        &self.queries
+    }
+
+    fn query(&self, sql: &Arc<str>) -> SqliteQuery {
+        SqliteQuery(Self::query(self, sql))
+    }
+
+    fn key(q: SqliteQuery, _message_id: Option<&str>) -> SqliteQuery {
+        q
+    }
+
+    async fn execute(q: Self::Query, conn: &mut SqliteConnection) -> Result<u64, StoreError> {
+        q.0.execute(conn)
+            .await
+            .map(|done| done.rows_affected())
+            .map_err(StoreError::from_sqlx)
+    }
+
+    async fn fetch_all(
+        q: Self::Query,
+        conn: &mut SqliteConnection,
+    ) -> Result<Vec<SqliteColumns>, StoreError> {
+        let rows = q.0.fetch_all(conn).await.map_err(StoreError::from_sqlx)?;
+        Ok(rows.into_iter().map(SqliteColumns).collect())
+    }
+
+    async fn fetch_alone(&self, q: Self::Query) -> Result<Vec<SqliteColumns>, StoreError> {
+        let rows =
+            q.0.fetch_all(&self.pool)
+                .await
+                .map_err(StoreError::from_sqlx)?;
+        Ok(rows.into_iter().map(SqliteColumns).collect())
+    }
+
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
+        self.pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(StoreError::from_sqlx)
+    }
+}

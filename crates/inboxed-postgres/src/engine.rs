@@ -42,6 +42,15 @@ impl Args for PgQuery {
     fn count(self, v: u32) -> Self {
         Self(self.0.bind(i32::try_from(v).unwrap_or(i32::MAX)))
     }
+    fn opt_int(self, v: Option<i64>) -> Self {
+        Self(self.0.bind(v))
+    }
+    fn flag(self, v: bool) -> Self {
+        Self(self.0.bind(v))
+    }
+    fn opt_ids(self, v: Option<&[i64]>) -> Self {
+        Self(self.0.bind(v.map(<[i64]>::to_vec)))
+    }
     fn texts(self, v: &[&str]) -> Self {
         Self(
             self.0
@@ -67,6 +76,9 @@ impl Columns for PgColumns {
         self.0.try_get(i).map_err(StoreError::from_sqlx)
     }
     fn opt_bytes(&self, i: usize) -> Result<Option<Vec<u8>>, StoreError> {
+        self.0.try_get(i).map_err(StoreError::from_sqlx)
+    }
+    fn flag(&self, i: usize) -> Result<bool, StoreError> {
         self.0.try_get(i).map_err(StoreError::from_sqlx)
     }
     fn int(&self, i: usize) -> Result<i64, StoreError> {
@@ -113,6 +125,10 @@ impl Engine for PgStore {
     async fn fetch_alone(&self, q: Self::Query) -> Result<Vec<PgColumns>, StoreError> {
         let rows = self.autocommit(q.0).await?;
         Ok(rows.into_iter().map(PgColumns).collect())
+    }
+
+    async fn execute_alone(&self, q: Self::Query) -> Result<u64, StoreError> {
+        self.autocommit_count(q.0).await
     }
 
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Postgres>, StoreError> {

@@ -8,6 +8,7 @@ use sqlx::postgres::{PgListener, PgRow};
 use sqlx::{PgConnection, Row};
 use tokio::sync::Notify;
 
+use inboxed_core::engine;
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
     ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueManyParams, EnqueueParams,
@@ -196,18 +197,7 @@ impl InboxStore for PgStore {
         conn: &mut PgConnection,
         p: &CompleteParams<'_>,
     ) -> Result<Completed, StoreError> {
-        let done = self
-            .query(&self.queries.complete)
-            .bind(p.id)
-            .bind(p.token.as_bytes().as_slice())
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        Ok(if done.rows_affected() == 1 {
-            Completed::Done
-        } else {
-            Completed::LostClaim
-        })
+        engine::inbox::complete(self, conn, p).await
     }
 
     async fn complete_batch(
@@ -216,15 +206,7 @@ impl InboxStore for PgStore {
         ids: &[i64],
         token: &ClaimToken,
     ) -> Result<Vec<i64>, StoreError> {
-        self.query(&self.queries.complete_batch)
-            .bind(ids)
-            .bind(token.as_bytes().as_slice())
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?
-            .iter()
-            .map(|r| r.try_get(0).map_err(StoreError::from_sqlx))
-            .collect()
+        engine::inbox::complete_batch(self, conn, ids, token).await
     }
 
     async fn lock_batch(
@@ -305,43 +287,15 @@ impl InboxStore for PgStore {
     }
 
     async fn fail(&self, p: &FailParams<'_>) -> Result<Failed, StoreError> {
-        let query = self
-            .query(&self.queries.fail)
-            .bind(p.id)
-            .bind(p.token.as_bytes().as_slice())
-            .bind(p.error)
-            .bind(millis_of(p.backoff))
-            .bind(i32::try_from(p.max_attempts).unwrap_or(i32::MAX))
-            .bind(p.permanent)
-            .bind(p.now.map(millis));
-        let rows = self.autocommit(query).await?;
-        let status: Option<String> = rows
-            .first()
-            .map(|r| r.try_get(0))
-            .transpose()
-            .map_err(StoreError::from_sqlx)?;
-        Ok(match status.as_deref() {
-            None => Failed::LostClaim,
-            Some("dead") => Failed::Dead,
-            Some(_) => Failed::Retrying,
-        })
+        engine::inbox::fail(self, p).await
     }
 
     async fn extend_leases(&self, token: &ClaimToken, lease: Duration) -> Result<u64, StoreError> {
-        let query = self
-            .query(&self.queries.extend_leases)
-            .bind(token.as_bytes().as_slice())
-            .bind(millis_of(lease))
-            .bind(None::<i64>);
-        self.autocommit_count(query).await
+        engine::inbox::extend_leases(self, token, lease).await
     }
 
     async fn release(&self, token: &ClaimToken, ids: Option<&[i64]>) -> Result<u64, StoreError> {
-        let query = self
-            .query(&self.queries.release)
-            .bind(token.as_bytes().as_slice())
-            .bind(ids);
-        self.autocommit_count(query).await
+        engine::inbox::release(self, token, ids).await
     }
 
     async fn release_stale(&self, p: &ReleaseStaleParams<'_>) -> Result<u64, StoreError> {
@@ -375,46 +329,7 @@ impl InboxStore for PgStore {
     }
 
     async fn replay(&self, p: &ReplayParams<'_>) -> Result<Replayed, StoreError> {
-        let sel = p.selector;
-        let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
-        let rows = self
-            .query(&self.queries.replay_select)
-            .bind(p.consumer.as_str())
-            .bind(sel.ids.as_deref())
-            .bind(sel.aggregate_id.as_deref())
-            .bind(sel.received_from.map(millis))
-            .bind(sel.received_before.map(millis))
-            .bind(p.include_done)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let mut out = Replayed::default();
-        for row in &rows {
-            out.ids.push(row.try_get(0).map_err(StoreError::from_sqlx)?);
-            let was_done: bool = row.try_get(1).map_err(StoreError::from_sqlx)?;
-            out.done_rows += u64::from(was_done);
-        }
-        if out.ids.is_empty() {
-            return Ok(out);
-        }
-        self.query(&self.queries.replay_reset)
-            .bind(&out.ids)
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        self.query(&self.queries.replay_audit)
-            .bind(p.actor)
-            .bind(p.reason)
-            .bind(p.consumer.as_str())
-            .bind(format!("{sel:?}"))
-            .bind(i64::try_from(out.ids.len()).unwrap_or(i64::MAX))
-            .bind(i64::try_from(out.done_rows).unwrap_or(i64::MAX))
-            .bind(&out.ids)
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        tx.commit().await.map_err(StoreError::from_sqlx)?;
-        Ok(out)
+        engine::inbox::replay(self, p).await
     }
 
     async fn notify(&self, consumer: &ConsumerName) -> Result<(), StoreError> {
@@ -467,10 +382,6 @@ impl InboxStore for PgStore {
     }
 
     async fn purge_done(&self, older_than: SystemTime, limit: u32) -> Result<u64, StoreError> {
-        let query = self
-            .query(&self.queries.purge_done)
-            .bind(millis(older_than))
-            .bind(i64::from(limit));
-        self.autocommit_count(query).await
+        engine::inbox::purge_done(self, older_than, limit).await
     }
 }

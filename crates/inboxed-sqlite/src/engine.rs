@@ -42,6 +42,18 @@ impl Args for SqliteQuery {
     fn count(self, v: u32) -> Self {
         Self(self.0.bind(i64::from(v)))
     }
+    fn opt_int(self, v: Option<i64>) -> Self {
+        Self(self.0.bind(v))
+    }
+    fn flag(self, v: bool) -> Self {
+        Self(self.0.bind(v))
+    }
+    fn opt_ids(self, v: Option<&[i64]>) -> Self {
+        Self(
+            self.0
+                .bind(v.map(|ids| serde_json::Value::from(ids.to_vec()).to_string())),
+        )
+    }
     fn texts(self, v: &[&str]) -> Self {
         Self(self.0.bind(serde_json::Value::from(v.to_vec()).to_string()))
     }
@@ -64,6 +76,9 @@ impl Columns for SqliteColumns {
         self.0.try_get(i).map_err(StoreError::from_sqlx)
     }
     fn opt_bytes(&self, i: usize) -> Result<Option<Vec<u8>>, StoreError> {
+        self.0.try_get(i).map_err(StoreError::from_sqlx)
+    }
+    fn flag(&self, i: usize) -> Result<bool, StoreError> {
         self.0.try_get(i).map_err(StoreError::from_sqlx)
     }
     fn int(&self, i: usize) -> Result<i64, StoreError> {
@@ -109,6 +124,13 @@ impl Engine for SqliteStore {
                 .await
                 .map_err(StoreError::from_sqlx)?;
         Ok(rows.into_iter().map(SqliteColumns).collect())
+    }
+
+    async fn execute_alone(&self, q: Self::Query) -> Result<u64, StoreError> {
+        q.0.execute(&self.pool)
+            .await
+            .map(|done| done.rows_affected())
+            .map_err(StoreError::from_sqlx)
     }
 
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {

@@ -9,6 +9,7 @@ use tokio::sync::Notify;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 
+use inboxed_core::engine;
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
     ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueManyParams, EnqueueParams,
@@ -89,9 +90,6 @@ impl SqliteStore {
     }
 }
 
-fn json_ids(ids: &[i64]) -> String {
-    serde_json::to_string(ids).unwrap_or_else(|_| "[]".into())
-}
 
 impl InboxStore for SqliteStore {
     fn max_concurrent_batches(&self) -> Option<usize> {
@@ -147,18 +145,7 @@ impl InboxStore for SqliteStore {
         conn: &mut SqliteConnection,
         p: &CompleteParams<'_>,
     ) -> Result<Completed, StoreError> {
-        let done = self
-            .query(&self.queries.complete)
-            .bind(p.id)
-            .bind(p.token.as_bytes().as_slice())
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        Ok(if done.rows_affected() == 1 {
-            Completed::Done
-        } else {
-            Completed::LostClaim
-        })
+        engine::inbox::complete(self, conn, p).await
     }
 
     async fn complete_batch(
@@ -167,15 +154,7 @@ impl InboxStore for SqliteStore {
         ids: &[i64],
         token: &ClaimToken,
     ) -> Result<Vec<i64>, StoreError> {
-        self.query(&self.queries.complete_batch)
-            .bind(json_ids(ids))
-            .bind(token.as_bytes().as_slice())
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?
-            .iter()
-            .map(|r| r.try_get(0).map_err(StoreError::from_sqlx))
-            .collect()
+        engine::inbox::complete_batch(self, conn, ids, token).await
     }
 
     async fn lock_batch(
@@ -204,49 +183,15 @@ impl InboxStore for SqliteStore {
     }
 
     async fn fail(&self, p: &FailParams<'_>) -> Result<Failed, StoreError> {
-        let status: Option<String> = self
-            .query(&self.queries.fail)
-            .bind(p.id)
-            .bind(p.token.as_bytes().as_slice())
-            .bind(p.error)
-            .bind(millis_of(p.backoff))
-            .bind(i64::from(p.max_attempts))
-            .bind(p.permanent)
-            .bind(p.now.map(millis))
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?
-            .map(|r| r.try_get(0))
-            .transpose()
-            .map_err(StoreError::from_sqlx)?;
-        Ok(match status.as_deref() {
-            None => Failed::LostClaim,
-            Some("dead") => Failed::Dead,
-            Some(_) => Failed::Retrying,
-        })
+        engine::inbox::fail(self, p).await
     }
 
     async fn extend_leases(&self, token: &ClaimToken, lease: Duration) -> Result<u64, StoreError> {
-        let done = self
-            .query(&self.queries.extend_leases)
-            .bind(token.as_bytes().as_slice())
-            .bind(millis_of(lease))
-            .bind(None::<i64>)
-            .execute(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        Ok(done.rows_affected())
+        engine::inbox::extend_leases(self, token, lease).await
     }
 
     async fn release(&self, token: &ClaimToken, ids: Option<&[i64]>) -> Result<u64, StoreError> {
-        let done = self
-            .query(&self.queries.release)
-            .bind(token.as_bytes().as_slice())
-            .bind(ids.map(json_ids))
-            .execute(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        Ok(done.rows_affected())
+        engine::inbox::release(self, token, ids).await
     }
 
     async fn release_stale(&self, p: &ReleaseStaleParams<'_>) -> Result<u64, StoreError> {
@@ -262,51 +207,7 @@ impl InboxStore for SqliteStore {
     }
 
     async fn replay(&self, p: &ReplayParams<'_>) -> Result<Replayed, StoreError> {
-        let sel = p.selector;
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let rows = self
-            .query(&self.queries.replay_select)
-            .bind(p.consumer.as_str())
-            .bind(sel.ids.as_deref().map(json_ids))
-            .bind(sel.aggregate_id.as_deref())
-            .bind(sel.received_from.map(millis))
-            .bind(sel.received_before.map(millis))
-            .bind(p.include_done)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let mut out = Replayed::default();
-        for row in &rows {
-            out.ids.push(row.try_get(0).map_err(StoreError::from_sqlx)?);
-            let was_done: bool = row.try_get(1).map_err(StoreError::from_sqlx)?;
-            out.done_rows += u64::from(was_done);
-        }
-        if out.ids.is_empty() {
-            return Ok(out);
-        }
-        let ids = json_ids(&out.ids);
-        self.query(&self.queries.replay_reset)
-            .bind(&ids)
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        self.query(&self.queries.replay_audit)
-            .bind(p.actor)
-            .bind(p.reason)
-            .bind(p.consumer.as_str())
-            .bind(format!("{sel:?}"))
-            .bind(i64::try_from(out.ids.len()).unwrap_or(i64::MAX))
-            .bind(i64::try_from(out.done_rows).unwrap_or(i64::MAX))
-            .bind(&ids)
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        tx.commit().await.map_err(StoreError::from_sqlx)?;
-        Ok(out)
+        engine::inbox::replay(self, p).await
     }
 
     async fn notify(&self, _consumer: &ConsumerName) -> Result<(), StoreError> {
@@ -327,13 +228,6 @@ impl InboxStore for SqliteStore {
     }
 
     async fn purge_done(&self, older_than: SystemTime, limit: u32) -> Result<u64, StoreError> {
-        let done = self
-            .query(&self.queries.purge_done)
-            .bind(millis(older_than))
-            .bind(i64::from(limit))
-            .execute(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        Ok(done.rows_affected())
+        engine::inbox::purge_done(self, older_than, limit).await
     }
 }

@@ -106,7 +106,10 @@ pub async fn load_dead_letter<E: Engine>(
         reason: row.text(3)?,
         error: row.text(4)?,
         attempts: row.count(5)?,
-        payload_hash: row.opt_bytes(6)?.as_deref().and_then(PayloadHash::from_slice),
+        payload_hash: row
+            .opt_bytes(6)?
+            .as_deref()
+            .and_then(PayloadHash::from_slice),
     };
     Ok(Some(letter))
 }

@@ -13,6 +13,7 @@
 //! A macro expanding the glue per engine would do the same with less type checking and
 //! errors reported far from their cause.
 
+pub mod inbox;
 pub mod keys;
 
 use std::future::Future;
@@ -45,9 +46,24 @@ pub trait Args: Sized + Send {
     /// (PostgreSQL `int4`, saturated; SQLite `INTEGER`).
     #[must_use]
     fn count(self, v: u32) -> Self;
+    /// A 64-bit integer, or NULL.
+    #[must_use]
+    fn opt_int(self, v: Option<i64>) -> Self;
+    /// A boolean.
+    #[must_use]
+    fn flag(self, v: bool) -> Self;
     /// A list of strings (PostgreSQL `text[]`; SQLite a JSON array as text).
     #[must_use]
     fn texts(self, v: &[&str]) -> Self;
+    /// A list of row ids (PostgreSQL `int8[]`; SQLite a JSON array as text), or NULL.
+    #[must_use]
+    fn opt_ids(self, v: Option<&[i64]>) -> Self;
+
+    /// A list of row ids.
+    #[must_use]
+    fn ids(self, v: &[i64]) -> Self {
+        self.opt_ids(Some(v))
+    }
 }
 
 /// A row read by a statement, its columns by position.
@@ -72,6 +88,11 @@ pub trait Columns: Send {
     /// # Errors
     /// The column is missing or not an integer.
     fn int(&self, i: usize) -> Result<i64, StoreError>;
+    /// A boolean column.
+    ///
+    /// # Errors
+    /// The column is missing or not a boolean.
+    fn flag(&self, i: usize) -> Result<bool, StoreError>;
 
     /// A count column: negative reads as 0, beyond `u32` as `u32::MAX`.
     ///
@@ -126,6 +147,10 @@ pub trait Engine: Clone + Send + Sync + 'static {
         &self,
         q: Self::Query,
     ) -> impl Future<Output = Result<Vec<Self::Row>, StoreError>> + Send;
+
+    /// Runs `q` committed on its own; the rows it changed.
+    fn execute_alone(&self, q: Self::Query)
+    -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Begins a transaction of the store's own that will write (SQLite takes its write lock
     /// at the start).

@@ -1,0 +1,167 @@
+//! The [`InboxStore`](crate::inbox::InboxStore) operations on claimed rows (completion,
+//! failure, leases, release, replay, purge), for every engine.
+
+use std::time::{Duration, SystemTime};
+
+use super::{Args, Columns, Conn, Engine};
+use crate::error::StoreError;
+use crate::inbox::store::{
+    ClaimToken, CompleteParams, Completed, FailParams, Failed, ReplayParams, Replayed, millis,
+    millis_of,
+};
+
+/// Marks a claimed row done in the caller's transaction, fenced by its claim token.
+///
+/// # Errors
+/// The statement failed.
+pub async fn complete<E: Engine>(
+    e: &E,
+    conn: &mut Conn<E>,
+    p: &CompleteParams<'_>,
+) -> Result<Completed, StoreError> {
+    let q = e
+        .query(&e.queries().complete)
+        .int(p.id)
+        .bytes(p.token.as_bytes());
+    Ok(if E::execute(q, conn).await? == 1 {
+        Completed::Done
+    } else {
+        Completed::LostClaim
+    })
+}
+
+/// Marks the rows `ids` of a batch done in the caller's transaction; the ids it marked (the
+/// others' claims were lost).
+///
+/// # Errors
+/// The statement failed.
+pub async fn complete_batch<E: Engine>(
+    e: &E,
+    conn: &mut Conn<E>,
+    ids: &[i64],
+    token: &ClaimToken,
+) -> Result<Vec<i64>, StoreError> {
+    let q = e
+        .query(&e.queries().complete_batch)
+        .ids(ids)
+        .bytes(token.as_bytes());
+    E::fetch_all(q, conn)
+        .await?
+        .iter()
+        .map(|row| row.int(0))
+        .collect()
+}
+
+/// Records a claimed row's failure on its own: back to pending after its backoff, or dead.
+///
+/// # Errors
+/// The statement failed.
+pub async fn fail<E: Engine>(e: &E, p: &FailParams<'_>) -> Result<Failed, StoreError> {
+    let q = e
+        .query(&e.queries().fail)
+        .int(p.id)
+        .bytes(p.token.as_bytes())
+        .text(p.error)
+        .int(millis_of(p.backoff))
+        .count(p.max_attempts)
+        .flag(p.permanent)
+        .opt_int(p.now.map(millis));
+    let status = match e.fetch_alone(q).await?.first() {
+        Some(row) => Some(row.text(0)?),
+        None => None,
+    };
+    Ok(match status.as_deref() {
+        None => Failed::LostClaim,
+        Some("dead") => Failed::Dead,
+        Some(_) => Failed::Retrying,
+    })
+}
+
+/// Extends the lease of every row still held under `token`; how many.
+///
+/// # Errors
+/// The statement failed.
+pub async fn extend_leases<E: Engine>(
+    e: &E,
+    token: &ClaimToken,
+    lease: Duration,
+) -> Result<u64, StoreError> {
+    let q = e
+        .query(&e.queries().extend_leases)
+        .bytes(token.as_bytes())
+        .int(millis_of(lease))
+        .opt_int(None);
+    e.execute_alone(q).await
+}
+
+/// Hands back the rows held under `token` (only `ids`, when given) without counting an
+/// attempt; how many.
+///
+/// # Errors
+/// The statement failed.
+pub async fn release<E: Engine>(
+    e: &E,
+    token: &ClaimToken,
+    ids: Option<&[i64]>,
+) -> Result<u64, StoreError> {
+    let q = e
+        .query(&e.queries().release)
+        .bytes(token.as_bytes())
+        .opt_ids(ids);
+    e.execute_alone(q).await
+}
+
+/// Deletes up to `limit` done rows settled before `older_than`; how many.
+///
+/// # Errors
+/// The statement failed.
+pub async fn purge_done<E: Engine>(
+    e: &E,
+    older_than: SystemTime,
+    limit: u32,
+) -> Result<u64, StoreError> {
+    let q = e
+        .query(&e.queries().purge_done)
+        .int(millis(older_than))
+        .int(i64::from(limit));
+    e.execute_alone(q).await
+}
+
+/// Sets the selected rows pending again, with an audit row, in one transaction.
+///
+/// # Errors
+/// A statement or the commit failed.
+pub async fn replay<E: Engine>(e: &E, p: &ReplayParams<'_>) -> Result<Replayed, StoreError> {
+    let sel = p.selector;
+    let qs = e.queries();
+    let mut tx = e.begin_write().await?;
+    let q = e
+        .query(&qs.replay_select)
+        .text(p.consumer.as_str())
+        .opt_ids(sel.ids.as_deref())
+        .opt_text(sel.aggregate_id.as_deref())
+        .opt_int(sel.received_from.map(millis))
+        .opt_int(sel.received_before.map(millis))
+        .flag(p.include_done);
+    let mut out = Replayed::default();
+    for row in E::fetch_all(q, &mut tx).await? {
+        out.ids.push(row.int(0)?);
+        out.done_rows += u64::from(row.flag(1)?);
+    }
+    if out.ids.is_empty() {
+        return Ok(out);
+    }
+    E::execute(e.query(&qs.replay_reset).ids(&out.ids), &mut tx).await?;
+    let q = e
+        .query(&qs.replay_audit)
+        .text(p.actor)
+        .text(p.reason)
+        .text(p.consumer.as_str())
+        .text(&format!("{sel:?}"))
+        .int(i64::try_from(out.ids.len()).unwrap_or(i64::MAX))
+        .int(i64::try_from(out.done_rows).unwrap_or(i64::MAX))
+        .ids(&out.ids);
+    E::execute(q, &mut tx).await?;
+    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    Ok(out)
+}

@@ -90,7 +90,6 @@ impl SqliteStore {
     }
 }
 
-
 impl InboxStore for SqliteStore {
     fn max_concurrent_batches(&self) -> Option<usize> {
         // One writer: a second loop would claim rows (counting attempts, starting leases) and

@@ -15,6 +15,7 @@
 
 pub mod inbox;
 pub mod keys;
+pub mod retention;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::{PgConnection, Postgres, Row};
+use sqlx::{PgConnection, Postgres};
 
 use inboxed_core::StoreError;
-use inboxed_core::engine::{Args, Columns, Engine};
+use inboxed_core::engine::{Args, Engine};
 use inboxed_core::sql::Queries;
 
 use crate::key::message_key;
@@ -59,41 +59,10 @@ impl Args for PgQuery {
     }
 }
 
-/// A row PostgreSQL returned.
-pub struct PgColumns(PgRow);
-
-impl std::fmt::Debug for PgColumns {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgColumns").finish_non_exhaustive()
-    }
-}
-
-impl Columns for PgColumns {
-    fn text(&self, i: usize) -> Result<String, StoreError> {
-        self.0.try_get(i).map_err(StoreError::from_sqlx)
-    }
-    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
-        self.0.try_get(i).map_err(StoreError::from_sqlx)
-    }
-    fn opt_bytes(&self, i: usize) -> Result<Option<Vec<u8>>, StoreError> {
-        self.0.try_get(i).map_err(StoreError::from_sqlx)
-    }
-    fn flag(&self, i: usize) -> Result<bool, StoreError> {
-        self.0.try_get(i).map_err(StoreError::from_sqlx)
-    }
-    fn int(&self, i: usize) -> Result<i64, StoreError> {
-        // sqlx decodes an integer only into a Rust type of its width.
-        self.0
-            .try_get::<i64, _>(i)
-            .or_else(|_| self.0.try_get::<i32, _>(i).map(i64::from))
-            .map_err(StoreError::from_sqlx)
-    }
-}
-
 impl Engine for PgStore {
     type Db = Postgres;
     type Query = PgQuery;
-    type Row = PgColumns;
+    type Row = PgRow;
 
     fn queries(&self) -> &Queries {
         &self.queries
@@ -114,17 +83,12 @@ impl Engine for PgStore {
             .map_err(StoreError::from_sqlx)
     }
 
-    async fn fetch_all(
-        q: Self::Query,
-        conn: &mut PgConnection,
-    ) -> Result<Vec<PgColumns>, StoreError> {
-        let rows = q.0.fetch_all(conn).await.map_err(StoreError::from_sqlx)?;
-        Ok(rows.into_iter().map(PgColumns).collect())
+    async fn fetch_all(q: Self::Query, conn: &mut PgConnection) -> Result<Vec<PgRow>, StoreError> {
+        q.0.fetch_all(conn).await.map_err(StoreError::from_sqlx)
     }
 
-    async fn fetch_alone(&self, q: Self::Query) -> Result<Vec<PgColumns>, StoreError> {
-        let rows = self.autocommit(q.0).await?;
-        Ok(rows.into_iter().map(PgColumns).collect())
+    async fn fetch_alone(&self, q: Self::Query) -> Result<Vec<PgRow>, StoreError> {
+        self.autocommit(q.0).await
     }
 
     async fn execute_alone(&self, q: Self::Query) -> Result<u64, StoreError> {

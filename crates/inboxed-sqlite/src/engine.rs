@@ -6,10 +6,10 @@
 use std::sync::Arc;
 
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
-use sqlx::{Row, Sqlite, SqliteConnection};
+use sqlx::{Sqlite, SqliteConnection};
 
 use inboxed_core::StoreError;
-use inboxed_core::engine::{Args, Columns, Engine};
+use inboxed_core::engine::{Args, Engine};
 use inboxed_core::sql::Queries;
 
 use crate::SqliteStore;
@@ -59,37 +59,10 @@ impl Args for SqliteQuery {
     }
 }
 
-/// A row SQLite returned.
-pub struct SqliteColumns(SqliteRow);
-
-impl std::fmt::Debug for SqliteColumns {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteColumns").finish_non_exhaustive()
-    }
-}
-
-impl Columns for SqliteColumns {
-    fn text(&self, i: usize) -> Result<String, StoreError> {
-        self.0.try_get(i).map_err(StoreError::from_sqlx)
-    }
-    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
-        self.0.try_get(i).map_err(StoreError::from_sqlx)
-    }
-    fn opt_bytes(&self, i: usize) -> Result<Option<Vec<u8>>, StoreError> {
-        self.0.try_get(i).map_err(StoreError::from_sqlx)
-    }
-    fn flag(&self, i: usize) -> Result<bool, StoreError> {
-        self.0.try_get(i).map_err(StoreError::from_sqlx)
-    }
-    fn int(&self, i: usize) -> Result<i64, StoreError> {
-        self.0.try_get(i).map_err(StoreError::from_sqlx)
-    }
-}
-
 impl Engine for SqliteStore {
     type Db = Sqlite;
     type Query = SqliteQuery;
-    type Row = SqliteColumns;
+    type Row = SqliteRow;
 
     fn queries(&self) -> &Queries {
         &self.queries
@@ -113,17 +86,14 @@ impl Engine for SqliteStore {
     async fn fetch_all(
         q: Self::Query,
         conn: &mut SqliteConnection,
-    ) -> Result<Vec<SqliteColumns>, StoreError> {
-        let rows = q.0.fetch_all(conn).await.map_err(StoreError::from_sqlx)?;
-        Ok(rows.into_iter().map(SqliteColumns).collect())
+    ) -> Result<Vec<SqliteRow>, StoreError> {
+        q.0.fetch_all(conn).await.map_err(StoreError::from_sqlx)
     }
 
-    async fn fetch_alone(&self, q: Self::Query) -> Result<Vec<SqliteColumns>, StoreError> {
-        let rows =
-            q.0.fetch_all(&self.pool)
-                .await
-                .map_err(StoreError::from_sqlx)?;
-        Ok(rows.into_iter().map(SqliteColumns).collect())
+    async fn fetch_alone(&self, q: Self::Query) -> Result<Vec<SqliteRow>, StoreError> {
+        q.0.fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::from_sqlx)
     }
 
     async fn execute_alone(&self, q: Self::Query) -> Result<u64, StoreError> {

@@ -67,7 +67,8 @@ pub trait Args: Sized + Send {
     }
 }
 
-/// A row read by a statement, its columns by position.
+/// A row read by a statement, its columns by position; every sqlx row whose database reads
+/// these types is one (the blanket implementation below is the one place that names them).
 pub trait Columns: Send {
     /// A string column.
     ///
@@ -104,6 +105,37 @@ pub trait Columns: Send {
     }
 }
 
+impl<R> Columns for R
+where
+    R: sqlx::Row + Send,
+    usize: sqlx::ColumnIndex<R>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Vec<u8>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> i32: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    fn text(&self, i: usize) -> Result<String, StoreError> {
+        self.try_get(i).map_err(StoreError::from_sqlx)
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
+        self.try_get(i).map_err(StoreError::from_sqlx)
+    }
+    fn opt_bytes(&self, i: usize) -> Result<Option<Vec<u8>>, StoreError> {
+        self.try_get(i).map_err(StoreError::from_sqlx)
+    }
+    fn int(&self, i: usize) -> Result<i64, StoreError> {
+        // sqlx decodes an integer only into a Rust type of its width (PostgreSQL's int4 into
+        // i32); SQLite's integers are all i64.
+        self.try_get::<i64, _>(i)
+            .or_else(|_| self.try_get::<i32, _>(i).map(i64::from))
+            .map_err(StoreError::from_sqlx)
+    }
+    fn flag(&self, i: usize) -> Result<bool, StoreError> {
+        self.try_get(i).map_err(StoreError::from_sqlx)
+    }
+}
+
 /// The connection type of an engine's database.
 pub type Conn<E> = <<E as Engine>::Db as sqlx::Database>::Connection;
 
@@ -117,7 +149,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
     type Db: sqlx::Database;
     /// A statement with its arguments.
     type Query: Args;
-    /// A row a statement returned.
+    /// A row a statement returned (the engine's sqlx row).
     type Row: Columns;
 
     /// This store's statements, rendered for its namespace.

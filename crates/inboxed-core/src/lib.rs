@@ -7,7 +7,8 @@
 //! - [`handler`]: the trait your business code implements.
 //! - [`processor`]: begin → claim → handle → commit, with retries and dead letters.
 //! - [`consumer`] and [`delivery`]: ack only after commit, for any broker.
-//! - [`store`]: the internal seam the database backends implement.
+//! - [`store`]: the internal seam the database backends implement, and [`engine`]: the store
+//!   operations written once for every backend over the little each one provides.
 //! - [`retention`]: how long processed keys are kept, and the purger.
 //! - [`error`], [`config`], [`metrics`], [`backoff`].
 

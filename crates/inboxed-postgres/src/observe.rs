@@ -1,31 +1,16 @@
 //! [`ObserveStore`] for PostgreSQL: the backlog and dead letters behind `inboxed serve`.
 
 use inboxed_core::StoreError;
-use inboxed_core::inbox::store::millis;
+use inboxed_core::engine::observe as glue;
 use inboxed_core::observe::{
-    DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, Observation, ObserveStore, rows,
+    DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, Observation, ObserveStore,
 };
 
 use crate::PgStore;
 
 impl ObserveStore for PgStore {
     async fn observe(&self) -> Result<Observation, StoreError> {
-        let backlog = self
-            .autocommit(self.query(&self.queries.observe_inbox))
-            .await?;
-        let letters = self
-            .autocommit(self.query(&self.queries.observe_dead_letters))
-            .await?;
-        Ok(Observation::new(
-            backlog
-                .iter()
-                .map(rows::backlog)
-                .collect::<Result<_, _>>()?,
-            letters
-                .iter()
-                .map(rows::letter_count)
-                .collect::<Result<_, _>>()?,
-        ))
+        glue::observe(self).await
     }
 
     async fn pending_migrations(&self) -> Result<Vec<i64>, StoreError> {
@@ -36,26 +21,14 @@ impl ObserveStore for PgStore {
         &self,
         filter: &DeadLetterFilter<'_>,
     ) -> Result<Vec<DeadLetterSummary>, StoreError> {
-        let query = self
-            .query(&self.queries.list_dead_letters)
-            .bind(filter.consumer.map(str::to_owned))
-            .bind(filter.reason.map(str::to_owned))
-            .bind(filter.since.map(millis))
-            .bind(filter.error_contains.map(str::to_owned))
-            .bind(i64::from(filter.limit.max(1)))
-            .bind(filter.message_type.map(str::to_owned));
-        let rows = self.autocommit(query).await?;
-        rows.iter().map(rows::summary).collect()
+        glue::list_dead_letters(self, filter).await
     }
 
     async fn dead_letter_by_id(&self, id: i64) -> Result<Option<DeadLetterRecord>, StoreError> {
-        let query = self.query(&self.queries.load_dead_letter_by_id).bind(id);
-        let rows = self.autocommit(query).await?;
-        rows.first().map(rows::record).transpose()
+        glue::dead_letter_by_id(self, id).await
     }
 
     async fn delete_dead_letter_by_id(&self, id: i64) -> Result<bool, StoreError> {
-        let query = self.query(&self.queries.delete_dead_letter_by_id).bind(id);
-        Ok(!self.autocommit(query).await?.is_empty())
+        glue::delete_dead_letter_by_id(self, id).await
     }
 }

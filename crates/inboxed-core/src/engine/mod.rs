@@ -15,6 +15,7 @@
 
 pub mod inbox;
 pub mod keys;
+pub mod observe;
 pub mod retention;
 
 use std::future::Future;
@@ -150,7 +151,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
     /// A statement with its arguments.
     type Query: Args;
     /// A row a statement returned (the engine's sqlx row).
-    type Row: Columns;
+    type Row: Columns + observe::Observed;
 
     /// This store's statements, rendered for its namespace.
     fn queries(&self) -> &Queries;

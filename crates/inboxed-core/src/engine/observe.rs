@@ -1,0 +1,127 @@
+//! The [`ObserveStore`](crate::observe::ObserveStore) reads behind `inboxed serve`, for every
+//! engine: the statements return the same columns everywhere (times as milliseconds).
+
+use sqlx::{ColumnIndex, Decode, Row, Type};
+
+use super::{Args, Engine};
+use crate::error::StoreError;
+use crate::inbox::store::millis;
+use crate::observe::{
+    Backlog, DeadLetterCount, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, Observation,
+    rows,
+};
+
+/// A row that the observation statements' rows read from; every sqlx row whose database reads
+/// their column types is one.
+pub trait Observed {
+    /// A backlog row of `observe_inbox.sql`.
+    ///
+    /// # Errors
+    /// A column missing or of another type.
+    fn backlog(&self) -> Result<Backlog, StoreError>;
+    /// A row of `observe_dead_letters.sql`.
+    ///
+    /// # Errors
+    /// A column missing or of another type.
+    fn letter_count(&self) -> Result<DeadLetterCount, StoreError>;
+    /// A row of `list_dead_letters.sql`.
+    ///
+    /// # Errors
+    /// A column missing or of another type.
+    fn summary(&self) -> Result<DeadLetterSummary, StoreError>;
+    /// A row of `load_dead_letter_by_id.sql`.
+    ///
+    /// # Errors
+    /// A column missing or of another type.
+    fn record(&self) -> Result<DeadLetterRecord, StoreError>;
+}
+
+impl<R> Observed for R
+where
+    R: Row,
+    for<'r> &'r str: ColumnIndex<R>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
+{
+    fn backlog(&self) -> Result<Backlog, StoreError> {
+        rows::backlog(self)
+    }
+    fn letter_count(&self) -> Result<DeadLetterCount, StoreError> {
+        rows::letter_count(self)
+    }
+    fn summary(&self) -> Result<DeadLetterSummary, StoreError> {
+        rows::summary(self)
+    }
+    fn record(&self) -> Result<DeadLetterRecord, StoreError> {
+        rows::record(self)
+    }
+}
+
+/// The backlog of every consumer and the dead letters by consumer and reason.
+///
+/// # Errors
+/// A statement failed.
+pub async fn observe<E: Engine>(e: &E) -> Result<Observation, StoreError> {
+    let qs = e.queries();
+    let backlog = e.fetch_alone(e.query(&qs.observe_inbox)).await?;
+    let letters = e.fetch_alone(e.query(&qs.observe_dead_letters)).await?;
+    Ok(Observation::new(
+        backlog
+            .iter()
+            .map(Observed::backlog)
+            .collect::<Result<_, _>>()?,
+        letters
+            .iter()
+            .map(Observed::letter_count)
+            .collect::<Result<_, _>>()?,
+    ))
+}
+
+/// The dead letters `filter` selects, newest first.
+///
+/// # Errors
+/// The statement failed.
+pub async fn list_dead_letters<E: Engine>(
+    e: &E,
+    filter: &DeadLetterFilter<'_>,
+) -> Result<Vec<DeadLetterSummary>, StoreError> {
+    let q = e
+        .query(&e.queries().list_dead_letters)
+        .opt_text(filter.consumer)
+        .opt_text(filter.reason)
+        .opt_int(filter.since.map(millis))
+        .opt_text(filter.error_contains)
+        .int(i64::from(filter.limit.max(1)))
+        .opt_text(filter.message_type);
+    e.fetch_alone(q)
+        .await?
+        .iter()
+        .map(Observed::summary)
+        .collect()
+}
+
+/// One dead letter by its row id.
+///
+/// # Errors
+/// The statement failed.
+pub async fn dead_letter_by_id<E: Engine>(
+    e: &E,
+    id: i64,
+) -> Result<Option<DeadLetterRecord>, StoreError> {
+    let q = e.query(&e.queries().load_dead_letter_by_id).int(id);
+    e.fetch_alone(q)
+        .await?
+        .first()
+        .map(Observed::record)
+        .transpose()
+}
+
+/// Deletes one dead letter by its row id; whether there was one.
+///
+/// # Errors
+/// The statement failed.
+pub async fn delete_dead_letter_by_id<E: Engine>(e: &E, id: i64) -> Result<bool, StoreError> {
+    let q = e.query(&e.queries().delete_dead_letter_by_id).int(id);
+    Ok(!e.fetch_alone(q).await?.is_empty())
+}

@@ -222,7 +222,7 @@ async fn drain(
     let credits = credits(messages)?;
     reset(store).await?;
     if !burst {
-        store_credits(store, &consumer, &credits, 500).await?;
+        store_credits(store, &consumer, &credits, 500, false).await?;
     }
     let deadlocks_before = deadlocks(pool).await?;
     let calls = Arc::new(AtomicU64::new(0));
@@ -281,7 +281,7 @@ async fn drain(
     let mut started = Instant::now();
     if burst {
         let all = credits.len();
-        store_credits(store, &consumer, &credits, all).await?;
+        store_credits(store, &consumer, &credits, all, true).await?;
         started = Instant::now();
     }
     let total = i64::try_from(messages)?;
@@ -345,7 +345,7 @@ pub(crate) async fn backlog(
     messages: usize,
 ) -> anyhow::Result<()> {
     reset(store).await?;
-    store_credits(store, consumer, &credits(messages)?, 500).await
+    store_credits(store, consumer, &credits(messages)?, 500, false).await
 }
 
 /// Empties the inbox and the balances.
@@ -367,14 +367,16 @@ fn credits(messages: usize) -> anyhow::Result<Vec<Envelope>> {
         .collect()
 }
 
-/// Stores `credits` for `consumer`, `per` to a transaction, waking idle workers after each.
+/// Stores `credits` for `consumer`, `per` to a transaction; with `wake`, each transaction
+/// wakes the idle workers (a backlog stored before the workers start needs no wake-up).
 async fn store_credits(
     store: &PgStore,
     consumer: &ConsumerName,
     credits: &[Envelope],
     per: usize,
+    wake: bool,
 ) -> anyhow::Result<()> {
-    let inbox = Inbox::new(store.clone(), consumer.clone());
+    let inbox = Inbox::new(store.clone(), consumer.clone()).notify(wake);
     for chunk in credits.chunks(per.max(1)) {
         inbox.store_many(chunk).await?;
     }

@@ -66,10 +66,12 @@ pub async fn fail<E: Engine>(e: &E, p: &FailParams<'_>) -> Result<Failed, StoreE
         .count(p.max_attempts)
         .flag(p.permanent)
         .opt_int(p.now.map(millis));
-    let status = match e.fetch_alone(q).await?.first() {
-        Some(row) => Some(row.text(0)?),
-        None => None,
-    };
+    let status = e
+        .fetch_alone(q)
+        .await?
+        .first()
+        .map(|r| r.text(0))
+        .transpose()?;
     Ok(match status.as_deref() {
         None => Failed::LostClaim,
         Some("dead") => Failed::Dead,

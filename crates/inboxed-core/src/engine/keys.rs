@@ -183,10 +183,11 @@ async fn already<E: Engine>(
         .text(consumer.as_str())
         .text(id.as_str());
     let q = E::key(q, Some(id.as_str()));
-    let state = match E::fetch_all(q, conn).await?.first() {
-        Some(row) => Some(row.text(0)?),
-        None => None,
-    };
+    let state = E::fetch_all(q, conn)
+        .await?
+        .first()
+        .map(|r| r.text(0))
+        .transpose()?;
     Ok(match state.as_deref() {
         Some("processed") => DeadLettered::AlreadyProcessed,
         _ => DeadLettered::AlreadyDeadLettered,

@@ -76,9 +76,10 @@ pub async fn count_expired<E: Engine>(
         .text(consumer.as_str())
         .int(millis(older_than))
         .int(i64::try_from(cap).unwrap_or(i64::MAX));
-    let n = match e.fetch_alone(q).await?.first() {
-        Some(row) => row.int(0)?,
-        None => 0,
-    };
+    let n = e
+        .fetch_alone(q)
+        .await?
+        .first()
+        .map_or(Ok(0), |r| r.int(0))?;
     Ok(u64::try_from(n).unwrap_or(0))
 }

@@ -1,11 +1,14 @@
-//! The claim: one key, or a batch's keys in one statement, and for a key not inserted, why.
+//! The processor's claim on PostgreSQL: what differs from the shared claim
+//! ([`inboxed_core::engine::claims`]) is the partitioned table's key lock and the set-based
+//! claim of a batch's keys.
 
 use std::collections::HashSet;
 
-use sqlx::{PgConnection, Postgres, Row};
+use sqlx::{PgConnection, Row};
 
+use inboxed_core::engine::claims;
 use inboxed_core::store::Claim;
-use inboxed_core::{ConsumerName, Envelope, StoreError, StoredHash};
+use inboxed_core::{ConsumerName, Envelope, StoreError};
 
 use crate::key::message_key;
 use crate::store::PgStore;
@@ -19,12 +22,10 @@ impl PgStore {
         consumer: &ConsumerName,
         env: &Envelope,
     ) -> Result<Claim, StoreError> {
-        let consumer = consumer.as_str();
-        let id = env.id().as_str();
         let claim = if self.partitions.is_some() {
             self.query(&self.queries.lock_key)
-                .bind(consumer)
-                .bind(id)
+                .bind(consumer.as_str())
+                .bind(env.id().as_str())
                 .execute(&mut *conn)
                 .await
                 .map_err(StoreError::from_sqlx)?;
@@ -32,21 +33,7 @@ impl PgStore {
         } else {
             &self.queries.claim
         };
-        let inserted = self
-            .query(claim)
-            .bind(consumer)
-            .bind(id)
-            .bind(message_key(id))
-            // The same 32 bits as a signed integer, the column's type.
-            .bind(env.hash().fingerprint().cast_signed())
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?
-            .rows_affected();
-        if inserted == 1 {
-            return Ok(Claim::New);
-        }
-        self.not_inserted(conn, consumer, id).await
+        claims::claim_key(self, conn, claim, consumer, env).await
     }
 
     /// Claims distinct keys with one statement (`claim_many.sql`) on the plain table; in
@@ -89,48 +76,9 @@ impl PgStore {
             claims.push(if inserted.contains(key) {
                 Claim::New
             } else {
-                self.not_inserted(conn, consumer.as_str(), id).await?
+                claims::not_claimed(self, conn, consumer, id).await?
             });
         }
         Ok(claims)
-    }
-
-    /// Why a claim inserted nothing: processed (with its fingerprint) or dead-lettered.
-    async fn not_inserted(
-        &self,
-        conn: &mut PgConnection,
-        consumer: &str,
-        id: &str,
-    ) -> Result<Claim, StoreError> {
-        let row = self
-            .lookup(consumer, id)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let Some(row) = row else {
-            // The row that blocked the insert is gone already (purged or discarded between the
-            // two statements). Nothing was written: report contention so the caller retries.
-            return Err(StoreError::Timeout(sqlx::Error::RowNotFound));
-        };
-        let state: &str = row.try_get(0).map_err(StoreError::from_sqlx)?;
-        if state == "dead_lettered" {
-            return Ok(Claim::DeadLettered);
-        }
-        let fingerprint: Option<i32> = row.try_get(1).map_err(StoreError::from_sqlx)?;
-        Ok(Claim::Duplicate {
-            stored: fingerprint.map(|f| StoredHash::Fingerprint(f.cast_unsigned())),
-        })
-    }
-
-    /// lookup.sql for one key: why did a claim or dead letter of it write nothing?
-    pub(crate) fn lookup(
-        &self,
-        consumer: &str,
-        id: &str,
-    ) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {
-        self.query(&self.queries.lookup)
-            .bind(consumer.to_owned())
-            .bind(id.to_owned())
-            .bind(message_key(id).into_owned())
     }
 }

@@ -1,15 +1,16 @@
 //! What PostgreSQL gives the shared store layer ([`inboxed_core::engine`]): arrays for lists,
-//! `int4` counts, the derived key of the processed-keys table, and statements that run alone
-//! through [`PgStore::autocommit`] (inside a transaction behind a proxy).
+//! `int4` counts, the derived key and payload fingerprint of the processed-keys table, claims
+//! planned anew each time, and statements that run alone through [`PgStore::autocommit`]
+//! (inside a transaction behind a proxy).
 
 use std::sync::Arc;
 
 use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::{PgConnection, Postgres};
+use sqlx::{PgConnection, Postgres, Row};
 
-use inboxed_core::StoreError;
 use inboxed_core::engine::{Args, Engine};
 use inboxed_core::sql::Queries;
+use inboxed_core::{Envelope, StoreError, StoredHash};
 
 use crate::key::message_key;
 use crate::store::PgStore;
@@ -72,8 +73,23 @@ impl Engine for PgStore {
         PgQuery(Self::query(self, sql))
     }
 
+    fn fresh(&self, sql: &Arc<str>) -> PgQuery {
+        PgQuery(self.replanned(sql))
+    }
+
     fn key(q: PgQuery, message_id: Option<&str>) -> PgQuery {
         PgQuery(q.0.bind(message_id.map(message_key)))
+    }
+
+    fn claimed(q: PgQuery, env: &Envelope) -> PgQuery {
+        // The same 32 bits as a signed integer, the column's type.
+        let fingerprint = env.hash().fingerprint().cast_signed();
+        PgQuery(q.0.bind(message_key(env.id().as_str())).bind(fingerprint))
+    }
+
+    fn stored_hash(row: &PgRow, i: usize) -> Result<Option<StoredHash>, StoreError> {
+        let fingerprint: Option<i32> = row.try_get(i).map_err(StoreError::from_sqlx)?;
+        Ok(fingerprint.map(|f| StoredHash::Fingerprint(f.cast_unsigned())))
     }
 
     async fn execute(q: Self::Query, conn: &mut PgConnection) -> Result<u64, StoreError> {

@@ -9,6 +9,7 @@ use sqlx::{PgConnection, Row};
 use tokio::sync::Notify;
 
 use inboxed_core::engine;
+use inboxed_core::engine::claims;
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
     ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueManyParams, EnqueueParams,
@@ -65,61 +66,9 @@ impl PgStore {
     }
 }
 
-fn row_to_inbox(row: &PgRow) -> Result<InboxRow, StoreError> {
-    let get = StoreError::from_sqlx;
-    let attempts: i32 = row.try_get(6).map_err(get)?;
-    InboxRow::from_columns(
-        row.try_get(0).map_err(get)?,
-        row.try_get(1).map_err(get)?,
-        row.try_get(2).map_err(get)?,
-        row.try_get(3).map_err(get)?,
-        row.try_get(4).map_err(get)?,
-        row.try_get(5).map_err(get)?,
-        i64::from(attempts),
-        row.try_get::<Option<bool>, _>(7)
-            .map_err(get)?
-            .unwrap_or(false),
-        row.try_get::<Option<i32>, _>(8)
-            .map_err(get)?
-            .map(i64::from),
-    )
-}
-
 impl InboxStore for PgStore {
     async fn enqueue(&self, p: &EnqueueParams<'_>) -> Result<Enqueued, StoreError> {
-        let env = p.envelope;
-        let query = self
-            .query(&self.queries.enqueue)
-            .bind(p.consumer.as_str())
-            .bind(env.id().as_str())
-            .bind(env.aggregate_id())
-            .bind(env.message_type())
-            .bind(env.correlation_id())
-            .bind(env.payload())
-            .bind(env.hash().as_bytes().as_slice());
-        if let Some(row) = self.autocommit(query).await?.first() {
-            return Ok(Enqueued::Stored {
-                id: row.try_get(0).map_err(StoreError::from_sqlx)?,
-            });
-        }
-        let query = self
-            .query(&self.queries.enqueue_lookup)
-            .bind(p.consumer.as_str())
-            .bind(env.id().as_str());
-        let rows = self.autocommit(query).await?;
-        let stored: Option<Vec<u8>> = rows
-            .first()
-            .map(|r| r.try_get(0))
-            .transpose()
-            .map_err(StoreError::from_sqlx)?;
-        let stored = stored.as_deref().and_then(PayloadHash::from_slice);
-        Ok(match stored {
-            Some(stored) if stored != env.hash() => Enqueued::Conflict {
-                stored,
-                received: env.hash(),
-            },
-            _ => Enqueued::Duplicate,
-        })
+        claims::enqueue(self, p).await
     }
 
     async fn enqueue_many(&self, p: &EnqueueManyParams<'_>) -> Result<Vec<Enqueued>, StoreError> {
@@ -175,21 +124,7 @@ impl InboxStore for PgStore {
     }
 
     async fn claim_batch(&self, p: &ClaimBatchParams<'_>) -> Result<Vec<InboxRow>, StoreError> {
-        let query = self
-            .replanned(&self.queries.claim_batch)
-            .bind(p.consumer.as_str())
-            .bind(p.worker)
-            .bind(p.token.as_bytes().as_slice())
-            .bind(i64::from(p.limit))
-            .bind(millis_of(p.lease))
-            .bind(p.now.map(millis))
-            .bind(p.ordered)
-            .bind(p.park);
-        self.autocommit(query)
-            .await?
-            .iter()
-            .map(row_to_inbox)
-            .collect()
+        claims::claim_batch(self, p).await
     }
 
     async fn complete(
@@ -214,18 +149,7 @@ impl InboxStore for PgStore {
         conn: &mut PgConnection,
         p: &LockBatchParams<'_>,
     ) -> Result<Vec<InboxRow>, StoreError> {
-        self.replanned(&self.queries.lock_batch)
-            .bind(p.consumer.as_str())
-            .bind(i64::from(p.limit))
-            .bind(p.now.map(millis))
-            .bind(p.ordered)
-            .bind(p.park)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?
-            .iter()
-            .map(row_to_inbox)
-            .collect()
+        claims::lock_batch(self, conn, p).await
     }
 
     async fn count_attempts(

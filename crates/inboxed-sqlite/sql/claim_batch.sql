@@ -2,8 +2,8 @@
 -- ?1 consumer_name, ?2 worker id, ?3 claim token, ?4 limit, ?5 lease (ms),
 -- ?6 now (ms; NULL: the clock of this process), ?7 ordered, ?8 park
 --
--- Runs under BEGIN IMMEDIATE: SQLite has one writer, so claims cannot interleave and no row
--- lock is needed. The ordered-mode rule, `suspect` and `group_limit` are the PostgreSQL ones.
+-- Runs alone: a writing statement takes SQLite's one write lock as it starts (waiting up to
+-- the busy timeout), so claims cannot interleave and no row lock is needed. The ordered-mode rule, `suspect` and `group_limit` are the PostgreSQL ones.
 UPDATE {{schema}}."{{prefix}}inbox_messages"
 SET status = 'processing',
     attempts = attempts + 1,

@@ -1,16 +1,16 @@
 //! What SQLite gives the shared store layer ([`inboxed_core::engine`]): lists as JSON arrays
 //! in text (SQLite binds no arrays; the statements read them with `json_each`), 64-bit
-//! integers throughout, message ids as the processed-keys table's keys, and a write lock taken
-//! at the start of a write transaction.
+//! integers throughout, message ids as the processed-keys table's keys (beside the full payload
+//! hash), and a write lock taken at the start of a write transaction.
 
 use std::sync::Arc;
 
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{Sqlite, SqliteConnection};
 
-use inboxed_core::StoreError;
-use inboxed_core::engine::{Args, Engine};
+use inboxed_core::engine::{Args, Columns, Engine};
 use inboxed_core::sql::Queries;
+use inboxed_core::{Envelope, PayloadHash, StoreError, StoredHash};
 
 use crate::SqliteStore;
 
@@ -74,6 +74,20 @@ impl Engine for SqliteStore {
 
     fn key(q: SqliteQuery, _message_id: Option<&str>) -> SqliteQuery {
         q
+    }
+
+    fn claimed(q: SqliteQuery, env: &Envelope) -> SqliteQuery {
+        q.opt_text(env.message_type())
+            .opt_text(env.correlation_id())
+            .bytes(env.hash().as_bytes())
+    }
+
+    fn stored_hash(row: &SqliteRow, i: usize) -> Result<Option<StoredHash>, StoreError> {
+        Ok(row
+            .opt_bytes(i)?
+            .as_deref()
+            .and_then(PayloadHash::from_slice)
+            .map(StoredHash::Full))
     }
 
     async fn execute(q: Self::Query, conn: &mut SqliteConnection) -> Result<u64, StoreError> {

@@ -6,36 +6,19 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::Notify;
 
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
+use sqlx::SqliteConnection;
 
 use inboxed_core::engine;
+use inboxed_core::engine::claims;
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
     ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueManyParams, EnqueueParams,
     Enqueued, FailParams, Failed, InboxRow, InboxStore, LockBatchParams, ReleaseStaleParams,
-    ReplayParams, Replayed, RowFate, Subscription, millis, millis_of,
+    ReplayParams, Replayed, RowFate, Subscription, millis,
 };
-use inboxed_core::{ConsumerName, Envelope, PayloadHash, StoreError};
+use inboxed_core::{ConsumerName, StoreError};
 
 use crate::SqliteStore;
-
-fn row_to_inbox(row: &SqliteRow) -> Result<InboxRow, StoreError> {
-    let get = StoreError::from_sqlx;
-    InboxRow::from_columns(
-        row.try_get(0).map_err(get)?,
-        row.try_get(1).map_err(get)?,
-        row.try_get(2).map_err(get)?,
-        row.try_get(3).map_err(get)?,
-        row.try_get(4).map_err(get)?,
-        row.try_get(5).map_err(get)?,
-        row.try_get(6).map_err(get)?,
-        row.try_get::<Option<bool>, _>(7)
-            .map_err(get)?
-            .unwrap_or(false),
-        row.try_get(8).map_err(get)?,
-    )
-}
 
 /// SQLite has no row locks, and its one writer would make a lock-held batch block every other
 /// worker (and the attempt counter, which must commit separately) until it ends.
@@ -43,52 +26,6 @@ const LOCK_HELD_UNSUPPORTED: StoreError = StoreError::Unsupported {
     operation: "ClaimMode::LockHeld",
     reason: "SQLite has no row locks; use ClaimMode::Lease",
 };
-
-impl SqliteStore {
-    /// One receipt on `conn`: autocommitted, or a step of a batch's transaction, where a key
-    /// given earlier in the batch is seen by the lookup.
-    async fn enqueue_on(
-        &self,
-        conn: &mut SqliteConnection,
-        consumer: &ConsumerName,
-        env: &Envelope,
-    ) -> Result<Enqueued, StoreError> {
-        let row = self
-            .query(&self.queries.enqueue)
-            .bind(consumer.as_str())
-            .bind(env.id().as_str())
-            .bind(env.aggregate_id())
-            .bind(env.message_type())
-            .bind(env.correlation_id())
-            .bind(env.payload())
-            .bind(env.hash().as_bytes().as_slice())
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        if let Some(row) = row {
-            return Ok(Enqueued::Stored {
-                id: row.try_get(0).map_err(StoreError::from_sqlx)?,
-            });
-        }
-        let stored: Option<Vec<u8>> = self
-            .query(&self.queries.enqueue_lookup)
-            .bind(consumer.as_str())
-            .bind(env.id().as_str())
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?
-            .map(|r| r.try_get(0))
-            .transpose()
-            .map_err(StoreError::from_sqlx)?;
-        Ok(match stored.as_deref().and_then(PayloadHash::from_slice) {
-            Some(stored) if stored != env.hash() => Enqueued::Conflict {
-                stored,
-                received: env.hash(),
-            },
-            _ => Enqueued::Duplicate,
-        })
-    }
-}
 
 impl InboxStore for SqliteStore {
     fn max_concurrent_batches(&self) -> Option<usize> {
@@ -98,45 +35,15 @@ impl InboxStore for SqliteStore {
     }
 
     async fn enqueue(&self, p: &EnqueueParams<'_>) -> Result<Enqueued, StoreError> {
-        let mut conn = self.pool.acquire().await.map_err(StoreError::from_sqlx)?;
-        self.enqueue_on(&mut conn, p.consumer, p.envelope).await
+        claims::enqueue(self, p).await
     }
 
     async fn enqueue_many(&self, p: &EnqueueManyParams<'_>) -> Result<Vec<Enqueued>, StoreError> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let mut outcomes = Vec::with_capacity(p.envelopes.len());
-        for envelope in p.envelopes {
-            outcomes.push(self.enqueue_on(&mut tx, p.consumer, envelope).await?);
-        }
-        tx.commit().await.map_err(StoreError::from_sqlx)?;
-        Ok(outcomes)
+        claims::enqueue_each(self, p).await
     }
 
     async fn claim_batch(&self, p: &ClaimBatchParams<'_>) -> Result<Vec<InboxRow>, StoreError> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let rows = self
-            .query(&self.queries.claim_batch)
-            .bind(p.consumer.as_str())
-            .bind(p.worker)
-            .bind(p.token.as_bytes().as_slice())
-            .bind(i64::from(p.limit))
-            .bind(millis_of(p.lease))
-            .bind(p.now.map(millis))
-            .bind(p.ordered)
-            .bind(p.park)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        tx.commit().await.map_err(StoreError::from_sqlx)?;
-        rows.iter().map(row_to_inbox).collect()
+        claims::claim_batch(self, p).await
     }
 
     async fn complete(

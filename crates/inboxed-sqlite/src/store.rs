@@ -8,15 +8,13 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row, Sqlite, SqliteConnection, SqlitePool};
 
-use inboxed_core::engine::keys;
+use inboxed_core::engine::{claims, keys};
 use inboxed_core::sql::Queries;
 use inboxed_core::store::{
     BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
     KeyParams,
 };
-use inboxed_core::{
-    ConsumerName, Envelope, MessageId, Namespace, PayloadHash, Store, StoreError, StoredHash,
-};
+use inboxed_core::{ConsumerName, Envelope, MessageId, Namespace, Store, StoreError};
 
 use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 
@@ -168,44 +166,8 @@ impl Store for SqliteStore {
         conn: &mut SqliteConnection,
         params: &ClaimParams<'_>,
     ) -> Result<Claim, StoreError> {
-        let env = params.envelope;
-        let consumer = params.consumer.as_str();
-        let id = env.id().as_str();
-        let inserted = self
-            .query(&self.queries.claim)
-            .bind(consumer)
-            .bind(id)
-            .bind(env.message_type())
-            .bind(env.correlation_id())
-            .bind(env.hash().as_bytes().as_slice())
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        if inserted.is_some() {
-            return Ok(Claim::New);
-        }
-        let row = self
-            .query(&self.queries.lookup)
-            .bind(consumer)
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let Some(row) = row else {
-            // Cannot happen while we hold the write lock; report it as retryable, not as new.
-            return Err(StoreError::Timeout(sqlx::Error::RowNotFound));
-        };
-        let state: String = row.try_get(0).map_err(StoreError::from_sqlx)?;
-        if state == "dead_lettered" {
-            return Ok(Claim::DeadLettered);
-        }
-        let hash: Option<Vec<u8>> = row.try_get(1).map_err(StoreError::from_sqlx)?;
-        Ok(Claim::Duplicate {
-            stored: hash
-                .as_deref()
-                .and_then(PayloadHash::from_slice)
-                .map(StoredHash::Full),
-        })
+        let claim = &self.queries.claim;
+        claims::claim_key(self, conn, claim, params.consumer, params.envelope).await
     }
 
     async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
@@ -242,14 +204,7 @@ impl Store for SqliteStore {
         consumer: &ConsumerName,
         envelopes: &[&Envelope],
     ) -> Result<Vec<Claim>, StoreError> {
-        // In process, one statement per key costs no round trip; the transaction already
-        // holds the single write lock, so the order cannot deadlock.
-        let mut claims = Vec::with_capacity(envelopes.len());
-        for envelope in envelopes {
-            let params = ClaimParams { consumer, envelope };
-            claims.push(self.claim(conn, &params).await?);
-        }
-        Ok(claims)
+        claims::claim_each(self, conn, consumer, envelopes).await
     }
 
     async fn clear_many_attempts(

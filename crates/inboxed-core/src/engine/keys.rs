@@ -178,14 +178,8 @@ async fn already<E: Engine>(
     consumer: &ConsumerName,
     id: &MessageId,
 ) -> Result<DeadLettered, StoreError> {
-    let q = e
-        .query(&e.queries().lookup)
-        .text(consumer.as_str())
-        .text(id.as_str());
-    let q = E::key(q, Some(id.as_str()));
-    let state = E::fetch_all(q, conn)
+    let state = super::claims::lookup_key(e, conn, consumer, id.as_str())
         .await?
-        .first()
         .map(|r| r.text(0))
         .transpose()?;
     Ok(match state.as_deref() {

@@ -13,6 +13,7 @@
 //! A macro expanding the glue per engine would do the same with less type checking and
 //! errors reported far from their cause.
 
+pub mod claims;
 pub mod inbox;
 pub mod keys;
 pub mod observe;
@@ -21,7 +22,9 @@ pub mod retention;
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::envelope::Envelope;
 use crate::error::StoreError;
+use crate::hash::StoredHash;
 use crate::sql::Queries;
 
 /// A statement with the arguments bound so far, bound in the engine's own types. Values are
@@ -81,6 +84,11 @@ pub trait Columns: Send {
     /// # Errors
     /// The column is missing or of another type.
     fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError>;
+    /// A bytes column.
+    ///
+    /// # Errors
+    /// The column is missing, NULL or of another type.
+    fn bytes(&self, i: usize) -> Result<Vec<u8>, StoreError>;
     /// A nullable bytes column.
     ///
     /// # Errors
@@ -91,11 +99,21 @@ pub trait Columns: Send {
     /// # Errors
     /// The column is missing or not an integer.
     fn int(&self, i: usize) -> Result<i64, StoreError>;
+    /// A nullable integer column of any width.
+    ///
+    /// # Errors
+    /// The column is missing or not an integer.
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, StoreError>;
     /// A boolean column.
     ///
     /// # Errors
     /// The column is missing or not a boolean.
     fn flag(&self, i: usize) -> Result<bool, StoreError>;
+    /// A nullable boolean column.
+    ///
+    /// # Errors
+    /// The column is missing or not a boolean.
+    fn opt_flag(&self, i: usize) -> Result<Option<bool>, StoreError>;
 
     /// A count column: negative reads as 0, beyond `u32` as `u32::MAX`.
     ///
@@ -122,6 +140,9 @@ where
     fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
         self.try_get(i).map_err(StoreError::from_sqlx)
     }
+    fn bytes(&self, i: usize) -> Result<Vec<u8>, StoreError> {
+        self.try_get(i).map_err(StoreError::from_sqlx)
+    }
     fn opt_bytes(&self, i: usize) -> Result<Option<Vec<u8>>, StoreError> {
         self.try_get(i).map_err(StoreError::from_sqlx)
     }
@@ -132,7 +153,15 @@ where
             .or_else(|_| self.try_get::<i32, _>(i).map(i64::from))
             .map_err(StoreError::from_sqlx)
     }
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, StoreError> {
+        self.try_get::<Option<i64>, _>(i)
+            .or_else(|_| self.try_get::<Option<i32>, _>(i).map(|v| v.map(i64::from)))
+            .map_err(StoreError::from_sqlx)
+    }
     fn flag(&self, i: usize) -> Result<bool, StoreError> {
+        self.try_get(i).map_err(StoreError::from_sqlx)
+    }
+    fn opt_flag(&self, i: usize) -> Result<Option<bool>, StoreError> {
         self.try_get(i).map_err(StoreError::from_sqlx)
     }
 }
@@ -159,10 +188,30 @@ pub trait Engine: Clone + Send + Sync + 'static {
     /// The statement `sql`, to bind arguments to.
     fn query(&self, sql: &Arc<str>) -> Self::Query;
 
+    /// The statement `sql`, planned anew each time it runs where the engine would otherwise
+    /// keep a plan: for the claims, which run over and over on a table that swings from empty
+    /// to a backlog and back (PostgreSQL's generic plan, made on the empty table, read the
+    /// whole table a claim). By default [`Engine::query`].
+    fn fresh(&self, sql: &Arc<str>) -> Self::Query {
+        self.query(sql)
+    }
+
     /// Binds the stored form of a key of the processed-keys table when the engine's statements
     /// take one (PostgreSQL stores a key derived from the id; SQLite the id itself, already
     /// bound): `None` when there is no message id.
     fn key(q: Self::Query, message_id: Option<&str>) -> Self::Query;
+
+    /// Binds what a processor's claim stores of a message after its consumer and id (the
+    /// statement `claim.sql`): PostgreSQL its derived key and the payload's 32-bit
+    /// fingerprint, SQLite its type, correlation id and full payload hash.
+    fn claimed(q: Self::Query, envelope: &Envelope) -> Self::Query;
+
+    /// Reads the payload hash a processed key keeps (column `i` of `lookup.sql`), in the form
+    /// [`Engine::claimed`] stored it.
+    ///
+    /// # Errors
+    /// The column is missing or of another type.
+    fn stored_hash(row: &Self::Row, i: usize) -> Result<Option<StoredHash>, StoreError>;
 
     /// Runs `q` in the caller's transaction; the rows it changed.
     fn execute(

@@ -1,0 +1,222 @@
+//! Receipt and claims, for every engine: an inbox row stored (or found a duplicate), a batch
+//! of pending rows claimed under a lease or locked in the caller's transaction, and a
+//! processor's key claimed in the handler's transaction.
+
+use super::{Args, Columns, Conn, Engine};
+use crate::envelope::{ConsumerName, Envelope};
+use crate::error::StoreError;
+use crate::hash::PayloadHash;
+use crate::inbox::store::{
+    ClaimBatchParams, EnqueueManyParams, EnqueueParams, Enqueued, InboxRow, LockBatchParams,
+    millis, millis_of,
+};
+use crate::store::Claim;
+
+/// Stores one message committed on its own; a duplicate says whether its payload matches.
+///
+/// # Errors
+/// A statement failed.
+pub async fn enqueue<E: Engine>(e: &E, p: &EnqueueParams<'_>) -> Result<Enqueued, StoreError> {
+    let inserted = e.fetch_alone(insert(e, p.consumer, p.envelope)).await?;
+    if let Some(row) = inserted.first() {
+        return Ok(Enqueued::Stored { id: row.int(0)? });
+    }
+    let stored = e.fetch_alone(lookup(e, p.consumer, p.envelope)).await?;
+    not_stored(stored.first(), p.envelope)
+}
+
+/// Stores messages one statement each in one transaction, where an engine has no set-based
+/// receipt (SQLite, in process, pays no round trip a statement). A duplicate within the batch
+/// finds the earlier one, written by this transaction.
+///
+/// # Errors
+/// A statement or the commit failed; nothing is stored then.
+pub async fn enqueue_each<E: Engine>(
+    e: &E,
+    p: &EnqueueManyParams<'_>,
+) -> Result<Vec<Enqueued>, StoreError> {
+    let mut tx = e.begin_write().await?;
+    let mut outcomes = Vec::with_capacity(p.envelopes.len());
+    for env in p.envelopes {
+        let inserted = E::fetch_all(insert(e, p.consumer, env), &mut tx).await?;
+        outcomes.push(match inserted.first() {
+            Some(row) => Enqueued::Stored { id: row.int(0)? },
+            None => {
+                let stored = E::fetch_all(lookup(e, p.consumer, env), &mut tx).await?;
+                not_stored(stored.first(), env)?
+            }
+        });
+    }
+    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    Ok(outcomes)
+}
+
+/// `enqueue.sql` for one message.
+fn insert<E: Engine>(e: &E, consumer: &ConsumerName, env: &Envelope) -> E::Query {
+    e.query(&e.queries().enqueue)
+        .text(consumer.as_str())
+        .text(env.id().as_str())
+        .opt_text(env.aggregate_id())
+        .opt_text(env.message_type())
+        .opt_text(env.correlation_id())
+        .bytes(env.payload())
+        .bytes(env.hash().as_bytes())
+}
+
+/// `enqueue_lookup.sql`: the stored payload hash of a message not inserted.
+fn lookup<E: Engine>(e: &E, consumer: &ConsumerName, env: &Envelope) -> E::Query {
+    e.query(&e.queries().enqueue_lookup)
+        .text(consumer.as_str())
+        .text(env.id().as_str())
+}
+
+/// A message the insert skipped: a conflict when the stored payload differs, else a
+/// duplicate (also when the row is gone already: purged between the two statements).
+fn not_stored<R: Columns>(stored: Option<&R>, env: &Envelope) -> Result<Enqueued, StoreError> {
+    let stored = stored.map(|r| r.opt_bytes(0)).transpose()?.flatten();
+    Ok(match stored.as_deref().and_then(PayloadHash::from_slice) {
+        Some(stored) if stored != env.hash() => Enqueued::Conflict {
+            stored,
+            received: env.hash(),
+        },
+        _ => Enqueued::Duplicate,
+    })
+}
+
+/// Claims up to `p.limit` pending rows under a lease, committed on its own.
+///
+/// # Errors
+/// The statement failed.
+pub async fn claim_batch<E: Engine>(
+    e: &E,
+    p: &ClaimBatchParams<'_>,
+) -> Result<Vec<InboxRow>, StoreError> {
+    let q = e
+        .fresh(&e.queries().claim_batch)
+        .text(p.consumer.as_str())
+        .text(p.worker)
+        .bytes(p.token.as_bytes())
+        .int(i64::from(p.limit))
+        .int(millis_of(p.lease))
+        .opt_int(p.now.map(millis))
+        .flag(p.ordered)
+        .flag(p.park);
+    e.fetch_alone(q).await?.iter().map(inbox_row).collect()
+}
+
+/// Locks up to `p.limit` pending rows in the caller's transaction (lock-held mode).
+///
+/// # Errors
+/// The statement failed.
+pub async fn lock_batch<E: Engine>(
+    e: &E,
+    conn: &mut Conn<E>,
+    p: &LockBatchParams<'_>,
+) -> Result<Vec<InboxRow>, StoreError> {
+    let q = e
+        .fresh(&e.queries().lock_batch)
+        .text(p.consumer.as_str())
+        .int(i64::from(p.limit))
+        .opt_int(p.now.map(millis))
+        .flag(p.ordered)
+        .flag(p.park);
+    E::fetch_all(q, conn).await?.iter().map(inbox_row).collect()
+}
+
+/// A claimed row: the columns every claim statement returns, in their order.
+fn inbox_row<R: Columns>(r: &R) -> Result<InboxRow, StoreError> {
+    InboxRow::from_columns(
+        r.int(0)?,
+        r.text(1)?,
+        r.opt_text(2)?,
+        r.opt_text(3)?,
+        r.opt_text(4)?,
+        r.bytes(5)?,
+        r.int(6)?,
+        r.opt_flag(7)?.unwrap_or(false),
+        r.opt_int(8)?,
+    )
+}
+
+/// Claims a processor's key in the handler's transaction with `claim` (`claim.sql`, or the
+/// partitioned table's form): new, or why not.
+///
+/// # Errors
+/// A statement failed, or the row that blocked the insert was gone before it could be read
+/// (reported as a timeout, which the caller retries).
+pub async fn claim_key<E: Engine>(
+    e: &E,
+    conn: &mut Conn<E>,
+    claim: &std::sync::Arc<str>,
+    consumer: &ConsumerName,
+    env: &Envelope,
+) -> Result<Claim, StoreError> {
+    let q = e
+        .query(claim)
+        .text(consumer.as_str())
+        .text(env.id().as_str());
+    if E::execute(E::claimed(q, env), conn).await? == 1 {
+        return Ok(Claim::New);
+    }
+    not_claimed(e, conn, consumer, env.id().as_str()).await
+}
+
+/// Why a claim inserted nothing (`lookup.sql`): processed, with the payload hash it keeps,
+/// or dead-lettered.
+///
+/// # Errors
+/// The statement failed, or nothing blocked the insert any more.
+pub async fn not_claimed<E: Engine>(
+    e: &E,
+    conn: &mut Conn<E>,
+    consumer: &ConsumerName,
+    id: &str,
+) -> Result<Claim, StoreError> {
+    let Some(row) = lookup_key(e, conn, consumer, id).await? else {
+        // The row that blocked the insert is gone already (purged or discarded between the
+        // two statements). Nothing was written: report contention so the caller retries.
+        return Err(StoreError::Timeout(sqlx::Error::RowNotFound));
+    };
+    if row.text(0)? == "dead_lettered" {
+        return Ok(Claim::DeadLettered);
+    }
+    Ok(Claim::Duplicate {
+        stored: E::stored_hash(&row, 1)?,
+    })
+}
+
+/// `lookup.sql`: the state a key holds (`processed` or `dead_lettered`), and what a processed
+/// key keeps of its payload; `None` when it holds neither.
+pub(super) async fn lookup_key<E: Engine>(
+    e: &E,
+    conn: &mut Conn<E>,
+    consumer: &ConsumerName,
+    id: &str,
+) -> Result<Option<E::Row>, StoreError> {
+    let q = e
+        .query(&e.queries().lookup)
+        .text(consumer.as_str())
+        .text(id);
+    Ok(E::fetch_all(E::key(q, Some(id)), conn)
+        .await?
+        .into_iter()
+        .next())
+}
+
+/// Claims keys one statement each, where an engine has no set-based claim (SQLite, which
+/// holds its one write lock already, so the order cannot deadlock).
+///
+/// # Errors
+/// A statement failed.
+pub async fn claim_each<E: Engine>(
+    e: &E,
+    conn: &mut Conn<E>,
+    consumer: &ConsumerName,
+    envelopes: &[&Envelope],
+) -> Result<Vec<Claim>, StoreError> {
+    let mut claims = Vec::with_capacity(envelopes.len());
+    for env in envelopes {
+        claims.push(claim_key(e, conn, &e.queries().claim, consumer, env).await?);
+    }
+    Ok(claims)
+}

@@ -24,6 +24,46 @@ impl Migration {
     }
 }
 
+/// The migrations in order, each from the file `migrations/<NNNN>_<description>.sql` of the
+/// crate that invokes it. The one list of versions every engine has: an engine provides a
+/// file for each (the compiler names one that is missing; a version may do nothing on an
+/// engine it does not concern), and the numbering cannot part between engines.
+#[macro_export]
+macro_rules! migrations {
+    () => {
+        &[
+            $crate::migration!(1, "0001_inbox", "inbox"),
+            $crate::migration!(2, "0002_inbox_messages", "inbox_messages"),
+            $crate::migration!(3, "0003_inbox_claim_indexes", "inbox_claim_indexes"),
+            $crate::migration!(4, "0004_processed_expiry", "processed_expiry"),
+            $crate::migration!(5, "0005_processed_log", "processed_log"),
+            $crate::migration!(6, "0006_inbox_payload_redacted", "inbox_payload_redacted"),
+            $crate::migration!(7, "0007_inbox_contract", "inbox_contract"),
+            $crate::migration!(8, "0008_inbox_dead_index", "inbox_dead_index"),
+            $crate::migration!(9, "0009_inbox_contract_v2", "inbox_contract_v2"),
+            $crate::migration!(10, "0010_inbox_contract_v3", "inbox_contract_v3"),
+        ]
+    };
+}
+
+/// One entry of [`migrations!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! migration {
+    ($version:literal, $file:literal, $description:literal) => {
+        $crate::migration::Migration {
+            version: $version,
+            description: $description,
+            sql: include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $file,
+                ".sql"
+            )),
+        }
+    };
+}
+
 /// Compares the `(version, checksum)` rows already applied with the embedded list and returns
 /// the migrations still to apply, in order.
 ///

@@ -52,6 +52,28 @@ macro_rules! operations {
     };
 }
 
+/// An engine's [`Templates`]: for each operation named, the file `sql/<operation>.sql` of the
+/// crate that invokes it; after `absent:`, the operations the engine does not provide (an
+/// empty statement). The compiler checks that every operation is named, and once.
+///
+/// ```ignore
+/// pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
+///     claim, lookup, enqueue, /* … */
+///     absent: claim_many, lock_batch, /* … */
+/// };
+/// ```
+#[macro_export]
+macro_rules! templates {
+    ($($name:ident),* $(,)? ; absent: $($none:ident),* $(,)?) => {
+        $crate::sql::Templates {
+            $($name: include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"), "/sql/", stringify!($name), ".sql"
+            )),)*
+            $($none: "",)*
+        }
+    };
+}
+
 /// The processed-messages table (after the prefix): one row per key, unique key constraint.
 pub const PROCESSED_PLAIN: &str = "processed_messages";
 /// Its time-partitioned counterpart (PostgreSQL), deduplicated by a key lock and a probe.
@@ -114,4 +136,11 @@ operations!(
     server_version,
     detach_partition,
     drop_partition,
+    migrate_lock,
+    schema_exists,
+    create_schema,
+    migrations_table,
+    migrations_applied,
+    migration_record,
+    migrations_exist,
 );

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::{PgConnection, Postgres, Row};
+use sqlx::{AssertSqlSafe, PgConnection, Postgres, Row};
 
 use inboxed_core::engine::{Args, Engine};
 use inboxed_core::sql::Queries;
@@ -96,6 +96,14 @@ impl Engine for PgStore {
         q.0.execute(conn)
             .await
             .map(|done| done.rows_affected())
+            .map_err(StoreError::from_sqlx)
+    }
+
+    async fn execute_script(sql: &str, conn: &mut PgConnection) -> Result<(), StoreError> {
+        sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+            .execute(conn)
+            .await
+            .map(drop)
             .map_err(StoreError::from_sqlx)
     }
 

@@ -11,7 +11,6 @@ mod engine;
 mod inbox;
 mod key;
 mod liveness;
-mod migrate;
 mod observe;
 mod partition_list;
 mod partitions;

@@ -14,7 +14,7 @@ impl ObserveStore for PgStore {
     }
 
     async fn pending_migrations(&self) -> Result<Vec<i64>, StoreError> {
-        crate::migrate::pending(&self.pool, &self.ns).await
+        inboxed_core::engine::migrate::pending(self, &self.ns, crate::queries::MIGRATIONS).await
     }
 
     async fn list_dead_letters(

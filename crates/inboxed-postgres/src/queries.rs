@@ -1,123 +1,29 @@
-//! The PostgreSQL SQL files, one per store operation; file names match the `Store` method names
-//! so that a grep finds every backend's version. This is the only place SQL text enters Rust.
+//! The PostgreSQL SQL files, one per store operation (`sql/<operation>.sql`), and the
+//! migrations (`migrations/`); file names match the operations, so that a grep finds every
+//! engine's version. This is the only place SQL text enters Rust.
 
 use inboxed_core::migration::Migration;
 use inboxed_core::sql::Templates;
 
-/// Migrations in order; the same numbering in every backend.
-pub(crate) const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        description: "inbox",
-        sql: include_str!("../migrations/0001_inbox.sql"),
-    },
-    Migration {
-        version: 2,
-        description: "inbox_messages",
-        sql: include_str!("../migrations/0002_inbox_messages.sql"),
-    },
-    Migration {
-        version: 3,
-        description: "inbox_claim_indexes",
-        sql: include_str!("../migrations/0003_inbox_claim_indexes.sql"),
-    },
-    Migration {
-        version: 4,
-        description: "processed_expiry",
-        sql: include_str!("../migrations/0004_processed_expiry.sql"),
-    },
-    Migration {
-        version: 5,
-        description: "processed_log",
-        sql: include_str!("../migrations/0005_processed_log.sql"),
-    },
-    Migration {
-        version: 6,
-        description: "inbox_payload_redacted",
-        sql: include_str!("../migrations/0006_inbox_payload_redacted.sql"),
-    },
-    Migration {
-        version: 7,
-        description: "inbox_contract",
-        sql: include_str!("../migrations/0007_inbox_contract.sql"),
-    },
-    Migration {
-        version: 8,
-        description: "inbox_dead_index",
-        sql: include_str!("../migrations/0008_inbox_dead_index.sql"),
-    },
-    Migration {
-        version: 9,
-        description: "inbox_contract_v2",
-        sql: include_str!("../migrations/0009_inbox_contract_v2.sql"),
-    },
-    Migration {
-        version: 10,
-        description: "inbox_contract_v3",
-        sql: include_str!("../migrations/0010_inbox_contract_v3.sql"),
-    },
-];
+/// Migrations in order; the same numbering in every engine.
+pub(crate) const MIGRATIONS: &[Migration] = inboxed_core::migrations!();
 
 /// One template per store operation.
-pub(crate) const TEMPLATES: Templates = Templates {
-    claim: include_str!("../sql/claim.sql"),
-    register_consumer: include_str!("../sql/register_consumer.sql"),
-    lookup: include_str!("../sql/lookup.sql"),
-    record_attempt: include_str!("../sql/record_attempt.sql"),
-    record_attempts: include_str!("../sql/record_attempts.sql"),
-    load_attempts: include_str!("../sql/load_attempts.sql"),
-    clear_attempts: include_str!("../sql/clear_attempts.sql"),
-    claim_many: include_str!("../sql/claim_many.sql"),
-    clear_many_attempts: include_str!("../sql/clear_many_attempts.sql"),
-    dead_letter: include_str!("../sql/dead_letter.sql"),
-    load_dead_letter: include_str!("../sql/load_dead_letter.sql"),
-    delete_dead_letter: include_str!("../sql/delete_dead_letter.sql"),
-    enqueue: include_str!("../sql/enqueue.sql"),
-    enqueue_lookup: include_str!("../sql/enqueue_lookup.sql"),
-    enqueue_many: include_str!("../sql/enqueue_many.sql"),
-    enqueue_lookup_many: include_str!("../sql/enqueue_lookup_many.sql"),
-    notify: include_str!("../sql/notify.sql"),
-    claim_batch: include_str!("../sql/claim_batch.sql"),
-    complete: include_str!("../sql/complete.sql"),
-    complete_batch: include_str!("../sql/complete_batch.sql"),
-    fail: include_str!("../sql/fail.sql"),
-    extend_leases: include_str!("../sql/extend_leases.sql"),
-    release: include_str!("../sql/release.sql"),
-    release_stale: include_str!("../sql/release_stale.sql"),
-    register_worker: include_str!("../sql/register_worker.sql"),
-    dead_workers: include_str!("../sql/dead_workers.sql"),
-    forget_workers: include_str!("../sql/forget_workers.sql"),
-    count_workers: include_str!("../sql/count_workers.sql"),
-    replay_select: include_str!("../sql/replay_select.sql"),
-    replay_reset: include_str!("../sql/replay_reset.sql"),
-    replay_audit: include_str!("../sql/replay_audit.sql"),
-    purge_done: include_str!("../sql/purge_done.sql"),
-    observe_inbox: include_str!("../sql/observe_inbox.sql"),
-    observe_dead_letters: include_str!("../sql/observe_dead_letters.sql"),
-    list_dead_letters: include_str!("../sql/list_dead_letters.sql"),
-    load_dead_letter_by_id: include_str!("../sql/load_dead_letter_by_id.sql"),
-    delete_dead_letter_by_id: include_str!("../sql/delete_dead_letter_by_id.sql"),
-    list_partitions: include_str!("../sql/list_partitions.sql"),
-    lock_batch: include_str!("../sql/lock_batch.sql"),
-    count_attempts: include_str!("../sql/count_attempts.sql"),
-    finish_locked: include_str!("../sql/finish_locked.sql"),
-    purge_processed: include_str!("../sql/purge_processed.sql"),
-    count_expired: include_str!("../sql/count_expired.sql"),
-    processed_stats: include_str!("../sql/processed_stats.sql"),
-    purge_dead_letters: include_str!("../sql/purge_dead_letters.sql"),
-    purge_redrive_audit: include_str!("../sql/purge_redrive_audit.sql"),
-    redact_done_payloads: include_str!("../sql/redact_done_payloads.sql"),
-    server_version: include_str!("../sql/server_version.sql"),
-    lock_key: include_str!("../sql/lock_key.sql"),
-    claim_partitioned: include_str!("../sql/claim_partitioned.sql"),
-    create_partitions: include_str!("../sql/create_partitions.sql"),
-    expired_partitions: include_str!("../sql/expired_partitions.sql"),
-    partition_consumers: include_str!("../sql/partition_consumers.sql"),
-    lock_maintenance: include_str!("../sql/lock_maintenance.sql"),
-    detach_partition: include_str!("../sql/detach_partition.sql"),
-    drop_partition: include_str!("../sql/drop_partition.sql"),
+pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
+    claim, register_consumer, lookup, record_attempt, record_attempts, load_attempts,
+    clear_attempts, claim_many, clear_many_attempts, dead_letter, load_dead_letter,
+    delete_dead_letter, enqueue, enqueue_lookup, enqueue_many, enqueue_lookup_many, notify,
+    claim_batch, complete, complete_batch, fail, extend_leases, release, release_stale,
+    register_worker, dead_workers, forget_workers, count_workers, replay_select, replay_reset,
+    replay_audit, purge_done, observe_inbox, observe_dead_letters, list_dead_letters,
+    load_dead_letter_by_id, delete_dead_letter_by_id, list_partitions, lock_batch,
+    count_attempts, finish_locked, purge_processed, count_expired, processed_stats,
+    purge_dead_letters, purge_redrive_audit, redact_done_payloads, server_version, lock_key,
+    claim_partitioned, create_partitions, expired_partitions, partition_consumers,
+    lock_maintenance, detach_partition, drop_partition, migrate_lock, schema_exists,
+    create_schema, migrations_table, migrations_applied, migration_record, migrations_exist;
+    absent:
 };
-
 /// Durability settings query; has no identifiers to render.
 pub(crate) const CHECK_DURABILITY: &str = include_str!("../sql/check_durability.sql");
 

@@ -2,8 +2,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use sqlx::Row;
-
 use inboxed_core::engine;
 use inboxed_core::retention::PartitionReport;
 use inboxed_core::retention::store::{BatchParams, ProcessedStats, PurgeParams, RetentionStore};
@@ -63,25 +61,6 @@ impl RetentionStore for PgStore {
     }
 
     async fn processed_stats(&self, consumer: &ConsumerName) -> Result<ProcessedStats, StoreError> {
-        let query = self
-            .query(&self.queries.processed_stats)
-            .bind(consumer.as_str());
-        let rows = self.autocommit(query).await?;
-        let Some(row) = rows.first() else {
-            return Ok(ProcessedStats::default());
-        };
-        let get = StoreError::from_sqlx;
-        let estimated: Option<i64> = row.try_get("estimated_rows").map_err(get)?;
-        let table: i64 = row.try_get("table_bytes").map_err(get)?;
-        let index: i64 = row.try_get("index_bytes").map_err(get)?;
-        let last_minute: i64 = row.try_get("last_minute").map_err(get)?;
-        let oldest: Option<f64> = row.try_get("oldest_ms").map_err(get)?;
-        Ok(ProcessedStats::from_columns(
-            estimated,
-            table,
-            index,
-            last_minute,
-            oldest,
-        ))
+        engine::retention::processed_stats(self, consumer).await
     }
 }

@@ -198,7 +198,8 @@ impl Store for PgStore {
                          detaches partitions CONCURRENTLY and reads pg_inherits.inhdetachpending)",
             });
         }
-        let applied = crate::migrate::run(&self.pool, &self.ns).await?;
+        let applied =
+            inboxed_core::engine::migrate::run(self, &self.ns, crate::queries::MIGRATIONS).await?;
         if let Some(config) = self.partitions {
             let mut conn = crate::partitions::connect(self).await?;
             crate::partitions::create(self, &mut conn, config).await?;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
-use sqlx::{Sqlite, SqliteConnection};
+use sqlx::{AssertSqlSafe, Sqlite, SqliteConnection};
 
 use inboxed_core::engine::{Args, Columns, Engine};
 use inboxed_core::sql::Queries;
@@ -94,6 +94,14 @@ impl Engine for SqliteStore {
         q.0.execute(conn)
             .await
             .map(|done| done.rows_affected())
+            .map_err(StoreError::from_sqlx)
+    }
+
+    async fn execute_script(sql: &str, conn: &mut SqliteConnection) -> Result<(), StoreError> {
+        sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+            .execute(conn)
+            .await
+            .map(drop)
             .map_err(StoreError::from_sqlx)
     }
 

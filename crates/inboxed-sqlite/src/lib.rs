@@ -6,7 +6,6 @@
 
 mod engine;
 mod inbox;
-mod migrate;
 mod observe;
 mod queries;
 mod retention;

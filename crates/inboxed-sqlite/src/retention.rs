@@ -4,8 +4,6 @@
 
 use std::time::SystemTime;
 
-use sqlx::Row;
-
 use inboxed_core::engine;
 use inboxed_core::retention::store::{BatchParams, ProcessedStats, PurgeParams, RetentionStore};
 use inboxed_core::{ConsumerName, StoreError};
@@ -39,20 +37,6 @@ impl RetentionStore for SqliteStore {
     }
 
     async fn processed_stats(&self, consumer: &ConsumerName) -> Result<ProcessedStats, StoreError> {
-        let row = self
-            .query(&self.queries.processed_stats)
-            .bind(consumer.as_str())
-            .fetch_one(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let get = StoreError::from_sqlx;
-        let oldest: Option<i64> = row.try_get("oldest_ms").map_err(get)?;
-        Ok(ProcessedStats::from_columns(
-            row.try_get("estimated_rows").map_err(get)?,
-            row.try_get("table_bytes").map_err(get)?,
-            row.try_get("index_bytes").map_err(get)?,
-            row.try_get("last_minute").map_err(get)?,
-            oldest.map(|ms| ms as f64),
-        ))
+        engine::retention::processed_stats(self, consumer).await
     }
 }

@@ -109,7 +109,7 @@ impl Store for SqliteStore {
     type Db = Sqlite;
 
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
-        crate::migrate::run(&self.pool, &self.ns).await
+        inboxed_core::engine::migrate::run(self, &self.ns, crate::queries::MIGRATIONS).await
     }
 
     /// Keys store the consumer's name here: nothing to register.

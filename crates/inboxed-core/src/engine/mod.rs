@@ -16,6 +16,7 @@
 pub mod claims;
 pub mod inbox;
 pub mod keys;
+pub mod migrate;
 pub mod observe;
 pub mod retention;
 
@@ -104,6 +105,12 @@ pub trait Columns: Send {
     /// # Errors
     /// The column is missing or not an integer.
     fn opt_int(&self, i: usize) -> Result<Option<i64>, StoreError>;
+    /// A nullable number column, floating or integer (a figure one engine computes as
+    /// `float8` and another as `INTEGER`).
+    ///
+    /// # Errors
+    /// The column is missing or not a number.
+    fn opt_real(&self, i: usize) -> Result<Option<f64>, StoreError>;
     /// A boolean column.
     ///
     /// # Errors
@@ -133,6 +140,7 @@ where
     for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     for<'r> i32: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     for<'r> bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> f64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
 {
     fn text(&self, i: usize) -> Result<String, StoreError> {
         self.try_get(i).map_err(StoreError::from_sqlx)
@@ -157,6 +165,13 @@ where
         self.try_get::<Option<i64>, _>(i)
             .or_else(|_| self.try_get::<Option<i32>, _>(i).map(|v| v.map(i64::from)))
             .map_err(StoreError::from_sqlx)
+    }
+    fn opt_real(&self, i: usize) -> Result<Option<f64>, StoreError> {
+        if let Ok(v) = self.try_get::<Option<f64>, _>(i) {
+            return Ok(v);
+        }
+        #[allow(clippy::cast_precision_loss, reason = "a figure, not an identity")]
+        Ok(self.opt_int(i)?.map(|n| n as f64))
     }
     fn flag(&self, i: usize) -> Result<bool, StoreError> {
         self.try_get(i).map_err(StoreError::from_sqlx)
@@ -188,10 +203,11 @@ pub trait Engine: Clone + Send + Sync + 'static {
     /// The statement `sql`, to bind arguments to.
     fn query(&self, sql: &Arc<str>) -> Self::Query;
 
-    /// The statement `sql`, planned anew each time it runs where the engine would otherwise
-    /// keep a plan: for the claims, which run over and over on a table that swings from empty
+    /// The statement `sql`, not kept prepared where the engine would keep it: planned anew
+    /// each time. For the claims, which run over and over on a table that swings from empty
     /// to a backlog and back (PostgreSQL's generic plan, made on the empty table, read the
-    /// whole table a claim). By default [`Engine::query`].
+    /// whole table a claim), and for statements run once a deploy (the migrations), which
+    /// need not be cached. By default [`Engine::query`].
     fn fresh(&self, sql: &Arc<str>) -> Self::Query {
         self.query(sql)
     }
@@ -218,6 +234,13 @@ pub trait Engine: Clone + Send + Sync + 'static {
         q: Self::Query,
         conn: &mut Conn<Self>,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Runs a script of one or more statements without arguments (a migration) in the
+    /// caller's transaction.
+    fn execute_script(
+        sql: &str,
+        conn: &mut Conn<Self>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Runs `q` in the caller's transaction; the rows it returned.
     fn fetch_all(

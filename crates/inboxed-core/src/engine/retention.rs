@@ -7,7 +7,7 @@ use super::{Args, Columns, Engine};
 use crate::envelope::ConsumerName;
 use crate::error::StoreError;
 use crate::inbox::store::millis;
-use crate::retention::store::{BatchParams, PurgeParams};
+use crate::retention::store::{BatchParams, ProcessedStats, PurgeParams};
 use crate::store::{BeginParams, Store};
 
 /// Runs one bounded batch statement in a short transaction of its own, under the given
@@ -82,4 +82,29 @@ pub async fn count_expired<E: Engine>(
         .first()
         .map_or(Ok(0), |r| r.int(0))?;
     Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// The size and age of a consumer's processed keys (`processed_stats.sql`: an estimate of the
+/// rows, the table's and its indexes' bytes, the keys of the last minute, the oldest key's
+/// time in milliseconds); all zero when the statement returns no row.
+///
+/// # Errors
+/// The statement failed.
+pub async fn processed_stats<E: Engine>(
+    e: &E,
+    consumer: &ConsumerName,
+) -> Result<ProcessedStats, StoreError> {
+    let q = e
+        .query(&e.queries().processed_stats)
+        .text(consumer.as_str());
+    let Some(row) = e.fetch_alone(q).await?.into_iter().next() else {
+        return Ok(ProcessedStats::default());
+    };
+    Ok(ProcessedStats::from_columns(
+        row.opt_int(0)?,
+        row.int(1)?,
+        row.int(2)?,
+        row.int(3)?,
+        row.opt_real(4)?,
+    ))
 }

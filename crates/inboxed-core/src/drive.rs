@@ -1,5 +1,5 @@
-//! The loop shared by the consumer and the relay: pull deliveries, settle each with bounded
-//! concurrency, stop at shutdown after the in-flight ones are settled.
+//! The loop shared by the consumer and the relay, batched or not: pull deliveries, settle them
+//! with bounded concurrency, stop at shutdown after the in-flight ones are settled.
 
 use std::future::Future;
 use std::time::Duration;
@@ -13,85 +13,19 @@ use crate::error::{BoxError, Error, error_chain};
 /// How long shutdown waits for an in-order delivery being settled before leaving it unacked.
 const IN_ORDER_GRACE: Duration = Duration::from_secs(10);
 
-/// Pulls from `source` until it ends or `shutdown` resolves, settling each delivery with
-/// `settle`: at most `concurrency` at once, and an [`AckOrdering::InOrder`] delivery alone,
-/// after everything before it. In-flight settles finish before this returns, so nothing is
-/// dropped between its commit and its ack.
-///
-/// # Errors
-/// The source failed, or an in-order delivery could not be settled with the broker (settling
-/// past it would ack it).
-pub(crate) async fn drive<Src, F, Fut, T>(
-    mut source: Src,
-    shutdown: impl Future<Output = ()>,
-    concurrency: usize,
-    settle: F,
-) -> Result<(), Error>
-where
-    Src: DeliverySource,
-    F: Fn(Src::Delivery) -> Fut,
-    Fut: Future<Output = Result<T, Error>> + Send + 'static,
-    T: Send + 'static,
-{
-    tokio::pin!(shutdown);
-    let mut tasks: JoinSet<Result<T, Error>> = JoinSet::new();
-    let result = loop {
-        while tasks.len() >= concurrency.max(1) {
-            if let Some(joined) = tasks.join_next().await {
-                log_task(joined);
-            }
-        }
-        let next = tokio::select! {
-            () = &mut shutdown => break Ok(()),
-            next = source.next() => next,
-        };
-        let delivery = match next {
-            None => break Ok(()),
-            Some(Err(e)) => break Err(Error::Broker(e)),
-            Some(Ok(d)) => d,
-        };
-        if delivery.ack_ordering() == AckOrdering::InOrder {
-            // Everything before it settles first; an error ends the loop after draining.
-            while let Some(joined) = tasks.join_next().await {
-                log_task(joined);
-            }
-            // It may be retrying in place (the database is down): shutdown interrupts it after a
-            // grace, unacked, and the broker delivers it again after the restart.
-            let settling = settle(delivery);
-            tokio::pin!(settling);
-            let settled = tokio::select! {
-                settled = &mut settling => settled,
-                () = &mut shutdown => {
-                    match tokio::time::timeout(IN_ORDER_GRACE, settling).await {
-                        Ok(Err(e)) => break Err(e),
-                        _ => break Ok(()),
-                    }
-                }
-            };
-            if let Err(e) = settled {
-                break Err(e);
-            }
-            continue;
-        }
-        tasks.spawn(settle(delivery));
-    };
-    while let Some(joined) = tasks.join_next().await {
-        log_task(joined);
-    }
-    result
-}
-
-/// [`drive`] for batches: a task of its own reads `source` (so that waiting for a batch to
-/// fill never cancels a broker read in flight) into a channel of `max` deliveries; a batch is
-/// what arrives within `linger` of its first delivery, up to `max`, and `settle` gets it whole.
-/// At most `concurrency` batches are settled at once; a batch of in-order deliveries alone,
-/// after everything before it. At shutdown the reader stops, and the deliveries already
-/// received are settled before this returns.
+/// Pulls from `source` until it ends or `shutdown` resolves, and settles what it delivers in
+/// batches with `settle`: a task of its own reads `source` (so that waiting for a batch to
+/// fill never cancels a broker read in flight) into a channel of `max` deliveries, and a batch
+/// is what arrives within `linger` of its first delivery, up to `max` (a batch of one, at once,
+/// when `max` is 1: the single-delivery path is this loop too). At most `concurrency` batches
+/// are settled at once; a batch of [`AckOrdering::InOrder`] deliveries alone, after everything
+/// before it. At shutdown the reader stops, and the deliveries already received are settled
+/// before this returns, so nothing is dropped between its commit and its ack.
 ///
 /// # Errors
 /// The source failed (after what it delivered is settled), or an in-order batch could not be
-/// settled with the broker.
-pub(crate) async fn drive_batches<Src, F, Fut>(
+/// settled with the broker (settling past it would ack it).
+pub(crate) async fn drive<Src, F, Fut>(
     source: Src,
     shutdown: impl Future<Output = ()>,
     concurrency: usize,
@@ -158,8 +92,8 @@ where
         }
         let settling = settle(batch);
         tokio::pin!(settling);
-        // As in `drive`: at shutdown an in-order batch retrying in place (the database is
-        // down) gets a grace, then is left unacked for the broker to deliver again.
+        // At shutdown an in-order batch retrying in place (the database is down) gets a
+        // grace, then is left unacked for the broker to deliver again after the restart.
         if !stopping {
             tokio::select! {
                 settled = &mut settling => match settled {

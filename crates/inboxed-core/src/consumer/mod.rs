@@ -8,7 +8,7 @@ use std::time::Duration;
 use tracing::warn;
 
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
-use crate::drive::{drive, drive_batches};
+use crate::drive::drive;
 use crate::error::{Error, delivery_name, error_chain};
 use crate::handler::Handler;
 use crate::processor::{Outcome, Processor};
@@ -206,10 +206,10 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
         Self { processor, config }
     }
 
-    /// Runs until the source closes or `shutdown` resolves, then drains in-flight work. With
-    /// a [`ConsumerConfig::batch_size`] above 1, the source is read by a task of its own and
-    /// its deliveries are settled in batches; at shutdown the deliveries already received are
-    /// settled before this returns.
+    /// Runs until the source closes or `shutdown` resolves, then drains in-flight work. The
+    /// source is read by a task of its own; with a [`ConsumerConfig::batch_size`] above 1 its
+    /// deliveries are settled in batches, else one by one. At shutdown the deliveries already
+    /// received are settled before this returns.
     ///
     /// # Errors
     /// The source failed to receive, or an in-order delivery could not be acked.
@@ -220,17 +220,19 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
     ) -> Result<(), Error> {
         let config = &self.config;
         let extend = config.extend_every;
-        if config.batch_size > 1 {
-            let limits = (config.batch_size, config.batch_linger);
-            return drive_batches(source, shutdown, config.concurrency, limits, |deliveries| {
-                let processor = self.processor.clone();
-                async move { batch::settle_batch(&processor, deliveries, extend).await }
-            })
-            .await;
-        }
-        drive(source, shutdown, config.concurrency, |delivery| {
+        let batched = config.batch_size > 1;
+        let limits = (config.batch_size, config.batch_linger);
+        drive(source, shutdown, config.concurrency, limits, |deliveries| {
             let processor = self.processor.clone();
-            async move { settle(&processor, delivery, extend).await }
+            async move {
+                if batched {
+                    return batch::settle_batch(&processor, deliveries, extend).await;
+                }
+                for delivery in deliveries {
+                    settle(&processor, delivery, extend).await?;
+                }
+                Ok(())
+            }
         })
         .await
     }

@@ -11,7 +11,7 @@ use super::receipt::Inbox;
 use super::store::{Enqueued, InboxStore};
 use crate::backoff::{Backoff, FailureStreak};
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
-use crate::drive::{drive, drive_batches};
+use crate::drive::drive;
 use crate::error::{Error, delivery_name, error_chain};
 use crate::metrics as m;
 
@@ -295,9 +295,9 @@ impl<S: InboxStore> Relay<S> {
     }
 
     /// Runs until the source closes or `shutdown` resolves, then finishes the deliveries in
-    /// flight: none is acked before its row is committed. With [`RelayConfig::batch_size`]
-    /// above 1 (the default) the source is read by a task of its own and its deliveries are
-    /// stored in batches ([`relay_batch`]).
+    /// flight: none is acked before its row is committed. The source is read by a task of its
+    /// own; with [`RelayConfig::batch_size`] above 1 (the default) its deliveries are stored
+    /// in batches ([`relay_batch`]), else one by one.
     ///
     /// # Errors
     /// The source failed to receive, or an in-order delivery could not be acked.
@@ -306,30 +306,29 @@ impl<S: InboxStore> Relay<S> {
         source: Src,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), Error> {
-        if self.config.batch_size > 1 {
-            let limits = (self.config.batch_size, self.config.batch_linger);
-            return drive_batches(
-                source,
-                shutdown,
-                self.config.concurrency,
-                limits,
-                |deliveries| {
-                    let inbox = self.inbox.clone();
-                    let (backoff, streak) = (self.config.retry_backoff, self.streak.clone());
-                    async move {
-                        relay_batch(&inbox, deliveries, &backoff, &streak)
+        let batched = self.config.batch_size > 1;
+        let limits = (self.config.batch_size, self.config.batch_linger);
+        drive(
+            source,
+            shutdown,
+            self.config.concurrency,
+            limits,
+            |deliveries| {
+                let inbox = self.inbox.clone();
+                let (backoff, streak) = (self.config.retry_backoff, self.streak.clone());
+                async move {
+                    if batched {
+                        return relay_batch(&inbox, deliveries, &backoff, &streak)
                             .await
-                            .map(drop)
+                            .map(drop);
                     }
-                },
-            )
-            .await;
-        }
-        drive(source, shutdown, self.config.concurrency, |delivery| {
-            let inbox = self.inbox.clone();
-            let (backoff, streak) = (self.config.retry_backoff, self.streak.clone());
-            async move { relay_one(&inbox, delivery, &backoff, &streak).await }
-        })
+                    for delivery in deliveries {
+                        relay_one(&inbox, delivery, &backoff, &streak).await?;
+                    }
+                    Ok(())
+                }
+            },
+        )
         .await
     }
 }

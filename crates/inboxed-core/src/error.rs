@@ -243,6 +243,9 @@ pub enum Error {
     /// The message cannot be deduplicated (missing, empty, oversized or NUL-containing id).
     #[error("invalid message")]
     InvalidMessage(#[from] EnvelopeError),
+    /// The outbox refused an outgoing message; nothing was written.
+    #[error("invalid outgoing message")]
+    InvalidOutgoing(#[from] crate::outbox::OutgoingError),
     /// The broker adapter failed to receive.
     #[error("broker error")]
     Broker(#[source] BoxError),
@@ -277,7 +280,9 @@ impl Error {
         match self {
             Self::Store(e) => e.is_transient(),
             Self::Handler { .. } | Self::Broker(_) | Self::Settle { .. } => true,
-            Self::InvalidMessage(_) | Self::PayloadRedacted { .. } => false,
+            Self::InvalidMessage(_) | Self::InvalidOutgoing(_) | Self::PayloadRedacted { .. } => {
+                false
+            }
         }
     }
 }

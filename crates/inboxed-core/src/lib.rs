@@ -9,6 +9,7 @@
 //! - [`consumer`] and [`delivery`]: ack only after commit, for any broker.
 //! - [`store`]: the internal seam the database backends implement, and [`engine`]: the store
 //!   operations written once for every backend over the little each one provides.
+//! - [`outbox`]: outgoing messages written in the caller's transaction, sent after its commit.
 //! - [`retention`]: how long processed keys are kept, and the purger.
 //! - [`error`], [`config`], [`metrics`], [`backoff`].
 
@@ -28,6 +29,7 @@ pub mod metrics;
 pub mod migration;
 pub mod namespace;
 pub mod observe;
+pub mod outbox;
 pub mod processor;
 pub mod retention;
 pub mod sql;
@@ -44,5 +46,6 @@ pub use handler::Handler;
 pub use hash::{PayloadHash, StoredHash};
 pub use key_source::{KeyCarrier, KeyPlace, KeySource, REDRIVE_HEADER};
 pub use namespace::Namespace;
+pub use outbox::{Outbox, OutgoingMessage};
 pub use processor::{Outcome, Processor};
 pub use store::{DeadLetterReason, Isolation, Store};

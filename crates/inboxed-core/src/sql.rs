@@ -143,4 +143,5 @@ operations!(
     migrations_applied,
     migration_record,
     migrations_exist,
+    outbox_write,
 );

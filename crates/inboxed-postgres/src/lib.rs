@@ -12,6 +12,7 @@ mod inbox;
 mod key;
 mod liveness;
 mod observe;
+mod outbox;
 mod partition_list;
 mod partitions;
 mod queries;

@@ -7,6 +7,7 @@
 mod engine;
 mod inbox;
 mod observe;
+mod outbox;
 mod queries;
 mod retention;
 mod store;

@@ -14,7 +14,8 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// The store.
     type Store: InboxStore
         + inboxed_core::retention::RetentionStore
-        + inboxed_core::observe::ObserveStore;
+        + inboxed_core::observe::ObserveStore
+        + inboxed_core::outbox::store::OutboxStore;
     /// Name used in test output.
     const NAME: &'static str;
     /// Writers serialize at `BEGIN` (SQLite), so a concurrent duplicate waits there, not at

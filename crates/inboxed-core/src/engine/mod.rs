@@ -18,6 +18,7 @@ pub mod inbox;
 pub mod keys;
 pub mod migrate;
 pub mod observe;
+pub mod outbox;
 pub mod retention;
 
 use std::future::Future;

@@ -9,6 +9,7 @@ mod duplicates;
 mod failures;
 mod inbox;
 mod input;
+mod outbox;
 mod redrive;
 mod retention;
 mod stress;
@@ -54,6 +55,10 @@ pub use inbox::{
 };
 pub use input::{
     custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written,
+};
+pub use outbox::{
+    handler_outbox_messages_land_once_per_inbound_message,
+    outbox_writes_commit_and_roll_back_with_the_business_change,
 };
 pub use redrive::redrive_lifts_the_dead_letter_once;
 pub use retention::{
@@ -134,6 +139,8 @@ macro_rules! conformance_tests {
             dead_claims_are_redone_in_halves,
             dead_worker_rows_return_at_the_next_pass,
             a_worker_ignoring_the_group_limit_is_charged,
+            outbox_writes_commit_and_roll_back_with_the_business_change,
+            handler_outbox_messages_land_once_per_inbound_message,
         );
     };
     // The processor's dedup guarantee alone, for a store variant that changes only how keys

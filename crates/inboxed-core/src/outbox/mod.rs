@@ -1,0 +1,77 @@
+//! The transactional outbox: a message a service sends is written in the same transaction as
+//! the business change that caused it, so it exists exactly when that change commits, never
+//! for a change rolled back and never twice for a redelivered one. A relay publishes it after
+//! the commit, under an id minted once at the write, which the next service's inbox
+//! deduplicates; so a chain of services is exactly-once end to end.
+//!
+//! Writing is one insert on the caller's connection ([`Outbox::write`]): from a
+//! [`Handler`](crate::Handler) (the processor's and the store-then-process workers' alike,
+//! through the connection they hand it) or from application code with no inbox at all.
+
+mod message;
+pub mod store;
+
+pub use message::{MAX_DESTINATION_BYTES, OutgoingError, OutgoingMessage};
+
+use crate::envelope::{ConsumerName, MessageId};
+use crate::error::Error;
+use store::{OutboxStore, WriteParams};
+
+/// Writes outgoing messages into the outbox tables of `store`'s namespace.
+///
+/// Cheap to clone; keep one beside the handler that uses it.
+#[derive(Debug, Clone)]
+pub struct Outbox<S> {
+    store: S,
+    consumer: Option<ConsumerName>,
+}
+
+impl<S: OutboxStore> Outbox<S> {
+    /// An outbox in `store`'s namespace (its schema and prefix).
+    pub fn new(store: S) -> Self {
+        Self {
+            store,
+            consumer: None,
+        }
+    }
+
+    /// Records `consumer` as the consumer that caused the messages written with a cause
+    /// ([`OutgoingMessage::caused_by`]): a handler's outbox names its own consumer, so that
+    /// an operator sees which inbound message of which consumer a message came from.
+    #[must_use]
+    pub fn for_consumer(mut self, consumer: ConsumerName) -> Self {
+        self.consumer = Some(consumer);
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Writes `message` through `conn`, inside the caller's transaction: it is sent only if
+    /// that transaction commits. Returns the id it will be published under, minted here (a
+    /// time-ordered UUID) and kept across every re-send.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOutgoing`] when a field cannot be stored (nothing is written then), or
+    /// the insert failed: the caller's transaction should be rolled back, as after any failed
+    /// statement.
+    pub async fn write(
+        &self,
+        conn: &mut <S::Db as sqlx::Database>::Connection,
+        message: &OutgoingMessage,
+    ) -> Result<MessageId, Error> {
+        message.validate()?;
+        let id = MessageId::new(uuid::Uuid::now_v7().to_string())?;
+        let caused_by = message.cause();
+        let params = WriteParams {
+            message_id: &id,
+            message,
+            caused_by_consumer: caused_by.and(self.consumer.as_ref()),
+            caused_by_message_id: caused_by,
+        };
+        self.store.write_outbox(conn, &params).await?;
+        Ok(id)
+    }
+}

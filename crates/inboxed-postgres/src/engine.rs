@@ -9,8 +9,9 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{AssertSqlSafe, PgConnection, Postgres, Row};
 
 use inboxed_core::engine::{Args, Engine};
+use inboxed_core::migration::Migration;
 use inboxed_core::sql::Queries;
-use inboxed_core::{Envelope, StoreError, StoredHash};
+use inboxed_core::{Envelope, Namespace, StoreError, StoredHash};
 
 use crate::key::message_key;
 use crate::store::PgStore;
@@ -61,12 +62,19 @@ impl Args for PgQuery {
 }
 
 impl Engine for PgStore {
-    type Db = Postgres;
     type Query = PgQuery;
     type Row = PgRow;
 
     fn queries(&self) -> &Queries {
         &self.queries
+    }
+
+    fn namespace(&self) -> &Namespace {
+        &self.ns
+    }
+
+    fn migrations(&self) -> &'static [Migration] {
+        crate::queries::MIGRATIONS
     }
 
     fn query(&self, sql: &Arc<str>) -> PgQuery {
@@ -123,3 +131,9 @@ impl Engine for PgStore {
         self.pool.begin().await.map_err(StoreError::from_sqlx)
     }
 }
+
+/// The backlog and dead letters behind `inboxed serve`, as the shared layer reads them.
+impl inboxed_core::observe::ObserveStore for PgStore {}
+
+/// The outbox's write, as the shared layer has it.
+impl inboxed_core::outbox::store::OutboxStore for PgStore {}

@@ -1,21 +1,19 @@
-//! [`InboxStore`] for PostgreSQL: the store-then-process operations.
+//! [`InboxStore`] for PostgreSQL: what differs from the shared layer's defaults. A set-based
+//! receipt, the lock-held mode's attempt counter and settlement, the reaper's view of dead
+//! workers (the registry), and NOTIFY/LISTEN wake-ups.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use sqlx::postgres::{PgListener, PgRow};
 use sqlx::{PgConnection, Row};
 use tokio::sync::Notify;
 
-use inboxed_core::engine;
-use inboxed_core::engine::claims;
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
-    ClaimBatchParams, ClaimToken, CompleteParams, Completed, EnqueueManyParams, EnqueueParams,
-    Enqueued, FailParams, Failed, InboxRow, InboxStore, Liveness, LockBatchParams,
-    ReleaseStaleParams, ReplayParams, Replayed, RowFate, Subscription, millis, millis_of,
-    receipt_outcomes,
+    EnqueueManyParams, Enqueued, InboxStore, Liveness, ReleaseStaleParams, RowFate, Subscription,
+    millis, millis_of, receipt_outcomes,
 };
 use inboxed_core::{ConsumerName, Envelope, PayloadHash, StoreError};
 
@@ -67,10 +65,6 @@ impl PgStore {
 }
 
 impl InboxStore for PgStore {
-    async fn enqueue(&self, p: &EnqueueParams<'_>) -> Result<Enqueued, StoreError> {
-        claims::enqueue(self, p).await
-    }
-
     async fn enqueue_many(&self, p: &EnqueueManyParams<'_>) -> Result<Vec<Enqueued>, StoreError> {
         let envs = p.envelopes;
         let ids: Vec<&str> = envs.iter().map(|e| e.id().as_str()).collect();
@@ -121,35 +115,6 @@ impl InboxStore for PgStore {
         }
         tx.commit().await.map_err(get)?;
         Ok(receipt_outcomes(envs, &inserted, &stored))
-    }
-
-    async fn claim_batch(&self, p: &ClaimBatchParams<'_>) -> Result<Vec<InboxRow>, StoreError> {
-        claims::claim_batch(self, p).await
-    }
-
-    async fn complete(
-        &self,
-        conn: &mut PgConnection,
-        p: &CompleteParams<'_>,
-    ) -> Result<Completed, StoreError> {
-        engine::inbox::complete(self, conn, p).await
-    }
-
-    async fn complete_batch(
-        &self,
-        conn: &mut PgConnection,
-        ids: &[i64],
-        token: &ClaimToken,
-    ) -> Result<Vec<i64>, StoreError> {
-        engine::inbox::complete_batch(self, conn, ids, token).await
-    }
-
-    async fn lock_batch(
-        &self,
-        conn: &mut PgConnection,
-        p: &LockBatchParams<'_>,
-    ) -> Result<Vec<InboxRow>, StoreError> {
-        claims::lock_batch(self, conn, p).await
     }
 
     async fn count_attempts(
@@ -210,18 +175,6 @@ impl InboxStore for PgStore {
         Ok(())
     }
 
-    async fn fail(&self, p: &FailParams<'_>) -> Result<Failed, StoreError> {
-        engine::inbox::fail(self, p).await
-    }
-
-    async fn extend_leases(&self, token: &ClaimToken, lease: Duration) -> Result<u64, StoreError> {
-        engine::inbox::extend_leases(self, token, lease).await
-    }
-
-    async fn release(&self, token: &ClaimToken, ids: Option<&[i64]>) -> Result<u64, StoreError> {
-        engine::inbox::release(self, token, ids).await
-    }
-
     async fn release_stale(&self, p: &ReleaseStaleParams<'_>) -> Result<u64, StoreError> {
         let query = self
             .replanned(&self.queries.release_stale)
@@ -250,10 +203,6 @@ impl InboxStore for PgStore {
             .query(&self.queries.forget_workers)
             .bind(workers.to_vec());
         self.autocommit_count(query).await
-    }
-
-    async fn replay(&self, p: &ReplayParams<'_>) -> Result<Replayed, StoreError> {
-        engine::inbox::replay(self, p).await
     }
 
     async fn notify(&self, consumer: &ConsumerName) -> Result<(), StoreError> {
@@ -303,9 +252,5 @@ impl InboxStore for PgStore {
 
     fn local_wakers(&self) -> Option<&LocalWakers> {
         Some(&self.wakers)
-    }
-
-    async fn purge_done(&self, older_than: SystemTime, limit: u32) -> Result<u64, StoreError> {
-        engine::inbox::purge_done(self, older_than, limit).await
     }
 }

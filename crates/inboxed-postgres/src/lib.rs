@@ -11,8 +11,6 @@ mod engine;
 mod inbox;
 mod key;
 mod liveness;
-mod observe;
-mod outbox;
 mod partition_list;
 mod partitions;
 mod queries;

@@ -9,8 +9,9 @@ use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{AssertSqlSafe, Sqlite, SqliteConnection};
 
 use inboxed_core::engine::{Args, Columns, Engine};
+use inboxed_core::migration::Migration;
 use inboxed_core::sql::Queries;
-use inboxed_core::{Envelope, PayloadHash, StoreError, StoredHash};
+use inboxed_core::{Envelope, Namespace, PayloadHash, StoreError, StoredHash};
 
 use crate::SqliteStore;
 
@@ -60,12 +61,19 @@ impl Args for SqliteQuery {
 }
 
 impl Engine for SqliteStore {
-    type Db = Sqlite;
     type Query = SqliteQuery;
     type Row = SqliteRow;
 
     fn queries(&self) -> &Queries {
         &self.queries
+    }
+
+    fn namespace(&self) -> &Namespace {
+        &self.ns
+    }
+
+    fn migrations(&self) -> &'static [Migration] {
+        crate::queries::MIGRATIONS
     }
 
     fn query(&self, sql: &Arc<str>) -> SqliteQuery {
@@ -132,3 +140,14 @@ impl Engine for SqliteStore {
             .map_err(StoreError::from_sqlx)
     }
 }
+
+/// The backlog and dead letters behind `inboxed serve`, as the shared layer reads them.
+impl inboxed_core::observe::ObserveStore for SqliteStore {}
+
+/// The outbox's write, as the shared layer has it.
+impl inboxed_core::outbox::store::OutboxStore for SqliteStore {}
+
+/// The bounded purge of processed keys and its figures, as the shared layer has them: SQLite
+/// has no statement timeout, so the batch size bounds each delete, and the busy timeout (from
+/// `lock_timeout`) bounds the wait for the write lock.
+impl inboxed_core::retention::store::RetentionStore for SqliteStore {}

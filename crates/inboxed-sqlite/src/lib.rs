@@ -6,10 +6,7 @@
 
 mod engine;
 mod inbox;
-mod observe;
-mod outbox;
 mod queries;
-mod retention;
 mod store;
 
 pub use store::SqliteStore;

@@ -27,7 +27,10 @@ use std::sync::Arc;
 use crate::envelope::Envelope;
 use crate::error::StoreError;
 use crate::hash::StoredHash;
+use crate::migration::Migration;
+use crate::namespace::Namespace;
 use crate::sql::Queries;
+use crate::store::Store;
 
 /// A statement with the arguments bound so far, bound in the engine's own types. Values are
 /// copied into the statement: a statement that borrowed them would make the shared
@@ -183,16 +186,14 @@ where
 }
 
 /// The connection type of an engine's database.
-pub type Conn<E> = <<E as Engine>::Db as sqlx::Database>::Connection;
+pub type Conn<E> = <<E as Store>::Db as sqlx::Database>::Connection;
 
 /// What an engine provides to the shared store layer: its types, its rendered SQL, how a
 /// statement runs in the caller's transaction and on its own, and the forms that differ.
 ///
 /// Implemented by the engine's store (`PgStore`, `SqliteStore`); like
 /// [`Store`](crate::Store), not meant to be implemented outside this workspace.
-pub trait Engine: Clone + Send + Sync + 'static {
-    /// The sqlx database.
-    type Db: sqlx::Database;
+pub trait Engine: Store {
     /// A statement with its arguments.
     type Query: Args;
     /// A row a statement returned (the engine's sqlx row).
@@ -200,6 +201,12 @@ pub trait Engine: Clone + Send + Sync + 'static {
 
     /// This store's statements, rendered for its namespace.
     fn queries(&self) -> &Queries;
+
+    /// This store's schema and prefix.
+    fn namespace(&self) -> &Namespace;
+
+    /// The engine's migrations ([`migrations!`](crate::migrations)).
+    fn migrations(&self) -> &'static [Migration];
 
     /// The statement `sql`, to bind arguments to.
     fn query(&self, sql: &Arc<str>) -> Self::Query;

@@ -8,7 +8,7 @@ use crate::envelope::ConsumerName;
 use crate::error::StoreError;
 use crate::inbox::store::millis;
 use crate::retention::store::{BatchParams, ProcessedStats, PurgeParams};
-use crate::store::{BeginParams, Store};
+use crate::store::BeginParams;
 
 /// Runs one bounded batch statement in a short transaction of its own, under the given
 /// statement and lock bounds; the rows it changed.
@@ -19,7 +19,7 @@ async fn bounded<E>(
     lock_timeout: Duration,
 ) -> Result<u64, StoreError>
 where
-    E: Engine + Store<Db = <E as Engine>::Db>,
+    E: Engine,
 {
     let mut tx = e
         .begin(&BeginParams::bounded(statement_timeout, lock_timeout))
@@ -35,7 +35,7 @@ where
 /// The statement failed or ran past its bounds.
 pub async fn purge_processed<E>(e: &E, p: &PurgeParams<'_>) -> Result<u64, StoreError>
 where
-    E: Engine + Store<Db = <E as Engine>::Db>,
+    E: Engine,
 {
     let q = e
         .query(&e.queries().purge_processed)
@@ -52,7 +52,7 @@ where
 /// The statement failed or ran past its bounds.
 pub async fn batch<E>(e: &E, sql: &std::sync::Arc<str>, p: &BatchParams) -> Result<u64, StoreError>
 where
-    E: Engine + Store<Db = <E as Engine>::Db>,
+    E: Engine,
 {
     let q = e
         .query(sql)

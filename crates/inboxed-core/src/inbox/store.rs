@@ -1,13 +1,13 @@
 //! The store operations of the store-then-process inbox: the seam its backends implement,
-//! internal in the same way as [`Store`].
+//! internal in the same way as [`Store`](crate::Store).
 
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::engine::Engine;
 use crate::envelope::{ConsumerName, Envelope};
 use crate::error::StoreError;
 use crate::hash::PayloadHash;
-use crate::store::Store;
 
 pub use super::guards::{Liveness, Subscription};
 pub use super::outcomes::receipt_outcomes;
@@ -334,9 +334,11 @@ pub struct Replayed {
     pub done_rows: u64,
 }
 
-/// Store-then-process operations. Implemented by the same backends as [`Store`]; internal in
-/// the same way (not meant to be implemented elsewhere, may change in minor releases).
-pub trait InboxStore: Store {
+/// Store-then-process operations. Implemented by the same backends as [`Store`](crate::Store); internal in
+/// the same way (not meant to be implemented elsewhere, may change in minor releases). The
+/// default bodies are the shared store layer's ([`crate::engine`]); an engine overrides only
+/// where it truly differs (a set-based receipt, no row locks, a worker registry).
+pub trait InboxStore: Engine {
     /// At most this many batches can usefully run at once on this store (SQLite: 1, its single
     /// writer). Workers cap their claim loops to it. `None`: no limit.
     fn max_concurrent_batches(&self) -> Option<usize> {
@@ -347,28 +349,36 @@ pub trait InboxStore: Store {
     fn enqueue(
         &self,
         params: &EnqueueParams<'_>,
-    ) -> impl Future<Output = Result<Enqueued, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Enqueued, StoreError>> + Send {
+        crate::engine::claims::enqueue(self, params)
+    }
 
     /// Stores many received messages in one transaction: each as pending unless its key is
     /// there already or earlier in the batch. One outcome per message, in order; the batch
-    /// commits (or fails) as a whole.
+    /// commits (or fails) as a whole. By default one statement a message.
     fn enqueue_many(
         &self,
         params: &EnqueueManyParams<'_>,
-    ) -> impl Future<Output = Result<Vec<Enqueued>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<Enqueued>, StoreError>> + Send {
+        crate::engine::claims::enqueue_each(self, params)
+    }
 
     /// Claims pending rows in their own short transaction, counting an attempt on each.
     fn claim_batch(
         &self,
         params: &ClaimBatchParams<'_>,
-    ) -> impl Future<Output = Result<Vec<InboxRow>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<InboxRow>, StoreError>> + Send {
+        crate::engine::claims::claim_batch(self, params)
+    }
 
     /// Marks a claimed row done inside the handler's transaction; fenced by the token.
     fn complete(
         &self,
         conn: &mut <Self::Db as sqlx::Database>::Connection,
         params: &CompleteParams<'_>,
-    ) -> impl Future<Output = Result<Completed, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Completed, StoreError>> + Send {
+        crate::engine::inbox::complete(self, conn, params)
+    }
 
     /// Marks every row of `ids` done inside the batch's transaction; fenced by the token.
     /// Returns the ids completed.
@@ -377,14 +387,18 @@ pub trait InboxStore: Store {
         conn: &mut <Self::Db as sqlx::Database>::Connection,
         ids: &[i64],
         token: &ClaimToken,
-    ) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send {
+        crate::engine::inbox::complete_batch(self, conn, ids, token)
+    }
 
     /// Locks pending rows in the caller's transaction, held until it ends (lock-held mode).
     fn lock_batch(
         &self,
         conn: &mut <Self::Db as sqlx::Database>::Connection,
         params: &LockBatchParams<'_>,
-    ) -> impl Future<Output = Result<Vec<InboxRow>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<InboxRow>, StoreError>> + Send {
+        crate::engine::claims::lock_batch(self, conn, params)
+    }
 
     /// Counts one more claim of each message in a transaction of its own (lock-held mode).
     /// Returns `(message_id, claims not yet settled)`.
@@ -406,14 +420,18 @@ pub trait InboxStore: Store {
     fn fail(
         &self,
         params: &FailParams<'_>,
-    ) -> impl Future<Output = Result<Failed, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Failed, StoreError>> + Send {
+        crate::engine::inbox::fail(self, params)
+    }
 
     /// Extends the lease of every row still processing under `token`. Returns how many.
     fn extend_leases(
         &self,
         token: &ClaimToken,
         lease: Duration,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        crate::engine::inbox::extend_leases(self, token, lease)
+    }
 
     /// Hands back the unfinished rows of `token` (all of them, or only `ids`), giving back their
     /// attempt: their handlers did not run (graceful shutdown, or batch-mates of a suspect row).
@@ -421,7 +439,9 @@ pub trait InboxStore: Store {
         &self,
         token: &ClaimToken,
         ids: Option<&[i64]>,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        crate::engine::inbox::release(self, token, ids)
+    }
 
     /// The reaper: returns expired leases, and the rows of dead workers, to pending (or dead).
     /// Returns how many.
@@ -462,7 +482,9 @@ pub trait InboxStore: Store {
     fn replay(
         &self,
         params: &ReplayParams<'_>,
-    ) -> impl Future<Output = Result<Replayed, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Replayed, StoreError>> + Send {
+        crate::engine::inbox::replay(self, params)
+    }
 
     /// Wakes `consumer`'s idle workers in other processes (PostgreSQL `NOTIFY`, in a
     /// transaction of its own); nothing where the store has no notifications.
@@ -489,5 +511,7 @@ pub trait InboxStore: Store {
         &self,
         older_than: SystemTime,
         limit: u32,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        crate::engine::inbox::purge_done(self, older_than, limit)
+    }
 }

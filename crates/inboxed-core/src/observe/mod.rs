@@ -5,8 +5,8 @@
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
+use crate::engine::Engine;
 use crate::error::StoreError;
-use crate::store::Store;
 
 mod letters;
 pub mod rows;
@@ -125,9 +125,11 @@ impl Observation {
 /// The store operation behind the operator's view. Each backend reads only rows that are not
 /// done, through the partial indexes that serve them, so its cost follows the backlog rather
 /// than the table.
-pub trait ObserveStore: Store {
+pub trait ObserveStore: Engine {
     /// The backlog of every consumer and the dead letters kept.
-    fn observe(&self) -> impl Future<Output = Result<Observation, StoreError>> + Send;
+    fn observe(&self) -> impl Future<Output = Result<Observation, StoreError>> + Send {
+        crate::engine::observe::observe(self)
+    }
 
     /// Migration versions this build has that the database has not applied yet (all of them
     /// before the first `migrate`). Applies nothing.
@@ -135,25 +137,33 @@ pub trait ObserveStore: Store {
     /// # Errors
     /// A store failure, or [`StoreError::MigrationChanged`] / [`StoreError::MigrationUnknown`]
     /// when the database's migrations differ from this build's.
-    fn pending_migrations(&self) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send;
+    fn pending_migrations(&self) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send {
+        crate::engine::migrate::pending(self, self.namespace(), self.migrations())
+    }
 
     /// Dead letters matching `filter`, newest failure first, without their payloads.
     fn list_dead_letters(
         &self,
         filter: &DeadLetterFilter<'_>,
-    ) -> impl Future<Output = Result<Vec<DeadLetterSummary>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<DeadLetterSummary>, StoreError>> + Send {
+        crate::engine::observe::list_dead_letters(self, filter)
+    }
 
     /// One dead letter in full, payload included; `None` when there is no such id.
     fn dead_letter_by_id(
         &self,
         id: i64,
-    ) -> impl Future<Output = Result<Option<DeadLetterRecord>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<DeadLetterRecord>, StoreError>> + Send {
+        crate::engine::observe::dead_letter_by_id(self, id)
+    }
 
     /// Deletes one dead letter; whether it was there.
     fn delete_dead_letter_by_id(
         &self,
         id: i64,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        crate::engine::observe::delete_dead_letter_by_id(self, id)
+    }
 }
 
 /// A time from milliseconds since the Unix epoch, as the observation queries return them.

@@ -4,9 +4,9 @@
 use std::future::Future;
 
 use super::OutgoingMessage;
+use crate::engine::Engine;
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::StoreError;
-use crate::store::Store;
 
 /// What [`OutboxStore::write_outbox`] writes.
 #[derive(Debug, Clone, Copy)]
@@ -22,11 +22,13 @@ pub struct WriteParams<'a> {
 }
 
 /// The outbox's operations on an engine.
-pub trait OutboxStore: Store {
+pub trait OutboxStore: Engine {
     /// Inserts one outgoing message through `conn`, in the caller's transaction.
     fn write_outbox(
         &self,
         conn: &mut <Self::Db as sqlx::Database>::Connection,
         params: &WriteParams<'_>,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        crate::engine::outbox::write(self, conn, params)
+    }
 }

@@ -1,14 +1,14 @@
 //! The store operations behind retention: purge a bounded batch, count what a purge would
-//! take, and the figures an operator sizes the table by. Internal like [`Store`]: implemented
+//! take, and the figures an operator sizes the table by. Internal like [`Store`](crate::Store): implemented
 //! by the backends of this workspace, may change in minor releases.
 
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
+use crate::engine::Engine;
 use crate::envelope::ConsumerName;
 use crate::error::StoreError;
 use crate::metrics as m;
-use crate::store::Store;
 
 /// Parameters of [`RetentionStore::purge_processed`].
 #[derive(Debug, Clone, Copy)]
@@ -146,8 +146,8 @@ impl PartitionReport {
     }
 }
 
-/// Retention operations. Implemented by the same backends as [`Store`].
-pub trait RetentionStore: Store {
+/// Retention operations. Implemented by the same backends as [`Store`](crate::Store).
+pub trait RetentionStore: Engine {
     /// Whether keys live in time partitions; the purger then drops partitions instead of
     /// deleting rows.
     fn partitioned(&self) -> bool {
@@ -177,21 +177,27 @@ pub trait RetentionStore: Store {
     fn purge_processed(
         &self,
         params: &PurgeParams<'_>,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        crate::engine::retention::purge_processed(self, params)
+    }
 
     /// Deletes at most `limit` dead letters whose last failure was before `older_than`, in a
     /// transaction of its own. Returns how many.
     fn purge_dead_letters(
         &self,
         params: &BatchParams,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        crate::engine::retention::batch(self, &self.queries().purge_dead_letters, params)
+    }
 
     /// Deletes at most `limit` re-drive audit records written before `older_than`, in a
     /// transaction of its own. Returns how many.
     fn purge_redrive_audit(
         &self,
         params: &BatchParams,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        crate::engine::retention::batch(self, &self.queries().purge_redrive_audit, params)
+    }
 
     /// Empties the payload of at most `limit` done store-then-process rows finished before
     /// `older_than` (the rows stay, as dedup memory), in a transaction of its own. Returns how
@@ -199,7 +205,9 @@ pub trait RetentionStore: Store {
     fn redact_done_payloads(
         &self,
         params: &BatchParams,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        crate::engine::retention::batch(self, &self.queries().redact_done_payloads, params)
+    }
 
     /// How many of the consumer's keys were received before `older_than`, counting at most
     /// `cap` (a dry run's answer, bounded so that it cannot scan a huge table).
@@ -208,11 +216,15 @@ pub trait RetentionStore: Store {
         consumer: &ConsumerName,
         older_than: SystemTime,
         cap: u64,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        crate::engine::retention::count_expired(self, consumer, older_than, cap)
+    }
 
     /// Size, growth and age of the consumer's keys.
     fn processed_stats(
         &self,
         consumer: &ConsumerName,
-    ) -> impl Future<Output = Result<ProcessedStats, StoreError>> + Send;
+    ) -> impl Future<Output = Result<ProcessedStats, StoreError>> + Send {
+        crate::engine::retention::processed_stats(self, consumer)
+    }
 }

@@ -192,7 +192,7 @@ pub type Conn<E> = <<E as Store>::Db as sqlx::Database>::Connection;
 /// statement runs in the caller's transaction and on its own, and the forms that differ.
 ///
 /// Implemented by the engine's store (`PgStore`, `SqliteStore`); like
-/// [`Store`](crate::Store), not meant to be implemented outside this workspace.
+/// [`Store`], not meant to be implemented outside this workspace.
 pub trait Engine: Store {
     /// A statement with its arguments.
     type Query: Args;

@@ -144,4 +144,8 @@ operations!(
     migration_record,
     migrations_exist,
     outbox_write,
+    outbox_claim,
+    outbox_sent,
+    outbox_fail,
+    outbox_release_stale,
 );

@@ -1,12 +1,15 @@
 //! The outbox's store operations, implemented by each engine on the shared store layer
 //! ([`crate::engine::outbox`]).
 
+use std::collections::BTreeMap;
 use std::future::Future;
+use std::time::{Duration, SystemTime};
 
 use super::OutgoingMessage;
 use crate::engine::Engine;
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::StoreError;
+pub use crate::inbox::store::ClaimToken;
 
 /// What [`OutboxStore::write_outbox`] writes.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +24,78 @@ pub struct WriteParams<'a> {
     pub caused_by_message_id: Option<&'a str>,
 }
 
+/// A claimed outbox row, as a relay publishes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRow {
+    /// The row id: insert order.
+    pub id: i64,
+    /// The id the message is published under.
+    pub message_id: String,
+    /// The logical route.
+    pub destination: String,
+    /// Rows of one key are claimed one at a time, in insert order.
+    pub ordering_key: Option<String>,
+    /// The message's type.
+    pub message_type: Option<String>,
+    /// The correlation id.
+    pub correlation_id: Option<String>,
+    /// The headers, by name.
+    pub headers: BTreeMap<String, String>,
+    /// The body, exactly as written.
+    pub payload: Vec<u8>,
+    /// Claims so far, this one included.
+    pub attempts: u32,
+    /// The consumer whose inbound message caused it.
+    pub caused_by_consumer: Option<String>,
+    /// The inbound message that caused it.
+    pub caused_by_message_id: Option<String>,
+}
+
+/// Parameters of [`OutboxStore::claim_outbox`].
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimOutboxParams<'a> {
+    /// The relay claiming (stored as `claimed_by`).
+    pub relay: &'a str,
+    /// The claim's token, which marking the rows sent or failed needs.
+    pub token: &'a ClaimToken,
+    /// The most rows.
+    pub limit: u32,
+    /// How long the claim holds before another relay may take the rows again.
+    pub lease: Duration,
+    /// The clock (tests); `None`: the database's.
+    pub now: Option<SystemTime>,
+}
+
+/// Parameters of [`OutboxStore::fail_outbox`].
+#[derive(Debug, Clone, Copy)]
+pub struct FailOutboxParams<'a> {
+    /// The row.
+    pub id: i64,
+    /// Its claim's token.
+    pub token: &'a ClaimToken,
+    /// The broker's reason.
+    pub error: &'a str,
+    /// How long before the row is claimed again.
+    pub backoff: Duration,
+    /// Attempts after which the row is dead.
+    pub max_attempts: u32,
+    /// Dead at once: the broker refused it for good (unroutable, too large).
+    pub permanent: bool,
+    /// The clock (tests); `None`: the database's.
+    pub now: Option<SystemTime>,
+}
+
+/// What became of a failed row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutboxFailed {
+    /// Pending again after its backoff.
+    Retrying,
+    /// Dead: it waits for an operator, and parks its ordering key.
+    Dead,
+    /// The claim was lost (its lease ran out and another relay took it): nothing changed.
+    LostClaim,
+}
+
 /// The outbox's operations on an engine.
 pub trait OutboxStore: Engine {
     /// Inserts one outgoing message through `conn`, in the caller's transaction.
@@ -30,5 +105,44 @@ pub trait OutboxStore: Engine {
         params: &WriteParams<'_>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         crate::engine::outbox::write(self, conn, params)
+    }
+
+    /// Claims unsent rows under a lease, committed on its own: in insert order, one row at a
+    /// time per ordering key, rows other relays are claiming skipped.
+    fn claim_outbox(
+        &self,
+        params: &ClaimOutboxParams<'_>,
+    ) -> impl Future<Output = Result<Vec<OutboxRow>, StoreError>> + Send {
+        crate::engine::outbox::claim(self, params)
+    }
+
+    /// Marks claimed rows sent, after the broker's confirmation; fenced by the token. The
+    /// ids marked.
+    fn mark_sent(
+        &self,
+        ids: &[i64],
+        token: &ClaimToken,
+        now: Option<SystemTime>,
+    ) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send {
+        crate::engine::outbox::sent(self, ids, token, now)
+    }
+
+    /// Records a failed publish: pending after its backoff, or dead; fenced by the token.
+    fn fail_outbox(
+        &self,
+        params: &FailOutboxParams<'_>,
+    ) -> impl Future<Output = Result<OutboxFailed, StoreError>> + Send {
+        crate::engine::outbox::fail(self, params)
+    }
+
+    /// Returns up to `limit` rows whose lease ran out to pending (dead past `max_attempts`);
+    /// how many.
+    fn release_stale_outbox(
+        &self,
+        max_attempts: u32,
+        limit: u32,
+        now: Option<SystemTime>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        crate::engine::outbox::release_stale(self, max_attempts, limit, now)
     }
 }

@@ -58,6 +58,7 @@ pub use input::{
 };
 pub use outbox::{
     handler_outbox_messages_land_once_per_inbound_message,
+    outbox_claims_follow_key_order_and_marks_are_fenced, outbox_failures_park_only_their_key,
     outbox_writes_commit_and_roll_back_with_the_business_change,
 };
 pub use redrive::redrive_lifts_the_dead_letter_once;
@@ -141,6 +142,8 @@ macro_rules! conformance_tests {
             a_worker_ignoring_the_group_limit_is_charged,
             outbox_writes_commit_and_roll_back_with_the_business_change,
             handler_outbox_messages_land_once_per_inbound_message,
+            outbox_claims_follow_key_order_and_marks_are_fenced,
+            outbox_failures_park_only_their_key,
         );
     };
     // The processor's dedup guarantee alone, for a store variant that changes only how keys

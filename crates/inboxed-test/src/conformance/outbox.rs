@@ -1,12 +1,17 @@
 //! The outbox's write: an outgoing message lands exactly when the business change beside it
 //! commits, from plain application code and from a handler, once per inbound message.
 
+use std::time::{Duration, SystemTime};
+
+use inboxed_core::outbox::store::{
+    ClaimOutboxParams, ClaimToken, FailOutboxParams, OutboxFailed, OutboxRow, OutboxStore,
+};
 use inboxed_core::outbox::{Outbox, OutgoingError, OutgoingMessage};
 use inboxed_core::store::BeginParams;
 use inboxed_core::{Envelope, Error, Handler, HandlerError, Outcome, Processor, Store};
 
 use super::{ledger, ledger_state};
-use crate::backend::{Backend, Conn};
+use crate::backend::{Backend, Conn, TestDb};
 use crate::handler::credit;
 
 /// Application code with no inbox: the outgoing message and the ledger row commit together,
@@ -117,10 +122,7 @@ struct Announcing<B: Backend> {
     outbox: Outbox<B::Store>,
 }
 
-impl<B: Backend> Handler<<B::Store as Store>::Db> for Announcing<B>
-where
-    B::Store: inboxed_core::outbox::store::OutboxStore,
-{
+impl<B: Backend> Handler<<B::Store as Store>::Db> for Announcing<B> {
     async fn handle(&self, msg: &Envelope, conn: &mut Conn<B>) -> Result<(), HandlerError> {
         let amount = msg.json::<crate::handler::Script>().map_or(0, |s| s.amount);
         B::ledger_insert(conn, msg.id().as_str(), "a", amount).await?;
@@ -138,7 +140,198 @@ where
     }
 }
 
-async fn outbox_rows<B: Backend>(db: &crate::backend::TestDb<B>) -> i64 {
+async fn outbox_rows<B: Backend>(db: &TestDb<B>) -> i64 {
     db.scalar("SELECT count(*) FROM inboxed_outbox_messages")
         .await
+}
+
+/// What a relay claims: unsent rows in insert order, one at a time per ordering key, never a
+/// row another relay holds; marking sent is fenced by the claim's token, and a key's next row
+/// comes only after its earlier one was sent.
+pub async fn outbox_claims_follow_key_order_and_marks_are_fenced<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let written = write_all(
+        &db,
+        &[("a", 1), ("a", 2), ("b", 1), ("", 1), ("a", 3), ("b", 2)],
+    )
+    .await;
+    let (t1, t2) = (ClaimToken::random(), ClaimToken::random());
+    let first = claim(&db, "relay-1", &t1, 10).await;
+    let labels = |rows: &[OutboxRow]| rows.iter().map(label).collect::<Vec<_>>();
+    assert_eq!(
+        labels(&first),
+        ["a1", "b1", "-1"],
+        "the first row of each key, and keyless"
+    );
+    assert_eq!(
+        first[0].message_id, written[0],
+        "published under the id minted at the write"
+    );
+    assert_eq!(
+        first[0].payload,
+        b"\x00\xffa1".to_vec(),
+        "the bytes as written"
+    );
+    assert_eq!(first[0].headers.get("n").map(String::as_str), Some("a1"));
+    assert_eq!(first[0].attempts, 1);
+    assert!(
+        claim(&db, "relay-2", &t2, 10).await.is_empty(),
+        "a key's next row waits while its earlier one is being sent"
+    );
+
+    let ids: Vec<i64> = first.iter().map(|r| r.id).collect();
+    assert!(
+        db.store
+            .mark_sent(&ids, &t2, None)
+            .await
+            .unwrap()
+            .is_empty(),
+        "another claim's token marks nothing"
+    );
+    assert_eq!(db.store.mark_sent(&ids, &t1, None).await.unwrap().len(), 3);
+    let second = claim(&db, "relay-2", &t2, 10).await;
+    assert_eq!(labels(&second), ["a2", "b2"]);
+    let ids: Vec<i64> = second.iter().map(|r| r.id).collect();
+    db.store.mark_sent(&ids, &t2, None).await.unwrap();
+    assert_eq!(labels(&claim(&db, "relay-1", &t1, 10).await), ["a3"]);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'")
+            .await,
+        5
+    );
+    db.finish().await;
+}
+
+/// A refused row goes dead with the broker's reason and parks only its key; a transient
+/// failure waits out its backoff; a relay that died has its rows back after the lease, to be
+/// sent again under the same id, and a row out of attempts goes dead there too.
+pub async fn outbox_failures_park_only_their_key<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    write_all(&db, &[("a", 1), ("a", 2), ("b", 1), ("b", 2), ("c", 1)]).await;
+    let t = ClaimToken::random();
+    let now = SystemTime::now();
+    let rows = claim(&db, "relay-1", &t, 10).await;
+    assert_eq!(
+        rows.iter().map(label).collect::<Vec<_>>(),
+        ["a1", "b1", "c1"]
+    );
+    let fail = |row: &OutboxRow, permanent: bool| FailOutboxParams {
+        id: row.id,
+        token: &t,
+        error: "NOT_ROUTED: no queue bound for destination",
+        backoff: Duration::from_secs(60),
+        max_attempts: 5,
+        permanent,
+        now: Some(now),
+    };
+    assert_eq!(
+        db.store.fail_outbox(&fail(&rows[0], true)).await.unwrap(),
+        OutboxFailed::Dead
+    );
+    assert_eq!(
+        db.store.fail_outbox(&fail(&rows[1], false)).await.unwrap(),
+        OutboxFailed::Retrying
+    );
+    assert_eq!(
+        db.store.fail_outbox(&fail(&rows[1], false)).await.unwrap(),
+        OutboxFailed::LostClaim,
+        "a settled claim cannot be failed again"
+    );
+    // c1 is held by a relay that dies: nothing marks it.
+    let t2 = ClaimToken::random();
+    let params = |now| ClaimOutboxParams {
+        relay: "relay-2",
+        token: &t2,
+        limit: 10,
+        lease: Duration::from_secs(30),
+        now: Some(now),
+    };
+    assert!(
+        db.store
+            .claim_outbox(&params(now))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a is parked by its dead row, b waits out its backoff, c is held"
+    );
+    let later = now + Duration::from_secs(61);
+    assert_eq!(
+        db.store
+            .release_stale_outbox(5, 100, Some(later))
+            .await
+            .unwrap(),
+        1
+    );
+    let again = db.store.claim_outbox(&params(later)).await.unwrap();
+    assert_eq!(again.iter().map(label).collect::<Vec<_>>(), ["b1", "c1"]);
+    assert_eq!(
+        again[1].message_id, rows[2].message_id,
+        "a re-send keeps the id"
+    );
+    assert_eq!(again[1].attempts, 2);
+    assert_eq!(
+        db.scalar(
+            "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'dead' \
+             AND last_error LIKE 'NOT_ROUTED%'"
+        )
+        .await,
+        1
+    );
+    // Out of attempts at the reaper: dead.
+    let much_later = later + Duration::from_secs(31);
+    assert_eq!(
+        db.store
+            .release_stale_outbox(2, 100, Some(much_later))
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'dead'")
+            .await,
+        3,
+        "a1 refused; b1 and c1 out of attempts after their relay's lease ran out"
+    );
+    db.finish().await;
+}
+
+/// Writes one message per `(key, n)` in one transaction (key "" for none): destination
+/// `orders`, payload `\0\xff` + label, header `n` = label. Their ids, in order.
+async fn write_all<B: Backend>(db: &TestDb<B>, rows: &[(&str, u32)]) -> Vec<String> {
+    let outbox = Outbox::new(db.store.clone());
+    let mut tx = db.store.begin(&BeginParams::default()).await.unwrap();
+    let mut ids = Vec::new();
+    for (key, n) in rows {
+        let name = format!("{}{n}", if key.is_empty() { "-" } else { key });
+        let mut payload = b"\x00\xff".to_vec();
+        payload.extend_from_slice(name.as_bytes());
+        let mut m = OutgoingMessage::new("orders", payload).with_header("n", name);
+        if !key.is_empty() {
+            m = m.with_key(*key);
+        }
+        ids.push(outbox.write(&mut tx, &m).await.unwrap().as_str().to_owned());
+    }
+    tx.commit().await.unwrap();
+    ids
+}
+
+async fn claim<B: Backend>(
+    db: &TestDb<B>,
+    relay: &str,
+    token: &ClaimToken,
+    limit: u32,
+) -> Vec<OutboxRow> {
+    let params = ClaimOutboxParams {
+        relay,
+        token,
+        limit,
+        lease: Duration::from_secs(30),
+        now: None,
+    };
+    db.store.claim_outbox(&params).await.unwrap()
+}
+
+/// `a1`, `b2`, `-1`: the row's `n` header.
+fn label(row: &OutboxRow) -> String {
+    row.headers.get("n").cloned().unwrap_or_default()
 }

@@ -57,8 +57,22 @@ pub async fn complete_batch<E: Engine>(
 /// # Errors
 /// The statement failed.
 pub async fn fail<E: Engine>(e: &E, p: &FailParams<'_>) -> Result<Failed, StoreError> {
+    fail_claimed(e, &e.queries().fail, p).await
+}
+
+/// A claimed row's failure with `sql` (`fail.sql`, `outbox_fail.sql`: the inbox's rows and
+/// the outbox's share the protocol), fenced by its token; the statement returns the new
+/// status, or no row when the claim was lost.
+///
+/// # Errors
+/// The statement failed.
+pub async fn fail_claimed<E: Engine>(
+    e: &E,
+    sql: &std::sync::Arc<str>,
+    p: &FailParams<'_>,
+) -> Result<Failed, StoreError> {
     let q = e
-        .query(&e.queries().fail)
+        .query(sql)
         .int(p.id)
         .bytes(p.token.as_bytes())
         .text(p.error)

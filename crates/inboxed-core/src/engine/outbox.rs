@@ -6,9 +6,7 @@ use super::{Args, Columns, Conn, Engine};
 use crate::envelope::ConsumerName;
 use crate::error::StoreError;
 use crate::inbox::store::{millis, millis_of};
-use crate::outbox::store::{
-    ClaimOutboxParams, ClaimToken, FailOutboxParams, OutboxFailed, OutboxRow, WriteParams,
-};
+use crate::outbox::store::{ClaimOutboxParams, ClaimToken, OutboxRow, WriteParams};
 
 /// Inserts one outgoing message in the caller's transaction (`outbox_write.sql`).
 ///
@@ -94,33 +92,6 @@ pub async fn sent<E: Engine>(
         .bytes(token.as_bytes())
         .opt_int(now.map(millis));
     e.fetch_alone(q).await?.iter().map(|r| r.int(0)).collect()
-}
-
-/// Records a failed publish, fenced by the token (`outbox_fail.sql`).
-///
-/// # Errors
-/// The statement failed.
-pub async fn fail<E: Engine>(e: &E, p: &FailOutboxParams<'_>) -> Result<OutboxFailed, StoreError> {
-    let q = e
-        .query(&e.queries().outbox_fail)
-        .int(p.id)
-        .bytes(p.token.as_bytes())
-        .text(p.error)
-        .int(millis_of(p.backoff))
-        .count(p.max_attempts)
-        .flag(p.permanent)
-        .opt_int(p.now.map(millis));
-    let status = e
-        .fetch_alone(q)
-        .await?
-        .first()
-        .map(|r| r.text(0))
-        .transpose()?;
-    Ok(match status.as_deref() {
-        None => OutboxFailed::LostClaim,
-        Some("dead") => OutboxFailed::Dead,
-        Some(_) => OutboxFailed::Retrying,
-    })
 }
 
 /// Returns rows whose lease ran out (`outbox_release_stale.sql`); how many.

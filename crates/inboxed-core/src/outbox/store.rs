@@ -9,7 +9,9 @@ use super::OutgoingMessage;
 use crate::engine::Engine;
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::StoreError;
-pub use crate::inbox::store::ClaimToken;
+/// The claim token and a failed row's parameters and outcome are the inbox's: the outbox's
+/// rows are claimed and settled by the same protocol.
+pub use crate::inbox::store::{ClaimToken, FailParams, Failed};
 
 /// What [`OutboxStore::write_outbox`] writes.
 #[derive(Debug, Clone, Copy)]
@@ -66,36 +68,6 @@ pub struct ClaimOutboxParams<'a> {
     pub now: Option<SystemTime>,
 }
 
-/// Parameters of [`OutboxStore::fail_outbox`].
-#[derive(Debug, Clone, Copy)]
-pub struct FailOutboxParams<'a> {
-    /// The row.
-    pub id: i64,
-    /// Its claim's token.
-    pub token: &'a ClaimToken,
-    /// The broker's reason.
-    pub error: &'a str,
-    /// How long before the row is claimed again.
-    pub backoff: Duration,
-    /// Attempts after which the row is dead.
-    pub max_attempts: u32,
-    /// Dead at once: the broker refused it for good (unroutable, too large).
-    pub permanent: bool,
-    /// The clock (tests); `None`: the database's.
-    pub now: Option<SystemTime>,
-}
-
-/// What became of a failed row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutboxFailed {
-    /// Pending again after its backoff.
-    Retrying,
-    /// Dead: it waits for an operator, and parks its ordering key.
-    Dead,
-    /// The claim was lost (its lease ran out and another relay took it): nothing changed.
-    LostClaim,
-}
-
 /// The outbox's operations on an engine.
 pub trait OutboxStore: Engine {
     /// Inserts one outgoing message through `conn`, in the caller's transaction.
@@ -127,12 +99,13 @@ pub trait OutboxStore: Engine {
         crate::engine::outbox::sent(self, ids, token, now)
     }
 
-    /// Records a failed publish: pending after its backoff, or dead; fenced by the token.
+    /// Records a failed publish (`error`: the broker's reason; `permanent`: refused for good,
+    /// unroutable or too large): pending after its backoff, or dead; fenced by the token.
     fn fail_outbox(
         &self,
-        params: &FailOutboxParams<'_>,
-    ) -> impl Future<Output = Result<OutboxFailed, StoreError>> + Send {
-        crate::engine::outbox::fail(self, params)
+        params: &FailParams<'_>,
+    ) -> impl Future<Output = Result<Failed, StoreError>> + Send {
+        crate::engine::inbox::fail_claimed(self, &self.queries().outbox_fail, params)
     }
 
     /// Returns up to `limit` rows whose lease ran out to pending (dead past `max_attempts`);

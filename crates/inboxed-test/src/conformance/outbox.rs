@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use inboxed_core::outbox::store::{
-    ClaimOutboxParams, ClaimToken, FailOutboxParams, OutboxFailed, OutboxRow, OutboxStore,
+    ClaimOutboxParams, ClaimToken, FailParams, Failed, OutboxRow, OutboxStore,
 };
 use inboxed_core::outbox::{Outbox, OutgoingError, OutgoingMessage};
 use inboxed_core::store::BeginParams;
@@ -215,7 +215,7 @@ pub async fn outbox_failures_park_only_their_key<B: Backend>(_test: &str) {
         rows.iter().map(label).collect::<Vec<_>>(),
         ["a1", "b1", "c1"]
     );
-    let fail = |row: &OutboxRow, permanent: bool| FailOutboxParams {
+    let fail = |row: &OutboxRow, permanent: bool| FailParams {
         id: row.id,
         token: &t,
         error: "NOT_ROUTED: no queue bound for destination",
@@ -226,15 +226,15 @@ pub async fn outbox_failures_park_only_their_key<B: Backend>(_test: &str) {
     };
     assert_eq!(
         db.store.fail_outbox(&fail(&rows[0], true)).await.unwrap(),
-        OutboxFailed::Dead
+        Failed::Dead
     );
     assert_eq!(
         db.store.fail_outbox(&fail(&rows[1], false)).await.unwrap(),
-        OutboxFailed::Retrying
+        Failed::Retrying
     );
     assert_eq!(
         db.store.fail_outbox(&fail(&rows[1], false)).await.unwrap(),
-        OutboxFailed::LostClaim,
+        Failed::LostClaim,
         "a settled claim cannot be failed again"
     );
     // c1 is held by a relay that dies: nothing marks it.

@@ -22,6 +22,7 @@ mod pace;
 mod reaper;
 mod receipt;
 mod relay;
+mod replay;
 pub mod store;
 mod wake;
 mod worker;

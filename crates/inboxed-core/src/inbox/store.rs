@@ -11,6 +11,7 @@ use crate::hash::PayloadHash;
 
 pub use super::guards::{Liveness, Subscription};
 pub use super::outcomes::receipt_outcomes;
+pub use super::replay::{ReplayParams, Replayed, Selector};
 
 /// Milliseconds since the Unix epoch, the unit every inbox time parameter travels in.
 #[must_use]
@@ -259,84 +260,9 @@ pub struct ReleaseStaleParams<'a> {
     pub dead_workers: &'a [String],
 }
 
-/// Which rows a replay resets. Fields combine with AND; `None` matches anything.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Selector {
-    /// These row ids only.
-    pub ids: Option<Vec<i64>>,
-    /// This aggregate only.
-    pub aggregate_id: Option<String>,
-    /// Received at or after.
-    pub received_from: Option<SystemTime>,
-    /// Received before.
-    pub received_before: Option<SystemTime>,
-}
-
-impl Selector {
-    /// Every row the statuses allow.
-    #[must_use]
-    pub fn all() -> Self {
-        Self::default()
-    }
-
-    /// These row ids.
-    #[must_use]
-    pub fn ids(ids: impl Into<Vec<i64>>) -> Self {
-        Self {
-            ids: Some(ids.into()),
-            ..Self::default()
-        }
-    }
-
-    /// One aggregate.
-    #[must_use]
-    pub fn aggregate(aggregate_id: impl Into<String>) -> Self {
-        Self {
-            aggregate_id: Some(aggregate_id.into()),
-            ..Self::default()
-        }
-    }
-
-    /// Received in `[from, before)`.
-    #[must_use]
-    pub fn received_between(from: SystemTime, before: SystemTime) -> Self {
-        Self {
-            received_from: Some(from),
-            received_before: Some(before),
-            ..Self::default()
-        }
-    }
-}
-
-/// Parameters of [`InboxStore::replay`].
-#[derive(Debug, Clone, Copy)]
-pub struct ReplayParams<'a> {
-    /// Whose rows.
-    pub consumer: &'a ConsumerName,
-    /// Which rows.
-    pub selector: &'a Selector,
-    /// Also reset done rows: a re-drive, which applies their effect again.
-    pub include_done: bool,
-    /// Who asks, for the audit record.
-    pub actor: &'a str,
-    /// Why, for the audit record.
-    pub reason: &'a str,
-}
-
-/// What a replay reset.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Replayed {
-    /// Row ids reset to pending, in order.
-    pub ids: Vec<i64>,
-    /// How many of them had been done.
-    pub done_rows: u64,
-}
-
-/// Store-then-process operations. Implemented by the same backends as [`Store`](crate::Store); internal in
-/// the same way (not meant to be implemented elsewhere, may change in minor releases). The
-/// default bodies are the shared store layer's ([`crate::engine`]); an engine overrides only
+/// Store-then-process operations. Implemented by the same backends as
+/// [`Store`](crate::Store); internal in the same way (not meant to be implemented elsewhere,
+/// may change in minor releases). The default bodies are the shared store layer's ([`crate::engine`]); an engine overrides only
 /// where it truly differs (a set-based receipt, no row locks, a worker registry).
 pub trait InboxStore: Engine {
     /// At most this many batches can usefully run at once on this store (SQLite: 1, its single

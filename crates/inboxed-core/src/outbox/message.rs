@@ -129,7 +129,7 @@ impl OutgoingMessage {
 
     /// The headers as the JSON object the outbox stores.
     #[must_use]
-    pub fn headers_json(&self) -> String {
+    pub(crate) fn headers_json(&self) -> String {
         serde_json::to_string(&self.headers).unwrap_or_else(|_| "{}".to_owned())
     }
 

@@ -62,3 +62,8 @@ pub const REDELIVERY_HORIZON_SECONDS: &str = "inboxed_redelivery_horizon_seconds
 pub const PURGE_FAILURES_TOTAL: &str = "inboxed_purge_failures_total";
 /// Gauge of the Unix time of the last purge pass that succeeded.
 pub const PURGE_LAST_SUCCESS_SECONDS: &str = "inboxed_purge_last_success_timestamp_seconds";
+/// Counter of outbox rows a relay settled, by `outcome` (sent, retrying, dead, handed_back,
+/// lost).
+pub const OUTBOX_ROWS_TOTAL: &str = "inboxed_outbox_rows_total";
+/// Counter of outbox rows returned to pending (or dead) after their relay's lease ran out.
+pub const OUTBOX_LEASES_EXPIRED_TOTAL: &str = "inboxed_outbox_leases_expired_total";

@@ -148,4 +148,5 @@ operations!(
     outbox_sent,
     outbox_fail,
     outbox_release_stale,
+    outbox_release,
 );

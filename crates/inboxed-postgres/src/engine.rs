@@ -135,5 +135,16 @@ impl Engine for PgStore {
 /// The backlog and dead letters behind `inboxed serve`, as the shared layer reads them.
 impl inboxed_core::observe::ObserveStore for PgStore {}
 
-/// The outbox's write, as the shared layer has it.
-impl inboxed_core::outbox::store::OutboxStore for PgStore {}
+/// The outbox as the shared layer has it, and NOTIFY wake-ups for its relays.
+impl inboxed_core::outbox::store::OutboxStore for PgStore {
+    async fn listen_outbox(
+        &self,
+        wake: std::sync::Arc<tokio::sync::Notify>,
+    ) -> Result<Option<inboxed_core::inbox::store::Subscription>, StoreError> {
+        // `outbox_write.sql` notifies this channel, once per writing transaction.
+        let channel = format!("{}outbox", self.namespace().prefix());
+        self.listen(&channel, wake, |_| true, "outbox")
+            .await
+            .map(Some)
+    }
+}

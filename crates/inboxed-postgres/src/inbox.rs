@@ -27,6 +27,44 @@ impl PgStore {
         format!("{}inbox", self.namespace().prefix())
     }
 
+    /// Listens on `channel` from a connection of its own and wakes one of `wake`'s waiters
+    /// for each notification whose payload `wanted` accepts, until the subscription is
+    /// dropped or every holder of `wake` is gone. A lost connection is re-established at the
+    /// next receive; the waiters poll meanwhile.
+    pub(crate) async fn listen(
+        &self,
+        channel: &str,
+        wake: Arc<Notify>,
+        wanted: impl Fn(&str) -> bool + Send + 'static,
+        what: &'static str,
+    ) -> Result<Subscription, StoreError> {
+        let mut listener = PgListener::connect_with(&self.pool)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        listener
+            .listen(channel)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        let weak = Arc::downgrade(&wake);
+        drop(wake);
+        let task = tokio::spawn(async move {
+            loop {
+                match listener.recv().await {
+                    Ok(note) if wanted(note.payload()) => match weak.upgrade() {
+                        Some(notify) => notify.notify_one(),
+                        None => return,
+                    },
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, listener = what, "listener lost its connection");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+        Ok(Subscription::new(task))
+    }
+
     /// Runs an autocommitted statement. With the statement cache off (behind a proxy that does
     /// not track prepared statements) it runs inside a transaction, so that the unnamed
     /// statement's parse and execute reach the same server.
@@ -218,36 +256,12 @@ impl InboxStore for PgStore {
         consumer: &ConsumerName,
         wake: Arc<Notify>,
     ) -> Result<Option<Subscription>, StoreError> {
-        let mut listener = PgListener::connect_with(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        listener
-            .listen(&self.channel())
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let weak = Arc::downgrade(&wake);
-        drop(wake);
         let (consumer, wakers) = (consumer.clone(), self.wakers.clone());
-        let task = tokio::spawn(async move {
-            loop {
-                match listener.recv().await {
-                    // This store's own receipts woke their workers in process already.
-                    Ok(note) if wakers.is_foreign_wake(note.payload(), &consumer) => {
-                        match weak.upgrade() {
-                            Some(notify) => notify.notify_one(),
-                            None => return,
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        // The listener reconnects on its next receive; workers poll meanwhile.
-                        tracing::warn!(error = %e, "inbox listener lost its connection");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                }
-            }
-        });
-        Ok(Some(Subscription::new(task)))
+        // This store's own receipts woke their workers in process already.
+        let foreign = move |payload: &str| wakers.is_foreign_wake(payload, &consumer);
+        self.listen(&self.channel(), wake, foreign, "inbox")
+            .await
+            .map(Some)
     }
 
     fn local_wakers(&self) -> Option<&LocalWakers> {

@@ -21,8 +21,9 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     purge_dead_letters, purge_redrive_audit, redact_done_payloads, server_version, lock_key,
     claim_partitioned, create_partitions, expired_partitions, partition_consumers,
     lock_maintenance, detach_partition, drop_partition, migrate_lock, schema_exists,
-    create_schema, migrations_table, migrations_applied, migration_record, migrations_exist, outbox_write, outbox_claim, outbox_sent, outbox_fail,
-    outbox_release_stale;
+    create_schema, migrations_table, migrations_applied, migration_record, migrations_exist,
+    outbox_write, outbox_claim, outbox_sent, outbox_fail,
+    outbox_release_stale, outbox_release;
     absent:
 };
 /// Durability settings query; has no identifiers to render.

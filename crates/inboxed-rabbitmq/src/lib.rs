@@ -20,6 +20,7 @@
 
 mod config;
 mod delivery;
+mod publisher;
 mod runtime;
 mod screen;
 mod settling;
@@ -28,4 +29,5 @@ mod wire;
 
 pub use config::{QueueKind, RabbitConfig};
 pub use delivery::RabbitDelivery;
+pub use publisher::{RabbitPublisher, RabbitPublisherConfig, Route};
 pub use source::{RabbitError, RabbitSource, connection};

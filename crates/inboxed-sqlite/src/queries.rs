@@ -17,8 +17,9 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     observe_dead_letters, list_dead_letters, load_dead_letter_by_id, delete_dead_letter_by_id,
     list_partitions, purge_processed, count_expired, processed_stats, purge_dead_letters,
     purge_redrive_audit, redact_done_payloads, migrations_table, migrations_applied,
-    migration_record, migrations_exist, outbox_write, outbox_claim, outbox_sent, outbox_fail,
-    outbox_release_stale;
+    migration_record, migrations_exist,
+    outbox_write, outbox_claim, outbox_sent, outbox_fail,
+    outbox_release_stale, outbox_release;
     absent:
     // Keys store the consumer name: no registry.
     register_consumer,

@@ -111,3 +111,20 @@ pub async fn release_stale<E: Engine>(
         .opt_int(now.map(millis));
     e.execute_alone(q).await
 }
+
+/// Hands back claimed rows that were not published, their attempt given back
+/// (`outbox_release.sql`); how many.
+///
+/// # Errors
+/// The statement failed.
+pub async fn release<E: Engine>(
+    e: &E,
+    token: &ClaimToken,
+    ids: Option<&[i64]>,
+) -> Result<u64, StoreError> {
+    let q = e
+        .query(&e.queries().outbox_release)
+        .bytes(token.as_bytes())
+        .opt_ids(ids);
+    e.execute_alone(q).await
+}

@@ -33,4 +33,5 @@ pub use receipt::Inbox;
 pub use relay::{Relay, RelayConfig, Relayed, relay_batch, relay_one};
 pub use store::{Enqueued, InboxStore, Replayed, Selector};
 pub use wake::LocalWakers;
+pub(crate) use worker::PROCESS;
 pub use worker::{BatchReport, Worker};

@@ -18,7 +18,7 @@ use crate::metrics as m;
 
 /// This process, as the first part of each worker's id: its pid and a random nonce (pids are
 /// reused, across restarts and across hosts).
-static PROCESS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+pub(crate) static PROCESS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "{}-{}",
         std::process::id(),

@@ -7,11 +7,19 @@
 //! Writing is one insert on the caller's connection ([`Outbox::write`]): from a
 //! [`Handler`](crate::Handler) (the processor's and the store-then-process workers' alike,
 //! through the connection they hand it) or from application code with no inbox at all.
+//! Publishing is an [`OutboxRelay`]'s, through a broker adapter's [`Publisher`].
 
+mod config;
 mod message;
+mod publish;
+mod relay;
 pub mod store;
 
+pub use config::OutboxRelayConfig;
 pub use message::{MAX_DESTINATION_BYTES, OutgoingError, OutgoingMessage};
+pub use publish::{Outcome, Publisher};
+pub use relay::{OutboxRelay, RelayReport};
+pub use store::OutboxRow;
 
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::Error;

@@ -108,6 +108,29 @@ pub trait OutboxStore: Engine {
         crate::engine::inbox::fail_claimed(self, &self.queries().outbox_fail, params)
     }
 
+    /// Hands back rows of a claim that were not published (`ids`; `None`: every row of the
+    /// token), their attempt given back: the broker was unavailable, or the relay is
+    /// stopping. How many.
+    fn release_outbox(
+        &self,
+        token: &ClaimToken,
+        ids: Option<&[i64]>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        crate::engine::outbox::release(self, token, ids)
+    }
+
+    /// Starts waking `wake` (`notify_one`) when a transaction that wrote to the outbox
+    /// commits, if the engine can tell other processes; `None`: relays poll. Dropping the
+    /// subscription stops it.
+    fn listen_outbox(
+        &self,
+        wake: std::sync::Arc<tokio::sync::Notify>,
+    ) -> impl Future<Output = Result<Option<crate::inbox::store::Subscription>, StoreError>> + Send
+    {
+        let _ = wake;
+        async { Ok(None) }
+    }
+
     /// Returns up to `limit` rows whose lease ran out to pending (dead past `max_attempts`);
     /// how many.
     fn release_stale_outbox(

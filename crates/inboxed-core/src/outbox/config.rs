@@ -1,0 +1,122 @@
+//! Settings of the outbox relay.
+
+use std::time::Duration;
+
+use crate::backoff::Backoff;
+
+/// Settings for [`OutboxRelay`](super::OutboxRelay).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct OutboxRelayConfig {
+    /// Rows per claim, published as one pipelined batch whose confirmations are awaited
+    /// together. Defaults to 100.
+    pub batch_size: u32,
+    /// Claim loops running at once, each with its own batch: one publishes while another
+    /// claims or marks. Defaults to 2.
+    pub concurrency: usize,
+    /// How long a claim holds before another relay may publish its rows again: longer than a
+    /// batch's publish and confirmation can take (the publisher's own timeouts), or rows are
+    /// sent twice (still under one id). Defaults to 30 s.
+    pub lease: Duration,
+    /// Wait on the engine's notification of committed outbox writes (PostgreSQL's
+    /// LISTEN/NOTIFY; other engines poll). Defaults to `true`.
+    pub notify: bool,
+    /// How long an idle loop waits before it claims again, woken sooner by a notification.
+    /// Jittered by ±50 %. Defaults to 250 ms.
+    pub poll_interval: Duration,
+    /// At this many attempts a refused or unconfirmed row is dead instead of retried.
+    /// Defaults to 10.
+    pub max_attempts: u32,
+    /// Delay before a refused or unconfirmed row is tried again, by attempt. Defaults to 1 s
+    /// doubling to 5 min, with jitter.
+    pub backoff: Backoff,
+    /// Pause of a loop after the broker was unreachable or the database failed, by
+    /// consecutive failure. Defaults to 100 ms doubling to 10 s, with jitter.
+    pub reconnect: Backoff,
+    /// How often expired claims (of a relay that died) are returned to pending. Defaults
+    /// to 5 s.
+    pub reap_interval: Duration,
+    /// How long batches in flight may take to finish at shutdown. Defaults to 10 s.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for OutboxRelayConfig {
+    fn default() -> Self {
+        Self {
+            batch_size: 100,
+            concurrency: 2,
+            lease: Duration::from_secs(30),
+            notify: true,
+            poll_interval: Duration::from_millis(250),
+            max_attempts: 10,
+            backoff: Backoff {
+                base: Duration::from_secs(1),
+                max: Duration::from_secs(300),
+            },
+            reconnect: Backoff {
+                base: Duration::from_millis(100),
+                max: Duration::from_secs(10),
+            },
+            reap_interval: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+impl OutboxRelayConfig {
+    /// Sets [`OutboxRelayConfig::batch_size`] (at least 1).
+    #[must_use]
+    pub fn batch_size(mut self, n: u32) -> Self {
+        self.batch_size = n.max(1);
+        self
+    }
+
+    /// Sets [`OutboxRelayConfig::concurrency`] (at least 1).
+    #[must_use]
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// Sets [`OutboxRelayConfig::lease`].
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Sets [`OutboxRelayConfig::notify`].
+    #[must_use]
+    pub fn notify(mut self, on: bool) -> Self {
+        self.notify = on;
+        self
+    }
+
+    /// Sets [`OutboxRelayConfig::poll_interval`].
+    #[must_use]
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every;
+        self
+    }
+
+    /// Sets [`OutboxRelayConfig::max_attempts`] (at least 1).
+    #[must_use]
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n.max(1);
+        self
+    }
+
+    /// Sets [`OutboxRelayConfig::backoff`].
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Sets [`OutboxRelayConfig::reap_interval`].
+    #[must_use]
+    pub fn reap_interval(mut self, every: Duration) -> Self {
+        self.reap_interval = every;
+        self
+    }
+}

@@ -1,0 +1,421 @@
+//! The outbox relay through a real RabbitMQ into a real PostgreSQL inbox downstream: rows
+//! written by committed transactions are published once each under their outbox id, a re-send
+//! is absorbed by the next service's inbox, refused rows go dead without holding up the rest,
+//! an unreachable broker uses up no attempts, and rows of one key arrive in insert order with
+//! four relays at once.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use lapin::options::{BasicGetOptions, QueueDeleteOptions};
+use lapin::{Channel, Connection, ConnectionProperties};
+
+use inboxed_core::outbox::{Outbox, OutboxRelay, OutboxRelayConfig, OutgoingMessage};
+use inboxed_core::store::BeginParams;
+use inboxed_core::{Backoff, Consumer, ConsumerConfig, ConsumerName, Processor, Store};
+use inboxed_postgres::PgStore;
+use inboxed_rabbitmq::{RabbitConfig, RabbitPublisher, RabbitPublisherConfig, RabbitSource};
+use inboxed_test::amqp::depth;
+use inboxed_test::broker_child::until_settled;
+use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
+
+fn amqp_url() -> String {
+    std::env::var("INBOXED_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+async fn queue() -> (Channel, String) {
+    inboxed_test::amqp::queue(&amqp_url()).await
+}
+
+/// Quick retries, so that a refused row reaches its last attempt within a test.
+fn config() -> OutboxRelayConfig {
+    OutboxRelayConfig::default()
+        .poll_interval(Duration::from_millis(20))
+        .backoff(Backoff {
+            base: Duration::from_millis(5),
+            max: Duration::from_millis(20),
+        })
+        .reap_interval(Duration::from_millis(100))
+}
+
+/// Writes `messages` in one committed transaction, beside nothing else.
+async fn write(store: &PgStore, messages: &[OutgoingMessage]) -> Vec<String> {
+    let outbox = Outbox::new(store.clone());
+    let mut tx = store.begin(&BeginParams::default()).await.unwrap();
+    let mut ids = Vec::new();
+    for m in messages {
+        ids.push(outbox.write(&mut tx, m).await.unwrap().as_str().to_owned());
+    }
+    tx.commit().await.unwrap();
+    ids
+}
+
+async fn count(store: &PgStore, sql: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+}
+
+/// Runs `relay` until `sql` counts `want`, then stops it; fails after 30 s.
+async fn relay_until(
+    relay: &OutboxRelay<PgStore, RabbitPublisher>,
+    store: &PgStore,
+    sql: &str,
+    want: i64,
+) {
+    let store = store.clone();
+    let sql = sql.to_owned();
+    let done = async move {
+        for _ in 0..1_500 {
+            if count(&store, &sql).await == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("{sql} did not reach {want} in 30 s");
+    };
+    relay.run(done).await.unwrap();
+}
+
+/// Until `queue` has no message ready, then half a second for the last acks.
+async fn until_empty(channel: &Channel, queue: &str) {
+    let passive = lapin::options::QueueDeclareOptions {
+        passive: true,
+        ..lapin::options::QueueDeclareOptions::default()
+    };
+    for _ in 0..500 {
+        let q = channel
+            .queue_declare(queue.into(), passive, lapin::types::FieldTable::default())
+            .await
+            .unwrap();
+        if q.message_count() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
+async fn publisher() -> RabbitPublisher {
+    RabbitPublisher::connect(RabbitPublisherConfig::new(amqp_url()))
+        .await
+        .unwrap()
+}
+
+/// 40 credits written by committed transactions (and 5 by one rolled back) reach the queue,
+/// are consumed by an inboxed consumer downstream and credited once each; rows "re-sent" as
+/// after a crash between the confirmation and the mark arrive again under the same ids and
+/// change nothing downstream. A message carries its id, type, headers and bytes unchanged.
+#[tokio::test]
+async fn committed_rows_are_published_once_under_their_ids_and_resends_are_absorbed() {
+    let upstream = Pg::create().await;
+    let downstream = Pg::create().await;
+    let (channel, name) = queue().await;
+
+    let credits: Vec<OutgoingMessage> = (0..40_i64)
+        .map(|i| OutgoingMessage::new(&name, credit(&format!("c-{i}"), i + 1).payload().to_vec()))
+        .collect();
+    let mut ids = Vec::new();
+    for chunk in credits.chunks(8) {
+        ids.extend(write(&upstream.store, chunk).await);
+    }
+    let outbox = Outbox::new(upstream.store.clone());
+    let mut tx = upstream.store.begin(&BeginParams::default()).await.unwrap();
+    for i in 0..5 {
+        let m = OutgoingMessage::new(&name, credit(&format!("r-{i}"), 1000).payload().to_vec());
+        outbox.write(&mut tx, &m).await.unwrap();
+    }
+    tx.rollback().await.unwrap();
+
+    let relay = OutboxRelay::new(upstream.store.clone(), publisher().await, config());
+    relay_until(
+        &relay,
+        &upstream.store,
+        "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'",
+        40,
+    )
+    .await;
+    assert_eq!(
+        depth(&channel, &name).await,
+        40,
+        "one message per committed row"
+    );
+
+    let consume =
+        async |db: &TestDb<Pg>, until: std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>>| {
+            let processor = Processor::new(
+                db.store.clone(),
+                ConsumerName::new("ledger").unwrap(),
+                Ledger::<Pg>::default(),
+            );
+            let source =
+                RabbitSource::connect(RabbitConfig::new(amqp_url(), name.as_str()).prefetch(16))
+                    .await
+                    .unwrap();
+            Consumer::new(processor, ConsumerConfig::default().concurrency(4))
+                .run(source, until)
+                .await
+                .unwrap();
+        };
+    consume(&downstream, Box::pin(until_settled(&downstream, 40, 0))).await;
+    assert_eq!(
+        inboxed_test::conformance::ledger_state(&downstream).await,
+        (40, 820),
+        "each credit once, the rolled-back ones never"
+    );
+
+    // As after a relay killed between the broker's confirmation and the mark: the rows are
+    // published again, under the ids they were published under before.
+    sqlx::query(
+        "UPDATE inboxed_outbox_messages SET status = 'pending', sent_at = NULL WHERE id IN \
+         (SELECT id FROM inboxed_outbox_messages ORDER BY id LIMIT 10)",
+    )
+    .execute(upstream.store.pool())
+    .await
+    .unwrap();
+    relay_until(
+        &relay,
+        &upstream.store,
+        "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'",
+        40,
+    )
+    .await;
+    let first = channel
+        .basic_get(name.as_str().into(), BasicGetOptions { no_ack: true })
+        .await
+        .unwrap()
+        .expect("a re-sent message");
+    assert_eq!(
+        first
+            .delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|s| s.as_str()),
+        Some(ids[0].as_str()),
+        "re-sent under its outbox id"
+    );
+    consume(&downstream, Box::pin(until_empty(&channel, &name))).await;
+    assert_eq!(
+        inboxed_test::conformance::ledger_state(&downstream).await,
+        (40, 820),
+        "the re-sends were settled as duplicates downstream"
+    );
+    assert_eq!(depth(&channel, &name).await, 0);
+
+    // What a message carries.
+    let raw = b"\x00\xff not utf-8".to_vec();
+    let written = write(
+        &upstream.store,
+        &[OutgoingMessage::new(&name, raw.clone())
+            .with_type("Charged")
+            .with_correlation_id("corr-1")
+            .with_header("schema", "v2")],
+    )
+    .await;
+    relay_until(
+        &relay,
+        &upstream.store,
+        "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'",
+        41,
+    )
+    .await;
+    let got = channel
+        .basic_get(name.as_str().into(), BasicGetOptions { no_ack: true })
+        .await
+        .unwrap()
+        .expect("the message");
+    let props = &got.delivery.properties;
+    assert_eq!(got.delivery.data, raw, "the payload's bytes unchanged");
+    assert_eq!(props.message_id().as_ref().unwrap().as_str(), written[0]);
+    assert_eq!(props.kind().as_ref().unwrap().as_str(), "Charged");
+    assert_eq!(props.correlation_id().as_ref().unwrap().as_str(), "corr-1");
+    assert_eq!(props.delivery_mode(), &Some(2), "persistent");
+    let header = props
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("schema").cloned());
+    assert_eq!(
+        header,
+        Some(lapin::types::AMQPValue::LongString("v2".into()))
+    );
+    channel
+        .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+    upstream.finish().await;
+    downstream.finish().await;
+}
+
+/// An unroutable message (no such queue; dead after its attempts) and one too large for the
+/// publisher (dead at once, nothing sent) are dead with the broker's or the publisher's reason,
+/// and the rows written after them are published.
+#[tokio::test]
+async fn refused_rows_go_dead_without_holding_up_the_rest() {
+    let db = Pg::create().await;
+    let (channel, name) = queue().await;
+    let missing = format!("{name}-missing");
+    let mut messages = vec![
+        OutgoingMessage::new(&missing, b"nowhere".to_vec()),
+        OutgoingMessage::new(&name, vec![b'x'; 2_000]),
+    ];
+    messages.extend((0..10).map(|i| OutgoingMessage::new(&name, format!("m-{i}").into_bytes())));
+    write(&db.store, &messages).await;
+
+    let mut publishing = RabbitPublisherConfig::new(amqp_url());
+    publishing.max_message_bytes = 1_000;
+    let publisher = RabbitPublisher::connect(publishing).await.unwrap();
+    let relay = OutboxRelay::new(db.store.clone(), publisher, config().max_attempts(3));
+    relay_until(
+        &relay,
+        &db.store,
+        "SELECT count(*) FROM inboxed_outbox_messages WHERE status IN ('sent', 'dead')",
+        12,
+    )
+    .await;
+    assert_eq!(
+        count(
+            &db.store,
+            "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'"
+        )
+        .await,
+        10
+    );
+    let dead: BTreeMap<String, (i64, String)> = sqlx::query_as::<_, (String, i32, String)>(
+        "SELECT destination, attempts, last_error FROM inboxed_outbox_messages WHERE status = 'dead'",
+    )
+    .fetch_all(db.store.pool())
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(d, a, e)| (if d == name { "large".to_owned() } else { "unroutable".to_owned() }, (i64::from(a), e)))
+    .collect();
+    let (attempts, error) = &dead["unroutable"];
+    assert_eq!(*attempts, 3, "retried, then dead: {error}");
+    assert!(
+        error.contains("unroutable") && error.contains("312"),
+        "{error}"
+    );
+    let (attempts, error) = &dead["large"];
+    assert_eq!(*attempts, 1, "dead at once: {error}");
+    assert!(error.contains("payload is 2000 bytes"), "{error}");
+    assert_eq!(
+        depth(&channel, &name).await,
+        10,
+        "the large one was never sent"
+    );
+    channel
+        .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+    db.finish().await;
+}
+
+/// With nothing listening where the broker should be, the relay publishes nothing and hands
+/// its rows back with their attempts given back: an outage uses up no attempts.
+#[tokio::test]
+async fn an_unreachable_broker_loses_nothing_and_uses_no_attempts() {
+    let db = Pg::create().await;
+    write(
+        &db.store,
+        &(0..5)
+            .map(|i| OutgoingMessage::new("anywhere", vec![i]))
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    let port = inboxed_test::free_port();
+    let mut publishing =
+        RabbitPublisherConfig::new(format!("amqp://guest:guest@127.0.0.1:{port}/%2f"));
+    publishing.connect_timeout = Duration::from_millis(500);
+    let relay = OutboxRelay::new(
+        db.store.clone(),
+        RabbitPublisher::lazy(publishing),
+        config(),
+    );
+    for _ in 0..3 {
+        let report = relay.run_once().await.unwrap();
+        assert_eq!((report.claimed, report.handed_back, report.sent), (5, 5, 0));
+    }
+    assert_eq!(
+        count(
+            &db.store,
+            "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'pending' AND attempts = 0 \
+             AND claim_token IS NULL"
+        )
+        .await,
+        5
+    );
+    db.finish().await;
+}
+
+/// Four relays at once over 10 keys of 12 rows each: every key's rows reach the queue in the
+/// order they were written.
+#[tokio::test]
+async fn rows_of_one_key_arrive_in_insert_order_with_four_relays() {
+    let db = Pg::create().await;
+    let (channel, name) = queue().await;
+    let mut messages = Vec::new();
+    for seq in 0..12 {
+        for key in 0..10 {
+            messages.push(
+                OutgoingMessage::new(&name, format!("{key}:{seq}").into_bytes())
+                    .with_key(format!("k{key}")),
+            );
+        }
+    }
+    for chunk in messages.chunks(15) {
+        write(&db.store, chunk).await;
+    }
+    let relays: Vec<_> = (0..4)
+        .map(|_| async {
+            OutboxRelay::new(
+                db.store.clone(),
+                publisher().await,
+                // Small batches, claimed side by side: without the rule of one row at a time
+                // per key, a later batch of a key overtakes an earlier one on another relay.
+                config().concurrency(2).batch_size(4),
+            )
+        })
+        .collect();
+    let relays = futures_util::future::join_all(relays).await;
+    let runs = relays.iter().map(|r| {
+        relay_until(
+            r,
+            &db.store,
+            "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'",
+            120,
+        )
+    });
+    futures_util::future::join_all(runs).await;
+    let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
+        .await
+        .unwrap();
+    let reader = conn.create_channel().await.unwrap();
+    let mut next: BTreeMap<String, u32> = BTreeMap::new();
+    for _ in 0..120 {
+        let got = reader
+            .basic_get(name.as_str().into(), BasicGetOptions { no_ack: true })
+            .await
+            .unwrap()
+            .expect("120 messages");
+        let body = String::from_utf8(got.delivery.data.clone()).unwrap();
+        let (key, seq) = body.split_once(':').unwrap();
+        let expected = next.entry(key.to_owned()).or_insert(0);
+        assert_eq!(
+            seq.parse::<u32>().unwrap(),
+            *expected,
+            "key {key} out of order"
+        );
+        *expected += 1;
+    }
+    assert!(next.values().all(|n| *n == 12));
+    channel
+        .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+    db.finish().await;
+}

@@ -319,3 +319,74 @@ async fn relay_survives_a_broker_restart() {
     assert_eq!(rows(&pool).await, Some(RESTART_MESSAGES));
     db.finish().await;
 }
+
+/// `inboxed outbox relay` as a process: rows written by a committed transaction reach the
+/// queue its `--route` names, each once under its outbox id; SIGTERM stops it with exit 0.
+#[tokio::test]
+async fn outbox_relay_publishes_committed_rows_and_stops_on_sigterm() {
+    use inboxed_core::Store;
+    use inboxed_core::outbox::{Outbox, OutgoingMessage};
+
+    let db = Pg::create().await;
+    let pool = db.store.pool().clone();
+    let (channel, name) = queue(&amqp_url()).await;
+    let outbox = Outbox::new(db.store.clone());
+    let mut tx = db
+        .store
+        .begin(&inboxed_core::store::BeginParams::default())
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..25_u8 {
+        let m = OutgoingMessage::new("billing.charged", vec![i]);
+        ids.push(outbox.write(&mut tx, &m).await.unwrap());
+    }
+    tx.commit().await.unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(["outbox", "relay", "--database-url", &db.locator])
+        .args(["--broker", &amqp_url()])
+        .args(["--route", &format!("billing.charged=/{name}")])
+        .env("INBOXED_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start inboxed outbox relay");
+    for _ in 0..300 {
+        let sent: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if sent == 25 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (ok, out) = terminate(child).await;
+    assert!(ok, "exit 0 after SIGTERM: {out}");
+    assert!(out.contains("outbox relay stopped"), "{out}");
+    assert_eq!(depth(&channel, &name).await, 25, "each row once");
+    let first = channel
+        .basic_get(
+            name.as_str().into(),
+            lapin::options::BasicGetOptions { no_ack: true },
+        )
+        .await
+        .unwrap()
+        .expect("a message");
+    assert_eq!(
+        first
+            .delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|s| s.as_str()),
+        Some(ids[0].as_str())
+    );
+    channel
+        .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+    db.finish().await;
+}

@@ -12,7 +12,9 @@ use std::time::Duration;
 use lapin::options::{BasicGetOptions, QueueDeleteOptions};
 use lapin::{Channel, Connection, ConnectionProperties};
 
-use inboxed_core::outbox::{Outbox, OutboxRelay, OutboxRelayConfig, OutgoingMessage};
+use inboxed_core::outbox::{
+    Outbox, OutboxRelay, OutboxRelayConfig, OutboxRow, Outcome, OutgoingMessage, Publisher,
+};
 use inboxed_core::store::BeginParams;
 use inboxed_core::{Backoff, Consumer, ConsumerConfig, ConsumerName, Processor, Store};
 use inboxed_postgres::PgStore;
@@ -418,4 +420,110 @@ async fn rows_of_one_key_arrive_in_insert_order_with_four_relays() {
         .await
         .unwrap();
     db.finish().await;
+}
+
+/// The child's publisher: the process dies right after the broker confirmed its first batch,
+/// before the relay can mark a row of it sent.
+struct DieAfterConfirm(RabbitPublisher);
+
+impl Publisher for DieAfterConfirm {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+        let outcomes = self.0.publish(rows).await;
+        if outcomes.iter().all(|o| *o == Outcome::Confirmed) {
+            std::process::abort();
+        }
+        outcomes
+    }
+}
+
+/// A relay process killed between the broker's confirmation and the mark: its 10 confirmed
+/// rows stay unmarked, come back after the lease, and are published again under the same ids,
+/// which the inbox downstream settles as duplicates: 40 deliveries, 30 credits, each once.
+#[tokio::test]
+async fn a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids() {
+    const TEST: &str = "a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids";
+    if let Ok(locator) = std::env::var("INBOXED_OUTBOX_CHILD") {
+        let store = Pg::attach(&locator).await;
+        let config = config()
+            .concurrency(1)
+            .batch_size(10)
+            .lease(Duration::from_secs(1));
+        OutboxRelay::new(store, DieAfterConfirm(publisher().await), config)
+            .run(std::future::pending())
+            .await
+            .unwrap();
+        return;
+    }
+    let upstream = Pg::create().await;
+    let downstream = Pg::create().await;
+    let (channel, name) = queue().await;
+    let credits: Vec<OutgoingMessage> = (0..30_i64)
+        .map(|i| OutgoingMessage::new(&name, credit(&format!("k-{i}"), i + 1).payload().to_vec()))
+        .collect();
+    write(&upstream.store, &credits).await;
+
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env("INBOXED_OUTBOX_CHILD", &upstream.locator)
+        .env("INBOXED_AMQP_URL", amqp_url())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the child dies within 60 s")
+        .unwrap();
+    assert!(!status.success(), "the child died: {status}");
+    assert_eq!(
+        depth(&channel, &name).await,
+        10,
+        "its first batch was confirmed"
+    );
+    assert_eq!(
+        count(
+            &upstream.store,
+            "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sending'"
+        )
+        .await,
+        10,
+        "and none of it marked sent"
+    );
+
+    let relay = OutboxRelay::new(upstream.store.clone(), publisher().await, config());
+    relay_until(
+        &relay,
+        &upstream.store,
+        "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'",
+        30,
+    )
+    .await;
+    assert_eq!(
+        depth(&channel, &name).await,
+        40,
+        "the 10 were published again"
+    );
+    let processor = Processor::new(
+        downstream.store.clone(),
+        ConsumerName::new("ledger").unwrap(),
+        Ledger::<Pg>::default(),
+    );
+    let source = RabbitSource::connect(RabbitConfig::new(amqp_url(), name.as_str()).prefetch(16))
+        .await
+        .unwrap();
+    Consumer::new(processor, ConsumerConfig::default().concurrency(4))
+        .run(source, until_empty(&channel, &name))
+        .await
+        .unwrap();
+    assert_eq!(
+        inboxed_test::conformance::ledger_state(&downstream).await,
+        (30, 465),
+        "each credit once: the re-sent ones carried their first ids"
+    );
+    assert_eq!(depth(&channel, &name).await, 0);
+    channel
+        .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+    upstream.finish().await;
+    downstream.finish().await;
 }

@@ -5,6 +5,7 @@ mod dead_letters;
 mod demo;
 mod duration;
 mod migrate;
+mod outbox;
 mod partitions;
 mod purge;
 mod relay;
@@ -72,6 +73,9 @@ enum Command {
     /// PostgreSQL's processed-keys partitions: list them, create the ones missing ahead, drop
     /// the expired ones.
     Partitions(partitions::Args),
+    /// The transactional outbox: `relay` publishes committed outbox rows to the broker, each
+    /// marked sent only after the broker confirmed it (docs/outbox.md).
+    Outbox(outbox::Args),
 }
 
 impl Cli {
@@ -86,7 +90,7 @@ impl Cli {
             | Command::DeadLetters(_)
             | Command::Replay(_)
             | Command::Partitions(_) => "warn",
-            Command::Relay(_) | Command::Serve(_) => "info",
+            Command::Relay(_) | Command::Serve(_) | Command::Outbox(_) => "info",
         }
     }
 }
@@ -103,5 +107,6 @@ pub(crate) async fn run(cli: Cli, out: &mut impl Write) -> anyhow::Result<ExitCo
         Command::DeadLetters(args) => dead_letters::run(args, out).await,
         Command::Replay(args) => replay::run(args, out).await,
         Command::Partitions(args) => partitions::run(args, out).await,
+        Command::Outbox(args) => outbox::run(args, out).await,
     }
 }

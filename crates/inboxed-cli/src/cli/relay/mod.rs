@@ -63,7 +63,7 @@ async fn relay<S: InboxStore>(store: S, s: &Settings) -> anyhow::Result<()> {
 }
 
 /// Ctrl-C or SIGTERM: the relay then settles what it holds and stops.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

@@ -1,0 +1,248 @@
+//! The outbox relay's settings: flags, environment variables and a TOML file, in that order of
+//! precedence (as `inboxed relay`'s), resolved into the library's own config.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+use inboxed_core::outbox::OutboxRelayConfig;
+use inboxed_rabbitmq::Route;
+
+/// `inboxed outbox relay`'s flags. Every one can also come from its environment variable or
+/// from the TOML file given with `--config` (same names, `_` for `-`; `route` is a table
+/// there: `[route]` then `"billing.charged" = "billing/charged"`).
+#[derive(Debug, Default, clap::Args, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct Args {
+    /// TOML file with any of these settings; flags and environment variables override it.
+    #[arg(long, env = "INBOXED_OUTBOX_CONFIG")]
+    #[serde(skip)]
+    pub(crate) config: Option<PathBuf>,
+    /// Database URL of the outbox table: postgres://… or sqlite://path.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub(crate) database_url: Option<String>,
+    /// Broker URL: amqp://… or amqps://… (RabbitMQ).
+    #[arg(long, env = "INBOXED_OUTBOX_BROKER", hide_env_values = true)]
+    pub(crate) broker: Option<String>,
+    /// `DESTINATION=EXCHANGE/ROUTING_KEY`, repeatable (the environment variable takes them
+    /// comma-separated): where a destination's messages go. A destination with no route goes
+    /// to the default exchange with the destination as routing key, that is to the queue of
+    /// that name. Routes given as flags replace the file's.
+    #[arg(long, env = "INBOXED_OUTBOX_ROUTES", value_delimiter = ',')]
+    #[serde(skip)]
+    pub(crate) route: Vec<String>,
+    /// Rows per claim, published as one batch. Default 100.
+    #[arg(long, env = "INBOXED_OUTBOX_BATCH_SIZE")]
+    pub(crate) batch_size: Option<u32>,
+    /// Claim loops at once. Default 2.
+    #[arg(long, env = "INBOXED_OUTBOX_CONCURRENCY")]
+    pub(crate) concurrency: Option<usize>,
+    /// Attempts before a refused or unconfirmed row is dead. Default 10.
+    #[arg(long, env = "INBOXED_OUTBOX_MAX_ATTEMPTS")]
+    pub(crate) max_attempts: Option<u32>,
+    /// How long a claim holds before another relay may publish its rows again (`30s`, `2m`).
+    /// Default 30s.
+    #[arg(long, env = "INBOXED_OUTBOX_LEASE", value_parser = crate::cli::duration::parse_duration)]
+    #[serde(default, with = "humane")]
+    pub(crate) lease: Option<Duration>,
+    /// PEM file of certificate authorities to trust for TLS to the broker (amqps://).
+    /// Default: the system's roots.
+    #[arg(long, env = "INBOXED_TLS_CA_FILE")]
+    pub(crate) tls_ca_file: Option<PathBuf>,
+    /// Serve Prometheus metrics on this address (`127.0.0.1:9464`). Default: none.
+    #[arg(long, env = "INBOXED_OUTBOX_METRICS_ADDR")]
+    pub(crate) metrics_addr: Option<std::net::SocketAddr>,
+    /// Schema of the outbox table (PostgreSQL). Default `public`.
+    #[arg(long, env = "INBOXED_SCHEMA")]
+    pub(crate) schema: Option<String>,
+    /// Prefix of the table names. Default `inboxed_`.
+    #[arg(long, env = "INBOXED_TABLE_PREFIX")]
+    pub(crate) table_prefix: Option<String>,
+    /// Do not create or upgrade the tables at start (they must then be current).
+    /// `--no-migrate` alone means true; the variable takes true/false, yes/no, 1/0.
+    #[arg(long, env = "INBOXED_OUTBOX_NO_MIGRATE", num_args = 0..=1, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub(crate) no_migrate: Option<bool>,
+    /// The file's routes (`[route]`).
+    #[arg(skip)]
+    #[serde(rename = "route")]
+    pub(crate) file_routes: BTreeMap<String, String>,
+}
+
+/// A TOML duration is written as on the command line (`"30s"`).
+mod humane {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let text = Option::<String>::deserialize(d)?;
+        text.map(|t| crate::cli::duration::parse_duration(&t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+/// Everything the relay runs with, resolved.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub(crate) database: String,
+    pub(crate) broker: String,
+    pub(crate) routes: BTreeMap<String, Route>,
+    pub(crate) relay: OutboxRelayConfig,
+    pub(crate) metrics_addr: Option<std::net::SocketAddr>,
+    pub(crate) tls_ca_file: Option<PathBuf>,
+    pub(crate) schema: Option<String>,
+    pub(crate) table_prefix: String,
+    pub(crate) migrate: bool,
+}
+
+impl Args {
+    /// Flags and environment over the file over the defaults.
+    pub(crate) fn resolve(self) -> anyhow::Result<Settings> {
+        let file = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                toml::from_str::<Self>(&text).with_context(|| {
+                    format!("invalid outbox relay settings in {}", path.display())
+                })?
+            }
+            None => Self::default(),
+        };
+        let need = |v: Option<String>, flag: &str| {
+            v.with_context(|| format!("--{flag} is required (flag, environment or --config)"))
+        };
+        let routes = if self.route.is_empty() {
+            file.file_routes
+                .iter()
+                .map(|(d, target)| route(d, target))
+                .collect::<anyhow::Result<_>>()?
+        } else {
+            self.route
+                .iter()
+                .map(|r| match r.split_once('=') {
+                    Some((d, target)) => route(d, target),
+                    None => bail!("--route {r:?}: write DESTINATION=EXCHANGE/ROUTING_KEY"),
+                })
+                .collect::<anyhow::Result<_>>()?
+        };
+        let mut relay = OutboxRelayConfig::default();
+        if let Some(n) = self.batch_size.or(file.batch_size) {
+            relay = relay.batch_size(n);
+        }
+        if let Some(n) = self.concurrency.or(file.concurrency) {
+            relay = relay.concurrency(n);
+        }
+        if let Some(n) = self.max_attempts.or(file.max_attempts) {
+            relay = relay.max_attempts(n);
+        }
+        if let Some(lease) = self.lease.or(file.lease) {
+            relay = relay.lease(lease);
+        }
+        Ok(Settings {
+            database: need(self.database_url.or(file.database_url), "database-url")?,
+            broker: need(self.broker.or(file.broker), "broker")?,
+            routes,
+            relay,
+            metrics_addr: self.metrics_addr.or(file.metrics_addr),
+            tls_ca_file: self.tls_ca_file.or(file.tls_ca_file),
+            schema: self.schema.or(file.schema),
+            table_prefix: self
+                .table_prefix
+                .or(file.table_prefix)
+                .unwrap_or_else(|| "inboxed_".to_owned()),
+            migrate: !self.no_migrate.or(file.no_migrate).unwrap_or(false),
+        })
+    }
+}
+
+/// `EXCHANGE/ROUTING_KEY` for `destination` (exchange names cannot hold a `/`; a routing key
+/// may).
+fn route(destination: &str, target: &str) -> anyhow::Result<(String, Route)> {
+    let Some((exchange, routing_key)) = target.split_once('/') else {
+        bail!("route {destination:?} = {target:?}: write EXCHANGE/ROUTING_KEY");
+    };
+    if destination.is_empty() {
+        bail!("route {target:?} has no destination");
+    }
+    Ok((
+        destination.to_owned(),
+        Route {
+            exchange: exchange.to_owned(),
+            routing_key: routing_key.to_owned(),
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file_which_overrides_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("outbox.toml");
+        std::fs::write(
+            &path,
+            "database_url = \"sqlite://file.db\"\nbroker = \"amqp://file\"\nbatch_size = 7\n\
+             lease = \"2m\"\n[route]\n\"billing.charged\" = \"billing/charged.eu\"\n",
+        )
+        .unwrap();
+        let s = Args {
+            config: Some(path.clone()),
+            broker: Some("amqp://flag".into()),
+            ..Args::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(
+            (s.database.as_str(), s.broker.as_str()),
+            ("sqlite://file.db", "amqp://flag")
+        );
+        assert_eq!(
+            (s.relay.batch_size, s.relay.concurrency, s.relay.lease),
+            (7, 2, Duration::from_secs(120))
+        );
+        assert_eq!(
+            s.routes["billing.charged"],
+            Route {
+                exchange: "billing".into(),
+                routing_key: "charged.eu".into()
+            }
+        );
+        let flagged = Args {
+            config: Some(path.clone()),
+            route: vec!["a=x/y".into()],
+            ..Args::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(
+            flagged.routes.keys().collect::<Vec<_>>(),
+            ["a"],
+            "flag routes replace the file's"
+        );
+
+        let bad = Args {
+            config: Some(path.clone()),
+            route: vec!["a=no-slash".into()],
+            ..Args::default()
+        };
+        let err = format!("{:#}", bad.resolve().unwrap_err());
+        assert!(err.contains("EXCHANGE/ROUTING_KEY"), "{err}");
+
+        std::fs::write(&path, "brokr = \"typo\"\n").unwrap();
+        let typo = Args {
+            config: Some(path),
+            ..Args::default()
+        };
+        let err = format!("{:#}", typo.resolve().unwrap_err());
+        assert!(err.contains("unknown field `brokr`"), "{err}");
+    }
+}

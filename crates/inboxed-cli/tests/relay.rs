@@ -22,8 +22,10 @@ use tokio::process::{Child, Command};
 
 use inboxed_core::ConsumerName;
 use inboxed_core::inbox::{Worker, WorkerConfig};
+use inboxed_core::outbox::OutgoingMessage;
 use inboxed_test::amqp::{publish_keyed, queue};
 use inboxed_test::nats::{NatsServer, create_stream, publish_restart_messages};
+use inboxed_test::outbox;
 use inboxed_test::raw_amqp;
 use inboxed_test::restart::{MESSAGES as RESTART_MESSAGES, amount, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
@@ -324,24 +326,12 @@ async fn relay_survives_a_broker_restart() {
 /// queue its `--route` names, each once under its outbox id; SIGTERM stops it with exit 0.
 #[tokio::test]
 async fn outbox_relay_publishes_committed_rows_and_stops_on_sigterm() {
-    use inboxed_core::Store;
-    use inboxed_core::outbox::{Outbox, OutgoingMessage};
-
     let db = Pg::create().await;
-    let pool = db.store.pool().clone();
     let (channel, name) = queue(&amqp_url()).await;
-    let outbox = Outbox::new(db.store.clone());
-    let mut tx = db
-        .store
-        .begin(&inboxed_core::store::BeginParams::default())
-        .await
-        .unwrap();
-    let mut ids = Vec::new();
-    for i in 0..25_u8 {
-        let m = OutgoingMessage::new("billing.charged", vec![i]);
-        ids.push(outbox.write(&mut tx, &m).await.unwrap());
-    }
-    tx.commit().await.unwrap();
+    let messages: Vec<OutgoingMessage> = (0..25_u8)
+        .map(|i| OutgoingMessage::new("billing.charged", vec![i]))
+        .collect();
+    let ids = outbox::write(&db.store, &messages).await;
     let child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
         .args(["outbox", "relay", "--database-url", &db.locator])
         .args(["--broker", &amqp_url()])
@@ -351,18 +341,7 @@ async fn outbox_relay_publishes_committed_rows_and_stops_on_sigterm() {
         .kill_on_drop(true)
         .spawn()
         .expect("start inboxed outbox relay");
-    for _ in 0..300 {
-        let sent: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'",
-        )
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if sent == 25 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_sent(&db.store, 25).await;
     let (ok, out) = terminate(child).await;
     assert!(ok, "exit 0 after SIGTERM: {out}");
     assert!(out.contains("outbox relay stopped"), "{out}");
@@ -389,4 +368,52 @@ async fn outbox_relay_publishes_committed_rows_and_stops_on_sigterm() {
         .await
         .unwrap();
     db.finish().await;
+}
+
+/// `inboxed outbox relay --broker nats://…`: the route names the subject; the rows reach the
+/// stream once each under `Nats-Msg-Id` = their outbox id.
+#[tokio::test]
+async fn outbox_relay_publishes_to_nats_jetstream() {
+    let nats_url =
+        std::env::var("INBOXED_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".to_owned());
+    let db = Pg::create().await;
+    let js = jetstream::new(async_nats::connect(&nats_url).await.unwrap());
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let (stream, subject) = (
+        format!("INBOXED_CLI_OUTBOX_{tag}"),
+        format!("cli.outbox.{tag}"),
+    );
+    create_stream(&js, &stream, &subject).await;
+    let messages: Vec<OutgoingMessage> = (0..5_u8)
+        .map(|i| OutgoingMessage::new("billing.charged", vec![i]))
+        .collect();
+    let ids = outbox::write(&db.store, &messages).await;
+    let child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(["outbox", "relay", "--database-url", &db.locator])
+        .args(["--broker", &nats_url])
+        .args(["--route", &format!("billing.charged={subject}")])
+        .env("INBOXED_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start inboxed outbox relay");
+    until_sent(&db.store, 5).await;
+    let (ok, out) = terminate(child).await;
+    assert!(ok, "exit 0 after SIGTERM: {out}");
+    let mut s = js.get_stream(&stream).await.unwrap();
+    assert_eq!(s.info().await.unwrap().state.messages, 5);
+    let first = s.get_raw_message(1).await.unwrap();
+    assert_eq!(first.headers.get("Nats-Msg-Id").unwrap().as_str(), ids[0]);
+    js.delete_stream(&stream).await.unwrap();
+    db.finish().await;
+}
+
+/// Until `want` outbox rows are marked sent (30 s at most: the assertions after it fail then).
+async fn until_sent(store: &inboxed_postgres::PgStore, want: i64) {
+    for _ in 0..300 {
+        if outbox::count(store, outbox::SENT).await == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -17,10 +17,12 @@
 
 mod config;
 mod delivery;
+mod publisher;
 mod screen;
 mod source;
 mod upstream;
 
 pub use config::NatsConfig;
 pub use delivery::NatsDelivery;
+pub use publisher::{CORRELATION_HEADER, NatsPublisher, NatsPublisherConfig, TYPE_HEADER};
 pub use source::{NatsError, NatsSource};

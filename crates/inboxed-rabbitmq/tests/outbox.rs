@@ -12,15 +12,13 @@ use std::time::Duration;
 use lapin::options::{BasicGetOptions, QueueDeleteOptions};
 use lapin::{Channel, Connection, ConnectionProperties};
 
-use inboxed_core::outbox::{
-    Outbox, OutboxRelay, OutboxRelayConfig, OutboxRow, Outcome, OutgoingMessage, Publisher,
-};
+use inboxed_core::outbox::{Outbox, OutboxRelay, OutboxRow, Outcome, OutgoingMessage, Publisher};
 use inboxed_core::store::BeginParams;
-use inboxed_core::{Backoff, Consumer, ConsumerConfig, ConsumerName, Processor, Store};
-use inboxed_postgres::PgStore;
+use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, Processor, Store};
 use inboxed_rabbitmq::{RabbitConfig, RabbitPublisher, RabbitPublisherConfig, RabbitSource};
 use inboxed_test::amqp::depth;
 use inboxed_test::broker_child::until_settled;
+use inboxed_test::outbox::{SENT, count, relay_config, relay_until, unmark_first, write};
 use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
 
 fn amqp_url() -> String {
@@ -30,57 +28,6 @@ fn amqp_url() -> String {
 
 async fn queue() -> (Channel, String) {
     inboxed_test::amqp::queue(&amqp_url()).await
-}
-
-/// Quick retries, so that a refused row reaches its last attempt within a test.
-fn config() -> OutboxRelayConfig {
-    OutboxRelayConfig::default()
-        .poll_interval(Duration::from_millis(20))
-        .backoff(Backoff {
-            base: Duration::from_millis(5),
-            max: Duration::from_millis(20),
-        })
-        .reap_interval(Duration::from_millis(100))
-}
-
-/// Writes `messages` in one committed transaction, beside nothing else.
-async fn write(store: &PgStore, messages: &[OutgoingMessage]) -> Vec<String> {
-    let outbox = Outbox::new(store.clone());
-    let mut tx = store.begin(&BeginParams::default()).await.unwrap();
-    let mut ids = Vec::new();
-    for m in messages {
-        ids.push(outbox.write(&mut tx, m).await.unwrap().as_str().to_owned());
-    }
-    tx.commit().await.unwrap();
-    ids
-}
-
-async fn count(store: &PgStore, sql: &str) -> i64 {
-    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
-        .fetch_one(store.pool())
-        .await
-        .unwrap()
-}
-
-/// Runs `relay` until `sql` counts `want`, then stops it; fails after 30 s.
-async fn relay_until(
-    relay: &OutboxRelay<PgStore, RabbitPublisher>,
-    store: &PgStore,
-    sql: &str,
-    want: i64,
-) {
-    let store = store.clone();
-    let sql = sql.to_owned();
-    let done = async move {
-        for _ in 0..1_500 {
-            if count(&store, &sql).await == want {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("{sql} did not reach {want} in 30 s");
-    };
-    relay.run(done).await.unwrap();
 }
 
 /// Until `queue` has no message ready, then half a second for the last acks.
@@ -133,14 +80,8 @@ async fn committed_rows_are_published_once_under_their_ids_and_resends_are_absor
     }
     tx.rollback().await.unwrap();
 
-    let relay = OutboxRelay::new(upstream.store.clone(), publisher().await, config());
-    relay_until(
-        &relay,
-        &upstream.store,
-        "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'",
-        40,
-    )
-    .await;
+    let relay = OutboxRelay::new(upstream.store.clone(), publisher().await, relay_config());
+    relay_until(&relay, &upstream.store, SENT, 40).await;
     assert_eq!(
         depth(&channel, &name).await,
         40,
@@ -172,20 +113,8 @@ async fn committed_rows_are_published_once_under_their_ids_and_resends_are_absor
 
     // As after a relay killed between the broker's confirmation and the mark: the rows are
     // published again, under the ids they were published under before.
-    sqlx::query(
-        "UPDATE inboxed_outbox_messages SET status = 'pending', sent_at = NULL WHERE id IN \
-         (SELECT id FROM inboxed_outbox_messages ORDER BY id LIMIT 10)",
-    )
-    .execute(upstream.store.pool())
-    .await
-    .unwrap();
-    relay_until(
-        &relay,
-        &upstream.store,
-        "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'",
-        40,
-    )
-    .await;
+    unmark_first(&upstream.store, 10).await;
+    relay_until(&relay, &upstream.store, SENT, 40).await;
     let first = channel
         .basic_get(name.as_str().into(), BasicGetOptions { no_ack: true })
         .await
@@ -219,13 +148,7 @@ async fn committed_rows_are_published_once_under_their_ids_and_resends_are_absor
             .with_header("schema", "v2")],
     )
     .await;
-    relay_until(
-        &relay,
-        &upstream.store,
-        "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'",
-        41,
-    )
-    .await;
+    relay_until(&relay, &upstream.store, SENT, 41).await;
     let got = channel
         .basic_get(name.as_str().into(), BasicGetOptions { no_ack: true })
         .await
@@ -271,7 +194,7 @@ async fn refused_rows_go_dead_without_holding_up_the_rest() {
     let mut publishing = RabbitPublisherConfig::new(amqp_url());
     publishing.max_message_bytes = 1_000;
     let publisher = RabbitPublisher::connect(publishing).await.unwrap();
-    let relay = OutboxRelay::new(db.store.clone(), publisher, config().max_attempts(3));
+    let relay = OutboxRelay::new(db.store.clone(), publisher, relay_config().max_attempts(3));
     relay_until(
         &relay,
         &db.store,
@@ -279,14 +202,7 @@ async fn refused_rows_go_dead_without_holding_up_the_rest() {
         12,
     )
     .await;
-    assert_eq!(
-        count(
-            &db.store,
-            "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'"
-        )
-        .await,
-        10
-    );
+    assert_eq!(count(&db.store, SENT).await, 10);
     let dead: BTreeMap<String, (i64, String)> = sqlx::query_as::<_, (String, i32, String)>(
         "SELECT destination, attempts, last_error FROM inboxed_outbox_messages WHERE status = 'dead'",
     )
@@ -336,7 +252,7 @@ async fn an_unreachable_broker_loses_nothing_and_uses_no_attempts() {
     let relay = OutboxRelay::new(
         db.store.clone(),
         RabbitPublisher::lazy(publishing),
-        config(),
+        relay_config(),
     );
     for _ in 0..3 {
         let report = relay.run_once().await.unwrap();
@@ -379,19 +295,12 @@ async fn rows_of_one_key_arrive_in_insert_order_with_four_relays() {
                 publisher().await,
                 // Small batches, claimed side by side: without the rule of one row at a time
                 // per key, a later batch of a key overtakes an earlier one on another relay.
-                config().concurrency(2).batch_size(4),
+                relay_config().concurrency(2).batch_size(4),
             )
         })
         .collect();
     let relays = futures_util::future::join_all(relays).await;
-    let runs = relays.iter().map(|r| {
-        relay_until(
-            r,
-            &db.store,
-            "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'",
-            120,
-        )
-    });
+    let runs = relays.iter().map(|r| relay_until(r, &db.store, SENT, 120));
     futures_util::future::join_all(runs).await;
     let conn = Connection::connect(&amqp_url(), ConnectionProperties::default())
         .await
@@ -444,7 +353,7 @@ async fn a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids
     const TEST: &str = "a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids";
     if let Ok(locator) = std::env::var("INBOXED_OUTBOX_CHILD") {
         let store = Pg::attach(&locator).await;
-        let config = config()
+        let config = relay_config()
             .concurrency(1)
             .batch_size(10)
             .lease(Duration::from_secs(1));
@@ -489,14 +398,8 @@ async fn a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids
         "and none of it marked sent"
     );
 
-    let relay = OutboxRelay::new(upstream.store.clone(), publisher().await, config());
-    relay_until(
-        &relay,
-        &upstream.store,
-        "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'",
-        30,
-    )
-    .await;
+    let relay = OutboxRelay::new(upstream.store.clone(), publisher().await, relay_config());
+    relay_until(&relay, &upstream.store, SENT, 30).await;
     assert_eq!(
         depth(&channel, &name).await,
         40,

@@ -15,6 +15,7 @@ pub mod handler;
 pub mod hooks;
 pub mod lite;
 pub mod nats;
+pub mod outbox;
 pub mod parted;
 pub mod pg;
 pub mod rabbit_node;

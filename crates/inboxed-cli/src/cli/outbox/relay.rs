@@ -8,7 +8,8 @@ use anyhow::{Context, bail};
 use tracing::info;
 
 use inboxed_core::outbox::store::OutboxStore;
-use inboxed_core::outbox::{OutboxRelay, Publisher};
+use inboxed_core::outbox::{OutboxRelay, OutboxRow, Outcome, Publisher};
+use inboxed_nats::{NatsPublisher, NatsPublisherConfig};
 use inboxed_rabbitmq::{RabbitPublisher, RabbitPublisherConfig};
 
 use super::settings::{Args, Settings};
@@ -45,19 +46,56 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     Ok(ExitCode::SUCCESS)
 }
 
-async fn publisher(s: &Settings) -> anyhow::Result<RabbitPublisher> {
-    if !(s.broker.starts_with("amqp://") || s.broker.starts_with("amqps://")) {
-        bail!(
-            "--broker {}: the outbox relay publishes to RabbitMQ (amqp:// or amqps://) so far",
-            redact(&s.broker)
-        );
+/// The publisher the broker URL names.
+enum AnyPublisher {
+    Rabbit(RabbitPublisher),
+    Nats(NatsPublisher),
+}
+
+impl Publisher for AnyPublisher {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+        match self {
+            Self::Rabbit(p) => p.publish(rows).await,
+            Self::Nats(p) => p.publish(rows).await,
+        }
     }
-    let mut config = RabbitPublisherConfig::new(&s.broker);
-    config.routes.clone_from(&s.routes);
-    config.tls_ca_file.clone_from(&s.tls_ca_file);
-    RabbitPublisher::connect(config)
-        .await
-        .context("cannot reach the broker")
+}
+
+async fn publisher(s: &Settings) -> anyhow::Result<AnyPublisher> {
+    let scheme = s.broker.split_once("://").map_or("", |(scheme, _)| scheme);
+    match scheme {
+        "amqp" | "amqps" => {
+            let mut config = RabbitPublisherConfig::new(&s.broker);
+            for (destination, target) in &s.routes {
+                let Some((exchange, routing_key)) = target.split_once('/') else {
+                    bail!(
+                        "route {destination:?} = {target:?}: RabbitMQ routes are \
+                         EXCHANGE/ROUTING_KEY (\"/queue\" for the default exchange)"
+                    );
+                };
+                config = config.route(destination, exchange, routing_key);
+            }
+            config.tls_ca_file.clone_from(&s.tls_ca_file);
+            let p = RabbitPublisher::connect(config)
+                .await
+                .context("cannot reach the broker")?;
+            Ok(AnyPublisher::Rabbit(p))
+        }
+        "nats" | "tls" => {
+            let mut config = NatsPublisherConfig::new(&s.broker);
+            config.subjects.clone_from(&s.routes);
+            config.tls_ca_file.clone_from(&s.tls_ca_file);
+            let p = NatsPublisher::connect(config)
+                .await
+                .context("cannot reach the broker")?;
+            Ok(AnyPublisher::Nats(p))
+        }
+        _ => bail!(
+            "--broker {}: the outbox relay publishes to RabbitMQ (amqp://, amqps://) and NATS \
+             JetStream (nats://, tls://) so far",
+            redact(&s.broker)
+        ),
+    }
 }
 
 async fn relay<S: OutboxStore, P: Publisher>(

@@ -9,7 +9,6 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use inboxed_core::outbox::OutboxRelayConfig;
-use inboxed_rabbitmq::Route;
 
 /// `inboxed outbox relay`'s flags. Every one can also come from its environment variable or
 /// from the TOML file given with `--config` (same names, `_` for `-`; `route` is a table
@@ -24,13 +23,14 @@ pub(crate) struct Args {
     /// Database URL of the outbox table: postgres://… or sqlite://path.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub(crate) database_url: Option<String>,
-    /// Broker URL: amqp://… or amqps://… (RabbitMQ).
+    /// Broker URL: amqp://… or amqps://… (RabbitMQ), nats://… or tls://… (NATS JetStream).
     #[arg(long, env = "INBOXED_OUTBOX_BROKER", hide_env_values = true)]
     pub(crate) broker: Option<String>,
-    /// `DESTINATION=EXCHANGE/ROUTING_KEY`, repeatable (the environment variable takes them
-    /// comma-separated): where a destination's messages go. A destination with no route goes
-    /// to the default exchange with the destination as routing key, that is to the queue of
-    /// that name. Routes given as flags replace the file's.
+    /// `DESTINATION=TARGET`, repeatable (the environment variable takes them comma-separated):
+    /// where a destination's messages go. RabbitMQ: `EXCHANGE/ROUTING_KEY` (a destination with
+    /// no route goes to the default exchange with the destination as routing key, that is to
+    /// the queue of that name). NATS: the subject (default: the destination). Routes given as
+    /// flags replace the file's.
     #[arg(long, env = "INBOXED_OUTBOX_ROUTES", value_delimiter = ',')]
     #[serde(skip)]
     pub(crate) route: Vec<String>,
@@ -48,7 +48,8 @@ pub(crate) struct Args {
     #[arg(long, env = "INBOXED_OUTBOX_LEASE", value_parser = crate::cli::duration::parse_duration)]
     #[serde(default, with = "humane")]
     pub(crate) lease: Option<Duration>,
-    /// PEM file of certificate authorities to trust for TLS to the broker (amqps://).
+    /// PEM file of certificate authorities to trust for TLS to the broker (amqps://, NATS
+    /// tls://).
     /// Default: the system's roots.
     #[arg(long, env = "INBOXED_TLS_CA_FILE")]
     pub(crate) tls_ca_file: Option<PathBuf>,
@@ -92,7 +93,8 @@ mod humane {
 pub(crate) struct Settings {
     pub(crate) database: String,
     pub(crate) broker: String,
-    pub(crate) routes: BTreeMap<String, Route>,
+    /// Destination to the broker's target, as written (the broker's publisher reads it).
+    pub(crate) routes: BTreeMap<String, String>,
     pub(crate) relay: OutboxRelayConfig,
     pub(crate) metrics_addr: Option<std::net::SocketAddr>,
     pub(crate) tls_ca_file: Option<PathBuf>,
@@ -127,7 +129,7 @@ impl Args {
                 .iter()
                 .map(|r| match r.split_once('=') {
                     Some((d, target)) => route(d, target),
-                    None => bail!("--route {r:?}: write DESTINATION=EXCHANGE/ROUTING_KEY"),
+                    None => bail!("--route {r:?}: write DESTINATION=TARGET"),
                 })
                 .collect::<anyhow::Result<_>>()?
         };
@@ -161,22 +163,12 @@ impl Args {
     }
 }
 
-/// `EXCHANGE/ROUTING_KEY` for `destination` (exchange names cannot hold a `/`; a routing key
-/// may).
-fn route(destination: &str, target: &str) -> anyhow::Result<(String, Route)> {
-    let Some((exchange, routing_key)) = target.split_once('/') else {
-        bail!("route {destination:?} = {target:?}: write EXCHANGE/ROUTING_KEY");
-    };
-    if destination.is_empty() {
-        bail!("route {target:?} has no destination");
+/// One route, `destination` to `target`, both non-empty.
+fn route(destination: &str, target: &str) -> anyhow::Result<(String, String)> {
+    if destination.is_empty() || target.is_empty() {
+        bail!("route {destination:?} = {target:?}: write DESTINATION=TARGET");
     }
-    Ok((
-        destination.to_owned(),
-        Route {
-            exchange: exchange.to_owned(),
-            routing_key: routing_key.to_owned(),
-        },
-    ))
+    Ok((destination.to_owned(), target.to_owned()))
 }
 
 #[cfg(test)]
@@ -209,13 +201,7 @@ mod tests {
             (s.relay.batch_size, s.relay.concurrency, s.relay.lease),
             (7, 2, Duration::from_secs(120))
         );
-        assert_eq!(
-            s.routes["billing.charged"],
-            Route {
-                exchange: "billing".into(),
-                routing_key: "charged.eu".into()
-            }
-        );
+        assert_eq!(s.routes["billing.charged"], "billing/charged.eu");
         let flagged = Args {
             config: Some(path.clone()),
             route: vec!["a=x/y".into()],
@@ -231,11 +217,11 @@ mod tests {
 
         let bad = Args {
             config: Some(path.clone()),
-            route: vec!["a=no-slash".into()],
+            route: vec!["no-target".into()],
             ..Args::default()
         };
         let err = format!("{:#}", bad.resolve().unwrap_err());
-        assert!(err.contains("EXCHANGE/ROUTING_KEY"), "{err}");
+        assert!(err.contains("DESTINATION=TARGET"), "{err}");
 
         std::fs::write(&path, "brokr = \"typo\"\n").unwrap();
         let typo = Args {

@@ -149,4 +149,5 @@ operations!(
     outbox_fail,
     outbox_release_stale,
     outbox_release,
+    outbox_purge_sent,
 );

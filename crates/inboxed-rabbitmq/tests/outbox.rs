@@ -226,6 +226,13 @@ async fn refused_rows_go_dead_without_holding_up_the_rest() {
         10,
         "the large one was never sent"
     );
+    // A relay that keeps no sent rows deletes the ten, and keeps the two dead ones.
+    let keep_none = relay_config().sent_retention(Some(Duration::ZERO));
+    let purging = OutboxRelay::new(db.store.clone(), self::publisher().await, keep_none);
+    assert_eq!(purging.purge_sent().await.unwrap(), 10);
+    let dead = "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'dead'";
+    assert_eq!(count(&db.store, dead).await, 2);
+    assert_eq!(count(&db.store, SENT).await, 0);
     channel
         .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
         .await

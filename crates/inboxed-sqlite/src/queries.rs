@@ -19,7 +19,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     purge_redrive_audit, redact_done_payloads, migrations_table, migrations_applied,
     migration_record, migrations_exist,
     outbox_write, outbox_claim, outbox_sent, outbox_fail,
-    outbox_release_stale, outbox_release;
+    outbox_release_stale, outbox_release, outbox_purge_sent;
     absent:
     // Keys store the consumer name: no registry.
     register_consumer,

@@ -128,3 +128,19 @@ pub async fn release<E: Engine>(
         .opt_ids(ids);
     e.execute_alone(q).await
 }
+
+/// Deletes up to `limit` rows sent before `older_than` (`outbox_purge_sent.sql`); how many.
+///
+/// # Errors
+/// The statement failed.
+pub async fn purge_sent<E: Engine>(
+    e: &E,
+    older_than: SystemTime,
+    limit: u32,
+) -> Result<u64, StoreError> {
+    let q = e
+        .query(&e.queries().outbox_purge_sent)
+        .int(millis(older_than))
+        .int(i64::from(limit));
+    e.execute_alone(q).await
+}

@@ -36,6 +36,11 @@ pub struct OutboxRelayConfig {
     /// How often expired claims (of a relay that died) are returned to pending. Defaults
     /// to 5 s.
     pub reap_interval: Duration,
+    /// How long a sent row is kept before the relay deletes it (at its pass over expired
+    /// claims, in batches of 1,000), as a record of what was published and what caused it;
+    /// `None` keeps every row. Dead rows are never deleted: they wait for an operator.
+    /// Defaults to 7 days.
+    pub sent_retention: Option<Duration>,
     /// How long batches in flight may take to finish at shutdown. Defaults to 10 s.
     pub shutdown_grace: Duration,
 }
@@ -58,6 +63,7 @@ impl Default for OutboxRelayConfig {
                 max: Duration::from_secs(10),
             },
             reap_interval: Duration::from_secs(5),
+            sent_retention: Some(Duration::from_secs(7 * 86_400)),
             shutdown_grace: Duration::from_secs(10),
         }
     }
@@ -110,6 +116,13 @@ impl OutboxRelayConfig {
     #[must_use]
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
+        self
+    }
+
+    /// Sets [`OutboxRelayConfig::sent_retention`].
+    #[must_use]
+    pub fn sent_retention(mut self, keep: Option<Duration>) -> Self {
+        self.sent_retention = keep;
         self
     }
 

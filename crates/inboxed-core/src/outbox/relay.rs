@@ -311,11 +311,39 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         }
     }
 
+    /// Deletes the rows sent longer ago than [`OutboxRelayConfig::sent_retention`], in
+    /// batches of 1,000 until one comes back short; how many.
+    ///
+    /// # Errors
+    /// A batch failed (the batches before it stay deleted).
+    pub async fn purge_sent(&self) -> Result<u64, Error> {
+        const BATCH: u32 = 1_000;
+        let Some(keep) = self.inner.config.sent_retention else {
+            return Ok(0);
+        };
+        let Some(before) = std::time::SystemTime::now().checked_sub(keep) else {
+            return Ok(0);
+        };
+        let mut purged = 0;
+        loop {
+            let n = self.inner.store.purge_sent(before, BATCH).await?;
+            purged += n;
+            if n < u64::from(BATCH) {
+                metrics::counter!(m::OUTBOX_PURGED_ROWS_TOTAL).increment(purged);
+                return Ok(purged);
+            }
+        }
+    }
+
     /// Returns expired claims (a relay that died or hung) to pending, or dead when they are
-    /// out of attempts, every [`OutboxRelayConfig::reap_interval`].
+    /// out of attempts, and purges old sent rows, every
+    /// [`OutboxRelayConfig::reap_interval`].
     async fn reap_loop(&self, mut stop: watch::Receiver<bool>) {
         let config = &self.inner.config;
         while !*stop.borrow() {
+            if let Err(e) = self.purge_sent().await {
+                warn!(error = %e, "could not purge sent outbox rows");
+            }
             loop {
                 match self
                     .inner

@@ -119,6 +119,16 @@ pub trait OutboxStore: Engine {
         crate::engine::outbox::release(self, token, ids)
     }
 
+    /// Deletes up to `limit` rows sent before `older_than`, oldest first (dead rows stay);
+    /// how many. Call again while it returns `limit`.
+    fn purge_sent(
+        &self,
+        older_than: SystemTime,
+        limit: u32,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        crate::engine::outbox::purge_sent(self, older_than, limit)
+    }
+
     /// Starts waking `wake` (`notify_one`) when a transaction that wrote to the outbox
     /// commits, if the engine can tell other processes; `None`: relays poll. Dropping the
     /// subscription stops it.

@@ -59,6 +59,7 @@ pub use input::{
 pub use outbox::{
     handler_outbox_messages_land_once_per_inbound_message,
     outbox_claims_follow_key_order_and_marks_are_fenced, outbox_failures_park_only_their_key,
+    outbox_purge_deletes_only_old_sent_rows,
     outbox_writes_commit_and_roll_back_with_the_business_change,
 };
 pub use redrive::redrive_lifts_the_dead_letter_once;
@@ -144,6 +145,7 @@ macro_rules! conformance_tests {
             handler_outbox_messages_land_once_per_inbound_message,
             outbox_claims_follow_key_order_and_marks_are_fenced,
             outbox_failures_park_only_their_key,
+            outbox_purge_deletes_only_old_sent_rows,
         );
     };
     // The processor's dedup guarantee alone, for a store variant that changes only how keys

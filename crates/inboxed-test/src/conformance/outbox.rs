@@ -295,6 +295,63 @@ pub async fn outbox_failures_park_only_their_key<B: Backend>(_test: &str) {
     db.finish().await;
 }
 
+/// The purge of sent rows: only rows sent before the cut-off go, oldest first and in bounded
+/// batches; pending and dead rows stay whatever their age.
+pub async fn outbox_purge_deletes_only_old_sent_rows<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    write_all(&db, &[("", 1), ("", 2), ("", 3), ("", 4), ("", 5)]).await;
+    let t = ClaimToken::random();
+    let rows = claim(&db, "relay-1", &t, 4).await;
+    let then = SystemTime::now() - Duration::from_secs(3_600);
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    // Three sent an hour ago, in order; the fourth refused for good.
+    for (i, id) in ids[..3].iter().enumerate() {
+        let at = then + Duration::from_secs(i as u64);
+        db.store.mark_sent(&[*id], &t, Some(at)).await.unwrap();
+    }
+    let dead = FailParams {
+        id: ids[3],
+        token: &t,
+        error: "too large",
+        backoff: Duration::ZERO,
+        max_attempts: 1,
+        permanent: true,
+        now: None,
+    };
+    assert_eq!(db.store.fail_outbox(&dead).await.unwrap(), Failed::Dead);
+    let cut = then + Duration::from_secs(2);
+    assert_eq!(db.store.purge_sent(cut, 1).await.unwrap(), 1, "bounded");
+    assert_eq!(
+        db.store.purge_sent(cut, 10).await.unwrap(),
+        1,
+        "the next oldest"
+    );
+    assert_eq!(
+        db.store.purge_sent(cut, 10).await.unwrap(),
+        0,
+        "the third was sent after the cut"
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_outbox_messages")
+            .await,
+        3,
+        "the late sent row, the dead one and the pending one stay"
+    );
+    assert_eq!(
+        db.store.purge_sent(SystemTime::now(), 10).await.unwrap(),
+        1,
+        "every sent row once the cut-off passes them"
+    );
+    assert_eq!(
+        db.scalar(
+            "SELECT count(*) FROM inboxed_outbox_messages WHERE status IN ('dead', 'pending')"
+        )
+        .await,
+        2
+    );
+    db.finish().await;
+}
+
 /// Writes one message per `(key, n)` in one transaction (key "" for none): destination
 /// `orders`, payload `\0\xff` + label, header `n` = label. Their ids, in order.
 async fn write_all<B: Backend>(db: &TestDb<B>, rows: &[(&str, u32)]) -> Vec<String> {

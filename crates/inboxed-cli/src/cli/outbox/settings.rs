@@ -48,6 +48,10 @@ pub(crate) struct Args {
     #[arg(long, env = "INBOXED_OUTBOX_LEASE", value_parser = crate::cli::duration::parse_duration)]
     #[serde(default, with = "humane")]
     pub(crate) lease: Option<Duration>,
+    /// How long sent rows are kept before the relay deletes them (`7d`, `12h`), or `never`.
+    /// Dead rows are always kept. Default 7d.
+    #[arg(long, env = "INBOXED_OUTBOX_SENT_RETENTION")]
+    pub(crate) sent_retention: Option<String>,
     /// PEM file of certificate authorities to trust for TLS to the broker (amqps://, NATS
     /// tls://).
     /// Default: the system's roots.
@@ -146,6 +150,15 @@ impl Args {
         if let Some(lease) = self.lease.or(file.lease) {
             relay = relay.lease(lease);
         }
+        match self.sent_retention.or(file.sent_retention).as_deref() {
+            None => {}
+            Some("never") => relay = relay.sent_retention(None),
+            Some(text) => {
+                let keep = crate::cli::duration::parse_duration(text)
+                    .map_err(|e| anyhow::anyhow!("--sent-retention: {e}, or never"))?;
+                relay = relay.sent_retention(Some(keep));
+            }
+        }
         Ok(Settings {
             database: need(self.database_url.or(file.database_url), "database-url")?,
             broker: need(self.broker.or(file.broker), "broker")?,
@@ -183,7 +196,7 @@ mod tests {
         std::fs::write(
             &path,
             "database_url = \"sqlite://file.db\"\nbroker = \"amqp://file\"\nbatch_size = 7\n\
-             lease = \"2m\"\n[route]\n\"billing.charged\" = \"billing/charged.eu\"\n",
+             lease = \"2m\"\nsent_retention = \"never\"\n[route]\n\"billing.charged\" = \"billing/charged.eu\"\n",
         )
         .unwrap();
         let s = Args {
@@ -202,6 +215,7 @@ mod tests {
             (7, 2, Duration::from_secs(120))
         );
         assert_eq!(s.routes["billing.charged"], "billing/charged.eu");
+        assert_eq!(s.relay.sent_retention, None, "never keeps every sent row");
         let flagged = Args {
             config: Some(path.clone()),
             route: vec!["a=x/y".into()],

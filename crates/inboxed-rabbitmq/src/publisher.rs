@@ -105,6 +105,8 @@ struct Live {
     #[allow(dead_code, reason = "holds the connection open for the channel")]
     conn: Connection,
     channel: Channel,
+    /// Which opening this is: a new connection's channel may reuse the old one's id.
+    opened: u64,
 }
 
 impl RabbitPublisher {
@@ -124,17 +126,17 @@ impl RabbitPublisher {
 
     /// The open channel, reconnecting first if the last batch lost it; the reason when the
     /// broker cannot be reached.
-    async fn channel(&self, live: &mut Option<Live>) -> Result<Channel, String> {
+    async fn channel(&self, live: &mut Option<Live>) -> Result<(Channel, u64), String> {
         if let Some(l) = live {
-            return Ok(l.channel.clone());
+            return Ok((l.channel.clone(), l.opened));
         }
         let l = open(&self.config)
             .await
             .map_err(|e| inboxed_core::error_chain(&e))?;
         info!("outbox publisher connected to RabbitMQ");
-        let channel = l.channel.clone();
+        let taken = (l.channel.clone(), l.opened);
         *live = Some(l);
-        Ok(channel)
+        Ok(taken)
     }
 
     /// A publisher that connects at its first batch: for a relay that should start while the
@@ -190,6 +192,9 @@ impl RabbitPublisher {
     }
 }
 
+/// Counts the channels opened, so that each [`Live`] is told apart.
+static OPENINGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Opens a connection and a channel in confirm mode, within the connect timeout.
 async fn open(config: &RabbitPublisherConfig) -> Result<Live, RabbitError> {
     let opening = async {
@@ -209,7 +214,11 @@ async fn open(config: &RabbitPublisherConfig) -> Result<Live, RabbitError> {
             .confirm_select(ConfirmSelectOptions::default())
             .await
             .map_err(setup("enable publisher confirms"))?;
-        Ok(Live { conn, channel })
+        Ok(Live {
+            conn,
+            channel,
+            opened: OPENINGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        })
     };
     tokio::time::timeout(config.connect_timeout, opening)
         .await
@@ -243,9 +252,10 @@ fn properties(row: &OutboxRow) -> BasicProperties {
 
 impl Publisher for RabbitPublisher {
     async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
-        let mut live = self.live.lock().await;
-        let channel = match self.channel(&mut live).await {
-            Ok(channel) => channel,
+        // The lock covers only taking (or reopening) the channel: the claim loops of one
+        // relay publish their batches on it side by side, each awaiting its own confirms.
+        let (channel, opened) = match self.channel(&mut *self.live.lock().await).await {
+            Ok(taken) => taken,
             Err(reason) => {
                 return rows
                     .iter()
@@ -342,7 +352,12 @@ impl Publisher for RabbitPublisher {
                 error = reason,
                 "outbox publisher lost its channel; reconnecting at the next batch"
             );
-            *live = None;
+            // Dropped once, by the first batch to see it fail: a loop that already reopened
+            // it keeps the new one.
+            let mut live = self.live.lock().await;
+            if live.as_ref().is_some_and(|l| l.opened == opened) {
+                *live = None;
+            }
         }
         outcomes
     }

@@ -176,7 +176,8 @@ async fn committed_rows_are_published_once_under_their_ids_and_resends_are_absor
     downstream.finish().await;
 }
 
-/// An unroutable message (no such queue; dead after its attempts) and one too large for the
+/// An unroutable message (no such queue; dead after its attempts), one with a header name
+/// longer than AMQP's 255 bytes, and one too large for the
 /// publisher (dead at once, nothing sent) are dead with the broker's or the publisher's reason,
 /// and the rows written after them are published.
 #[tokio::test]
@@ -187,6 +188,7 @@ async fn refused_rows_go_dead_without_holding_up_the_rest() {
     let mut messages = vec![
         OutgoingMessage::new(&missing, b"nowhere".to_vec()),
         OutgoingMessage::new(&name, vec![b'x'; 2_000]),
+        OutgoingMessage::new(&name, b"h".to_vec()).with_header("h".repeat(300), "v"),
     ];
     messages.extend((0..10).map(|i| OutgoingMessage::new(&name, format!("m-{i}").into_bytes())));
     write(&db.store, &messages).await;
@@ -199,18 +201,27 @@ async fn refused_rows_go_dead_without_holding_up_the_rest() {
         &relay,
         &db.store,
         "SELECT count(*) FROM inboxed_outbox_messages WHERE status IN ('sent', 'dead')",
-        12,
+        13,
     )
     .await;
     assert_eq!(count(&db.store, SENT).await, 10);
-    let dead: BTreeMap<String, (i64, String)> = sqlx::query_as::<_, (String, i32, String)>(
-        "SELECT destination, attempts, last_error FROM inboxed_outbox_messages WHERE status = 'dead'",
+    // Told apart by their payloads: "nowhere", 2,000 bytes, "h".
+    let dead: BTreeMap<String, (i64, String)> = sqlx::query_as::<_, (i32, i32, String)>(
+        "SELECT length(payload), attempts, last_error FROM inboxed_outbox_messages \
+         WHERE status = 'dead'",
     )
     .fetch_all(db.store.pool())
     .await
     .unwrap()
     .into_iter()
-    .map(|(d, a, e)| (if d == name { "large".to_owned() } else { "unroutable".to_owned() }, (i64::from(a), e)))
+    .map(|(len, a, e)| {
+        let which = match len {
+            7 => "unroutable",
+            2_000 => "large",
+            _ => "header",
+        };
+        (which.to_owned(), (i64::from(a), e))
+    })
     .collect();
     let (attempts, error) = &dead["unroutable"];
     assert_eq!(*attempts, 3, "retried, then dead: {error}");
@@ -221,17 +232,23 @@ async fn refused_rows_go_dead_without_holding_up_the_rest() {
     let (attempts, error) = &dead["large"];
     assert_eq!(*attempts, 1, "dead at once: {error}");
     assert!(error.contains("payload is 2000 bytes"), "{error}");
+    let (attempts, error) = &dead["header"];
+    assert_eq!(*attempts, 1, "dead at once: {error}");
+    assert!(
+        error.contains("header name") && error.contains("300 bytes"),
+        "{error}"
+    );
     assert_eq!(
         depth(&channel, &name).await,
         10,
-        "the large one was never sent"
+        "the large one and the long header name were never sent"
     );
-    // A relay that keeps no sent rows deletes the ten, and keeps the two dead ones.
+    // A relay that keeps no sent rows deletes the ten, and keeps the three dead ones.
     let keep_none = relay_config().sent_retention(Some(Duration::ZERO));
     let purging = OutboxRelay::new(db.store.clone(), self::publisher().await, keep_none);
     assert_eq!(purging.purge_sent().await.unwrap(), 10);
     let dead = "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'dead'";
-    assert_eq!(count(&db.store, dead).await, 2);
+    assert_eq!(count(&db.store, dead).await, 3);
     assert_eq!(count(&db.store, SENT).await, 0);
     channel
         .queue_delete(name.as_str().into(), QueueDeleteOptions::default())

@@ -111,35 +111,33 @@ pub async fn extend_leases<E: Engine>(
 }
 
 /// Hands back the rows held under `token` (only `ids`, when given) without counting an
-/// attempt; how many.
+/// attempt, by `sql` (the inbox's `release.sql`, the outbox's `outbox_release.sql`: one
+/// protocol); how many.
 ///
 /// # Errors
 /// The statement failed.
-pub async fn release<E: Engine>(
+pub async fn release_claimed<E: Engine>(
     e: &E,
+    sql: &std::sync::Arc<str>,
     token: &ClaimToken,
     ids: Option<&[i64]>,
 ) -> Result<u64, StoreError> {
-    let q = e
-        .query(&e.queries().release)
-        .bytes(token.as_bytes())
-        .opt_ids(ids);
+    let q = e.query(sql).bytes(token.as_bytes()).opt_ids(ids);
     e.execute_alone(q).await
 }
 
-/// Deletes up to `limit` done rows settled before `older_than`; how many.
+/// Deletes up to `limit` settled rows older than `older_than`, oldest first, by `sql` (the
+/// inbox's `purge_done.sql`, the outbox's `outbox_purge_sent.sql`); how many.
 ///
 /// # Errors
 /// The statement failed.
-pub async fn purge_done<E: Engine>(
+pub async fn purge_before<E: Engine>(
     e: &E,
+    sql: &std::sync::Arc<str>,
     older_than: SystemTime,
     limit: u32,
 ) -> Result<u64, StoreError> {
-    let q = e
-        .query(&e.queries().purge_done)
-        .int(millis(older_than))
-        .int(i64::from(limit));
+    let q = e.query(sql).int(millis(older_than)).int(i64::from(limit));
     e.execute_alone(q).await
 }
 

@@ -111,36 +111,3 @@ pub async fn release_stale<E: Engine>(
         .opt_int(now.map(millis));
     e.execute_alone(q).await
 }
-
-/// Hands back claimed rows that were not published, their attempt given back
-/// (`outbox_release.sql`); how many.
-///
-/// # Errors
-/// The statement failed.
-pub async fn release<E: Engine>(
-    e: &E,
-    token: &ClaimToken,
-    ids: Option<&[i64]>,
-) -> Result<u64, StoreError> {
-    let q = e
-        .query(&e.queries().outbox_release)
-        .bytes(token.as_bytes())
-        .opt_ids(ids);
-    e.execute_alone(q).await
-}
-
-/// Deletes up to `limit` rows sent before `older_than` (`outbox_purge_sent.sql`); how many.
-///
-/// # Errors
-/// The statement failed.
-pub async fn purge_sent<E: Engine>(
-    e: &E,
-    older_than: SystemTime,
-    limit: u32,
-) -> Result<u64, StoreError> {
-    let q = e
-        .query(&e.queries().outbox_purge_sent)
-        .int(millis(older_than))
-        .int(i64::from(limit));
-    e.execute_alone(q).await
-}

@@ -366,7 +366,7 @@ pub trait InboxStore: Engine {
         token: &ClaimToken,
         ids: Option<&[i64]>,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        crate::engine::inbox::release(self, token, ids)
+        crate::engine::inbox::release_claimed(self, &self.queries().release, token, ids)
     }
 
     /// The reaper: returns expired leases, and the rows of dead workers, to pending (or dead).
@@ -438,6 +438,6 @@ pub trait InboxStore: Engine {
         older_than: SystemTime,
         limit: u32,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        crate::engine::inbox::purge_done(self, older_than, limit)
+        crate::engine::inbox::purge_before(self, &self.queries().purge_done, older_than, limit)
     }
 }

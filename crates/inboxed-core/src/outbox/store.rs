@@ -116,7 +116,7 @@ pub trait OutboxStore: Engine {
         token: &ClaimToken,
         ids: Option<&[i64]>,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        crate::engine::outbox::release(self, token, ids)
+        crate::engine::inbox::release_claimed(self, &self.queries().outbox_release, token, ids)
     }
 
     /// Deletes up to `limit` rows sent before `older_than`, oldest first (dead rows stay);
@@ -126,7 +126,12 @@ pub trait OutboxStore: Engine {
         older_than: SystemTime,
         limit: u32,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        crate::engine::outbox::purge_sent(self, older_than, limit)
+        crate::engine::inbox::purge_before(
+            self,
+            &self.queries().outbox_purge_sent,
+            older_than,
+            limit,
+        )
     }
 
     /// Starts waking `wake` (`notify_one`) when a transaction that wrote to the outbox

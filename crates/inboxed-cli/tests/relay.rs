@@ -408,6 +408,122 @@ async fn outbox_relay_publishes_to_nats_jetstream() {
     db.finish().await;
 }
 
+/// `inboxed outbox relay --broker redis://…`: the route names the stream; each row is one
+/// entry, its outbox id in the `message_id` field and its bytes in `payload`.
+#[tokio::test]
+async fn outbox_relay_publishes_to_redis_streams() {
+    use redis::AsyncCommands;
+    let redis_url =
+        std::env::var("INBOXED_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let db = Pg::create().await;
+    let stream = format!("cli-outbox-{}", uuid::Uuid::new_v4());
+    let messages: Vec<OutgoingMessage> = (0..5_u8)
+        .map(|i| OutgoingMessage::new("billing.charged", vec![i, 0xff]))
+        .collect();
+    let ids = outbox::write(&db.store, &messages).await;
+    let child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(["outbox", "relay", "--database-url", &db.locator])
+        .args(["--broker", &redis_url])
+        .args(["--route", &format!("billing.charged={stream}")])
+        .env("INBOXED_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start inboxed outbox relay");
+    until_sent(&db.store, 5).await;
+    let (ok, out) = terminate(child).await;
+    assert!(ok, "exit 0 after SIGTERM: {out}");
+    let mut conn = redis::Client::open(redis_url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let entries: redis::streams::StreamRangeReply = conn.xrange_all(&stream).await.unwrap();
+    assert_eq!(entries.ids.len(), 5);
+    let first = &entries.ids[0].map;
+    let bytes = |name: &str| match &first[name] {
+        redis::Value::BulkString(b) => b.clone(),
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(bytes("message_id"), ids[0].as_bytes());
+    assert_eq!(bytes("payload"), [0, 0xff]);
+    let _: () = conn.del(&stream).await.unwrap();
+    db.finish().await;
+}
+
+/// `inboxed outbox relay --broker sqs+http://…` (built with the `sqs` feature): the route
+/// names the queue; the rows land once each with the outbox id as the `message_id` attribute.
+#[cfg(feature = "sqs")]
+#[tokio::test]
+async fn outbox_relay_publishes_to_sqs() {
+    use inboxed_sqs::aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+    let endpoint = std::env::var("INBOXED_SQS_ENDPOINT")
+        .unwrap_or_else(|_| "http://127.0.0.1:15000".to_owned());
+    let client = inboxed_sqs::aws_sdk_sqs::Client::from_conf(
+        inboxed_sqs::aws_sdk_sqs::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .http_client(inboxed_sqs::https_client())
+            .endpoint_url(&endpoint)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("test", "test", None, None, "inboxed-test"))
+            .build(),
+    );
+    let name = format!("cli-outbox-{}", uuid::Uuid::new_v4().simple());
+    let url = client
+        .create_queue()
+        .queue_name(&name)
+        .send()
+        .await
+        .expect("an SQS API must be running: scripts/test.sh starts one")
+        .queue_url
+        .unwrap();
+    let db = Pg::create().await;
+    let messages: Vec<OutgoingMessage> = (0..12_u8)
+        .map(|i| OutgoingMessage::new("billing.charged", format!("charge {i}").into_bytes()))
+        .collect();
+    let ids = outbox::write(&db.store, &messages).await;
+    let child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(["outbox", "relay", "--database-url", &db.locator])
+        .args(["--broker", &format!("sqs+{endpoint}")])
+        .args(["--route", &format!("billing.charged={name}")])
+        .env("INBOXED_LOG", "warn")
+        // The SDK's default chain reads these first: no other source is asked.
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start inboxed outbox relay");
+    until_sent(&db.store, 12).await;
+    let (ok, out) = terminate(child).await;
+    assert!(ok, "exit 0 after SIGTERM: {out}");
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let got = client
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .unwrap();
+        for m in got.messages.unwrap_or_default() {
+            let attributes = m.message_attributes.unwrap();
+            seen.push(attributes["message_id"].string_value.clone().unwrap());
+        }
+        if seen.len() >= 12 {
+            break;
+        }
+    }
+    seen.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(seen, want, "each row once, under its outbox id");
+    db.finish().await;
+}
+
 /// Until `want` outbox rows are marked sent (30 s at most: the assertions after it fail then).
 async fn until_sent(store: &inboxed_postgres::PgStore, want: i64) {
     for _ in 0..300 {

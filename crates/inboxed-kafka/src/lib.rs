@@ -24,10 +24,12 @@
 mod config;
 mod delivery;
 mod headers;
+mod publisher;
 mod source;
 
 pub use config::KafkaConfig;
 pub use delivery::KafkaDelivery;
+pub use publisher::{KafkaPublisher, KafkaPublisherConfig};
 /// The client this adapter is built on, for producing with the same build (no second
 /// librdkafka).
 pub use rdkafka;

@@ -32,6 +32,17 @@ pub enum KafkaSetupError {
         #[source]
         source: KafkaError,
     },
+    /// Creating the outbox relay's producer or reaching the brokers failed.
+    #[error("Kafka: could not {step} (brokers {brokers:?})")]
+    Producer {
+        /// The step that failed.
+        step: &'static str,
+        /// The bootstrap servers.
+        brokers: String,
+        /// librdkafka's error.
+        #[source]
+        source: KafkaError,
+    },
 }
 
 /// Records of the partitions assigned to this member of the group. Offsets are stored only by

@@ -5,11 +5,11 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -26,27 +26,7 @@ use inboxed_test::broker_child::{
 };
 use inboxed_test::{Backend, Ledger, Pg, Script, credit};
 
-fn brokers() -> String {
-    std::env::var("INBOXED_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:19092".to_owned())
-}
-
-/// A fresh one-partition topic for one test.
-async fn topic() -> String {
-    let name = format!("inboxed-test-{}", uuid::Uuid::new_v4());
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers())
-        .create()
-        .unwrap();
-    let created = admin
-        .create_topics(
-            &[NewTopic::new(&name, 1, TopicReplication::Fixed(1))],
-            &AdminOptions::new().request_timeout(Some(Duration::from_secs(10))),
-        )
-        .await
-        .expect("a Kafka-API broker must be running: scripts/test.sh starts one");
-    assert!(created.iter().all(Result::is_ok), "{created:?}");
-    name
-}
+use common::{brokers, topic};
 
 /// Publishes `body` with the given headers and waits for the broker's acknowledgement.
 async fn publish(topic: &str, headers: &[(&str, &str)], body: &[u8]) {

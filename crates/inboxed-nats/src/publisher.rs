@@ -15,10 +15,8 @@ use inboxed_core::outbox::{OutboxRow, Outcome, Publisher};
 
 use crate::source::NatsError;
 
-/// The header that carries the message type, which NATS has no field for.
-pub const TYPE_HEADER: &str = "Inboxed-Type";
-/// The header that carries the correlation id.
-pub const CORRELATION_HEADER: &str = "Inboxed-Correlation-Id";
+/// The headers that carry the type and the correlation id, which NATS has no fields for.
+pub use inboxed_core::outbox::{CORRELATION_HEADER, TYPE_HEADER};
 
 /// Settings of a [`NatsPublisher`]: plain fields, each with its default.
 #[derive(Debug, Clone)]

@@ -19,8 +19,10 @@
 mod config;
 mod delivery;
 mod entry;
+mod publisher;
 mod source;
 
 pub use config::RedisConfig;
 pub use delivery::RedisDelivery;
+pub use publisher::{RedisPublisher, RedisPublisherConfig};
 pub use source::{RedisError, RedisSource, client};

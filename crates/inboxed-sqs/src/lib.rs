@@ -19,10 +19,12 @@
 
 mod config;
 mod delivery;
+mod publisher;
 mod source;
 
 /// The SDK this adapter is built on, for sending with the same client.
 pub use aws_sdk_sqs;
 pub use config::SqsConfig;
 pub use delivery::SqsDelivery;
+pub use publisher::{SqsPublisher, SqsPublisherConfig};
 pub use source::{SqsSetupError, SqsSource, client, https_client};

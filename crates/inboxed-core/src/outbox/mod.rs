@@ -17,7 +17,7 @@ pub mod store;
 
 pub use config::OutboxRelayConfig;
 pub use message::{MAX_DESTINATION_BYTES, OutgoingError, OutgoingMessage};
-pub use publish::{Outcome, Publisher};
+pub use publish::{CORRELATION_HEADER, Outcome, Publisher, TYPE_HEADER};
 pub use relay::{OutboxRelay, RelayReport};
 pub use store::OutboxRow;
 

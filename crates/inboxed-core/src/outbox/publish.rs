@@ -6,6 +6,13 @@ use std::future::Future;
 
 use super::store::OutboxRow;
 
+/// The header that carries a message's type on a broker with no field for it (NATS, Kafka,
+/// Redis Streams, SQS): one name on every broker, so that a consumer reads it the same way
+/// whichever broker it is behind.
+pub const TYPE_HEADER: &str = "Inboxed-Type";
+/// The header that carries the correlation id on a broker with no field for it.
+pub const CORRELATION_HEADER: &str = "Inboxed-Correlation-Id";
+
 /// What became of one row handed to [`Publisher::publish`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

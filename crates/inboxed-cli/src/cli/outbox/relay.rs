@@ -11,6 +11,7 @@ use inboxed_core::outbox::store::OutboxStore;
 use inboxed_core::outbox::{OutboxRelay, OutboxRow, Outcome, Publisher};
 use inboxed_nats::{NatsPublisher, NatsPublisherConfig};
 use inboxed_rabbitmq::{RabbitPublisher, RabbitPublisherConfig};
+use inboxed_redis::{RedisPublisher, RedisPublisherConfig};
 
 use super::settings::{Args, Settings};
 use crate::cli::AnyStore;
@@ -50,6 +51,11 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
 enum AnyPublisher {
     Rabbit(RabbitPublisher),
     Nats(NatsPublisher),
+    Redis(RedisPublisher),
+    #[cfg(feature = "kafka")]
+    Kafka(inboxed_kafka::KafkaPublisher),
+    #[cfg(feature = "sqs")]
+    Sqs(inboxed_sqs::SqsPublisher),
 }
 
 impl Publisher for AnyPublisher {
@@ -57,12 +63,21 @@ impl Publisher for AnyPublisher {
         match self {
             Self::Rabbit(p) => p.publish(rows).await,
             Self::Nats(p) => p.publish(rows).await,
+            Self::Redis(p) => p.publish(rows).await,
+            #[cfg(feature = "kafka")]
+            Self::Kafka(p) => p.publish(rows).await,
+            #[cfg(feature = "sqs")]
+            Self::Sqs(p) => p.publish(rows).await,
         }
     }
 }
 
 async fn publisher(s: &Settings) -> anyhow::Result<AnyPublisher> {
     let scheme = s.broker.split_once("://").map_or("", |(scheme, _)| scheme);
+    if s.tls_ca_file.is_some() && !matches!(scheme, "amqps" | "tls" | "nats" | "rediss") {
+        bail!("--tls-ca-file applies to amqps://, nats:// or tls:// and rediss:// brokers");
+    }
+    let unreachable = || format!("cannot reach the broker {}", redact(&s.broker));
     match scheme {
         "amqp" | "amqps" => {
             let mut config = RabbitPublisherConfig::new(&s.broker);
@@ -78,7 +93,7 @@ async fn publisher(s: &Settings) -> anyhow::Result<AnyPublisher> {
             config.tls_ca_file.clone_from(&s.tls_ca_file);
             let p = RabbitPublisher::connect(config)
                 .await
-                .context("cannot reach the broker")?;
+                .with_context(unreachable)?;
             Ok(AnyPublisher::Rabbit(p))
         }
         "nats" | "tls" => {
@@ -87,12 +102,54 @@ async fn publisher(s: &Settings) -> anyhow::Result<AnyPublisher> {
             config.tls_ca_file.clone_from(&s.tls_ca_file);
             let p = NatsPublisher::connect(config)
                 .await
-                .context("cannot reach the broker")?;
+                .with_context(unreachable)?;
             Ok(AnyPublisher::Nats(p))
         }
+        "redis" | "rediss" => {
+            let mut config = RedisPublisherConfig::new(&s.broker);
+            config.streams.clone_from(&s.routes);
+            config.tls_ca_file.clone_from(&s.tls_ca_file);
+            let p = RedisPublisher::connect(config)
+                .await
+                .with_context(unreachable)?;
+            Ok(AnyPublisher::Redis(p))
+        }
+        #[cfg(feature = "kafka")]
+        "kafka" => {
+            let brokers = s
+                .broker
+                .trim_start_matches("kafka://")
+                .trim_end_matches('/');
+            let mut config = inboxed_kafka::KafkaPublisherConfig::new(brokers);
+            config.topics.clone_from(&s.routes);
+            let p = inboxed_kafka::KafkaPublisher::connect(config)
+                .await
+                .with_context(unreachable)?;
+            Ok(AnyPublisher::Kafka(p))
+        }
+        #[cfg(feature = "sqs")]
+        "sqs" | "sqs+https" | "sqs+http" => {
+            let mut config = inboxed_sqs::SqsPublisherConfig::default();
+            if scheme != "sqs" {
+                config =
+                    config.endpoint_url(s.broker.trim_start_matches("sqs+").trim_end_matches('/'));
+            }
+            config.queues.clone_from(&s.routes);
+            let p = inboxed_sqs::SqsPublisher::connect(config)
+                .await
+                .with_context(unreachable)?;
+            Ok(AnyPublisher::Sqs(p))
+        }
+        #[cfg(not(feature = "kafka"))]
+        "kafka" => bail!("--broker kafka://: this inboxed was built without the `kafka` feature"),
+        #[cfg(not(feature = "sqs"))]
+        "sqs" | "sqs+https" | "sqs+http" => {
+            bail!("--broker {scheme}://: this inboxed was built without the `sqs` feature")
+        }
         _ => bail!(
-            "--broker {}: the outbox relay publishes to RabbitMQ (amqp://, amqps://) and NATS \
-             JetStream (nats://, tls://) so far",
+            "--broker {}: unknown broker scheme {scheme:?}; use amqp:// or amqps:// (RabbitMQ), \
+             nats:// or tls:// (NATS JetStream), redis:// or rediss:// (Redis Streams), \
+             kafka:// (Kafka) or sqs://, sqs+https:// (SQS)",
             redact(&s.broker)
         ),
     }

@@ -23,14 +23,17 @@ pub(crate) struct Args {
     /// Database URL of the outbox table: postgres://… or sqlite://path.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub(crate) database_url: Option<String>,
-    /// Broker URL: amqp://… or amqps://… (RabbitMQ), nats://… or tls://… (NATS JetStream).
+    /// Broker URL: amqp://… or amqps://… (RabbitMQ), nats://… or tls://… (NATS JetStream),
+    /// redis://… or rediss://… (Redis Streams), kafka://HOST:PORT,… (Kafka) or sqs://,
+    /// sqs+https://HOST (SQS); Kafka and SQS when built with the `kafka` and `sqs` features.
     #[arg(long, env = "INBOXED_OUTBOX_BROKER", hide_env_values = true)]
     pub(crate) broker: Option<String>,
     /// `DESTINATION=TARGET`, repeatable (the environment variable takes them comma-separated):
     /// where a destination's messages go. RabbitMQ: `EXCHANGE/ROUTING_KEY` (a destination with
     /// no route goes to the default exchange with the destination as routing key, that is to
-    /// the queue of that name). NATS: the subject (default: the destination). Routes given as
-    /// flags replace the file's.
+    /// the queue of that name). NATS: the subject; Redis: the stream; Kafka: the topic; SQS: a
+    /// queue URL or name (each by default the destination). Routes given as flags replace the
+    /// file's.
     #[arg(long, env = "INBOXED_OUTBOX_ROUTES", value_delimiter = ',')]
     #[serde(skip)]
     pub(crate) route: Vec<String>,
@@ -53,7 +56,7 @@ pub(crate) struct Args {
     #[arg(long, env = "INBOXED_OUTBOX_SENT_RETENTION")]
     pub(crate) sent_retention: Option<String>,
     /// PEM file of certificate authorities to trust for TLS to the broker (amqps://, NATS
-    /// tls://).
+    /// tls://, rediss://).
     /// Default: the system's roots.
     #[arg(long, env = "INBOXED_TLS_CA_FILE")]
     pub(crate) tls_ca_file: Option<PathBuf>,

@@ -1,0 +1,430 @@
+//! The outbox relay's SQS side: `SendMessageBatch`, ten rows a call, each message carrying
+//! the outbox id in the message attribute `message_id` (where
+//! [`SqsSource`](crate::SqsSource)'s default key source reads it). On a FIFO queue the
+//! outbox id is also the `MessageDeduplicationId`, so that SQS drops a re-send within its
+//! five-minute window, and the ordering key is the `MessageGroupId`, so that a key's messages
+//! are delivered in order. SQS's answer for an entry is its confirmation.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+use tracing::warn;
+
+use inboxed_core::outbox::{CORRELATION_HEADER, OutboxRow, Outcome, Publisher, TYPE_HEADER};
+
+use crate::config::SqsConfig;
+use crate::source::{SqsSetupError, client};
+
+/// The attribute holding the outbox id: the one the consumer side reads by default.
+const ID_ATTRIBUTE: &str = "message_id";
+/// SQS's limits: entries a batch, attributes a message, characters of a group or
+/// deduplication id.
+const BATCH: usize = 10;
+const ATTRIBUTES: usize = 10;
+const GROUP_ID_CHARS: usize = 128;
+
+/// Settings of an [`SqsPublisher`]: plain fields, each with its default.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SqsPublisherConfig {
+    /// Queues by outbox destination, each a queue URL or a queue name (whose URL is asked of
+    /// SQS once, with `GetQueueUrl`). A destination with none names its queue. Defaults to
+    /// none.
+    pub queues: BTreeMap<String, String>,
+    /// An endpoint other than AWS's (an emulator, a VPC endpoint). Defaults to `None`: the
+    /// region's own.
+    pub endpoint_url: Option<String>,
+    /// The region. Defaults to `None`: the environment's (`AWS_REGION`, the profile).
+    pub region: Option<String>,
+    /// The largest message, body and attributes together, as SQS counts it: a larger one is
+    /// refused before sending, for good. Raise it only for queues whose
+    /// `MaximumMessageSize` is larger. Defaults to 262,144 bytes (256 KiB), SQS's long-standing
+    /// default.
+    pub max_message_bytes: usize,
+}
+
+impl Default for SqsPublisherConfig {
+    fn default() -> Self {
+        Self {
+            queues: BTreeMap::new(),
+            endpoint_url: None,
+            region: None,
+            max_message_bytes: 256 * 1024,
+        }
+    }
+}
+
+impl SqsPublisherConfig {
+    /// Publishes `destination`'s messages to `queue`, a queue URL or name.
+    #[must_use]
+    pub fn queue(mut self, destination: impl Into<String>, queue: impl Into<String>) -> Self {
+        self.queues.insert(destination.into(), queue.into());
+        self
+    }
+
+    /// Sets [`SqsPublisherConfig::endpoint_url`].
+    #[must_use]
+    pub fn endpoint_url(mut self, url: impl Into<String>) -> Self {
+        self.endpoint_url = Some(url.into());
+        self
+    }
+
+    /// Sets [`SqsPublisherConfig::region`].
+    #[must_use]
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+
+    /// Sets [`SqsPublisherConfig::max_message_bytes`].
+    #[must_use]
+    pub fn max_message_bytes(mut self, bytes: usize) -> Self {
+        self.max_message_bytes = bytes;
+        self
+    }
+}
+
+/// Publishes outbox rows to SQS queues.
+pub struct SqsPublisher {
+    config: SqsPublisherConfig,
+    client: Client,
+    /// Queue URLs asked of SQS, by queue name.
+    urls: Mutex<HashMap<String, String>>,
+}
+
+impl std::fmt::Debug for SqsPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqsPublisher")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqsPublisher {
+    /// A client from the environment's credentials and region (the SDK's default chain), with
+    /// the config's endpoint and region over them, checked with one `ListQueues` call so that
+    /// an endpoint or credentials that do not work fail here.
+    ///
+    /// # Errors
+    /// [`SqsSetupError::Setup`] (step `reach SQS`).
+    pub async fn connect(config: SqsPublisherConfig) -> Result<Self, SqsSetupError> {
+        let mut source = SqsConfig::new("");
+        source.endpoint_url.clone_from(&config.endpoint_url);
+        source.region.clone_from(&config.region);
+        Self::with_client(client(&source).await, config).await
+    }
+
+    /// Uses a client built by the caller (its endpoint, region and credentials; the config's
+    /// own are ignored), checked as [`SqsPublisher::connect`] checks its own.
+    ///
+    /// # Errors
+    /// [`SqsSetupError::Setup`] (step `reach SQS`).
+    pub async fn with_client(
+        client: Client,
+        config: SqsPublisherConfig,
+    ) -> Result<Self, SqsSetupError> {
+        client
+            .list_queues()
+            .max_results(1)
+            .send()
+            .await
+            .map_err(|e| SqsSetupError::Setup {
+                step: "reach SQS",
+                queue_url: config.endpoint_url.clone().unwrap_or_default(),
+                source: DisplayErrorContext(e).to_string().into(),
+            })?;
+        Ok(Self {
+            config,
+            client,
+            urls: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The URL of `destination`'s queue: its route when that is a URL, otherwise the queue
+    /// the route (or the destination itself) names, asked of SQS once.
+    async fn queue_url(&self, destination: &str) -> Result<String, Outcome> {
+        let name = match self.config.queues.get(destination) {
+            Some(url) if url.contains("://") => return Ok(url.clone()),
+            Some(name) => name.as_str(),
+            None => destination,
+        };
+        if let Some(url) = self.lock().get(name) {
+            return Ok(url.clone());
+        }
+        match self.client.get_queue_url().queue_name(name).send().await {
+            Ok(out) => {
+                let url = out.queue_url.unwrap_or_default();
+                self.lock().insert(name.to_owned(), url.clone());
+                Ok(url)
+            }
+            Err(e) => Err(classify(&e, &format!("destination: queue {name:?}"))),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.urls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Publishes rows of one queue, ten a call, every call sent before any answer is awaited.
+    async fn publish_to(&self, url: &str, rows: &[(usize, &OutboxRow)], out: &mut [Outcome]) {
+        let fifo = url.ends_with(".fifo");
+        let mut calls = Vec::new();
+        let mut valid: Vec<(usize, SendMessageBatchRequestEntry)> = Vec::new();
+        for &(at, row) in rows {
+            match entry(row, fifo, self.config.max_message_bytes, at) {
+                Ok(e) => valid.push((at, e)),
+                Err(reason) => {
+                    out[at] = Outcome::Refused {
+                        reason,
+                        permanent: true,
+                    };
+                }
+            }
+        }
+        for chunk in valid.chunks(BATCH) {
+            let send = self
+                .client
+                .send_message_batch()
+                .queue_url(url)
+                .set_entries(Some(chunk.iter().map(|(_, e)| e.clone()).collect()))
+                .send();
+            calls.push((chunk.iter().map(|(at, _)| *at).collect::<Vec<_>>(), send));
+        }
+        // The calls go out side by side: a key has at most one row in a batch, so no order
+        // within a key depends on which call lands first.
+        let (ats, sends): (Vec<_>, Vec<_>) = calls.into_iter().unzip();
+        let answers = futures_util::future::join_all(sends).await;
+        for (ats, answer) in ats.into_iter().zip(answers) {
+            match answer {
+                Ok(answer) => {
+                    for ok in answer.successful() {
+                        if let Ok(at) = ok.id().parse::<usize>() {
+                            out[at] = Outcome::Confirmed;
+                        }
+                    }
+                    for failed in answer.failed() {
+                        if let Ok(at) = failed.id().parse::<usize>() {
+                            out[at] = Outcome::Refused {
+                                reason: format!(
+                                    "{}: {}",
+                                    failed.code(),
+                                    failed.message().unwrap_or_default()
+                                ),
+                                permanent: failed.sender_fault(),
+                            };
+                        }
+                    }
+                }
+                Err(e) => {
+                    let outcome = classify(&e, "SendMessageBatch");
+                    for at in ats {
+                        out[at] = outcome.clone();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a failed call means for its rows: by the SDK's kind of failure and the service's
+/// error code, never its message.
+fn classify<E, R>(e: &SdkError<E, R>, what: &str) -> Outcome
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    let reason = format!("{what}: {}", DisplayErrorContext(e));
+    match e {
+        // Not sent, or refused before SQS read it: the relay pauses, no attempt spent.
+        SdkError::ConstructionFailure(_) => Outcome::Refused {
+            reason,
+            permanent: true,
+        },
+        SdkError::DispatchFailure(d) if d.is_io() && !d.is_timeout() => Outcome::NotSent { reason },
+        SdkError::ServiceError(s) => match s.err().code() {
+            Some(
+                "AWS.SimpleQueueService.NonExistentQueue"
+                | "QueueDoesNotExist"
+                | "AccessDenied"
+                | "AccessDeniedException"
+                | "KmsAccessDenied",
+            ) => Outcome::Refused {
+                reason,
+                permanent: false,
+            },
+            Some(
+                "RequestThrottled"
+                | "ThrottlingException"
+                | "ServiceUnavailable"
+                | "InternalFailure"
+                | "KmsThrottled",
+            ) => Outcome::NotSent { reason },
+            _ => Outcome::Refused {
+                reason,
+                permanent: false,
+            },
+        },
+        // A timeout or a response that could not be read: the batch may have been stored.
+        _ => Outcome::Unconfirmed { reason },
+    }
+}
+
+/// Whether SQS takes `c` in a message body or a string attribute (XML's characters).
+fn sqs_char(c: char) -> bool {
+    matches!(c, '\u{9}' | '\u{a}' | '\u{d}' | '\u{20}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..)
+}
+
+/// `text` as SQS can carry it, or why not, naming `field`.
+fn sqs_text<'a>(text: &'a str, field: &str) -> Result<&'a str, String> {
+    match text.char_indices().find(|(_, c)| !sqs_char(*c)) {
+        Some((at, c)) => Err(format!(
+            "{field}: character {c:?} at byte {at} is one SQS does not carry"
+        )),
+        None => Ok(text),
+    }
+}
+
+/// SQS's rule for attribute names: up to 256 of `[A-Za-z0-9_.-]`, no leading or trailing
+/// `.`, no `..`, no `AWS.` or `Amazon.` prefix (any case).
+fn legal_attribute_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    !name.is_empty()
+        && name.len() <= 256
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        && !name.starts_with('.')
+        && !name.ends_with('.')
+        && !name.contains("..")
+        && !lower.starts_with("aws.")
+        && !lower.starts_with("amazon.")
+}
+
+/// SQS's rule for group and deduplication ids: 1 to 128 visible ASCII characters.
+fn legal_group_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= GROUP_ID_CHARS && id.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// The batch entry of `row` (entry id `at`, its place in the batch), or why SQS cannot take
+/// it, naming the field.
+fn entry(
+    row: &OutboxRow,
+    fifo: bool,
+    max_bytes: usize,
+    at: usize,
+) -> Result<SendMessageBatchRequestEntry, String> {
+    let body = std::str::from_utf8(&row.payload).map_err(|e| {
+        format!(
+            "payload: not UTF-8 (at byte {}): an SQS body is text",
+            e.valid_up_to()
+        )
+    })?;
+    let body = sqs_text(body, "payload")?;
+    let mut attributes: Vec<(&str, &str, &str)> =
+        vec![(ID_ATTRIBUTE, &row.message_id, "message_id")];
+    if let Some(kind) = &row.message_type {
+        attributes.push((TYPE_HEADER, kind, "message_type"));
+    }
+    if let Some(id) = &row.correlation_id {
+        attributes.push((CORRELATION_HEADER, id, "correlation_id"));
+    }
+    for (name, value) in &row.headers {
+        if attributes.iter().any(|(n, _, _)| n == name) {
+            return Err(format!(
+                "headers: header {name:?} is an attribute the publisher sets itself"
+            ));
+        }
+        if !legal_attribute_name(name) {
+            return Err(format!(
+                "headers: header name {name:?} is not an SQS attribute name (up to 256 of \
+                 A-Z a-z 0-9 _ . -, no AWS. or Amazon. prefix)"
+            ));
+        }
+        attributes.push((name, value, "headers"));
+    }
+    if attributes.len() > ATTRIBUTES {
+        return Err(format!(
+            "headers: {} message attributes, more than SQS's {ATTRIBUTES} (message_id, type and \
+             correlation id count)",
+            attributes.len()
+        ));
+    }
+    let mut size = body.len();
+    let mut entry = SendMessageBatchRequestEntry::builder()
+        .id(at.to_string())
+        .message_body(body);
+    for (name, value, field) in attributes {
+        if value.is_empty() {
+            return Err(format!(
+                "{field}: attribute {name:?} is empty, which SQS refuses"
+            ));
+        }
+        let value = sqs_text(value, field)?;
+        size += name.len() + "String".len() + value.len();
+        entry = entry.message_attributes(
+            name,
+            MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(value)
+                .build()
+                .map_err(|e| format!("{field}: {e}"))?,
+        );
+    }
+    if size > max_bytes {
+        return Err(format!(
+            "payload: the message is {size} bytes with its attributes, more than \
+             max_message_bytes ({max_bytes})"
+        ));
+    }
+    if fifo {
+        let group = row.ordering_key.as_deref().unwrap_or(&row.message_id);
+        if !legal_group_id(group) {
+            return Err(format!(
+                "ordering_key: {group:?} is not an SQS MessageGroupId (1 to 128 visible ASCII \
+                 characters)"
+            ));
+        }
+        entry = entry
+            .message_group_id(group)
+            .message_deduplication_id(&row.message_id);
+    }
+    entry.build().map_err(|e| format!("message: {e}"))
+}
+
+impl Publisher for SqsPublisher {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+        let mut out: Vec<Outcome> = rows
+            .iter()
+            .map(|_| Outcome::Unconfirmed {
+                reason: "SQS gave no answer for the message".to_owned(),
+            })
+            .collect();
+        // Rows by queue, each queue's in insert order.
+        let mut by_queue: BTreeMap<&str, Vec<(usize, &OutboxRow)>> = BTreeMap::new();
+        for (at, row) in rows.iter().enumerate() {
+            by_queue
+                .entry(&row.destination)
+                .or_default()
+                .push((at, row));
+        }
+        for (destination, rows) in by_queue {
+            match self.queue_url(destination).await {
+                Ok(url) => self.publish_to(&url, &rows, &mut out).await,
+                Err(outcome) => {
+                    if matches!(outcome, Outcome::NotSent { .. }) {
+                        warn!(destination, "SQS unreachable while finding a queue");
+                    }
+                    for (at, _) in rows {
+                        out[at] = outcome.clone();
+                    }
+                }
+            }
+        }
+        out
+    }
+}

@@ -246,6 +246,100 @@ async fn replay_resets_dead_rows_with_an_audit_record() {
     db.finish().await;
 }
 
+/// `outbox list|show|retry|discard` and the outbox's part of `stats`: two rows dead (their
+/// keys parked), one pending; the list and the figures show them, `show` renders a JSON
+/// payload, a dry run changes nothing, a bare retry is refused, a retry and a discard by key
+/// change one row each with an audit record.
+#[tokio::test]
+async fn outbox_list_show_retry_and_discard() {
+    use inboxed_core::outbox::OutgoingMessage;
+
+    let db = Pg::create().await;
+    let messages = [
+        OutgoingMessage::new("billing.charged", br#"{"amount":5}"#.to_vec()).with_key("a"),
+        OutgoingMessage::new("billing.charged", b"\xff\x00".to_vec()).with_key("b"),
+        OutgoingMessage::new("billing.charged", b"later".to_vec()).with_key("a"),
+    ];
+    let ids = inboxed_test::outbox::write(&db.store, &messages).await;
+    let dead = "WITH d AS (UPDATE inboxed_outbox_messages SET status = 'dead', attempts = 10, \
+                last_error = 'NOT_ROUTED' WHERE ordering_key IN ('a', 'b') AND id < 3 \
+                RETURNING 1) SELECT count(*) FROM d";
+    assert_eq!(db.scalar(dead).await, 2);
+    let url = db.locator.as_str();
+
+    let (code, out) = inboxed(&["outbox", "list", "--database-url", url, "--status", "dead"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&ids[0]) && out.contains(&ids[1]), "{out}");
+    assert!(!out.contains(&ids[2]) && out.contains("2 row(s)"), "{out}");
+    let (code, out) = inboxed(&["outbox", "show", "--database-url", url, &ids[0]]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(r#"payload (json, 12 bytes)  {"amount":5}"#),
+        "{out}"
+    );
+    assert!(
+        out.contains("dead after 10 attempt(s)") && out.contains("NOT_ROUTED"),
+        "{out}"
+    );
+    let (code, out) = inboxed(&["outbox", "show", "--database-url", url, "--json", "2"]);
+    assert_eq!(code, 0, "{out}");
+    let shown: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["payload"], "ff00");
+    assert_eq!(shown["payload_form"], "hex");
+
+    let (code, out) = inboxed(&["stats", "--json", "--database-url", url]);
+    assert_eq!(code, 0, "{out}");
+    let stats: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let outbox = &stats["outbox"][0];
+    assert_eq!(outbox["destination"], "billing.charged", "{out}");
+    assert_eq!(
+        (outbox["pending"].as_u64(), outbox["dead"].as_u64()),
+        (Some(1), Some(2))
+    );
+
+    let dead_args = |verb: &str, key: &str, yes: bool| {
+        let mut a = vec!["outbox", verb, "--database-url", url, "--actor", "oncall"];
+        a.extend(["--reason", "queue bound now"]);
+        if !key.is_empty() {
+            a.extend(["--key", key]);
+        }
+        if yes {
+            a.push("--yes");
+        }
+        a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()
+    };
+    let run = |a: Vec<String>| inboxed(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let (code, out) = run(dead_args("retry", "", true));
+    assert_ne!(code, 0, "a retry that names no rows is refused: {out}");
+    let (code, out) = run(dead_args("retry", "a", false));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("would have 1 dead row(s) retried"), "{out}");
+    let still_dead = "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'dead'";
+    assert_eq!(db.scalar(still_dead).await, 2, "a dry run changes nothing");
+    let (code, out) = run(dead_args("retry", "a", true));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 dead row(s) retried"), "{out}");
+    let (code, out) = run(dead_args("discard", "b", true));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 dead row(s) discarded"), "{out}");
+    assert_eq!(db.scalar(still_dead).await, 0);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_outbox_messages")
+            .await,
+        2,
+        "the discarded row is gone, the retried one pending beside the third"
+    );
+    assert_eq!(
+        db.scalar(
+            "SELECT count(*) FROM inboxed_redrive_audit WHERE actor = 'oncall' \
+             AND action IN ('outbox retry', 'outbox discard')"
+        )
+        .await,
+        2
+    );
+    db.finish().await;
+}
+
 /// The database comes from --database-url, else DATABASE_URL, else the --config file.
 #[test]
 fn database_url_from_flag_then_environment_then_config_file() {

@@ -74,6 +74,10 @@ async fn gauges_follow_the_rows_and_health_is_ok() {
         .dead_letter_invalid(b"{}", &EnvelopeError::MissingId)
         .await
         .unwrap();
+    let outgoing: Vec<inboxed_core::outbox::OutgoingMessage> = (0..2_u8)
+        .map(|i| inboxed_core::outbox::OutgoingMessage::new("billing.charged", vec![i]))
+        .collect();
+    inboxed_test::outbox::write(&db.store, &outgoing).await;
     let (_serve, addr) = serve(&db.locator).await;
     scrape_until(
         &addr,
@@ -81,6 +85,8 @@ async fn gauges_follow_the_rows_and_health_is_ok() {
             r#"inboxed_inbox_rows{consumer="billing",status="pending"} 3"#,
             r#"inboxed_inbox_rows{consumer="billing",status="processing"} 0"#,
             r#"inboxed_dead_letters{consumer="billing",reason="invalid_message"} 1"#,
+            r#"inboxed_outbox_unsent_rows{destination="billing.charged",status="pending"} 2"#,
+            r#"inboxed_outbox_sent_per_second{destination="billing.charged"} 0"#,
             "inboxed_observe_up 1",
         ],
     )
@@ -111,7 +117,7 @@ async fn health_is_503_until_the_tables_are_migrated() {
     let (status, body) = http_get(&addr, "/health").await;
     assert_eq!(status, 503, "{body}");
     assert!(
-        body.contains(r#""migrations_pending":[1,2,3,4,5,6,7,8,9,10,11]"#),
+        body.contains(r#""migrations_pending":[1,2,3,4,5,6,7,8,9,10,11,12]"#),
         "{body}"
     );
     let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_inboxed"))

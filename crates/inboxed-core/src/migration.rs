@@ -43,6 +43,7 @@ macro_rules! migrations {
             $crate::migration!(9, "0009_inbox_contract_v2", "inbox_contract_v2"),
             $crate::migration!(10, "0010_inbox_contract_v3", "inbox_contract_v3"),
             $crate::migration!(11, "0011_outbox", "outbox"),
+            $crate::migration!(12, "0012_outbox_operations", "outbox_operations"),
         ]
     };
 }

@@ -150,4 +150,11 @@ operations!(
     outbox_release_stale,
     outbox_release,
     outbox_purge_sent,
+    outbox_list,
+    outbox_load,
+    outbox_select_dead,
+    outbox_retry,
+    outbox_discard,
+    outbox_audit,
+    observe_outbox,
 );

@@ -23,7 +23,8 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     lock_maintenance, detach_partition, drop_partition, migrate_lock, schema_exists,
     create_schema, migrations_table, migrations_applied, migration_record, migrations_exist,
     outbox_write, outbox_claim, outbox_sent, outbox_fail,
-    outbox_release_stale, outbox_release, outbox_purge_sent;
+    outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
+    outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox;
     absent:
 };
 /// Durability settings query; has no identifiers to render.

@@ -19,7 +19,8 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     purge_redrive_audit, redact_done_payloads, migrations_table, migrations_applied,
     migration_record, migrations_exist,
     outbox_write, outbox_claim, outbox_sent, outbox_fail,
-    outbox_release_stale, outbox_release, outbox_purge_sent;
+    outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
+    outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox;
     absent:
     // Keys store the consumer name: no registry.
     register_consumer,

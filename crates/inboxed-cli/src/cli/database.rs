@@ -271,6 +271,44 @@ impl AnyStore {
         })
     }
 
+    /// Outbox rows matching `filter`, oldest first, without payloads.
+    pub(crate) async fn list_outbox(
+        &self,
+        filter: &inboxed_core::outbox::OutboxFilter,
+        limit: u32,
+    ) -> anyhow::Result<Vec<inboxed_core::outbox::OutboxEntry>> {
+        use inboxed_core::outbox::store::OutboxStore;
+        Ok(match self {
+            Self::Postgres(s) => s.list_outbox(filter, limit).await?,
+            Self::Sqlite(s) => s.list_outbox(filter, limit).await?,
+        })
+    }
+
+    /// One outbox row in full, by row id or message id.
+    pub(crate) async fn load_outbox(
+        &self,
+        id: Option<i64>,
+        message_id: Option<&str>,
+    ) -> anyhow::Result<Option<inboxed_core::outbox::OutboxEntry>> {
+        use inboxed_core::outbox::store::OutboxStore;
+        Ok(match self {
+            Self::Postgres(s) => s.load_outbox(id, message_id).await?,
+            Self::Sqlite(s) => s.load_outbox(id, message_id).await?,
+        })
+    }
+
+    /// Retries or discards dead outbox rows (or finds them, for a dry run); their ids.
+    pub(crate) async fn act_on_dead(
+        &self,
+        params: &inboxed_core::outbox::DeadParams<'_>,
+    ) -> anyhow::Result<Vec<i64>> {
+        use inboxed_core::outbox::store::OutboxStore;
+        Ok(match self {
+            Self::Postgres(s) => s.act_on_dead(params).await?,
+            Self::Sqlite(s) => s.act_on_dead(params).await?,
+        })
+    }
+
     /// Migration versions not applied yet.
     pub(crate) async fn pending_migrations(&self) -> anyhow::Result<Vec<i64>> {
         use inboxed_core::observe::ObserveStore;

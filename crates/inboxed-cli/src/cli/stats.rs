@@ -134,6 +134,12 @@ impl Report {
                 "consumer": d.consumer, "reason": d.reason, "count": d.count,
                 "newest_age_seconds": secs(self.age(d.newest)),
             })).collect::<Vec<_>>(),
+            "outbox": self.seen.outbox.iter().map(|o| json!({
+                "destination": o.destination, "pending": o.pending, "sending": o.sending,
+                "dead": o.dead, "expired_leases": o.expired_leases,
+                "oldest_unsent_age_seconds": secs(self.age(o.oldest_unsent)),
+                "sent_last_minute": o.sent_last_minute,
+            })).collect::<Vec<_>>(),
             "processed_keys": self.processed.iter().map(|(c, s)| json!({
                 "consumer": c.as_str(), "estimated_keys": s.estimated_rows,
                 "growth_per_hour": s.growth_per_hour(),
@@ -202,6 +208,35 @@ impl Report {
                     out,
                     "  {:<24} {:<20} {:>7} {:>12}",
                     d.consumer, d.reason, d.count, newest
+                )?;
+            }
+        }
+        writeln!(out, "outbox")?;
+        if self.seen.outbox.is_empty() {
+            writeln!(out, "  (nothing unsent, dead, or sent in the last minute)")?;
+        } else {
+            writeln!(
+                out,
+                "  {:<24} {:>9} {:>8} {:>7} {:>14} {:>15} {:>12}",
+                "destination",
+                "pending",
+                "sending",
+                "dead",
+                "oldest unsent",
+                "expired leases",
+                "sent/minute"
+            )?;
+            for o in &self.seen.outbox {
+                writeln!(
+                    out,
+                    "  {:<24} {:>9} {:>8} {:>7} {:>14} {:>15} {:>12}",
+                    o.destination,
+                    o.pending,
+                    o.sending,
+                    o.dead,
+                    age(o.oldest_unsent),
+                    o.expired_leases,
+                    o.sent_last_minute
                 )?;
             }
         }

@@ -3,12 +3,12 @@
 
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
-use super::{Args, Engine};
+use super::{Args, Columns, Engine};
 use crate::error::StoreError;
 use crate::inbox::store::millis;
 use crate::observe::{
     Backlog, DeadLetterCount, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, Observation,
-    rows,
+    OutboxBacklog, rows,
 };
 
 /// A row that the observation statements' rows read from; every sqlx row whose database reads
@@ -66,6 +66,17 @@ pub async fn observe<E: Engine>(e: &E) -> Result<Observation, StoreError> {
     let qs = e.queries();
     let backlog = e.fetch_alone(e.query(&qs.observe_inbox)).await?;
     let letters = e.fetch_alone(e.query(&qs.observe_dead_letters)).await?;
+    let outbox = e.fetch_alone(e.query(&qs.observe_outbox)).await?;
+    let outbox = outbox
+        .iter()
+        .map(|r| {
+            Ok(OutboxBacklog::from_columns(
+                r.text(0)?,
+                [r.int(1)?, r.int(2)?, r.int(3)?, r.int(5)?, r.int(6)?],
+                r.opt_int(4)?,
+            ))
+        })
+        .collect::<Result<_, StoreError>>()?;
     Ok(Observation::new(
         backlog
             .iter()
@@ -75,7 +86,8 @@ pub async fn observe<E: Engine>(e: &E) -> Result<Observation, StoreError> {
             .iter()
             .map(Observed::letter_count)
             .collect::<Result<_, _>>()?,
-    ))
+    )
+    .with_outbox(outbox))
 }
 
 /// The dead letters `filter` selects, newest first.

@@ -6,7 +6,9 @@ use super::{Args, Columns, Conn, Engine};
 use crate::envelope::ConsumerName;
 use crate::error::StoreError;
 use crate::inbox::store::{millis, millis_of};
+use crate::observe::from_millis;
 use crate::outbox::store::{ClaimOutboxParams, ClaimToken, OutboxRow, WriteParams};
+use crate::outbox::{DeadAction, DeadParams, OutboxEntry, OutboxFilter, OutboxStatus};
 
 /// Inserts one outgoing message in the caller's transaction (`outbox_write.sql`).
 ///
@@ -110,4 +112,112 @@ pub async fn release_stale<E: Engine>(
         .int(i64::from(limit))
         .opt_int(now.map(millis));
     e.execute_alone(q).await
+}
+
+/// The rows `filter` selects, oldest first, without payloads (`outbox_list.sql`).
+///
+/// # Errors
+/// The statement failed, or a row does not read.
+pub async fn list<E: Engine>(
+    e: &E,
+    filter: &OutboxFilter,
+    limit: u32,
+) -> Result<Vec<OutboxEntry>, StoreError> {
+    let q = e
+        .query(&e.queries().outbox_list)
+        .opt_ids(filter.id_list())
+        .opt_text(filter.message_id.as_deref())
+        .opt_text(filter.status.map(OutboxStatus::as_str))
+        .opt_text(filter.destination.as_deref())
+        .opt_text(filter.ordering_key.as_deref())
+        .int(i64::from(limit.max(1)));
+    e.fetch_alone(q).await?.iter().map(entry).collect()
+}
+
+/// One row in full, by row id or message id (`outbox_load.sql`).
+///
+/// # Errors
+/// The statement failed, or the row does not read.
+pub async fn load<E: Engine>(
+    e: &E,
+    id: Option<i64>,
+    message_id: Option<&str>,
+) -> Result<Option<OutboxEntry>, StoreError> {
+    let q = e
+        .query(&e.queries().outbox_load)
+        .opt_int(id)
+        .opt_text(message_id);
+    e.fetch_alone(q).await?.first().map(entry).transpose()
+}
+
+/// Retries or discards the dead rows a filter selects, with the audit record, in one
+/// transaction; or, for a dry run, only finds them (`outbox_select_dead.sql`,
+/// `outbox_retry.sql` or `outbox_discard.sql`, `outbox_audit.sql`). The ids, in insert order.
+///
+/// # Errors
+/// A statement or the commit failed.
+pub async fn act_on_dead<E: Engine>(e: &E, p: &DeadParams<'_>) -> Result<Vec<i64>, StoreError> {
+    let qs = e.queries();
+    let f = p.filter;
+    let mut tx = e.begin_write().await?;
+    let q = e
+        .query(&qs.outbox_select_dead)
+        .opt_ids(f.id_list())
+        .opt_text(f.message_id.as_deref())
+        .opt_text(f.destination.as_deref())
+        .opt_text(f.ordering_key.as_deref());
+    let ids = E::fetch_all(q, &mut tx)
+        .await?
+        .iter()
+        .map(|r| r.int(0))
+        .collect::<Result<Vec<_>, _>>()?;
+    if ids.is_empty() || !p.apply {
+        // Dropped: rolled back, nothing changed.
+        return Ok(ids);
+    }
+    let change = match p.action {
+        DeadAction::Retry => &qs.outbox_retry,
+        DeadAction::Discard => &qs.outbox_discard,
+    };
+    E::execute(e.query(change).ids(&ids), &mut tx).await?;
+    let q = e
+        .query(&qs.outbox_audit)
+        .text(p.actor)
+        .text(p.reason)
+        .text(p.action.audit_name())
+        .text(&format!("{f:?}"))
+        .int(i64::try_from(ids.len()).unwrap_or(i64::MAX))
+        .ids(&ids);
+    E::execute(q, &mut tx).await?;
+    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    Ok(ids)
+}
+
+fn entry<R: Columns>(r: &R) -> Result<OutboxEntry, StoreError> {
+    let headers = serde_json::from_str(&r.text(6)?)
+        .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
+    let status = r
+        .text(8)?
+        .parse()
+        .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
+    Ok(OutboxEntry {
+        id: r.int(0)?,
+        message_id: r.text(1)?,
+        destination: r.text(2)?,
+        ordering_key: r.opt_text(3)?,
+        message_type: r.opt_text(4)?,
+        correlation_id: r.opt_text(5)?,
+        headers,
+        payload_bytes: u64::try_from(r.int(7)?).unwrap_or(0),
+        status,
+        attempts: r.count(9)?,
+        created_at: from_millis(r.opt_int(10)?),
+        available_at: from_millis(r.opt_int(11)?),
+        sent_at: from_millis(r.opt_int(12)?),
+        last_error: r.opt_text(13)?,
+        claimed_by: r.opt_text(14)?,
+        caused_by_consumer: r.opt_text(15)?,
+        caused_by_message_id: r.opt_text(16)?,
+        payload: r.bytes(17)?,
+    })
 }

@@ -101,6 +101,58 @@ impl DeadLetterCount {
     }
 }
 
+/// The outbox's rows to one destination that are not sent yet, and the pace of those sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OutboxBacklog {
+    /// The destination.
+    pub destination: String,
+    /// Rows waiting for a relay (retries in their backoff included).
+    pub pending: u64,
+    /// Rows a relay has claimed and not settled yet.
+    pub sending: u64,
+    /// Rows refused for good or out of attempts, waiting for an operator; each parks its
+    /// ordering key's later rows.
+    pub dead: u64,
+    /// When the oldest row not yet confirmed (pending or sending) was written: its age is how
+    /// far behind the relays are.
+    pub oldest_unsent: Option<SystemTime>,
+    /// Claimed rows whose lease has expired: their relay died, and no relay's pass has
+    /// returned them yet.
+    pub expired_leases: u64,
+    /// Rows the broker confirmed in the last minute.
+    pub sent_last_minute: u64,
+}
+
+impl OutboxBacklog {
+    /// A backlog from the observation query's columns (time in milliseconds since the epoch).
+    #[must_use]
+    pub fn from_columns(
+        destination: String,
+        [pending, sending, dead, expired_leases, sent_last_minute]: [i64; 5],
+        oldest_unsent_ms: Option<i64>,
+    ) -> Self {
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        Self {
+            destination,
+            pending: n(pending),
+            sending: n(sending),
+            dead: n(dead),
+            oldest_unsent: from_millis(oldest_unsent_ms),
+            expired_leases: n(expired_leases),
+            sent_last_minute: n(sent_last_minute),
+        }
+    }
+
+    /// Age of the oldest unsent row at `now` (zero without one).
+    #[must_use]
+    pub fn oldest_unsent_age(&self, now: SystemTime) -> Duration {
+        self.oldest_unsent
+            .and_then(|t| now.duration_since(t).ok())
+            .unwrap_or_default()
+    }
+}
+
 /// Everything [`ObserveStore::observe`] reads, in one call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -109,6 +161,8 @@ pub struct Observation {
     pub backlog: Vec<Backlog>,
     /// Per consumer and reason with dead letters.
     pub dead_letters: Vec<DeadLetterCount>,
+    /// Per outbox destination with rows unsent, dead, or sent in the last minute.
+    pub outbox: Vec<OutboxBacklog>,
 }
 
 impl Observation {
@@ -118,7 +172,15 @@ impl Observation {
         Self {
             backlog,
             dead_letters,
+            outbox: Vec::new(),
         }
+    }
+
+    /// The same, with the outbox's backlog.
+    #[must_use]
+    pub fn with_outbox(mut self, outbox: Vec<OutboxBacklog>) -> Self {
+        self.outbox = outbox;
+        self
     }
 }
 
@@ -126,7 +188,7 @@ impl Observation {
 /// done, through the partial indexes that serve them, so its cost follows the backlog rather
 /// than the table.
 pub trait ObserveStore: Engine {
-    /// The backlog of every consumer and the dead letters kept.
+    /// The backlog of every consumer, the dead letters kept, and the outbox's backlog.
     fn observe(&self) -> impl Future<Output = Result<Observation, StoreError>> + Send {
         crate::engine::observe::observe(self)
     }

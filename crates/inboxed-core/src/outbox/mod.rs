@@ -11,12 +11,14 @@
 
 mod config;
 mod message;
+mod operate;
 mod publish;
 mod relay;
 pub mod store;
 
 pub use config::OutboxRelayConfig;
 pub use message::{MAX_DESTINATION_BYTES, OutgoingError, OutgoingMessage};
+pub use operate::{DeadAction, DeadParams, OutboxEntry, OutboxFilter, OutboxStatus, UnknownStatus};
 pub use publish::{CORRELATION_HEADER, Outcome, Publisher, TYPE_HEADER};
 pub use relay::{OutboxRelay, RelayReport};
 pub use store::OutboxRow;

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use super::OutgoingMessage;
+use super::operate::{DeadParams, OutboxEntry, OutboxFilter};
 use crate::engine::Engine;
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::StoreError;
@@ -144,6 +145,35 @@ pub trait OutboxStore: Engine {
     {
         let _ = wake;
         async { Ok(None) }
+    }
+
+    /// Rows `filter` selects, oldest first, at most `limit`, without their payloads (their
+    /// size only): what `inboxed outbox list` shows.
+    fn list_outbox(
+        &self,
+        filter: &OutboxFilter,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<OutboxEntry>, StoreError>> + Send {
+        crate::engine::outbox::list(self, filter, limit)
+    }
+
+    /// One row in full, payload included, by its row id or the id it is published under;
+    /// `None` when there is none.
+    fn load_outbox(
+        &self,
+        id: Option<i64>,
+        message_id: Option<&str>,
+    ) -> impl Future<Output = Result<Option<OutboxEntry>, StoreError>> + Send {
+        crate::engine::outbox::load(self, id, message_id)
+    }
+
+    /// Retries or discards the dead rows a filter selects, with an audit record, in one
+    /// transaction ([`DeadParams::apply`] `false`: only finds them). The ids, in insert order.
+    fn act_on_dead(
+        &self,
+        params: &DeadParams<'_>,
+    ) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send {
+        crate::engine::outbox::act_on_dead(self, params)
     }
 
     /// Returns up to `limit` rows whose lease ran out to pending (dead past `max_attempts`);

@@ -10,6 +10,7 @@ mod failures;
 mod inbox;
 mod input;
 mod outbox;
+mod outbox_operate;
 mod redrive;
 mod retention;
 mod stress;
@@ -62,6 +63,7 @@ pub use outbox::{
     outbox_purge_deletes_only_old_sent_rows,
     outbox_writes_commit_and_roll_back_with_the_business_change,
 };
+pub use outbox_operate::outbox_operator_lists_retries_and_discards_dead_rows;
 pub use redrive::redrive_lifts_the_dead_letter_once;
 pub use retention::{
     other_tables_have_their_own_windows, processed_stats_report_age_growth_and_size,
@@ -146,6 +148,7 @@ macro_rules! conformance_tests {
             outbox_claims_follow_key_order_and_marks_are_fenced,
             outbox_failures_park_only_their_key,
             outbox_purge_deletes_only_old_sent_rows,
+            outbox_operator_lists_retries_and_discards_dead_rows,
         );
     };
     // The processor's dedup guarantee alone, for a store variant that changes only how keys

@@ -354,7 +354,7 @@ pub async fn outbox_purge_deletes_only_old_sent_rows<B: Backend>(_test: &str) {
 
 /// Writes one message per `(key, n)` in one transaction (key "" for none): destination
 /// `orders`, payload `\0\xff` + label, header `n` = label. Their ids, in order.
-async fn write_all<B: Backend>(db: &TestDb<B>, rows: &[(&str, u32)]) -> Vec<String> {
+pub(super) async fn write_all<B: Backend>(db: &TestDb<B>, rows: &[(&str, u32)]) -> Vec<String> {
     let outbox = Outbox::new(db.store.clone());
     let mut tx = db.store.begin(&BeginParams::default()).await.unwrap();
     let mut ids = Vec::new();
@@ -372,7 +372,7 @@ async fn write_all<B: Backend>(db: &TestDb<B>, rows: &[(&str, u32)]) -> Vec<Stri
     ids
 }
 
-async fn claim<B: Backend>(
+pub(super) async fn claim<B: Backend>(
     db: &TestDb<B>,
     relay: &str,
     token: &ClaimToken,
@@ -389,6 +389,6 @@ async fn claim<B: Backend>(
 }
 
 /// `a1`, `b2`, `-1`: the row's `n` header.
-fn label(row: &OutboxRow) -> String {
+pub(super) fn label(row: &OutboxRow) -> String {
     row.headers.get("n").cloned().unwrap_or_default()
 }

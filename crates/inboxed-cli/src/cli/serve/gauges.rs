@@ -14,6 +14,14 @@ pub(crate) const OLDEST_PENDING_AGE: &str = "inboxed_inbox_oldest_pending_age_se
 pub(crate) const EXPIRED_LEASES: &str = "inboxed_inbox_expired_leases";
 /// Gauge of dead letters kept, labelled `consumer` and `reason`.
 pub(crate) const DEAD_LETTERS: &str = "inboxed_dead_letters";
+/// Gauge of outbox rows not sent yet, labelled `destination` and `status` (`pending`,
+/// `sending`, `dead`).
+pub(crate) const OUTBOX_ROWS: &str = "inboxed_outbox_unsent_rows";
+/// Gauge of the oldest unsent outbox row's age in seconds, labelled `destination`.
+pub(crate) const OUTBOX_OLDEST_UNSENT_AGE: &str = "inboxed_outbox_oldest_unsent_age_seconds";
+/// Gauge of outbox rows the broker confirmed per second, over the last minute, labelled
+/// `destination`.
+pub(crate) const OUTBOX_SENT_RATE: &str = "inboxed_outbox_sent_per_second";
 /// Gauge: 1 when the last observation succeeded, 0 when the database could not be read.
 pub(crate) const UP: &str = "inboxed_observe_up";
 /// Gauge of the seconds the last observation took.
@@ -25,6 +33,7 @@ pub(crate) const OBSERVE_SECONDS: &str = "inboxed_observe_duration_seconds";
 pub(crate) struct Published {
     consumers: BTreeSet<String>,
     letters: BTreeSet<(String, String)>,
+    destinations: BTreeSet<String>,
 }
 
 impl Published {
@@ -64,7 +73,33 @@ impl Published {
             metrics::gauge!(DEAD_LETTERS, "consumer" => consumer.clone(), "reason" => reason.clone())
                 .set(0.0);
         }
+        let mut destinations = BTreeSet::new();
+        for o in &seen.outbox {
+            let d = o.destination.clone();
+            for (status, n) in [
+                ("pending", o.pending),
+                ("sending", o.sending),
+                ("dead", o.dead),
+            ] {
+                metrics::gauge!(OUTBOX_ROWS, "destination" => d.clone(), "status" => status)
+                    .set(n as f64);
+            }
+            metrics::gauge!(OUTBOX_OLDEST_UNSENT_AGE, "destination" => d.clone())
+                .set(o.oldest_unsent_age(now).as_secs_f64());
+            metrics::gauge!(OUTBOX_SENT_RATE, "destination" => d.clone())
+                .set(o.sent_last_minute as f64 / 60.0);
+            destinations.insert(d);
+        }
+        for gone in self.destinations.difference(&destinations) {
+            for status in ["pending", "sending", "dead"] {
+                metrics::gauge!(OUTBOX_ROWS, "destination" => gone.clone(), "status" => status)
+                    .set(0.0);
+            }
+            metrics::gauge!(OUTBOX_OLDEST_UNSENT_AGE, "destination" => gone.clone()).set(0.0);
+            metrics::gauge!(OUTBOX_SENT_RATE, "destination" => gone.clone()).set(0.0);
+        }
         self.consumers = consumers;
         self.letters = letters;
+        self.destinations = destinations;
     }
 }

@@ -1,0 +1,7 @@
+-- outbox_audit: the record of an operator's retry or discard of dead outbox rows, in the same
+-- transaction as the change; consumer_name is empty (no consumer owns the outbox).
+-- ?1 actor, ?2 reason, ?3 action ('outbox retry' or 'outbox discard'), ?4 filter (text),
+-- ?5 rows, ?6 ids (JSON)
+INSERT INTO {{schema}}."{{prefix}}redrive_audit"
+    (actor, reason, consumer_name, selector, row_count, done_count, ids, action)
+VALUES (?1, ?2, '', ?4, ?5, 0, ?6, ?3)

@@ -9,6 +9,7 @@
 pub mod amqp;
 pub mod backend;
 pub mod broker_child;
+pub mod chain;
 pub mod child;
 pub mod conformance;
 pub mod handler;

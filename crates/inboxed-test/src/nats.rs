@@ -105,8 +105,17 @@ pub async fn create_stream(js: &Context, name: &str, subject: &str) {
 /// # Panics
 /// When a publish is not acked.
 pub async fn publish_restart_messages(js: &Context, subject: &str, prefix: &str) {
+    publish_keyed(js, subject, prefix, MESSAGES).await;
+}
+
+/// Publishes `count` messages keyed `<prefix>-<i>` (`Nats-Msg-Id`) crediting
+/// [`amount`]`(i)`, waiting for every publish ack.
+///
+/// # Panics
+/// When a publish is not acked.
+pub async fn publish_keyed(js: &Context, subject: &str, prefix: &str, count: i64) {
     let mut acks = Vec::new();
-    for i in 0..MESSAGES {
+    for i in 0..count {
         let id = format!("{prefix}-{i}");
         let mut headers = HeaderMap::new();
         headers.insert("Nats-Msg-Id", id.as_str());

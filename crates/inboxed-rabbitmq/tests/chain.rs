@@ -1,0 +1,57 @@
+//! Three services A → B → C through a real RabbitMQ, each its own process with its own
+//! PostgreSQL database, inbox and outbox, SIGKILLed at random and restarted for several
+//! seconds: every service applies every message once, and nothing is left unsent.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use lapin::options::QueueDeleteOptions;
+
+use inboxed_rabbitmq::{RabbitConfig, RabbitPublisher, RabbitPublisherConfig, RabbitSource};
+use inboxed_test::amqp::{declare, publish_keyed, queue};
+use inboxed_test::chain::{Chain, Service, service_main};
+use inboxed_test::restart::amount;
+
+const TEST: &str = "a_chain_of_three_services_is_exactly_once_under_random_sigkills";
+const MESSAGES: i64 = 300;
+
+fn amqp_url() -> String {
+    std::env::var("INBOXED_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+#[tokio::test]
+async fn a_chain_of_three_services_is_exactly_once_under_random_sigkills() {
+    if let Some(service) = Service::from_env() {
+        let source = RabbitSource::connect(
+            RabbitConfig::new(amqp_url(), service.input.as_str()).prefetch(16),
+        )
+        .await
+        .expect("consume");
+        let publisher = RabbitPublisher::lazy(RabbitPublisherConfig::new(amqp_url()));
+        service_main(&service, source, publisher).await;
+        return;
+    }
+    let (channel, a) = queue(&amqp_url()).await;
+    let (b, c) = (format!("{a}-b"), format!("{a}-c"));
+    declare(&channel, &b).await;
+    declare(&channel, &c).await;
+    publish_keyed(&channel, &a, "m", 0..MESSAGES).await;
+    let chain = Chain::create().await;
+    let report = chain
+        .run(TEST, [&a, &b, &c], &[], MESSAGES, Duration::from_secs(8))
+        .await;
+    eprintln!("chain through RabbitMQ: {report:?}");
+    assert!(report.kills >= 8, "{report:?}");
+    chain
+        .assert_exact(MESSAGES, (0..MESSAGES).map(amount).sum())
+        .await;
+    for q in [&a, &b, &c] {
+        channel
+            .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+            .await
+            .unwrap();
+    }
+    chain.finish().await;
+}

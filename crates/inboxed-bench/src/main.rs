@@ -15,6 +15,7 @@
 //! `cargo run --release -p inboxed-bench -- rabbitmq`
 //! `cargo run --release -p inboxed-bench -- relay`
 //! `cargo run --release -p inboxed-bench -- memory`
+//! `cargo run --release -p inboxed-bench -- outbox`
 
 #![allow(clippy::print_stdout)]
 
@@ -26,6 +27,7 @@ mod ids;
 mod inbox;
 mod load;
 mod memory;
+mod outbox;
 mod plot;
 mod processor;
 mod rabbitmq;
@@ -91,6 +93,9 @@ enum Bench {
     Relay(relay::Args),
     /// Resident memory of a RabbitMQ consumer while it drains a queue.
     Memory(memory::Args),
+    /// The outbox: the relay against raw confirmed publishing (RabbitMQ, NATS), a handler
+    /// with one outbox row against the same without, and commit-to-confirm latency.
+    Outbox(outbox::Args),
 }
 
 #[tokio::main]
@@ -111,6 +116,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Rabbitmq(args) => rabbitmq::run(&cli.database_url, args).await,
         Bench::Relay(args) => relay::run(&cli.database_url, args).await,
         Bench::Memory(args) => memory::run(&cli.database_url, args).await,
+        Bench::Outbox(args) => outbox::run(&cli.database_url, args).await,
     }
 }
 

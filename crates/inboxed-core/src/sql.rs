@@ -144,6 +144,7 @@ operations!(
     migration_record,
     migrations_exist,
     outbox_write,
+    outbox_write_many,
     outbox_claim,
     outbox_sent,
     outbox_fail,

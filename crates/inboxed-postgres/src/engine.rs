@@ -10,8 +10,9 @@ use sqlx::{AssertSqlSafe, PgConnection, Postgres, Row};
 
 use inboxed_core::engine::{Args, Engine};
 use inboxed_core::migration::Migration;
+use inboxed_core::outbox::store::WriteParams;
 use inboxed_core::sql::Queries;
-use inboxed_core::{Envelope, Namespace, StoreError, StoredHash};
+use inboxed_core::{ConsumerName, Envelope, Namespace, StoreError, StoredHash};
 
 use crate::key::message_key;
 use crate::store::PgStore;
@@ -135,8 +136,40 @@ impl Engine for PgStore {
 /// The backlog and dead letters behind `inboxed serve`, as the shared layer reads them.
 impl inboxed_core::observe::ObserveStore for PgStore {}
 
-/// The outbox as the shared layer has it, and NOTIFY wake-ups for its relays.
+/// The outbox as the shared layer has it, a batch's messages in one statement, and NOTIFY
+/// wake-ups for its relays.
 impl inboxed_core::outbox::store::OutboxStore for PgStore {
+    /// One `INSERT … SELECT FROM unnest(…)` for the lot (`outbox_write_many.sql`): a round
+    /// trip a batch instead of one a message.
+    async fn write_outbox_many(
+        &self,
+        conn: &mut PgConnection,
+        params: &[WriteParams<'_>],
+    ) -> Result<(), StoreError> {
+        let column = |f: for<'a> fn(&'a WriteParams<'a>) -> Option<&'a str>| {
+            params.iter().map(f).collect::<Vec<_>>()
+        };
+        let ids: Vec<&str> = params.iter().map(|p| p.message_id.as_str()).collect();
+        let destinations: Vec<&str> = params.iter().map(|p| p.message.destination()).collect();
+        let headers: Vec<String> = params.iter().map(|p| p.message.headers_json()).collect();
+        let payloads: Vec<&[u8]> = params.iter().map(|p| p.message.payload()).collect();
+        self.query(&self.queries.outbox_write_many)
+            .bind(&ids)
+            .bind(&destinations)
+            .bind(column(|p| p.message.ordering_key()))
+            .bind(column(|p| p.message.message_type()))
+            .bind(column(|p| p.message.correlation_id()))
+            .bind(&headers)
+            .bind(&payloads)
+            .bind(column(|p| p.caused_by_consumer.map(ConsumerName::as_str)))
+            .bind(column(|p| p.caused_by_message_id))
+            .bind(params.iter().any(|p| p.notify))
+            .execute(conn)
+            .await
+            .map(drop)
+            .map_err(StoreError::from_sqlx)
+    }
+
     async fn listen_outbox(
         &self,
         wake: std::sync::Arc<tokio::sync::Notify>,

@@ -28,6 +28,8 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     // a batch receipt runs enqueue.sql per message in one transaction (the batch shares the
     // commit, which is what costs).
     claim_many, enqueue_many, enqueue_lookup_many,
+    // Likewise the outbox's batch write runs outbox_write.sql per message.
+    outbox_write_many,
     // No worker registry: a worker's liveness is its lease.
     register_worker, dead_workers, forget_workers, count_workers,
     // The lock-held claim needs row locks, which SQLite does not have.

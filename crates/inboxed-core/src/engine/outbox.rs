@@ -30,8 +30,24 @@ pub async fn write<E: Engine>(
         .text(&m.headers_json())
         .bytes(m.payload())
         .opt_text(p.caused_by_consumer.map(ConsumerName::as_str))
-        .opt_text(p.caused_by_message_id);
+        .opt_text(p.caused_by_message_id)
+        .flag(p.notify);
     E::execute(q, conn).await.map(drop)
+}
+
+/// Inserts each message with [`write`], in order.
+///
+/// # Errors
+/// A statement failed (the caller's transaction should be rolled back).
+pub async fn write_each<E: Engine>(
+    e: &E,
+    conn: &mut Conn<E>,
+    params: &[WriteParams<'_>],
+) -> Result<(), StoreError> {
+    for p in params {
+        write(e, conn, p).await?;
+    }
+    Ok(())
 }
 
 /// Claims unsent rows under a lease, committed on its own (`outbox_claim.sql`).

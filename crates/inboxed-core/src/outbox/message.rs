@@ -127,9 +127,10 @@ impl OutgoingMessage {
         self.caused_by.as_deref()
     }
 
-    /// The headers as the JSON object the outbox stores.
+    /// The headers as the JSON object the outbox stores: what an engine's own write
+    /// statement binds.
     #[must_use]
-    pub(crate) fn headers_json(&self) -> String {
+    pub fn headers_json(&self) -> String {
         serde_json::to_string(&self.headers).unwrap_or_else(|_| "{}".to_owned())
     }
 

@@ -34,6 +34,7 @@ use store::{OutboxStore, WriteParams};
 pub struct Outbox<S> {
     store: S,
     consumer: Option<ConsumerName>,
+    notify: bool,
 }
 
 impl<S: OutboxStore> Outbox<S> {
@@ -42,7 +43,23 @@ impl<S: OutboxStore> Outbox<S> {
         Self {
             store,
             consumer: None,
+            notify: true,
         }
+    }
+
+    /// Writes without waking idle relays at the commit: they find the messages at their next
+    /// poll ([`OutboxRelayConfig::poll_interval`], 250 ms by default) instead of at once.
+    ///
+    /// On PostgreSQL a transaction that notifies holds a cluster-wide lock through its
+    /// commit, so notifying transactions commit one at a time: for a writer of many small
+    /// transactions that costs throughput (BENCHMARKS.md, "The outbox", measures how much),
+    /// and a shorter poll interval is the cheaper way to keep latency low. Transactions that
+    /// write many messages notify once, and [`Outbox::write_many`] once per call, so batch
+    /// handlers pay little for the wake-ups. Other engines never notify.
+    #[must_use]
+    pub fn quiet(mut self) -> Self {
+        self.notify = false;
+        self
     }
 
     /// Records `consumer` as the consumer that caused the messages written with a cause
@@ -73,15 +90,58 @@ impl<S: OutboxStore> Outbox<S> {
         message: &OutgoingMessage,
     ) -> Result<MessageId, Error> {
         message.validate()?;
-        let id = MessageId::new(uuid::Uuid::now_v7().to_string())?;
+        let id = mint()?;
+        self.store
+            .write_outbox(conn, &self.params(&id, message))
+            .await?;
+        Ok(id)
+    }
+
+    /// Writes `messages` through `conn`, inside the caller's transaction, in their order (one
+    /// ordering key's messages are published in it): one statement on PostgreSQL, however many
+    /// messages, so that a batch handler pays one round trip for its outgoing messages rather
+    /// than one each. Returns their ids, in the same order.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOutgoing`] for the first message a field of which cannot be stored
+    /// (nothing is written then), or the insert failed: the caller's transaction should be
+    /// rolled back.
+    pub async fn write_many(
+        &self,
+        conn: &mut <S::Db as sqlx::Database>::Connection,
+        messages: &[OutgoingMessage],
+    ) -> Result<Vec<MessageId>, Error> {
+        for m in messages {
+            m.validate()?;
+        }
+        let ids = messages
+            .iter()
+            .map(|_| mint())
+            .collect::<Result<Vec<_>, _>>()?;
+        let params: Vec<WriteParams<'_>> = ids
+            .iter()
+            .zip(messages)
+            .map(|(id, m)| self.params(id, m))
+            .collect();
+        if !params.is_empty() {
+            self.store.write_outbox_many(conn, &params).await?;
+        }
+        Ok(ids)
+    }
+
+    fn params<'a>(&'a self, id: &'a MessageId, message: &'a OutgoingMessage) -> WriteParams<'a> {
         let caused_by = message.cause();
-        let params = WriteParams {
-            message_id: &id,
+        WriteParams {
+            message_id: id,
             message,
             caused_by_consumer: caused_by.and(self.consumer.as_ref()),
             caused_by_message_id: caused_by,
-        };
-        self.store.write_outbox(conn, &params).await?;
-        Ok(id)
+            notify: self.notify,
+        }
     }
+}
+
+/// A fresh outbox id: a time-ordered UUID, so that ids sort roughly as they were written.
+fn mint() -> Result<MessageId, Error> {
+    Ok(MessageId::new(uuid::Uuid::now_v7().to_string())?)
 }

@@ -25,6 +25,8 @@ pub struct WriteParams<'a> {
     pub caused_by_consumer: Option<&'a ConsumerName>,
     /// The inbound message that caused it, when there is one.
     pub caused_by_message_id: Option<&'a str>,
+    /// Wake idle relays at the commit (PostgreSQL's NOTIFY); see [`Outbox::quiet`](super::Outbox::quiet).
+    pub notify: bool,
 }
 
 /// A claimed outbox row, as a relay publishes it.
@@ -78,6 +80,17 @@ pub trait OutboxStore: Engine {
         params: &WriteParams<'_>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         crate::engine::outbox::write(self, conn, params)
+    }
+
+    /// Inserts many outgoing messages through `conn`, in the caller's transaction, in order
+    /// (their row ids follow it). By default one statement a message: an engine in process has
+    /// no round trip to save.
+    fn write_outbox_many(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        params: &[WriteParams<'_>],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        crate::engine::outbox::write_each(self, conn, params)
     }
 
     /// Claims unsent rows under a lease, committed on its own: in insert order, one row at a

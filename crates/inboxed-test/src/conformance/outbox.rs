@@ -140,7 +140,7 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Announcing<B> {
     }
 }
 
-async fn outbox_rows<B: Backend>(db: &TestDb<B>) -> i64 {
+pub(super) async fn outbox_rows<B: Backend>(db: &TestDb<B>) -> i64 {
     db.scalar("SELECT count(*) FROM inboxed_outbox_messages")
         .await
 }

@@ -37,7 +37,7 @@ pub(crate) struct Args {
     #[arg(long, env = "INBOXED_OUTBOX_ROUTES", value_delimiter = ',')]
     #[serde(skip)]
     pub(crate) route: Vec<String>,
-    /// Rows per claim, published as one batch. Default 100.
+    /// Rows per claim, published as one batch. Default 500.
     #[arg(long, env = "INBOXED_OUTBOX_BATCH_SIZE")]
     pub(crate) batch_size: Option<u32>,
     /// Claim loops at once. Default 2.

@@ -31,7 +31,7 @@ pub(crate) struct Args {
 
 /// Every scenario with the arguments the suite gives it: defaults, with the store-then-process
 /// grid sampled (its full grid alone takes 11 minutes) and the sizing limited to the adopted
-/// layouts. The whole suite takes about 35 minutes on a 2-core machine.
+/// layouts. The whole suite takes about 40 minutes on a 2-core machine.
 const SUITE: &[(&str, &[&str])] = &[
     ("processor", &[]),
     ("batch", &[]),
@@ -48,6 +48,7 @@ const SUITE: &[(&str, &[&str])] = &[
     ("rabbitmq", &[]),
     ("relay", &[]),
     ("memory", &[]),
+    ("outbox", &[]),
 ];
 
 /// Chart names the scenarios print, with title, axis labels and whether x is logarithmic.

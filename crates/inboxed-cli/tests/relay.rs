@@ -451,6 +451,75 @@ async fn outbox_relay_publishes_to_redis_streams() {
     db.finish().await;
 }
 
+/// `inboxed outbox relay` over a SQLite outbox (no notifications: the relay polls), to Redis:
+/// rows committed by another connection while it runs are published too.
+#[tokio::test]
+async fn outbox_relay_publishes_from_sqlite() {
+    use inboxed_core::Store;
+    use inboxed_core::outbox::Outbox;
+    use inboxed_core::store::BeginParams;
+    use redis::AsyncCommands;
+
+    let redis_url =
+        std::env::var("INBOXED_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let db = inboxed_test::Lite::create().await;
+    let stream = format!("cli-outbox-lite-{}", uuid::Uuid::new_v4());
+    let write = |n: u8| {
+        let store = db.store.clone();
+        let stream = stream.clone();
+        async move {
+            let outbox = Outbox::new(store.clone());
+            let mut tx = store.begin(&BeginParams::default()).await.unwrap();
+            let messages: Vec<OutgoingMessage> = (0..n)
+                .map(|i| OutgoingMessage::new(stream.as_str(), vec![i]))
+                .collect();
+            outbox.write_many(&mut tx, &messages).await.unwrap();
+            tx.commit().await.unwrap();
+        }
+    };
+    write(5).await;
+    let url = format!("sqlite://{}", db.locator);
+    let child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(["outbox", "relay", "--database-url", &url])
+        .args(["--broker", &redis_url])
+        .env("INBOXED_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start inboxed outbox relay");
+    let sent = |want: i64| {
+        let store = db.store.clone();
+        async move {
+            for _ in 0..300 {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'",
+                )
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+                if n == want {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("{want} rows were not sent in 30 s");
+        }
+    };
+    sent(5).await;
+    write(3).await;
+    sent(8).await;
+    let (ok, out) = terminate(child).await;
+    assert!(ok, "exit 0 after SIGTERM: {out}");
+    let mut conn = redis::Client::open(redis_url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let len: usize = conn.xlen(&stream).await.unwrap();
+    assert_eq!(len, 8);
+    let _: () = conn.del(&stream).await.unwrap();
+}
+
 /// `inboxed outbox relay --broker sqs+http://…` (built with the `sqs` feature): the route
 /// names the queue; the rows land once each with the outbox id as the `message_id` attribute.
 #[cfg(feature = "sqs")]

@@ -64,7 +64,10 @@ pub use outbox::{
     outbox_purge_deletes_only_old_sent_rows,
     outbox_writes_commit_and_roll_back_with_the_business_change,
 };
-pub use outbox_batch::outbox_write_many_keeps_order_and_commits_with_the_transaction;
+pub use outbox_batch::{
+    outbox_write_many_keeps_order_and_commits_with_the_transaction,
+    worker_batches_announce_each_message_once,
+};
 pub use outbox_operate::outbox_operator_lists_retries_and_discards_dead_rows;
 pub use redrive::redrive_lifts_the_dead_letter_once;
 pub use retention::{
@@ -152,6 +155,7 @@ macro_rules! conformance_tests {
             outbox_purge_deletes_only_old_sent_rows,
             outbox_operator_lists_retries_and_discards_dead_rows,
             outbox_write_many_keeps_order_and_commits_with_the_transaction,
+            worker_batches_announce_each_message_once,
         );
     };
     // The processor's dedup guarantee alone, for a store variant that changes only how keys

@@ -332,15 +332,12 @@ async fn outbox_relay_publishes_committed_rows_and_stops_on_sigterm() {
         .map(|i| OutgoingMessage::new("billing.charged", vec![i]))
         .collect();
     let ids = outbox::write(&db.store, &messages).await;
-    let child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
-        .args(["outbox", "relay", "--database-url", &db.locator])
-        .args(["--broker", &amqp_url()])
-        .args(["--route", &format!("billing.charged=/{name}")])
-        .env("INBOXED_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start inboxed outbox relay");
+    let child = outbox_relay(
+        &db.locator,
+        &amqp_url(),
+        &[&format!("billing.charged=/{name}")],
+        &[],
+    );
     until_sent(&db.store, 25).await;
     let (ok, out) = terminate(child).await;
     assert!(ok, "exit 0 after SIGTERM: {out}");
@@ -388,15 +385,12 @@ async fn outbox_relay_publishes_to_nats_jetstream() {
         .map(|i| OutgoingMessage::new("billing.charged", vec![i]))
         .collect();
     let ids = outbox::write(&db.store, &messages).await;
-    let child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
-        .args(["outbox", "relay", "--database-url", &db.locator])
-        .args(["--broker", &nats_url])
-        .args(["--route", &format!("billing.charged={subject}")])
-        .env("INBOXED_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start inboxed outbox relay");
+    let child = outbox_relay(
+        &db.locator,
+        &nats_url,
+        &[&format!("billing.charged={subject}")],
+        &[],
+    );
     until_sent(&db.store, 5).await;
     let (ok, out) = terminate(child).await;
     assert!(ok, "exit 0 after SIGTERM: {out}");
@@ -421,15 +415,12 @@ async fn outbox_relay_publishes_to_redis_streams() {
         .map(|i| OutgoingMessage::new("billing.charged", vec![i, 0xff]))
         .collect();
     let ids = outbox::write(&db.store, &messages).await;
-    let child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
-        .args(["outbox", "relay", "--database-url", &db.locator])
-        .args(["--broker", &redis_url])
-        .args(["--route", &format!("billing.charged={stream}")])
-        .env("INBOXED_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start inboxed outbox relay");
+    let child = outbox_relay(
+        &db.locator,
+        &redis_url,
+        &[&format!("billing.charged={stream}")],
+        &[],
+    );
     until_sent(&db.store, 5).await;
     let (ok, out) = terminate(child).await;
     assert!(ok, "exit 0 after SIGTERM: {out}");
@@ -479,14 +470,7 @@ async fn outbox_relay_publishes_from_sqlite() {
     };
     write(5).await;
     let url = format!("sqlite://{}", db.locator);
-    let child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
-        .args(["outbox", "relay", "--database-url", &url])
-        .args(["--broker", &redis_url])
-        .env("INBOXED_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start inboxed outbox relay");
+    let child = outbox_relay(&url, &redis_url, &[], &[]);
     let sent = |want: i64| {
         let store = db.store.clone();
         async move {
@@ -551,20 +535,18 @@ async fn outbox_relay_publishes_to_sqs() {
         .map(|i| OutgoingMessage::new("billing.charged", format!("charge {i}").into_bytes()))
         .collect();
     let ids = outbox::write(&db.store, &messages).await;
-    let child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
-        .args(["outbox", "relay", "--database-url", &db.locator])
-        .args(["--broker", &format!("sqs+{endpoint}")])
-        .args(["--route", &format!("billing.charged={name}")])
-        .env("INBOXED_LOG", "warn")
+    let child = outbox_relay(
+        &db.locator,
+        &format!("sqs+{endpoint}"),
+        &[&format!("billing.charged={name}")],
         // The SDK's default chain reads these first: no other source is asked.
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start inboxed outbox relay");
+        &[
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ],
+    );
     until_sent(&db.store, 12).await;
     let (ok, out) = terminate(child).await;
     assert!(ok, "exit 0 after SIGTERM: {out}");
@@ -591,6 +573,22 @@ async fn outbox_relay_publishes_to_sqs() {
     want.sort();
     assert_eq!(seen, want, "each row once, under its outbox id");
     db.finish().await;
+}
+
+/// `inboxed outbox relay` on `database` to `broker`, with `routes` (`DESTINATION=TARGET`) and
+/// `env` added, its standard output piped.
+fn outbox_relay(database: &str, broker: &str, routes: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_inboxed"));
+    cmd.args(["outbox", "relay", "--database-url", database])
+        .args(["--broker", broker])
+        .env("INBOXED_LOG", "warn")
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    for route in routes {
+        cmd.args(["--route", route]);
+    }
+    cmd.spawn().expect("start inboxed outbox relay")
 }
 
 /// Until `want` outbox rows are marked sent (30 s at most: the assertions after it fail then).

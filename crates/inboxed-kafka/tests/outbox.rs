@@ -21,7 +21,9 @@ use inboxed_kafka::{
     KafkaConfig, KafkaPublisher, KafkaPublisherConfig, KafkaSetupError, KafkaSource,
 };
 use inboxed_test::broker_child::until_settled;
-use inboxed_test::outbox::{SENT, count, relay_config, relay_until, unmark_first, write};
+use inboxed_test::outbox::{
+    SENT, dead_after_relaying, relay_config, relay_until, unmark_first, write,
+};
 use inboxed_test::{Backend, Pg, credit};
 
 use common::{brokers, topic, topic_with};
@@ -210,20 +212,7 @@ async fn refused_rows_go_dead_without_holding_up_the_rest() {
             .await
             .unwrap();
     let relay = OutboxRelay::new(db.store.clone(), publisher, relay_config().max_attempts(3));
-    relay_until(
-        &relay,
-        &db.store,
-        "SELECT count(*) FROM inboxed_outbox_messages WHERE status IN ('sent', 'dead')",
-        13,
-    )
-    .await;
-    assert_eq!(count(&db.store, SENT).await, 10);
-    let dead: Vec<(i32, String)> = sqlx::query_as(
-        "SELECT attempts, last_error FROM inboxed_outbox_messages WHERE status = 'dead' ORDER BY id",
-    )
-    .fetch_all(db.store.pool())
-    .await
-    .unwrap();
+    let dead = dead_after_relaying(&relay, &db.store, 13, 10).await;
     assert_eq!(dead.len(), 3, "{dead:?}");
     assert!(
         dead.iter().all(|(attempts, _)| *attempts == 1),

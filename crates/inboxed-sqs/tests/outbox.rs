@@ -15,7 +15,9 @@ use inboxed_core::outbox::{OutboxRelay, OutgoingMessage, TYPE_HEADER};
 use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, Processor};
 use inboxed_sqs::{SqsConfig, SqsPublisher, SqsPublisherConfig, SqsSource};
 use inboxed_test::broker_child::until_settled;
-use inboxed_test::outbox::{SENT, count, relay_config, relay_until, unmark_first, write};
+use inboxed_test::outbox::{
+    SENT, dead_after_relaying, relay_config, relay_until, unmark_first, write,
+};
 use inboxed_test::{Backend, Ledger, Pg, credit};
 
 fn endpoint() -> String {
@@ -194,21 +196,8 @@ async fn refused_rows_go_dead_without_holding_up_the_rest() {
     .await
     .unwrap();
     let relay = OutboxRelay::new(db.store.clone(), publisher, relay_config().max_attempts(2));
-    relay_until(
-        &relay,
-        &db.store,
-        "SELECT count(*) FROM inboxed_outbox_messages WHERE status IN ('sent', 'dead')",
-        17,
-    )
-    .await;
-    assert_eq!(count(&db.store, SENT).await, 12);
+    let dead = dead_after_relaying(&relay, &db.store, 17, 12).await;
     assert_eq!(messages_in(&url).await, 12);
-    let dead: Vec<(i32, String)> = sqlx::query_as(
-        "SELECT attempts, last_error FROM inboxed_outbox_messages WHERE status = 'dead' ORDER BY id",
-    )
-    .fetch_all(db.store.pool())
-    .await
-    .unwrap();
     assert_eq!(dead.len(), 5, "{dead:?}");
     assert_eq!(dead[0].0, 2, "retried, then dead: {}", dead[0].1);
     assert!(dead[0].1.contains("destination"), "{}", dead[0].1);

@@ -91,3 +91,29 @@ pub async fn unmark_first(store: &PgStore, n: i64) {
     .await
     .expect("unmark");
 }
+
+/// Rows the relay has settled for good: sent or dead.
+pub const SETTLED: &str =
+    "SELECT count(*) FROM inboxed_outbox_messages WHERE status IN ('sent', 'dead')";
+
+/// Runs `relay` until all `rows` are sent or dead, checks that `sent` of them were sent, and
+/// returns the dead ones' attempts and last errors, in insert order: what the tests of refused
+/// rows look at.
+///
+/// # Panics
+/// When that takes more than 30 s, or another number was sent.
+pub async fn dead_after_relaying<P: Publisher>(
+    relay: &OutboxRelay<PgStore, P>,
+    store: &PgStore,
+    rows: i64,
+    sent: i64,
+) -> Vec<(i32, String)> {
+    relay_until(relay, store, SETTLED, rows).await;
+    assert_eq!(count(store, SENT).await, sent, "rows sent");
+    sqlx::query_as(
+        "SELECT attempts, last_error FROM inboxed_outbox_messages WHERE status = 'dead' ORDER BY id",
+    )
+    .fetch_all(store.pool())
+    .await
+    .expect("dead rows")
+}

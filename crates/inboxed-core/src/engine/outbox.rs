@@ -76,9 +76,20 @@ pub async fn claim<E: Engine>(
     Ok(rows)
 }
 
+/// A column's text decoded as `T` (the headers' JSON, a status), or a decode error.
+fn decoded<R: Columns, T, E>(
+    r: &R,
+    i: usize,
+    parse: impl FnOnce(&str) -> Result<T, E>,
+) -> Result<T, StoreError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    parse(&r.text(i)?).map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))
+}
+
 fn outbox_row<R: Columns>(r: &R) -> Result<OutboxRow, StoreError> {
-    let headers = serde_json::from_str(&r.text(6)?)
-        .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
+    let headers = decoded(r, 6, |t| serde_json::from_str(t))?;
     Ok(OutboxRow {
         id: r.int(0)?,
         message_id: r.text(1)?,
@@ -210,12 +221,8 @@ pub async fn act_on_dead<E: Engine>(e: &E, p: &DeadParams<'_>) -> Result<Vec<i64
 }
 
 fn entry<R: Columns>(r: &R) -> Result<OutboxEntry, StoreError> {
-    let headers = serde_json::from_str(&r.text(6)?)
-        .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
-    let status = r
-        .text(8)?
-        .parse()
-        .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
+    let headers = decoded(r, 6, |t| serde_json::from_str(t))?;
+    let status = decoded(r, 8, str::parse::<OutboxStatus>)?;
     Ok(OutboxEntry {
         id: r.int(0)?,
         message_id: r.text(1)?,

@@ -73,6 +73,10 @@ pub(crate) struct Args {
     /// The relay's claim loops (default: the relay's own default).
     #[arg(long)]
     relay_concurrency: Option<usize>,
+    /// The relay keeps no sent rows (`sent_retention` zero): it deletes each confirmed row in
+    /// place of marking it sent.
+    #[arg(long)]
+    delete_sent: bool,
     /// Only these parts (comma-separated): publish, handler, latency. Default: all three.
     #[arg(long, value_delimiter = ',', default_value = "publish,handler,latency")]
     only: Vec<String>,
@@ -87,6 +91,9 @@ impl Args {
         let mut c = OutboxRelayConfig::default();
         if let Some(n) = self.relay_concurrency {
             c = c.concurrency(n);
+        }
+        if self.delete_sent {
+            c = c.sent_retention(Some(Duration::ZERO));
         }
         c
     }

@@ -147,6 +147,7 @@ operations!(
     outbox_write_many,
     outbox_claim,
     outbox_sent,
+    outbox_delete_sent,
     outbox_fail,
     outbox_release_stale,
     outbox_release,

@@ -22,7 +22,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     claim_partitioned, create_partitions, expired_partitions, partition_consumers,
     lock_maintenance, detach_partition, drop_partition, migrate_lock, schema_exists,
     create_schema, migrations_table, migrations_applied, migration_record, migrations_exist,
-    outbox_write, outbox_write_many, outbox_claim, outbox_sent, outbox_fail,
+    outbox_write, outbox_write_many, outbox_claim, outbox_sent, outbox_delete_sent, outbox_fail,
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox;
     absent:

@@ -170,6 +170,33 @@ async fn refused_rows_go_dead_without_holding_up_the_rest() {
     db.finish().await;
 }
 
+/// A relay that keeps no sent rows (`sent_retention` zero) deletes each row once Redis has
+/// it: 20 entries added, the outbox empty.
+#[tokio::test]
+async fn a_relay_keeping_no_sent_rows_deletes_them_once_confirmed() {
+    let db = Pg::create().await;
+    let (mut conn, name) = stream().await;
+    let messages: Vec<OutgoingMessage> = (0..20_u8)
+        .map(|i| OutgoingMessage::new(&name, vec![i]))
+        .collect();
+    write(&db.store, &messages).await;
+    let publisher = RedisPublisher::connect(RedisPublisherConfig::new(redis_url()))
+        .await
+        .unwrap();
+    let config = relay_config().sent_retention(Some(std::time::Duration::ZERO));
+    let relay = OutboxRelay::new(db.store.clone(), publisher, config);
+    relay_until(
+        &relay,
+        &db.store,
+        "SELECT 20 - count(*) FROM inboxed_outbox_messages",
+        20,
+    )
+    .await;
+    assert_eq!(entries(&mut conn, &name).await.len(), 20);
+    let _: () = conn.del(&name).await.unwrap();
+    db.finish().await;
+}
+
 /// A wrong address fails at `connect`, naming the step, instead of in the relay's retries.
 #[tokio::test]
 async fn an_unreachable_server_fails_at_connect() {

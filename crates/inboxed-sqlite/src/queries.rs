@@ -18,7 +18,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     list_partitions, purge_processed, count_expired, processed_stats, purge_dead_letters,
     purge_redrive_audit, redact_done_payloads, migrations_table, migrations_applied,
     migration_record, migrations_exist,
-    outbox_write, outbox_claim, outbox_sent, outbox_fail,
+    outbox_write, outbox_claim, outbox_sent, outbox_delete_sent, outbox_fail,
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox;
     absent:

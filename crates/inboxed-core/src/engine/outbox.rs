@@ -123,6 +123,23 @@ pub async fn sent<E: Engine>(
     e.fetch_alone(q).await?.iter().map(|r| r.int(0)).collect()
 }
 
+/// Deletes claimed rows in place of marking them sent, fenced by the token
+/// (`outbox_delete_sent.sql`); the ids deleted.
+///
+/// # Errors
+/// The statement failed.
+pub async fn delete_sent<E: Engine>(
+    e: &E,
+    ids: &[i64],
+    token: &ClaimToken,
+) -> Result<Vec<i64>, StoreError> {
+    let q = e
+        .query(&e.queries().outbox_delete_sent)
+        .ids(ids)
+        .bytes(token.as_bytes());
+    e.fetch_alone(q).await?.iter().map(|r| r.int(0)).collect()
+}
+
 /// Returns rows whose lease ran out (`outbox_release_stale.sql`); how many.
 ///
 /// # Errors

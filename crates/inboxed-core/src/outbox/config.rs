@@ -41,8 +41,11 @@ pub struct OutboxRelayConfig {
     pub reap_interval: Duration,
     /// How long a sent row is kept before the relay deletes it (at its pass over expired
     /// claims, in batches of 1,000), as a record of what was published and what caused it;
-    /// `None` keeps every row. Dead rows are never deleted: they wait for an operator.
-    /// Defaults to 7 days.
+    /// `None` keeps every row. `Some(Duration::ZERO)` keeps none: a confirmed row is deleted
+    /// at once in place of being marked sent, which costs the database one row version less a
+    /// message (BENCHMARKS.md, "The outbox"), at the price of the record of what was sent and
+    /// of the operator's sent-per-second figure. Dead rows are never deleted: they wait for an
+    /// operator. Defaults to 7 days.
     pub sent_retention: Option<Duration>,
     /// How long batches in flight may take to finish at shutdown. Defaults to 10 s.
     pub shutdown_grace: Duration,

@@ -145,7 +145,12 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             }
         }
         if !confirmed.is_empty() {
-            let marked = inner.store.mark_sent(&confirmed, &token, None).await?;
+            let marked = if inner.config.sent_retention == Some(Duration::ZERO) {
+                // No record kept: a delete writes no second version of the row.
+                inner.store.delete_sent(&confirmed, &token).await?
+            } else {
+                inner.store.mark_sent(&confirmed, &token, None).await?
+            };
             report.sent = marked.len() as u64;
             let lost = confirmed.len() - marked.len();
             if lost > 0 {

@@ -113,6 +113,16 @@ pub trait OutboxStore: Engine {
         crate::engine::outbox::sent(self, ids, token, now)
     }
 
+    /// Deletes claimed rows after the broker's confirmation, in place of marking them sent,
+    /// for a relay that keeps no sent rows; fenced by the token. The ids deleted.
+    fn delete_sent(
+        &self,
+        ids: &[i64],
+        token: &ClaimToken,
+    ) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send {
+        crate::engine::outbox::delete_sent(self, ids, token)
+    }
+
     /// Records a failed publish (`error`: the broker's reason; `permanent`: refused for good,
     /// unroutable or too large): pending after its backoff, or dead; fenced by the token.
     fn fail_outbox(

@@ -11,6 +11,7 @@ mod inbox;
 mod input;
 mod outbox;
 mod outbox_batch;
+mod outbox_delete;
 mod outbox_operate;
 mod redrive;
 mod retention;
@@ -68,6 +69,7 @@ pub use outbox_batch::{
     outbox_write_many_keeps_order_and_commits_with_the_transaction,
     worker_batches_announce_each_message_once,
 };
+pub use outbox_delete::outbox_delete_sent_is_fenced_and_frees_the_key;
 pub use outbox_operate::outbox_operator_lists_retries_and_discards_dead_rows;
 pub use redrive::redrive_lifts_the_dead_letter_once;
 pub use retention::{
@@ -156,6 +158,7 @@ macro_rules! conformance_tests {
             outbox_operator_lists_retries_and_discards_dead_rows,
             outbox_write_many_keeps_order_and_commits_with_the_transaction,
             worker_batches_announce_each_message_once,
+            outbox_delete_sent_is_fenced_and_frees_the_key,
         );
     };
     // The processor's dedup guarantee alone, for a store variant that changes only how keys

@@ -51,7 +51,8 @@ pub(crate) struct Args {
     #[arg(long, env = "INBOXED_OUTBOX_LEASE", value_parser = crate::cli::duration::parse_duration)]
     #[serde(default, with = "humane")]
     pub(crate) lease: Option<Duration>,
-    /// How long sent rows are kept before the relay deletes them (`7d`, `12h`), or `never`.
+    /// How long sent rows are kept before the relay deletes them (`7d`, `12h`), `never`, or
+    /// `0s` to delete each row as soon as the broker confirmed it.
     /// Dead rows are always kept. Default 7d.
     #[arg(long, env = "INBOXED_OUTBOX_SENT_RETENTION")]
     pub(crate) sent_retention: Option<String>,

@@ -35,7 +35,7 @@ pub async fn write<E: Engine>(
     E::execute(q, conn).await.map(drop)
 }
 
-/// Inserts each message with [`write`], in order.
+/// Inserts each message with [`write()`], in order.
 ///
 /// # Errors
 /// A statement failed (the caller's transaction should be rolled back).

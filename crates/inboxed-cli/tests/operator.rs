@@ -318,10 +318,16 @@ async fn outbox_list_show_retry_and_discard() {
     assert_eq!(db.scalar(still_dead).await, 2, "a dry run changes nothing");
     let (code, out) = run(dead_args("retry", "a", true));
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("1 dead row(s) retried"), "{out}");
+    assert!(
+        out.contains("1 dead row(s) retried") && !out.contains("would have"),
+        "{out}"
+    );
     let (code, out) = run(dead_args("discard", "b", true));
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("1 dead row(s) discarded"), "{out}");
+    assert!(
+        out.contains("1 dead row(s) discarded") && !out.contains("would have"),
+        "{out}"
+    );
     assert_eq!(db.scalar(still_dead).await, 0);
     assert_eq!(
         db.scalar("SELECT count(*) FROM inboxed_outbox_messages")

@@ -241,10 +241,22 @@ fn legal_topic(topic: &str) -> Result<(), &'static str> {
 fn classify(e: &KafkaError, stage: &str) -> Outcome {
     use RDKafkaErrorCode as C;
     match e.rdkafka_error_code() {
-        // librdkafka checks `message.max.bytes` itself; the broker checks the topic's limit.
-        Some(
-            C::MessageSizeTooLarge | C::InvalidMessageSize | C::InvalidRecord | C::InvalidTopic,
-        ) => Outcome::Refused {
+        // Refused before it left the process: librdkafka's own check of this record against
+        // `message.max.bytes`.
+        Some(C::MessageSizeTooLarge | C::InvalidMessageSize) if stage == "the send" => {
+            Outcome::Refused {
+                reason: format!("{stage}: {e}"),
+                permanent: true,
+            }
+        }
+        // The broker judges a record batch whole: a batch over the topic's limit fails every
+        // record in it, small ones included, so this is retried (the next batch may be
+        // smaller) and dead past the attempts.
+        Some(C::MessageSizeTooLarge | C::InvalidMessageSize) => Outcome::Refused {
+            reason: format!("{stage}: {e}"),
+            permanent: false,
+        },
+        Some(C::InvalidRecord | C::InvalidTopic) => Outcome::Refused {
             reason: format!("{stage}: {e}"),
             permanent: true,
         },

@@ -37,8 +37,8 @@ struct Record {
     payload: Vec<u8>,
 }
 
-/// Every record of `topic` (of `partitions` partitions), each partition in offset order,
-/// once `want` have been read.
+/// Every record of `topic` (of `partitions` partitions), each partition in offset order:
+/// exactly `want` of them (a second passes with no more after the last).
 fn records(topic: &str, partitions: i32, want: usize) -> Vec<Record> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers())
@@ -54,13 +54,17 @@ fn records(topic: &str, partitions: i32, want: usize) -> Vec<Record> {
     }
     consumer.assign(&assignment).unwrap();
     let mut out = Vec::new();
+    let mut quiet = 0;
     for _ in 0..300 {
-        if out.len() >= want {
+        // Past `want`, a second without records: every record is in.
+        if out.len() >= want && quiet >= 10 {
             break;
         }
         let Some(message) = consumer.poll(Duration::from_millis(100)) else {
+            quiet += 1;
             continue;
         };
+        quiet = 0;
         let message = message.unwrap();
         let headers = message.headers().map_or_else(BTreeMap::new, |h| {
             h.iter()

@@ -47,8 +47,8 @@ pub struct RedisPublisherConfig {
     /// Without it an entry acknowledged by a primary that fails before replicating it is
     /// lost. Defaults to 0: the primary's answer confirms.
     pub replicas: u32,
-    /// How long a batch waits for the answer (and for [`RedisPublisherConfig::replicas`]);
-    /// past it the rows are retried under the same ids. Keep it well below the relay's
+    /// How long a batch waits for the answer (and half of it for
+    /// [`RedisPublisherConfig::replicas`]); past it the rows are retried under the same ids. Keep it well below the relay's
     /// lease. Defaults to 10 s.
     pub response_timeout: Duration,
     /// For a `rediss://` URL: a PEM file of the certificate authorities to trust, in place of
@@ -195,6 +195,12 @@ impl RedisPublisher {
 
 /// What a server error on one `XADD` means for its row, by the error's code.
 fn refused(e: &ClientError) -> Outcome {
+    // Out of memory (maxmemory reached) refuses every write alike: an outage, not this row.
+    if e.code() == Some("OOM") {
+        return Outcome::NotSent {
+            reason: e.to_string(),
+        };
+    }
     match e.kind() {
         // The server cannot take writes now (a replica, loading, failing over): nothing was
         // stored, and the relay should pause rather than use up the rows' attempts.
@@ -207,8 +213,8 @@ fn refused(e: &ClientError) -> Outcome {
         ) => Outcome::NotSent {
             reason: e.to_string(),
         },
-        // WRONGTYPE (the key is not a stream), OOM, NOPERM and the rest: the operator can
-        // mend them, so the row is retried and dead past its attempts.
+        // WRONGTYPE (the key is not a stream), NOPERM and the rest: the operator can mend
+        // them, so the row is retried and dead past its attempts.
         _ => Outcome::Refused {
             reason: format!("destination: {e}"),
             permanent: false,
@@ -239,7 +245,10 @@ impl Publisher for RedisPublisher {
         }
         let waits = self.config.replicas > 0;
         if waits {
-            let ms = u64::try_from(self.config.response_timeout.as_millis()).unwrap_or(u64::MAX);
+            // Half the client's own timeout, so that replicas that lag answer as such rather
+            // than as a timeout of the whole pipeline.
+            let ms =
+                u64::try_from(self.config.response_timeout.as_millis() / 2).unwrap_or(u64::MAX);
             pipe.cmd("WAIT").arg(self.config.replicas).arg(ms);
         }
         let mut conn = self.conn.clone();

@@ -40,7 +40,8 @@ pub struct SqsPublisherConfig {
     /// The region. Defaults to `None`: the environment's (`AWS_REGION`, the profile).
     pub region: Option<String>,
     /// The largest message, body and attributes together, as SQS counts it: a larger one is
-    /// refused before sending, for good. Raise it only for queues whose
+    /// refused before sending, for good. A batch call carries no more than this in all, as
+    /// SQS requires. Raise it only for queues whose
     /// `MaximumMessageSize` is larger. Defaults to 262,144 bytes (256 KiB), SQS's long-standing
     /// default.
     pub max_message_bytes: usize,
@@ -174,7 +175,7 @@ impl SqsPublisher {
     async fn publish_to(&self, url: &str, rows: &[(usize, &OutboxRow)], out: &mut [Outcome]) {
         let fifo = url.ends_with(".fifo");
         let mut calls = Vec::new();
-        let mut valid: Vec<(usize, SendMessageBatchRequestEntry)> = Vec::new();
+        let mut valid: Vec<(usize, (SendMessageBatchRequestEntry, usize))> = Vec::new();
         for &(at, row) in rows {
             match entry(row, fifo, self.config.max_message_bytes, at) {
                 Ok(e) => valid.push((at, e)),
@@ -186,14 +187,33 @@ impl SqsPublisher {
                 }
             }
         }
-        for chunk in valid.chunks(BATCH) {
+        // A call carries at most ten entries and, together, no more than one message may
+        // weigh: SQS refuses a larger call whole.
+        let mut chunks: Vec<Vec<(usize, SendMessageBatchRequestEntry)>> = Vec::new();
+        let mut weight = 0;
+        for (at, (entry, size)) in valid {
+            match chunks.last_mut() {
+                Some(chunk)
+                    if chunk.len() < BATCH && weight + size <= self.config.max_message_bytes =>
+                {
+                    weight += size;
+                    chunk.push((at, entry));
+                }
+                _ => {
+                    weight = size;
+                    chunks.push(vec![(at, entry)]);
+                }
+            }
+        }
+        for chunk in chunks {
+            let ats: Vec<usize> = chunk.iter().map(|(at, _)| *at).collect();
             let send = self
                 .client
                 .send_message_batch()
                 .queue_url(url)
-                .set_entries(Some(chunk.iter().map(|(_, e)| e.clone()).collect()))
+                .set_entries(Some(chunk.into_iter().map(|(_, e)| e).collect()))
                 .send();
-            calls.push((chunk.iter().map(|(at, _)| *at).collect::<Vec<_>>(), send));
+            calls.push((ats, send));
         }
         // The calls go out side by side: a key has at most one row in a batch, so no order
         // within a key depends on which call lands first.
@@ -202,21 +222,22 @@ impl SqsPublisher {
         for (ats, answer) in ats.into_iter().zip(answers) {
             match answer {
                 Ok(answer) => {
+                    // Entry ids are the rows' places in the batch; one this call did not send
+                    // is ignored, and its row keeps "no answer" (unconfirmed).
+                    let mine = |id: &str| id.parse::<usize>().ok().filter(|at| ats.contains(at));
                     for ok in answer.successful() {
-                        if let Ok(at) = ok.id().parse::<usize>() {
+                        if let Some(at) = mine(ok.id()) {
                             out[at] = Outcome::Confirmed;
                         }
                     }
                     for failed in answer.failed() {
-                        if let Ok(at) = failed.id().parse::<usize>() {
-                            out[at] = Outcome::Refused {
-                                reason: format!(
-                                    "{}: {}",
-                                    failed.code(),
-                                    failed.message().unwrap_or_default()
-                                ),
-                                permanent: failed.sender_fault(),
-                            };
+                        if let Some(at) = mine(failed.id()) {
+                            let reason = format!(
+                                "{}: {}",
+                                failed.code(),
+                                failed.message().unwrap_or_default()
+                            );
+                            out[at] = by_code(failed.code(), reason, failed.sender_fault());
                         }
                     }
                 }
@@ -240,38 +261,70 @@ where
 {
     let reason = format!("{what}: {}", DisplayErrorContext(e));
     match e {
-        // Not sent, or refused before SQS read it: the relay pauses, no attempt spent.
+        // The request could not be built (a parameter, the credentials): nothing was sent,
+        // and it may be mended; retried, then dead.
         SdkError::ConstructionFailure(_) => Outcome::Refused {
             reason,
-            permanent: true,
+            permanent: false,
         },
-        SdkError::DispatchFailure(d) if d.is_io() && !d.is_timeout() => Outcome::NotSent { reason },
-        SdkError::ServiceError(s) => match s.err().code() {
-            Some(
-                "AWS.SimpleQueueService.NonExistentQueue"
-                | "QueueDoesNotExist"
-                | "AccessDenied"
-                | "AccessDeniedException"
-                | "KmsAccessDenied",
-            ) => Outcome::Refused {
-                reason,
-                permanent: false,
-            },
-            Some(
-                "RequestThrottled"
-                | "ThrottlingException"
-                | "ServiceUnavailable"
-                | "InternalFailure"
-                | "KmsThrottled",
-            ) => Outcome::NotSent { reason },
-            _ => Outcome::Refused {
-                reason,
-                permanent: false,
-            },
-        },
-        // A timeout or a response that could not be read: the batch may have been stored.
+        // Only a refused connection shows that nothing was sent; a connection that died after
+        // the request was written may have delivered it.
+        SdkError::DispatchFailure(d)
+            if d.as_connector_error()
+                .is_some_and(|c| refused_connection(c)) =>
+        {
+            Outcome::NotSent { reason }
+        }
+        SdkError::ServiceError(s) => by_code(s.err().code().unwrap_or_default(), reason, false),
+        // A timeout, a reset, or a response that could not be read: the batch may have been
+        // stored.
         _ => Outcome::Unconfirmed { reason },
     }
+}
+
+/// What an SQS error code means for the rows it concerns, for a whole call and for one entry
+/// of a batch alike; `sender_fault`: SQS said the request itself is at fault (an entry's flag).
+fn by_code(code: &str, reason: String, sender_fault: bool) -> Outcome {
+    match code {
+        // A queue may yet be created, a permission or a key granted.
+        "AWS.SimpleQueueService.NonExistentQueue"
+        | "QueueDoesNotExist"
+        | "AccessDenied"
+        | "AccessDeniedException"
+        | "KmsAccessDenied"
+        | "KmsDisabled"
+        | "KmsNotFound" => Outcome::Refused {
+            reason,
+            permanent: false,
+        },
+        // SQS cannot take it now: the relay pauses, no attempt spent.
+        "RequestThrottled"
+        | "ThrottlingException"
+        | "ServiceUnavailable"
+        | "InternalFailure"
+        | "InternalError"
+        | "KmsThrottled" => Outcome::NotSent { reason },
+        _ => Outcome::Refused {
+            reason,
+            permanent: sender_fault,
+        },
+    }
+}
+
+/// Whether the call failed because the endpoint refused the connection (found in the error's
+/// chain of sources).
+fn refused_connection(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(e);
+    while let Some(err) = source {
+        if err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 /// Whether SQS takes `c` in a message body or a string attribute (XML's characters).
@@ -310,14 +363,14 @@ fn legal_group_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= GROUP_ID_CHARS && id.bytes().all(|b| b.is_ascii_graphic())
 }
 
-/// The batch entry of `row` (entry id `at`, its place in the batch), or why SQS cannot take
-/// it, naming the field.
+/// The batch entry of `row` (entry id `at`, its place in the batch) and its size as SQS counts
+/// it, or why SQS cannot take it, naming the field.
 fn entry(
     row: &OutboxRow,
     fifo: bool,
     max_bytes: usize,
     at: usize,
-) -> Result<SendMessageBatchRequestEntry, String> {
+) -> Result<(SendMessageBatchRequestEntry, usize), String> {
     let body = std::str::from_utf8(&row.payload).map_err(|e| {
         format!(
             "payload: not UTF-8 (at byte {}): an SQS body is text",
@@ -393,7 +446,10 @@ fn entry(
             .message_group_id(group)
             .message_deduplication_id(&row.message_id);
     }
-    entry.build().map_err(|e| format!("message: {e}"))
+    entry
+        .build()
+        .map(|e| (e, size))
+        .map_err(|e| format!("message: {e}"))
 }
 
 impl Publisher for SqsPublisher {

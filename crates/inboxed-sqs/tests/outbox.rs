@@ -213,6 +213,26 @@ async fn refused_rows_go_dead_without_holding_up_the_rest() {
     db.finish().await;
 }
 
+/// Four rows of 100 KB weigh more together than one call may carry (256 KiB): they go in
+/// calls of their own, and all four are sent.
+#[tokio::test]
+async fn rows_heavier_than_a_call_together_are_split_across_calls() {
+    let db = Pg::create().await;
+    let (name, url) = queue(false).await;
+    let messages: Vec<OutgoingMessage> = (0..4_u8)
+        .map(|i| OutgoingMessage::new(&name, vec![b'a' + i; 100_000]))
+        .collect();
+    write(&db.store, &messages).await;
+    let publisher = SqsPublisher::with_client(client(), SqsPublisherConfig::default())
+        .await
+        .unwrap();
+    let relay = OutboxRelay::new(db.store.clone(), publisher, relay_config().max_attempts(2));
+    let dead = dead_after_relaying(&relay, &db.store, 4, 4).await;
+    assert!(dead.is_empty(), "{dead:?}");
+    assert_eq!(messages_in(&url).await, 4);
+    db.finish().await;
+}
+
 /// A wrong endpoint fails at `with_client`, naming the step, instead of in the relay's
 /// retries.
 #[tokio::test]

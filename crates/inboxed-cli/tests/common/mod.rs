@@ -48,3 +48,32 @@ pub(crate) fn inboxed_with(env: &[(&str, &str)], args: &[&str]) -> (i32, String)
     );
     (out.status.code().unwrap_or(-1), text)
 }
+
+/// The RabbitMQ the tests use: `INBOXED_AMQP_URL`, default the local broker.
+pub(crate) fn amqp_url() -> String {
+    std::env::var("INBOXED_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+/// SIGTERM, then the exit status and what the relay printed.
+pub(crate) async fn terminate(mut child: tokio::process::Child) -> (bool, String) {
+    let pid = child.id().unwrap().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait())
+        .await
+        .expect("the relay stops within 30 s of SIGTERM")
+        .unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .await
+        .unwrap();
+    (status.success(), out)
+}

@@ -1,0 +1,229 @@
+//! The relay's publish rate against raw confirmed publishing through the same client.
+
+use std::time::{Duration, Instant};
+
+use lapin::options::{
+    BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
+    QueuePurgeOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+use inboxed_core::Store;
+use inboxed_core::outbox::{Outbox, OutboxRelay, OutboxRelayConfig, OutgoingMessage, Publisher};
+use inboxed_core::store::BeginParams;
+use inboxed_nats::{NatsPublisher, NatsPublisherConfig};
+use inboxed_postgres::PgStore;
+use inboxed_rabbitmq::{RabbitPublisher, RabbitPublisherConfig};
+
+use super::{Args, UNSENT};
+
+/// Relay against raw confirmed publishing, RabbitMQ then NATS, at each relay batch size.
+pub(super) async fn publish_rates(store: &PgStore, args: &Args) -> anyhow::Result<()> {
+    let conn = Connection::connect(&args.broker.amqp_url, ConnectionProperties::default()).await?;
+    let channel = conn.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let js = async_nats::jetstream::new(async_nats::connect(&args.nats_url).await?);
+    let payload = vec![b'x'; args.payload];
+    // (broker, relay batch size, relay msg/s, raw msg/s of the same round)
+    let mut results: Vec<(&str, u32, f64, f64)> = Vec::new();
+    for round in 1..=args.rounds {
+        let queue = format!("inboxed-bench-outbox-{}", uuid::Uuid::now_v7());
+        channel
+            .queue_declare(
+                queue.as_str().into(),
+                QueueDeclareOptions::durable(),
+                FieldTable::default(),
+            )
+            .await?;
+        let raw = raw_rabbit(&channel, &queue, args.messages, &payload).await?;
+        println!("round {round}, RabbitMQ: raw confirmed publish {raw:.0} msg/s");
+        for &batch in &args.relay_batches {
+            let publisher =
+                RabbitPublisher::connect(RabbitPublisherConfig::new(&args.broker.amqp_url)).await?;
+            let config = args.relay().batch_size(batch);
+            let rate =
+                relay_rate(store, publisher, config, &queue, args.messages, &payload).await?;
+            channel
+                .queue_purge(queue.as_str().into(), QueuePurgeOptions::default())
+                .await?;
+            println!("round {round}, RabbitMQ: relay, batches of {batch}: {rate:.0} msg/s");
+            results.push(("RabbitMQ", batch, rate, raw));
+        }
+        channel
+            .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+            .await?;
+
+        let tag = uuid::Uuid::now_v7().simple().to_string();
+        let (stream, subject) = (format!("BENCH_OUTBOX_{tag}"), format!("bench.outbox.{tag}"));
+        let config = async_nats::jetstream::stream::Config {
+            name: stream.clone(),
+            subjects: vec![subject.clone()],
+            storage: async_nats::jetstream::stream::StorageType::File,
+            ..Default::default()
+        };
+        js.create_stream(config.clone()).await?;
+        let raw = raw_nats(&js, &subject, args.messages, &payload).await?;
+        println!("round {round}, NATS JetStream: raw publish {raw:.0} msg/s");
+        for &batch in &args.relay_batches {
+            // A fresh stream: the same ids again would be dropped as duplicates.
+            js.delete_stream(&stream).await?;
+            js.create_stream(config.clone()).await?;
+            let publisher =
+                NatsPublisher::connect(NatsPublisherConfig::new(&args.nats_url)).await?;
+            let relay = args.relay().batch_size(batch);
+            let rate =
+                relay_rate(store, publisher, relay, &subject, args.messages, &payload).await?;
+            println!("round {round}, NATS JetStream: relay, batches of {batch}: {rate:.0} msg/s");
+            results.push(("NATS JetStream", batch, rate, raw));
+        }
+        js.delete_stream(&stream).await?;
+    }
+    println!();
+    println!("| broker | relay batch | relay msg/s | raw confirmed publish msg/s | relay / raw |");
+    println!("|---|---|---|---|---|");
+    for broker in ["RabbitMQ", "NATS JetStream"] {
+        for &batch in &args.relay_batches {
+            let of = |f: fn(&(&str, u32, f64, f64)) -> f64| {
+                crate::median(
+                    results
+                        .iter()
+                        .filter(|r| r.0 == broker && r.1 == batch)
+                        .map(f)
+                        .collect(),
+                )
+            };
+            let default = if batch == OutboxRelayConfig::default().batch_size {
+                " (default)"
+            } else {
+                ""
+            };
+            println!(
+                "| {broker} | {batch}{default} | {:.0} | {:.0} | {:.2} |",
+                of(|r| r.2),
+                of(|r| r.3),
+                of(|r| r.2 / r.3)
+            );
+        }
+    }
+    println!();
+    Ok(())
+}
+
+/// `messages` persistent messages published to `queue` with publisher confirms and
+/// `mandatory`, as the relay publishes them, every one in flight before the confirmations
+/// are awaited; messages a second.
+async fn raw_rabbit(
+    channel: &lapin::Channel,
+    queue: &str,
+    messages: usize,
+    payload: &[u8],
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let mut confirms = Vec::with_capacity(messages);
+    for _ in 0..messages {
+        let props = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_message_id(uuid::Uuid::now_v7().to_string().into());
+        let options = BasicPublishOptions {
+            mandatory: true,
+            ..BasicPublishOptions::default()
+        };
+        confirms.push(
+            channel
+                .basic_publish("".into(), queue.into(), options, payload, props)
+                .await?,
+        );
+    }
+    for c in confirms {
+        c.await?;
+    }
+    let rate = messages as f64 / started.elapsed().as_secs_f64();
+    channel
+        .queue_purge(queue.into(), QueuePurgeOptions::default())
+        .await?;
+    Ok(rate)
+}
+
+/// `messages` JetStream publishes to `subject`, each with its own `Nats-Msg-Id`, the
+/// acknowledgements awaited 256 at a time (the client bounds those in flight); messages a
+/// second.
+async fn raw_nats(
+    js: &async_nats::jetstream::Context,
+    subject: &str,
+    messages: usize,
+    payload: &[u8],
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let mut acks = Vec::new();
+    for _ in 0..messages {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", uuid::Uuid::now_v7().to_string().as_str());
+        acks.push(
+            js.publish_with_headers(subject.to_owned(), headers, payload.to_vec().into())
+                .await?,
+        );
+        if acks.len() == 256 {
+            for ack in acks.drain(..) {
+                ack.await?;
+            }
+        }
+    }
+    for ack in acks {
+        ack.await?;
+    }
+    Ok(messages as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Writes `messages` outbox rows to `destination` (500 a transaction, not timed), then times a
+/// relay with its defaults until none is unsent.
+async fn relay_rate<P: Publisher>(
+    store: &PgStore,
+    publisher: P,
+    config: OutboxRelayConfig,
+    destination: &str,
+    messages: usize,
+    payload: &[u8],
+) -> anyhow::Result<f64> {
+    let outbox = Outbox::new(store.clone());
+    for chunk in 0..messages.div_ceil(500) {
+        let n = (messages - chunk * 500).min(500);
+        let mut tx = store.begin(&BeginParams::default()).await?;
+        for _ in 0..n {
+            outbox
+                .write(
+                    &mut tx,
+                    &OutgoingMessage::new(destination, payload.to_vec()),
+                )
+                .await?;
+        }
+        tx.commit().await?;
+    }
+    let pool = store.pool().clone();
+    let relay = OutboxRelay::new(store.clone(), publisher, config);
+    let started = Instant::now();
+    let done = async move {
+        loop {
+            let unsent: i64 = sqlx::query_scalar(UNSENT)
+                .fetch_one(&pool)
+                .await
+                .unwrap_or(1);
+            if unsent == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    relay.run(done).await?;
+    let rate = messages as f64 / started.elapsed().as_secs_f64();
+    // The next measurement starts from an empty outbox, vacuumed.
+    for sql in [
+        "TRUNCATE inboxed_outbox_messages",
+        "VACUUM ANALYZE inboxed_outbox_messages",
+    ] {
+        sqlx::raw_sql(sql).execute(store.pool()).await?;
+    }
+    Ok(rate)
+}

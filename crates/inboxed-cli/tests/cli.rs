@@ -101,7 +101,7 @@ async fn migrate_twice_is_a_no_op() {
     assert_eq!(
         (
             code,
-            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]")
+            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]")
         ),
         (0, true),
         "{out}"
@@ -127,7 +127,7 @@ async fn migrate_into_a_chosen_schema_and_prefix() {
     assert_eq!(
         (
             code,
-            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]")
+            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]")
         ),
         (0, true),
         "{out}"
@@ -275,7 +275,7 @@ fn migrate_status_reports_without_changing_anything() {
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("pending migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]"),
+        out.contains("pending migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]"),
         "{out}"
     );
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
@@ -285,7 +285,7 @@ fn migrate_status_reports_without_changing_anything() {
     let status: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         status["pending"].as_array().map(Vec::len),
-        Some(12),
+        Some(13),
         "{out}"
     );
     let (code, out) = inboxed(&["migrate", "--json", "--database-url", &url]);
@@ -293,7 +293,7 @@ fn migrate_status_reports_without_changing_anything() {
     let applied: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         applied["applied"].as_array().map(Vec::len),
-        Some(12),
+        Some(13),
         "{out}"
     );
     assert_eq!(applied["pending"], serde_json::json!([]), "{out}");

@@ -65,7 +65,8 @@ pub const PURGE_LAST_SUCCESS_SECONDS: &str = "inboxed_purge_last_success_timesta
 /// Counter of outbox rows a relay settled, by `outcome` (sent, retrying, dead, handed_back,
 /// lost).
 pub const OUTBOX_ROWS_TOTAL: &str = "inboxed_outbox_rows_total";
-/// Counter of outbox rows returned to pending (or dead) after their relay's lease ran out.
+/// Counter of outbox rows returned to pending (or dead) after their relay died before settling
+/// them: a lease that ran out, or a lock-held batch that never settled.
 pub const OUTBOX_LEASES_EXPIRED_TOTAL: &str = "inboxed_outbox_leases_expired_total";
 /// Counter of sent outbox rows deleted after `OutboxRelayConfig::sent_retention`.
 pub const OUTBOX_PURGED_ROWS_TOTAL: &str = "inboxed_outbox_purged_rows_total";

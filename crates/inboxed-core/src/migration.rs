@@ -44,6 +44,7 @@ macro_rules! migrations {
             $crate::migration!(10, "0010_inbox_contract_v3", "inbox_contract_v3"),
             $crate::migration!(11, "0011_outbox", "outbox"),
             $crate::migration!(12, "0012_outbox_operations", "outbox_operations"),
+            $crate::migration!(13, "0013_outbox_lock_held", "outbox_lock_held"),
         ]
     };
 }

@@ -159,4 +159,9 @@ operations!(
     outbox_discard,
     outbox_audit,
     observe_outbox,
+    outbox_lock,
+    outbox_lock_plan,
+    outbox_hold,
+    outbox_settle,
+    outbox_reap_unsettled,
 );

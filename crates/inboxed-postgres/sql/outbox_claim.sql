@@ -10,6 +10,7 @@
 -- one at a time, in insert order. An earlier row that another relay is claiming right now
 -- still looks pending here, so it blocks: the check errs on the side of order. Attempts are
 -- counted at the claim, so a row whose publish kills its relay still reaches its limit.
+-- group_limit (see outbox_release_stale) is the relay's to apply: it hands back the rows past it.
 WITH candidates AS (
     SELECT o.id
     FROM {{schema}}."{{prefix}}outbox_messages" o
@@ -33,4 +34,5 @@ SET status = 'sending',
     lease_expires_at = coalesce(to_timestamp($5::float8 / 1000), now()) + $4 * interval '1 millisecond'
 WHERE m.id = ANY(ARRAY(SELECT id FROM candidates))
 RETURNING m.id, m.message_id, m.destination, m.ordering_key, m.message_type, m.correlation_id,
-          m.headers::text, m.payload, m.attempts, m.caused_by_consumer, m.caused_by_message_id
+          m.headers::text, m.payload, m.attempts, m.caused_by_consumer, m.caused_by_message_id,
+          m.group_limit

@@ -9,8 +9,10 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{AssertSqlSafe, PgConnection, Postgres, Row};
 
 use inboxed_core::engine::{Args, Engine};
+use inboxed_core::inbox::store::millis_of;
 use inboxed_core::migration::Migration;
-use inboxed_core::outbox::store::WriteParams;
+use inboxed_core::outbox::OutboxRow;
+use inboxed_core::outbox::store::{LockOutboxParams, SettleParams, WriteParams};
 use inboxed_core::sql::Queries;
 use inboxed_core::{ConsumerName, Envelope, Namespace, StoreError, StoredHash};
 
@@ -164,6 +166,53 @@ impl inboxed_core::outbox::store::OutboxStore for PgStore {
             .bind(column(|p| p.caused_by_consumer.map(ConsumerName::as_str)))
             .bind(column(|p| p.caused_by_message_id))
             .bind(params.iter().any(|p| p.notify))
+            .execute(conn)
+            .await
+            .map(drop)
+            .map_err(StoreError::from_sqlx)
+    }
+
+    fn locks_outbox(&self) -> bool {
+        true
+    }
+
+    /// The shared claim, planned with sorting off (`outbox_lock_plan.sql` says why).
+    async fn lock_outbox(
+        &self,
+        conn: &mut PgConnection,
+        params: &LockOutboxParams,
+    ) -> Result<Vec<OutboxRow>, StoreError> {
+        sqlx::raw_sql(AssertSqlSafe(&*self.queries.outbox_lock_plan))
+            .execute(&mut *conn)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        inboxed_core::engine::outbox::lock(self, conn, params).await
+    }
+
+    /// The fates as parallel arrays (`outbox_settle.sql`): one statement for the batch.
+    async fn settle_outbox(
+        &self,
+        conn: &mut PgConnection,
+        p: &SettleParams<'_>,
+    ) -> Result<(), StoreError> {
+        let ids: Vec<i64> = p.fates.iter().map(|f| f.id).collect();
+        let statuses: Vec<&str> = p.fates.iter().map(|f| f.status).collect();
+        let errors: Vec<Option<&str>> = p.fates.iter().map(|f| f.error.as_deref()).collect();
+        let backoffs: Vec<i64> = p.fates.iter().map(|f| millis_of(f.backoff)).collect();
+        let attempts: Vec<i32> = p
+            .fates
+            .iter()
+            .map(|f| i32::try_from(f.attempts).unwrap_or(i32::MAX))
+            .collect();
+        self.query(&self.queries.outbox_settle)
+            .bind(p.token.as_bytes())
+            .bind(&ids)
+            .bind(&statuses)
+            .bind(&errors)
+            .bind(&backoffs)
+            .bind(&attempts)
+            .bind(p.delete_sent)
+            .bind(p.relay)
             .execute(conn)
             .await
             .map(drop)

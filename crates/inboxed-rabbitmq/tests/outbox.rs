@@ -12,6 +12,7 @@ use std::time::Duration;
 use lapin::options::{BasicGetOptions, QueueDeleteOptions};
 use lapin::{Channel, Connection, ConnectionProperties};
 
+use inboxed_core::inbox::ClaimMode;
 use inboxed_core::outbox::{Outbox, OutboxRelay, OutboxRow, Outcome, OutgoingMessage, Publisher};
 use inboxed_core::store::BeginParams;
 use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, Processor, Store};
@@ -370,14 +371,20 @@ impl Publisher for DieAfterConfirm {
 }
 
 /// A relay process killed between the broker's confirmation and the mark: its 10 confirmed
-/// rows stay unmarked, come back after the lease, and are published again under the same ids,
-/// which the inbox downstream settles as duplicates: 40 deliveries, 30 credits, each once.
+/// rows stay unmarked (under a lease: `sending` until it runs out; lock-held: `pending` at once,
+/// the batch's record left for the reaper), and are published again under the same ids, which
+/// the inbox downstream settles as duplicates: 40 deliveries, 30 credits, each once. In both
+/// claim modes.
 #[tokio::test]
 async fn a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids() {
-    const TEST: &str = "a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids";
     if let Ok(locator) = std::env::var("INBOXED_OUTBOX_CHILD") {
         let store = Pg::attach(&locator).await;
+        let mode = match std::env::var("INBOXED_OUTBOX_MODE").as_deref() {
+            Ok("lease") => ClaimMode::Lease,
+            _ => ClaimMode::LockHeld,
+        };
         let config = relay_config()
+            .claim_mode(mode)
             .concurrency(1)
             .batch_size(10)
             .lease(Duration::from_secs(1));
@@ -387,6 +394,12 @@ async fn a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids
             .unwrap();
         return;
     }
+    killed_between_confirmation_and_mark("lease").await;
+    killed_between_confirmation_and_mark("lock-held").await;
+}
+
+async fn killed_between_confirmation_and_mark(mode: &str) {
+    const TEST: &str = "a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids";
     let upstream = Pg::create().await;
     let downstream = Pg::create().await;
     let (channel, name) = queue().await;
@@ -398,6 +411,7 @@ async fn a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids
     let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
         .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
         .env("INBOXED_OUTBOX_CHILD", &upstream.locator)
+        .env("INBOXED_OUTBOX_MODE", mode)
         .env("INBOXED_AMQP_URL", amqp_url())
         .kill_on_drop(true)
         .spawn()
@@ -412,14 +426,20 @@ async fn a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids
         10,
         "its first batch was confirmed"
     );
+    let unsettled = if mode == "lease" {
+        "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sending'"
+    } else {
+        "SELECT coalesce(sum(cardinality(ids)), 0)::int8 FROM inboxed_outbox_unsettled"
+    };
     assert_eq!(
-        count(
-            &upstream.store,
-            "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sending'"
-        )
-        .await,
+        count(&upstream.store, SENT).await,
+        0,
+        "{mode}: none of it marked sent"
+    );
+    assert_eq!(
+        count(&upstream.store, unsettled).await,
         10,
-        "and none of it marked sent"
+        "{mode}: the batch left unsettled"
     );
 
     let relay = OutboxRelay::new(upstream.store.clone(), publisher().await, relay_config());
@@ -427,7 +447,7 @@ async fn a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids
     assert_eq!(
         depth(&channel, &name).await,
         40,
-        "the 10 were published again"
+        "{mode}: the 10 were published again"
     );
     let processor = Processor::new(
         downstream.store.clone(),
@@ -444,7 +464,7 @@ async fn a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids
     assert_eq!(
         inboxed_test::conformance::ledger_state(&downstream).await,
         (30, 465),
-        "each credit once: the re-sent ones carried their first ids"
+        "{mode}: each credit once: the re-sent ones carried their first ids"
     );
     assert_eq!(depth(&channel, &name).await, 0);
     channel

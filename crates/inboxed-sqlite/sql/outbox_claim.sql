@@ -25,4 +25,4 @@ WHERE id IN (
     LIMIT ?3
 )
 RETURNING id, message_id, destination, ordering_key, message_type, correlation_id, headers,
-          payload, attempts, caused_by_consumer, caused_by_message_id
+          payload, attempts, caused_by_consumer, caused_by_message_id, group_limit

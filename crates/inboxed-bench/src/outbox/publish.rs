@@ -27,8 +27,9 @@ pub(super) async fn publish_rates(store: &PgStore, args: &Args) -> anyhow::Resul
         .await?;
     let js = async_nats::jetstream::new(async_nats::connect(&args.nats_url).await?);
     let payload = vec![b'x'; args.payload];
-    // (broker, relay batch size, relay msg/s, raw msg/s of the same round)
-    let mut results: Vec<(&str, u32, f64, f64)> = Vec::new();
+    let modes = args.modes()?;
+    // (broker, claim mode, relay batch size, relay msg/s, raw msg/s of the same round)
+    let mut results: Vec<(&str, &str, u32, f64, f64)> = Vec::new();
     for round in 1..=args.rounds {
         let queue = format!("inboxed-bench-outbox-{}", uuid::Uuid::now_v7());
         channel
@@ -40,17 +41,22 @@ pub(super) async fn publish_rates(store: &PgStore, args: &Args) -> anyhow::Resul
             .await?;
         let raw = raw_rabbit(&channel, &queue, args.messages, &payload).await?;
         println!("round {round}, RabbitMQ: raw confirmed publish {raw:.0} msg/s");
-        for &batch in &args.relay_batches {
-            let publisher =
-                RabbitPublisher::connect(RabbitPublisherConfig::new(&args.broker.amqp_url)).await?;
-            let config = args.relay().batch_size(batch);
-            let rate =
-                relay_rate(store, publisher, config, &queue, args.messages, &payload).await?;
-            channel
-                .queue_purge(queue.as_str().into(), QueuePurgeOptions::default())
-                .await?;
-            println!("round {round}, RabbitMQ: relay, batches of {batch}: {rate:.0} msg/s");
-            results.push(("RabbitMQ", batch, rate, raw));
+        for &(mode, claim) in &modes {
+            for &batch in &args.relay_batches {
+                let publisher =
+                    RabbitPublisher::connect(RabbitPublisherConfig::new(&args.broker.amqp_url))
+                        .await?;
+                let config = args.relay().claim_mode(claim).batch_size(batch);
+                let rate =
+                    relay_rate(store, publisher, config, &queue, args.messages, &payload).await?;
+                channel
+                    .queue_purge(queue.as_str().into(), QueuePurgeOptions::default())
+                    .await?;
+                println!(
+                    "round {round}, RabbitMQ: relay, {mode}, batches of {batch}: {rate:.0} msg/s"
+                );
+                results.push(("RabbitMQ", mode, batch, rate, raw));
+            }
         }
         channel
             .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
@@ -67,45 +73,53 @@ pub(super) async fn publish_rates(store: &PgStore, args: &Args) -> anyhow::Resul
         js.create_stream(config.clone()).await?;
         let raw = raw_nats(&js, &subject, args.messages, &payload).await?;
         println!("round {round}, NATS JetStream: raw publish {raw:.0} msg/s");
-        for &batch in &args.relay_batches {
-            // A fresh stream: the same ids again would be dropped as duplicates.
-            js.delete_stream(&stream).await?;
-            js.create_stream(config.clone()).await?;
-            let publisher =
-                NatsPublisher::connect(NatsPublisherConfig::new(&args.nats_url)).await?;
-            let relay = args.relay().batch_size(batch);
-            let rate =
-                relay_rate(store, publisher, relay, &subject, args.messages, &payload).await?;
-            println!("round {round}, NATS JetStream: relay, batches of {batch}: {rate:.0} msg/s");
-            results.push(("NATS JetStream", batch, rate, raw));
+        for &(mode, claim) in &modes {
+            for &batch in &args.relay_batches {
+                // A fresh stream: the same ids again would be dropped as duplicates.
+                js.delete_stream(&stream).await?;
+                js.create_stream(config.clone()).await?;
+                let publisher =
+                    NatsPublisher::connect(NatsPublisherConfig::new(&args.nats_url)).await?;
+                let relay = args.relay().claim_mode(claim).batch_size(batch);
+                let rate =
+                    relay_rate(store, publisher, relay, &subject, args.messages, &payload).await?;
+                println!(
+                    "round {round}, NATS JetStream: relay, {mode}, batches of {batch}: {rate:.0} msg/s"
+                );
+                results.push(("NATS JetStream", mode, batch, rate, raw));
+            }
         }
         js.delete_stream(&stream).await?;
     }
     println!();
-    println!("| broker | relay batch | relay msg/s | raw confirmed publish msg/s | relay / raw |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| broker | claim | relay batch | relay msg/s | raw confirmed publish msg/s | relay / raw |"
+    );
+    println!("|---|---|---|---|---|---|");
     for broker in ["RabbitMQ", "NATS JetStream"] {
-        for &batch in &args.relay_batches {
-            let of = |f: fn(&(&str, u32, f64, f64)) -> f64| {
-                crate::median(
-                    results
-                        .iter()
-                        .filter(|r| r.0 == broker && r.1 == batch)
-                        .map(f)
-                        .collect(),
-                )
-            };
-            let default = if batch == OutboxRelayConfig::default().batch_size {
-                " (default)"
-            } else {
-                ""
-            };
-            println!(
-                "| {broker} | {batch}{default} | {:.0} | {:.0} | {:.2} |",
-                of(|r| r.2),
-                of(|r| r.3),
-                of(|r| r.2 / r.3)
-            );
+        for &(mode, _) in &modes {
+            for &batch in &args.relay_batches {
+                let of = |f: fn(&(&str, &str, u32, f64, f64)) -> f64| {
+                    crate::median(
+                        results
+                            .iter()
+                            .filter(|r| r.0 == broker && r.1 == mode && r.2 == batch)
+                            .map(f)
+                            .collect(),
+                    )
+                };
+                let default = if batch == OutboxRelayConfig::default().batch_size {
+                    " (default)"
+                } else {
+                    ""
+                };
+                println!(
+                    "| {broker} | {mode} | {batch}{default} | {:.0} | {:.0} | {:.2} |",
+                    of(|r| r.3),
+                    of(|r| r.4),
+                    of(|r| r.3 / r.4)
+                );
+            }
         }
     }
     println!();
@@ -204,19 +218,25 @@ async fn relay_rate<P: Publisher>(
     let pool = store.pool().clone();
     let relay = OutboxRelay::new(store.clone(), publisher, config);
     let started = Instant::now();
+    // The probe's failure stops the relay too, and is reported: it would time it forever.
+    let (failed_tx, failed_rx) = tokio::sync::oneshot::channel();
     let done = async move {
         loop {
-            let unsent: i64 = sqlx::query_scalar(UNSENT)
-                .fetch_one(&pool)
-                .await
-                .unwrap_or(1);
-            if unsent == 0 {
-                return;
+            match sqlx::query_scalar::<_, i64>(UNSENT).fetch_one(&pool).await {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = failed_tx.send(e);
+                    return;
+                }
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     };
     relay.run(done).await?;
+    if let Ok(e) = failed_rx.await {
+        return Err(anyhow::Error::new(e).context("the probe of unsent rows"));
+    }
     let rate = messages as f64 / started.elapsed().as_secs_f64();
     // The next measurement starts from an empty outbox, vacuumed.
     for sql in [

@@ -7,7 +7,9 @@ use crate::envelope::ConsumerName;
 use crate::error::StoreError;
 use crate::inbox::store::{millis, millis_of};
 use crate::observe::from_millis;
-use crate::outbox::store::{ClaimOutboxParams, ClaimToken, OutboxRow, WriteParams};
+use crate::outbox::store::{
+    ClaimOutboxParams, ClaimToken, LockOutboxParams, OutboxRow, WriteParams,
+};
 use crate::outbox::{DeadAction, DeadParams, OutboxEntry, OutboxFilter, OutboxStatus};
 
 /// Inserts one outgoing message in the caller's transaction (`outbox_write.sql`).
@@ -76,6 +78,79 @@ pub async fn claim<E: Engine>(
     Ok(rows)
 }
 
+/// Locks unsent rows in the relay's transaction (`outbox_lock.sql`), in insert order.
+///
+/// # Errors
+/// The statement failed (or the engine has no lock-held claim), or a row's headers do not read.
+pub async fn lock<E: Engine>(
+    e: &E,
+    conn: &mut Conn<E>,
+    p: &LockOutboxParams,
+) -> Result<Vec<OutboxRow>, StoreError> {
+    unsupported_if_absent(&e.queries().outbox_lock)?;
+    let q = e
+        .fresh(&e.queries().outbox_lock)
+        .int(i64::from(p.limit))
+        .opt_int(p.now.map(millis))
+        .int(p.lock_key);
+    let mut rows: Vec<OutboxRow> = E::fetch_all(q, conn)
+        .await?
+        .iter()
+        .map(outbox_row)
+        .collect::<Result<_, _>>()?;
+    rows.sort_by_key(|r| r.id);
+    Ok(rows)
+}
+
+/// Records a lock-held batch, committed on its own (`outbox_hold.sql`).
+///
+/// # Errors
+/// The statement failed, or the engine has no lock-held claim.
+pub async fn hold<E: Engine>(
+    e: &E,
+    token: &ClaimToken,
+    lock_key: i64,
+    relay: &str,
+    ids: &[i64],
+) -> Result<(), StoreError> {
+    unsupported_if_absent(&e.queries().outbox_hold)?;
+    let q = e
+        .query(&e.queries().outbox_hold)
+        .bytes(token.as_bytes())
+        .int(lock_key)
+        .text(relay)
+        .ids(ids);
+    e.execute_alone(q).await.map(drop)
+}
+
+/// Judges the lock-held batches that never settled (`outbox_reap_unsettled.sql`); how many
+/// rows. Nothing to do on an engine without lock-held claims.
+///
+/// # Errors
+/// The statement failed.
+pub async fn reap_unsettled<E: Engine>(e: &E, max_attempts: u32) -> Result<u64, StoreError> {
+    if e.queries().outbox_reap_unsettled.is_empty() {
+        return Ok(0);
+    }
+    let q = e
+        .fresh(&e.queries().outbox_reap_unsettled)
+        .count(max_attempts);
+    e.execute_alone(q).await
+}
+
+/// What an engine without the outbox's lock-held claim answers when asked for it.
+pub const LEASE_ONLY: StoreError = StoreError::Unsupported {
+    operation: "ClaimMode::LockHeld",
+    reason: "this engine holds outbox rows under a lease only; use ClaimMode::Lease",
+};
+
+fn unsupported_if_absent(sql: &str) -> Result<(), StoreError> {
+    if sql.is_empty() {
+        return Err(LEASE_ONLY);
+    }
+    Ok(())
+}
+
 /// A column's text decoded as `T` (the headers' JSON, a status), or a decode error.
 fn decoded<R: Columns, T, E>(
     r: &R,
@@ -102,6 +177,9 @@ fn outbox_row<R: Columns>(r: &R) -> Result<OutboxRow, StoreError> {
         attempts: r.count(8)?,
         caused_by_consumer: r.opt_text(9)?,
         caused_by_message_id: r.opt_text(10)?,
+        group_limit: r
+            .opt_int(11)?
+            .map(|n| u32::try_from(n.max(1)).unwrap_or(u32::MAX)),
     })
 }
 

@@ -3,11 +3,25 @@
 use std::time::Duration;
 
 use crate::backoff::Backoff;
+use crate::inbox::ClaimMode;
 
 /// Settings for [`OutboxRelay`](super::OutboxRelay).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct OutboxRelayConfig {
+    /// How a batch's rows are held while they are published. [`ClaimMode::LockHeld`]: one
+    /// transaction locks the rows, stays open through the publish and settles them, so a row
+    /// costs one new version (none with `sent_retention` zero) and a batch one commit, and a
+    /// dead relay's rows come free as its connection closes; each loop then uses two
+    /// connections at once (its transaction's, and one for a moment to record the batch).
+    /// [`ClaimMode::Lease`]: the rows are claimed in a transaction of their own and marked in
+    /// a second (the only mode on SQLite, where an open transaction would hold the database's
+    /// one write lock through the publish). BENCHMARKS.md, "The outbox", measures both.
+    /// Defaults to `None`: lock-held where the engine can ([`OutboxStore::locks_outbox`]:
+    /// PostgreSQL), a lease elsewhere.
+    ///
+    /// [`OutboxStore::locks_outbox`]: super::store::OutboxStore::locks_outbox
+    pub claim_mode: Option<ClaimMode>,
     /// Rows per claim, published as one pipelined batch whose confirmations are awaited
     /// together. Each batch costs two statements (its claim and its mark) whatever its size,
     /// so a larger batch drains a backlog faster (BENCHMARKS.md, "The outbox", measures 100,
@@ -19,7 +33,9 @@ pub struct OutboxRelayConfig {
     pub concurrency: usize,
     /// How long a claim holds before another relay may publish its rows again: longer than a
     /// batch's publish and confirmation can take (the publisher's own timeouts), or rows are
-    /// sent twice (still under one id). Defaults to 30 s.
+    /// sent twice (still under one id). Under [`ClaimMode::LockHeld`] the longest a batch's
+    /// transaction may sit idle through a publish before the server ends it (its rows then
+    /// come free, and are sent again under the same ids). Defaults to 30 s.
     pub lease: Duration,
     /// Wait on the engine's notification of committed outbox writes (PostgreSQL's
     /// LISTEN/NOTIFY; other engines poll). Defaults to `true`.
@@ -54,6 +70,7 @@ pub struct OutboxRelayConfig {
 impl Default for OutboxRelayConfig {
     fn default() -> Self {
         Self {
+            claim_mode: None,
             batch_size: 500,
             concurrency: 2,
             lease: Duration::from_secs(30),
@@ -76,6 +93,13 @@ impl Default for OutboxRelayConfig {
 }
 
 impl OutboxRelayConfig {
+    /// Sets [`OutboxRelayConfig::claim_mode`].
+    #[must_use]
+    pub fn claim_mode(mut self, mode: ClaimMode) -> Self {
+        self.claim_mode = Some(mode);
+        self
+    }
+
     /// Sets [`OutboxRelayConfig::batch_size`] (at least 1).
     #[must_use]
     pub fn batch_size(mut self, n: u32) -> Self {

@@ -10,6 +10,7 @@
 //! Publishing is an [`OutboxRelay`]'s, through a broker adapter's [`Publisher`].
 
 mod config;
+mod locked;
 mod message;
 mod operate;
 mod publish;
@@ -21,7 +22,7 @@ pub use message::{MAX_DESTINATION_BYTES, OutgoingError, OutgoingMessage};
 pub use operate::{DeadAction, DeadParams, OutboxEntry, OutboxFilter, OutboxStatus, UnknownStatus};
 pub use publish::{CORRELATION_HEADER, Outcome, Publisher, TYPE_HEADER};
 pub use relay::{OutboxRelay, RelayReport};
-pub use store::OutboxRow;
+pub use store::{OutboxFate, OutboxRow};
 
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::Error;

@@ -20,6 +20,7 @@ use super::config::OutboxRelayConfig;
 use super::publish::{Outcome, Publisher};
 use super::store::{ClaimOutboxParams, ClaimToken, FailParams, Failed, OutboxRow, OutboxStore};
 use crate::error::Error;
+use crate::inbox::ClaimMode;
 use crate::metrics as m;
 
 /// What one claimed batch came to.
@@ -45,15 +46,15 @@ pub struct RelayReport {
 /// Cheap to clone: clones share the store, the publisher and the relay's id.
 #[derive(Debug)]
 pub struct OutboxRelay<S, P> {
-    inner: Arc<Inner<S, P>>,
+    pub(super) inner: Arc<Inner<S, P>>,
 }
 
 #[derive(Debug)]
-struct Inner<S, P> {
-    store: S,
-    publisher: P,
-    config: OutboxRelayConfig,
-    id: String,
+pub(super) struct Inner<S, P> {
+    pub(super) store: S,
+    pub(super) publisher: P,
+    pub(super) config: OutboxRelayConfig,
+    pub(super) id: String,
 }
 
 impl<S, P> Clone for OutboxRelay<S, P> {
@@ -94,15 +95,34 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         &self.inner.publisher
     }
 
-    /// Claims one batch, publishes it and settles each row by its outcome.
+    /// Claims one batch, publishes it and settles each row by its outcome, holding the rows
+    /// as [`OutboxRelayConfig::claim_mode`] says.
     ///
     /// # Errors
-    /// A store failure claiming or settling. Rows whose settling failed keep their lease and
-    /// are published again (under the same id) once it runs out.
+    /// A store failure claiming or settling. Under a lease, rows whose settling failed keep
+    /// it and are published again (under the same ids) once it runs out; under a lock-held
+    /// claim they come free at once, and are published again under the same ids.
     pub async fn run_once(&self) -> Result<RelayReport, Error> {
+        if self.locks() {
+            self.run_locked().await
+        } else {
+            self.run_leased().await
+        }
+    }
+
+    /// Whether batches are lock-held (the configured mode, or the engine's best).
+    fn locks(&self) -> bool {
+        match self.inner.config.claim_mode {
+            Some(ClaimMode::LockHeld) => true,
+            Some(ClaimMode::Lease) => false,
+            None => self.inner.store.locks_outbox(),
+        }
+    }
+
+    async fn run_leased(&self) -> Result<RelayReport, Error> {
         let inner = &*self.inner;
         let token = ClaimToken::random();
-        let rows = inner
+        let mut rows = inner
             .store
             .claim_outbox(&ClaimOutboxParams {
                 relay: &inner.id,
@@ -112,6 +132,11 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
                 now: None,
             })
             .await?;
+        let cut = within_group_limit(&mut rows);
+        if !cut.is_empty() {
+            // Claimed past a crashed batch's limit: given back with their attempt.
+            inner.store.release_outbox(&token, Some(&cut)).await?;
+        }
         let mut report = RelayReport {
             claimed: rows.len() as u64,
             ..RelayReport::default()
@@ -119,33 +144,24 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         if rows.is_empty() {
             return Ok(report);
         }
-        let outcomes = inner.publisher.publish(&rows).await;
-        let mut outcomes = outcomes.into_iter();
+        let verdicts = verdicts(&rows, inner.publisher.publish(&rows).await);
         let (mut confirmed, mut not_sent) = (Vec::new(), Vec::new());
         let mut unreachable = None;
-        for row in &rows {
-            let outcome = outcomes.next().unwrap_or_else(|| Outcome::Unconfirmed {
-                reason: "the publisher gave no outcome for this row".to_owned(),
-            });
-            match outcome {
-                Outcome::Confirmed => confirmed.push(row.id),
-                Outcome::Refused { reason, permanent } => {
-                    let reason = format!("refused by the broker: {reason}");
+        for (row, verdict) in rows.iter().zip(verdicts) {
+            match verdict {
+                Verdict::Confirmed => confirmed.push(row.id),
+                Verdict::Failed { reason, permanent } => {
                     self.fail(row, &token, &reason, permanent, &mut report)
                         .await?;
                 }
-                Outcome::Unconfirmed { reason } => {
-                    let reason = format!("not confirmed by the broker: {reason}");
-                    self.fail(row, &token, &reason, false, &mut report).await?;
-                }
-                Outcome::NotSent { reason } => {
+                Verdict::NotSent(reason) => {
                     not_sent.push(row.id);
                     unreachable.get_or_insert(reason);
                 }
             }
         }
         if !confirmed.is_empty() {
-            let marked = if inner.config.sent_retention == Some(Duration::ZERO) {
+            let marked = if self.keeps_no_sent_rows() {
                 // No record kept: a delete writes no second version of the row.
                 inner.store.delete_sent(&confirmed, &token).await?
             } else {
@@ -166,14 +182,15 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         }
         if let Some(reason) = unreachable {
             report.handed_back = inner.store.release_outbox(&token, Some(&not_sent)).await?;
-            warn!(
-                rows = not_sent.len(),
-                error = reason,
-                "broker unreachable; rows handed back"
-            );
+            handed_back(not_sent.len(), &reason);
         }
         count(&report);
         Ok(report)
+    }
+
+    /// `sent_retention` zero: confirmed rows are deleted instead of marked.
+    pub(super) fn keeps_no_sent_rows(&self) -> bool {
+        self.inner.config.sent_retention == Some(Duration::ZERO)
     }
 
     async fn fail(
@@ -199,26 +216,8 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             })
             .await?;
         match failed {
-            Failed::Dead => {
-                report.dead += 1;
-                warn!(
-                    row = row.id,
-                    message_id = row.message_id,
-                    destination = row.destination,
-                    error = reason,
-                    "outbox row is dead"
-                );
-            }
-            Failed::Retrying => {
-                report.retrying += 1;
-                debug!(
-                    row = row.id,
-                    message_id = row.message_id,
-                    error = reason,
-                    attempts = row.attempts,
-                    "outbox row will be retried"
-                );
-            }
+            Failed::Dead => failed_row(row, reason, true, report),
+            Failed::Retrying => failed_row(row, reason, false, report),
             Failed::LostClaim => report.lost += 1,
         }
         Ok(())
@@ -247,6 +246,11 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         } else {
             None
         };
+        // A relay restarted after a crash judges its own last batches before it claims again:
+        // claimed again first, a row that killed it would take a whole batch down once more.
+        if let Err(e) = self.reap().await {
+            warn!(error = %e, "could not return dead relays' outbox rows");
+        }
         let mut tasks = JoinSet::new();
         for _ in 0..inner.config.concurrency.max(1) {
             let (relay, stop, wake) = (self.clone(), stop_rx.clone(), Arc::clone(&wake));
@@ -340,8 +344,38 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         }
     }
 
-    /// Returns expired claims (a relay that died or hung) to pending, or dead when they are
-    /// out of attempts, and purges old sent rows, every
+    /// Judges the batches of relays that died: lock-held batches that never settled and
+    /// leases that ran out get their rows back to pending (or dead, out of attempts), halving
+    /// the batch around a row that may have killed its relay. How many rows.
+    ///
+    /// # Errors
+    /// A statement failed (the passes before it stand).
+    pub async fn reap(&self) -> Result<u64, Error> {
+        const LIMIT: u32 = 1_000;
+        let inner = &*self.inner;
+        let max_attempts = inner.config.max_attempts;
+        let mut judged = inner.store.reap_unsettled_outbox(max_attempts).await?;
+        loop {
+            let n = inner
+                .store
+                .release_stale_outbox(max_attempts, LIMIT, None)
+                .await?;
+            judged += n;
+            if n < u64::from(LIMIT) {
+                break;
+            }
+        }
+        if judged > 0 {
+            metrics::counter!(m::OUTBOX_LEASES_EXPIRED_TOTAL).increment(judged);
+            warn!(
+                rows = judged,
+                "outbox rows whose relay stopped before settling them are pending again"
+            );
+        }
+        Ok(judged)
+    }
+
+    /// Judges dead relays' batches ([`OutboxRelay::reap`]) and purges old sent rows, every
     /// [`OutboxRelayConfig::reap_interval`].
     async fn reap_loop(&self, mut stop: watch::Receiver<bool>) {
         let config = &self.inner.config;
@@ -349,29 +383,8 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             if let Err(e) = self.purge_sent().await {
                 warn!(error = %e, "could not purge sent outbox rows");
             }
-            loop {
-                match self
-                    .inner
-                    .store
-                    .release_stale_outbox(config.max_attempts, 1_000, None)
-                    .await
-                {
-                    Ok(n) if n > 0 => {
-                        metrics::counter!(m::OUTBOX_LEASES_EXPIRED_TOTAL).increment(n);
-                        warn!(
-                            rows = n,
-                            "outbox rows whose relay stopped before the mark are pending again"
-                        );
-                        if n < 1_000 {
-                            break;
-                        }
-                    }
-                    Ok(_) => break,
-                    Err(e) => {
-                        warn!(error = %e, "could not return expired outbox claims");
-                        break;
-                    }
-                }
+            if let Err(e) = self.reap().await {
+                warn!(error = %e, "could not return dead relays' outbox rows");
             }
             tokio::select! {
                 () = tokio::time::sleep(config.reap_interval) => {}
@@ -381,7 +394,80 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
     }
 }
 
-fn count(report: &RelayReport) {
+/// How the publisher's outcome for a row is settled.
+pub(super) enum Verdict {
+    Confirmed,
+    Failed { reason: String, permanent: bool },
+    NotSent(String),
+}
+
+/// Each row's verdict, in the rows' order; a row the publisher gave no outcome for is
+/// unconfirmed.
+pub(super) fn verdicts(rows: &[OutboxRow], outcomes: Vec<Outcome>) -> Vec<Verdict> {
+    let mut outcomes = outcomes.into_iter();
+    rows.iter()
+        .map(|_| match outcomes.next() {
+            Some(Outcome::Confirmed) => Verdict::Confirmed,
+            Some(Outcome::Refused { reason, permanent }) => Verdict::Failed {
+                reason: format!("refused by the broker: {reason}"),
+                permanent,
+            },
+            Some(Outcome::Unconfirmed { reason }) => Verdict::Failed {
+                reason: format!("not confirmed by the broker: {reason}"),
+                permanent: false,
+            },
+            Some(Outcome::NotSent { reason }) => Verdict::NotSent(reason),
+            None => Verdict::Failed {
+                reason: "not confirmed by the broker: the publisher gave no outcome for this row"
+                    .to_owned(),
+                permanent: false,
+            },
+        })
+        .collect()
+}
+
+/// Cuts `rows` (in insert order) to the smallest `group_limit` among them: a row of a batch
+/// whose relay died goes with at most that many rows, so that halving corners a row that kills
+/// its relay. The ids cut, which the caller leaves for a later batch.
+pub(super) fn within_group_limit(rows: &mut Vec<OutboxRow>) -> Vec<i64> {
+    let Some(limit) = rows.iter().filter_map(|r| r.group_limit).min() else {
+        return Vec::new();
+    };
+    let keep = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
+    if rows.len() <= keep {
+        return Vec::new();
+    }
+    rows.split_off(keep).into_iter().map(|r| r.id).collect()
+}
+
+/// Counts and logs a row whose publish failed: dead, or to be retried.
+pub(super) fn failed_row(row: &OutboxRow, reason: &str, dead: bool, report: &mut RelayReport) {
+    if dead {
+        report.dead += 1;
+        warn!(
+            row = row.id,
+            message_id = row.message_id,
+            destination = row.destination,
+            error = reason,
+            "outbox row is dead"
+        );
+    } else {
+        report.retrying += 1;
+        debug!(
+            row = row.id,
+            message_id = row.message_id,
+            error = reason,
+            attempts = row.attempts,
+            "outbox row will be retried"
+        );
+    }
+}
+
+pub(super) fn handed_back(rows: usize, reason: &str) {
+    warn!(rows, error = reason, "broker unreachable; rows handed back");
+}
+
+pub(super) fn count(report: &RelayReport) {
     let outcomes = [
         ("sent", report.sent),
         ("retrying", report.retrying),

@@ -54,6 +54,9 @@ pub struct OutboxRow {
     pub caused_by_consumer: Option<String>,
     /// The inbound message that caused it.
     pub caused_by_message_id: Option<String>,
+    /// The most rows this row may be published with: it was in a batch whose relay died, and
+    /// may not be the cause (`outbox_release_stale.sql`); `None`: no limit.
+    pub group_limit: Option<u32>,
 }
 
 /// Parameters of [`OutboxStore::claim_outbox`].
@@ -69,6 +72,46 @@ pub struct ClaimOutboxParams<'a> {
     pub lease: Duration,
     /// The clock (tests); `None`: the database's.
     pub now: Option<SystemTime>,
+}
+
+/// Parameters of [`OutboxStore::lock_outbox`].
+#[derive(Debug, Clone, Copy)]
+pub struct LockOutboxParams {
+    /// The most rows.
+    pub limit: u32,
+    /// The batch's transaction-level lock: held while the batch is live, it tells the reaper
+    /// that the batch's record is not a crash's.
+    pub lock_key: i64,
+    /// The clock (tests); `None`: the database's.
+    pub now: Option<SystemTime>,
+}
+
+/// What became of a row of a lock-held batch, settled by [`OutboxStore::settle_outbox`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxFate {
+    /// The row.
+    pub id: i64,
+    /// `sent`, `pending` (retried after `backoff`) or `dead`.
+    pub status: &'static str,
+    /// The broker's reason, for a failed row.
+    pub error: Option<String>,
+    /// Before a retried row is tried again.
+    pub backoff: Duration,
+    /// Claims so far, this one included.
+    pub attempts: u32,
+}
+
+/// Parameters of [`OutboxStore::settle_outbox`].
+#[derive(Debug, Clone, Copy)]
+pub struct SettleParams<'a> {
+    /// The batch's record ([`OutboxStore::hold_outbox`]), deleted with the settling.
+    pub token: &'a ClaimToken,
+    /// The rows published or failed; rows not named (not sent) are left as they were.
+    pub fates: &'a [OutboxFate],
+    /// Delete sent rows instead of marking them (a relay that keeps none).
+    pub delete_sent: bool,
+    /// The relay, written to the rows' `claimed_by`.
+    pub relay: &'a str,
 }
 
 /// The outbox's operations on an engine.
@@ -100,6 +143,55 @@ pub trait OutboxStore: Engine {
         params: &ClaimOutboxParams<'_>,
     ) -> impl Future<Output = Result<Vec<OutboxRow>, StoreError>> + Send {
         crate::engine::outbox::claim(self, params)
+    }
+
+    /// Whether the engine can hold a relay's batch by its row locks for the length of its
+    /// publish ([`lock_outbox`](Self::lock_outbox) and the rest of the lock-held claim).
+    fn locks_outbox(&self) -> bool {
+        false
+    }
+
+    /// The lock-held claim: locks unsent rows in `conn`'s transaction (the relay's batch),
+    /// as [`claim_outbox`](Self::claim_outbox) chooses them, without writing to them. Their
+    /// `attempts` count this claim.
+    fn lock_outbox(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        params: &LockOutboxParams,
+    ) -> impl Future<Output = Result<Vec<OutboxRow>, StoreError>> + Send {
+        crate::engine::outbox::lock(self, conn, params)
+    }
+
+    /// Records a lock-held batch before its publish, committed on its own, so that a batch
+    /// whose relay dies leaves a trace: [`reap_unsettled_outbox`](Self::reap_unsettled_outbox)
+    /// counts its rows' attempt.
+    fn hold_outbox(
+        &self,
+        token: &ClaimToken,
+        lock_key: i64,
+        relay: &str,
+        ids: &[i64],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        crate::engine::outbox::hold(self, token, lock_key, relay, ids)
+    }
+
+    /// Settles a lock-held batch in its transaction (`conn`), and deletes its record.
+    fn settle_outbox(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        params: &SettleParams<'_>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = (conn, params);
+        async { Err(crate::engine::outbox::LEASE_ONLY) }
+    }
+
+    /// Counts the attempt of the rows of every lock-held batch whose transaction ended
+    /// without settling it (its relay died), and halves those batches; how many rows.
+    fn reap_unsettled_outbox(
+        &self,
+        max_attempts: u32,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        crate::engine::outbox::reap_unsettled(self, max_attempts)
     }
 
     /// Marks claimed rows sent, after the broker's confirmation; fenced by the token. The

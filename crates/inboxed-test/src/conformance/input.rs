@@ -128,7 +128,7 @@ pub async fn custom_namespace_keeps_tables_apart<B: Backend>(_test: &str) {
     let store = B::namespaced(&db).await;
     assert_eq!(
         store.migrate().await.unwrap(),
-        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        (1..=13).collect::<Vec<i64>>()
     );
     assert_eq!(
         store.migrate().await.unwrap(),

@@ -11,6 +11,7 @@ mod inbox;
 mod input;
 mod outbox;
 mod outbox_batch;
+mod outbox_crash;
 mod outbox_delete;
 mod outbox_operate;
 mod redrive;
@@ -69,6 +70,7 @@ pub use outbox_batch::{
     outbox_write_many_keeps_order_and_commits_with_the_transaction,
     worker_batches_announce_each_message_once,
 };
+pub use outbox_crash::a_row_that_kills_its_relay_is_cornered_alone;
 pub use outbox_delete::outbox_delete_sent_is_fenced_and_frees_the_key;
 pub use outbox_operate::outbox_operator_lists_retries_and_discards_dead_rows;
 pub use redrive::redrive_lifts_the_dead_letter_once;
@@ -159,6 +161,7 @@ macro_rules! conformance_tests {
             outbox_write_many_keeps_order_and_commits_with_the_transaction,
             worker_batches_announce_each_message_once,
             outbox_delete_sent_is_fenced_and_frees_the_key,
+            a_row_that_kills_its_relay_is_cornered_alone,
         );
     };
     // The processor's dedup guarantee alone, for a store variant that changes only how keys

@@ -204,7 +204,8 @@ pub async fn outbox_claims_follow_key_order_and_marks_are_fenced<B: Backend>(_te
 
 /// A refused row goes dead with the broker's reason and parks only its key; a transient
 /// failure waits out its backoff; a relay that died has its rows back after the lease, to be
-/// sent again under the same id, and a row out of attempts goes dead there too.
+/// sent again under the same id; a row held beside others is not charged for its relay's
+/// death but halved, and a row out of attempts that its relay held alone goes dead.
 pub async fn outbox_failures_park_only_their_key<B: Backend>(_test: &str) {
     let db = B::create().await;
     write_all(&db, &[("a", 1), ("a", 2), ("b", 1), ("b", 2), ("c", 1)]).await;
@@ -277,7 +278,10 @@ pub async fn outbox_failures_park_only_their_key<B: Backend>(_test: &str) {
         .await,
         1
     );
-    // Out of attempts at the reaper: dead.
+    // Out of attempts at the reaper, held beside another row. b1 is not charged (either may
+    // have been the cause) and may go with at most half its batch from now on; c1 is, because
+    // its limit said "alone" since its first relay's death and this claim ignored it (only a
+    // relay applies the limit), so the halving could not corner anything.
     let much_later = later + Duration::from_secs(31);
     assert_eq!(
         db.store
@@ -287,10 +291,48 @@ pub async fn outbox_failures_park_only_their_key<B: Backend>(_test: &str) {
         2
     );
     assert_eq!(
+        db.scalar(
+            "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'pending' \
+             AND attempts = 1 AND group_limit = 1 AND last_error LIKE 'lease expired%batch of 2%'"
+        )
+        .await,
+        1,
+        "b1 pending, its attempt given back, to go alone"
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'dead'")
+            .await,
+        2,
+        "a1 refused; c1 out of attempts, held against its limit"
+    );
+    // Alone, b1's relay dies: charged, and out of attempts.
+    let t3 = ClaimToken::random();
+    let alone = db
+        .store
+        .claim_outbox(&ClaimOutboxParams {
+            relay: "relay-3",
+            token: &t3,
+            limit: 1,
+            lease: Duration::from_secs(30),
+            now: Some(much_later),
+        })
+        .await
+        .unwrap();
+    assert_eq!(alone.iter().map(label).collect::<Vec<_>>(), ["b1"]);
+    assert_eq!(alone[0].group_limit, Some(1));
+    let past = much_later + Duration::from_secs(31);
+    assert_eq!(
+        db.store
+            .release_stale_outbox(2, 100, Some(past))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
         db.scalar("SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'dead'")
             .await,
         3,
-        "a1 refused; b1 and c1 out of attempts after their relay's lease ran out"
+        "and b1, out of attempts after its relay died publishing it alone"
     );
     db.finish().await;
 }

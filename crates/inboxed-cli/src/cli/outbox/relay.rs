@@ -30,8 +30,9 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         .schema
         .clone()
         .unwrap_or_else(|| (if is_pg { "public" } else { "main" }).to_owned());
-    // The claim loops, the reaper's pass and the listener.
-    let connections = u32::try_from(s.relay.concurrency + 2).unwrap_or(u32::MAX);
+    // The claim loops (two each while a lock-held batch records itself), the reaper's pass and
+    // the listener.
+    let connections = u32::try_from(2 * s.relay.concurrency + 2).unwrap_or(u32::MAX);
     let store =
         AnyStore::connect_in(&s.database, connections, Some((&schema, &s.table_prefix))).await?;
     if s.migrate {

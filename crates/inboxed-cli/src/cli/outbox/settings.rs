@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
+use inboxed_core::inbox::ClaimMode;
 use inboxed_core::outbox::OutboxRelayConfig;
 
 /// `inboxed outbox relay`'s flags. Every one can also come from its environment variable or
@@ -43,6 +44,12 @@ pub(crate) struct Args {
     /// Claim loops at once. Default 2.
     #[arg(long, env = "INBOXED_OUTBOX_CONCURRENCY")]
     pub(crate) concurrency: Option<usize>,
+    /// How a batch's rows are held while they are published: `lock-held` (one transaction
+    /// locks them through the publish and settles them: one row version and one commit a
+    /// batch; PostgreSQL only) or `lease` (claimed and marked in two transactions). Default
+    /// `lock-held` on PostgreSQL, `lease` on SQLite.
+    #[arg(long, env = "INBOXED_OUTBOX_CLAIM_MODE", value_parser = ["lock-held", "lease"])]
+    pub(crate) claim_mode: Option<String>,
     /// Attempts before a refused or unconfirmed row is dead. Default 10.
     #[arg(long, env = "INBOXED_OUTBOX_MAX_ATTEMPTS")]
     pub(crate) max_attempts: Option<u32>,
@@ -148,6 +155,12 @@ impl Args {
         if let Some(n) = self.concurrency.or(file.concurrency) {
             relay = relay.concurrency(n);
         }
+        match self.claim_mode.or(file.claim_mode).as_deref() {
+            None => {}
+            Some("lock-held") => relay = relay.claim_mode(ClaimMode::LockHeld),
+            Some("lease") => relay = relay.claim_mode(ClaimMode::Lease),
+            Some(other) => bail!("claim_mode {other:?}: write lock-held or lease"),
+        }
         if let Some(n) = self.max_attempts.or(file.max_attempts) {
             relay = relay.max_attempts(n);
         }
@@ -200,7 +213,7 @@ mod tests {
         std::fs::write(
             &path,
             "database_url = \"sqlite://file.db\"\nbroker = \"amqp://file\"\nbatch_size = 7\n\
-             lease = \"2m\"\nsent_retention = \"never\"\n[route]\n\"billing.charged\" = \"billing/charged.eu\"\n",
+             lease = \"2m\"\nsent_retention = \"never\"\nclaim_mode = \"lease\"\n[route]\n\"billing.charged\" = \"billing/charged.eu\"\n",
         )
         .unwrap();
         let s = Args {
@@ -220,6 +233,7 @@ mod tests {
         );
         assert_eq!(s.routes["billing.charged"], "billing/charged.eu");
         assert_eq!(s.relay.sent_retention, None, "never keeps every sent row");
+        assert_eq!(s.relay.claim_mode, Some(ClaimMode::Lease));
         let flagged = Args {
             config: Some(path.clone()),
             route: vec!["a=x/y".into()],

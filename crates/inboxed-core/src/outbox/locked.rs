@@ -1,0 +1,111 @@
+//! The relay's lock-held claim: one transaction locks a batch, stays open through its publish
+//! and settles it, so a row costs one new version (none when sent rows are deleted) and a
+//! batch one commit, against two of each under a lease.
+//!
+//! The row locks are the lease, so a relay that dies lets go of its rows as its connection
+//! closes, and every change of its transaction goes with it, attempts included. What is left
+//! is the batch's record, written on another connection before the publish
+//! ([`OutboxStore::hold_outbox`]) and deleted by the settling statement: the reaper counts the
+//! attempt of the rows of a record whose transaction is over, and halves the batch, so a row
+//! that kills its relay still ends dead instead of taking the relay down forever.
+
+use std::time::Duration;
+
+use super::publish::Publisher;
+use super::relay::{
+    OutboxRelay, RelayReport, Verdict, count, failed_row, handed_back, verdicts, within_group_limit,
+};
+use super::store::{ClaimToken, LockOutboxParams, OutboxFate, OutboxStore, SettleParams};
+use crate::error::{Error, StoreError};
+use crate::store::BeginParams;
+
+impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
+    pub(super) async fn run_locked(&self) -> Result<RelayReport, Error> {
+        let inner = &*self.inner;
+        let config = &inner.config;
+        // A publish is an idle gap in the transaction: the lease bounds it, as it bounds a
+        // leased batch, so a hung relay's rows come free.
+        let begin = BeginParams {
+            idle_in_transaction_timeout: config.lease.max(Duration::from_secs(1)),
+            ..BeginParams::default()
+        };
+        let mut tx = inner.store.begin(&begin).await?;
+        let lock_key = fastrand::i64(..);
+        let mut rows = inner
+            .store
+            .lock_outbox(
+                &mut tx,
+                &LockOutboxParams {
+                    limit: config.batch_size.max(1),
+                    lock_key,
+                    now: None,
+                },
+            )
+            .await?;
+        // Rows past a crashed batch's limit stay locked and untouched until the commit.
+        within_group_limit(&mut rows);
+        let mut report = RelayReport {
+            claimed: rows.len() as u64,
+            ..RelayReport::default()
+        };
+        if rows.is_empty() {
+            tx.rollback().await.map_err(StoreError::from_sqlx)?;
+            return Ok(report);
+        }
+        let token = ClaimToken::random();
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        inner
+            .store
+            .hold_outbox(&token, lock_key, &inner.id, &ids)
+            .await?;
+        let verdicts = verdicts(&rows, inner.publisher.publish(&rows).await);
+        let mut fates = Vec::with_capacity(rows.len());
+        let (mut not_sent, mut unreachable) = (0, None);
+        for (row, verdict) in rows.iter().zip(verdicts) {
+            let (status, error, backoff) = match verdict {
+                Verdict::Confirmed => {
+                    report.sent += 1;
+                    ("sent", None, Duration::ZERO)
+                }
+                Verdict::Failed { reason, permanent } => {
+                    let dead = permanent || row.attempts >= config.max_attempts;
+                    failed_row(row, &reason, dead, &mut report);
+                    let status = if dead { "dead" } else { "pending" };
+                    (status, Some(reason), config.backoff.delay(row.attempts))
+                }
+                Verdict::NotSent(reason) => {
+                    // Nothing reached the broker: left as it was, its attempt not counted.
+                    not_sent += 1;
+                    unreachable.get_or_insert(reason);
+                    continue;
+                }
+            };
+            fates.push(OutboxFate {
+                id: row.id,
+                status,
+                error,
+                backoff,
+                attempts: row.attempts,
+            });
+        }
+        inner
+            .store
+            .settle_outbox(
+                &mut tx,
+                &SettleParams {
+                    token: &token,
+                    fates: &fates,
+                    delete_sent: self.keeps_no_sent_rows(),
+                    relay: &inner.id,
+                },
+            )
+            .await?;
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        if let Some(reason) = unreachable {
+            report.handed_back = not_sent;
+            handed_back(usize::try_from(not_sent).unwrap_or(usize::MAX), &reason);
+        }
+        count(&report);
+        Ok(report)
+    }
+}

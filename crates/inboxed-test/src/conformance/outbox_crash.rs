@@ -1,0 +1,112 @@
+//! A row whose publish kills its relay, under each way the engine can hold a batch: the relay
+//! dies every time the row is in its batch (here, its batch's future is dropped mid-publish,
+//! which ends its transaction or leaves its lease to run out, as a SIGKILL does), and the
+//! reaper halves the batch around it until it goes alone and is charged. It must end dead with
+//! the reason, and every other row sent, none of them charged for its deaths.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use inboxed_core::inbox::ClaimMode;
+use inboxed_core::outbox::store::OutboxStore;
+use inboxed_core::outbox::{OutboxRelay, OutboxRelayConfig, OutboxRow, Outcome, Publisher};
+
+use super::outbox::{label, write_all};
+use crate::backend::Backend;
+
+/// Confirms every row, unless the batch holds the poison: then it never returns.
+#[derive(Debug)]
+struct Poisoned {
+    poison: &'static str,
+    sent: Mutex<BTreeSet<String>>,
+}
+
+impl Publisher for Poisoned {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+        if rows.iter().any(|r| label(r) == self.poison) {
+            std::future::pending::<()>().await;
+        }
+        let mut sent = self.sent.lock().unwrap();
+        sent.extend(rows.iter().map(label));
+        rows.iter().map(|_| Outcome::Confirmed).collect()
+    }
+}
+
+/// 16 rows, the sixth poison, batches of 16, three attempts: in both claim modes (lock-held
+/// only where the engine has it).
+pub async fn a_row_that_kills_its_relay_is_cornered_alone<B: Backend>(_test: &str) {
+    let modes = [ClaimMode::Lease, ClaimMode::LockHeld];
+    for mode in modes {
+        let db = B::create().await;
+        if mode == ClaimMode::LockHeld && !db.store.locks_outbox() {
+            db.finish().await;
+            continue;
+        }
+        let rows: Vec<(&str, u32)> = (1..=16).map(|n| ("", n)).collect();
+        write_all(&db, &rows).await;
+        let lease = Duration::from_millis(150);
+        let config = OutboxRelayConfig::default()
+            .claim_mode(mode)
+            .batch_size(16)
+            .max_attempts(3)
+            .lease(lease)
+            .notify(false);
+        let publisher = Poisoned {
+            poison: "-6",
+            sent: Mutex::new(BTreeSet::new()),
+        };
+        let relay = OutboxRelay::new(db.store.clone(), publisher, config);
+        let mut deaths = 0;
+        for _ in 0..60 {
+            let settled = db
+                .scalar(
+                    "SELECT count(*) FROM inboxed_outbox_messages \
+                     WHERE status IN ('sent', 'dead')",
+                )
+                .await;
+            if settled == 16 {
+                break;
+            }
+            match tokio::time::timeout(Duration::from_millis(300), relay.run_once()).await {
+                Ok(report) => {
+                    report.unwrap();
+                }
+                Err(_) => {
+                    // The relay "died" publishing: its lease runs out, or its transaction
+                    // ended with its connection, and the next pass judges the batch.
+                    deaths += 1;
+                    tokio::time::sleep(lease + Duration::from_millis(50)).await;
+                    relay.reap().await.unwrap();
+                }
+            }
+        }
+        let sent = relay.publisher().sent.lock().unwrap().len();
+        assert_eq!(sent, 15, "{mode:?}: every other row published");
+        assert_eq!(
+            db.scalar(
+                "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent' \
+                 AND attempts = 1"
+            )
+            .await,
+            15,
+            "{mode:?}: sent, charged only for the publish that confirmed them"
+        );
+        assert_eq!(
+            db.scalar(
+                "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'dead' \
+                 AND attempts = 3 AND last_error LIKE '%stopped%' \
+                 AND headers->>'n' = '-6'"
+            )
+            .await,
+            1,
+            "{mode:?}: the poison dead after three deaths alone"
+        );
+        // 16 → 8 → 4 → 2 → 1, then charged alone three times.
+        assert_eq!(
+            deaths, 7,
+            "{mode:?}: halved down to the row, then its attempts"
+        );
+        db.finish().await;
+    }
+}

@@ -10,7 +10,9 @@ use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 
 use inboxed_core::Store;
-use inboxed_core::outbox::{Outbox, OutboxRelay, OutboxRelayConfig, OutgoingMessage, Publisher};
+use inboxed_core::outbox::{
+    Outbox, OutboxRelay, OutboxRelayConfig, OutboxRow, Outcome, OutgoingMessage, Publisher,
+};
 use inboxed_core::store::BeginParams;
 use inboxed_nats::{NatsPublisher, NatsPublisherConfig};
 use inboxed_postgres::PgStore;
@@ -90,13 +92,27 @@ pub(super) async fn publish_rates(store: &PgStore, args: &Args) -> anyhow::Resul
             }
         }
         js.delete_stream(&stream).await?;
+
+        // The database's share alone: a publisher that confirms every row at once.
+        for &(mode, claim) in &modes {
+            for &batch in &args.relay_batches {
+                let config = args.relay().claim_mode(claim).batch_size(batch);
+                let rate =
+                    relay_rate(store, AtOnce, config, "bench.none", args.messages, &payload)
+                        .await?;
+                println!(
+                    "round {round}, {NO_BROKER}: relay, {mode}, batches of {batch}: {rate:.0} msg/s"
+                );
+                results.push((NO_BROKER, mode, batch, rate, raw));
+            }
+        }
     }
     println!();
     println!(
         "| broker | claim | relay batch | relay msg/s | raw confirmed publish msg/s | relay / raw |"
     );
     println!("|---|---|---|---|---|---|");
-    for broker in ["RabbitMQ", "NATS JetStream"] {
+    for broker in ["RabbitMQ", "NATS JetStream", NO_BROKER] {
         for &(mode, _) in &modes {
             for &batch in &args.relay_batches {
                 let of = |f: fn(&(&str, &str, u32, f64, f64)) -> f64| {
@@ -122,8 +138,26 @@ pub(super) async fn publish_rates(store: &PgStore, args: &Args) -> anyhow::Resul
             }
         }
     }
+    println!(
+        "({NO_BROKER}: the relay with a publisher that confirms every row at once, against \
+         NATS JetStream's raw rate of the same round: what the database leaves of the fastest \
+         broker's rate, the ceiling of any relay ratio on this machine)"
+    );
     println!();
     Ok(())
+}
+
+/// The row of the publish table that measures the database alone.
+const NO_BROKER: &str = "no broker";
+
+/// Confirms every row at once: a relay publishing through it runs at the rate its claims and
+/// settlements allow.
+struct AtOnce;
+
+impl Publisher for AtOnce {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+        rows.iter().map(|_| Outcome::Confirmed).collect()
+    }
 }
 
 /// `messages` persistent messages published to `queue` with publisher confirms and

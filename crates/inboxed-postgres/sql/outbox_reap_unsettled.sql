@@ -11,6 +11,9 @@
 -- attempt is not counted, and it may go with at most half as many rows as the batch held
 -- (group_limit), so a row that kills its relay is halved down to a batch of one, and charged
 -- from then on. One reaper at a time (a transaction lock), so that no record is judged twice.
+-- A row in several records (its batches died one after another before a reaper came) is
+-- judged once by all of them: charged once for each record that held it alone, limited by the
+-- smallest of its batches.
 -- Rows another relay holds right now are waited for (a batch's time) and judged by their
 -- state after it.
 WITH gate AS (
@@ -22,12 +25,17 @@ orphans AS (
     WHERE (SELECT mine FROM gate) AND pg_try_advisory_xact_lock(u.lock_key)
     RETURNING u.ids, u.relay
 ),
-judged AS (
+held AS (
     SELECT unnest(o.ids) AS id, cardinality(o.ids) AS n, o.relay FROM orphans o
+),
+judged AS (
+    SELECT id, min(n) AS n, count(*) FILTER (WHERE n <= 1) AS alone, min(relay) AS relay
+    FROM held
+    GROUP BY id
 )
 UPDATE {{schema}}."{{prefix}}outbox_messages" m
-SET status = CASE WHEN j.n <= 1 AND m.attempts + 1 >= $1 THEN 'dead' ELSE 'pending' END,
-    attempts = CASE WHEN j.n <= 1 THEN m.attempts + 1 ELSE m.attempts END,
+SET status = CASE WHEN j.alone > 0 AND m.attempts + j.alone >= $1 THEN 'dead' ELSE 'pending' END,
+    attempts = m.attempts + j.alone,
     group_limit = greatest(j.n / 2, 1)::integer,
     last_error = 'relay ' || j.relay || ' stopped while publishing this row'
         || CASE WHEN j.n > 1 THEN ' in a batch of ' || j.n ELSE '' END

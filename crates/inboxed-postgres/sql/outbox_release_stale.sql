@@ -12,14 +12,22 @@
 -- one instead of taking the rest of its batch with it to the dead state. Except when the batch
 -- held more rows than a row's group_limit allowed: its relay ignored the limit (one older than
 -- migration 0013), so the halving cannot corner anything, and the attempt stands as before.
--- SKIP LOCKED: rows another statement is settling right now are left for the next pass.
-WITH dying AS (
+-- One reaper at a time (a transaction lock; another reaper's pass meanwhile returns nothing and
+-- the next one catches up), so that no batch is split between two reapers' counts, where a
+-- part of one row would look held alone. SKIP LOCKED: rows another statement is settling right
+-- now are left for the next pass.
+WITH gate AS (
+    SELECT pg_try_advisory_xact_lock(hashtextextended('{{schema}}.{{prefix}}outbox_reaper', 1))
+        AS mine
+),
+dying AS (
     SELECT DISTINCT claim_token
     FROM (
         SELECT claim_token
         FROM {{schema}}."{{prefix}}outbox_messages"
         WHERE status = 'sending'
           AND lease_expires_at < coalesce(to_timestamp($3::float8 / 1000), now())
+          AND (SELECT mine FROM gate)
         ORDER BY lease_expires_at
         LIMIT $2
     ) expired

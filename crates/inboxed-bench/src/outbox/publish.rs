@@ -97,9 +97,8 @@ pub(super) async fn publish_rates(store: &PgStore, args: &Args) -> anyhow::Resul
         for &(mode, claim) in &modes {
             for &batch in &args.relay_batches {
                 let config = args.relay().claim_mode(claim).batch_size(batch);
-                let rate =
-                    relay_rate(store, AtOnce, config, "bench.none", args.messages, &payload)
-                        .await?;
+                let rate = relay_rate(store, AtOnce, config, "bench.none", args.messages, &payload)
+                    .await?;
                 println!(
                     "round {round}, {NO_BROKER}: relay, {mode}, batches of {batch}: {rate:.0} msg/s"
                 );

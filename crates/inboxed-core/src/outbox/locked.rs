@@ -23,6 +23,20 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
     pub(super) async fn run_locked(&self) -> Result<RelayReport, Error> {
         let inner = &*self.inner;
         let config = &inner.config;
+        if !inner.store.locks_outbox() {
+            return Err(crate::engine::outbox::LEASE_ONLY.into());
+        }
+        // Batches whose relay died are judged before this one locks: taken again whole first,
+        // a row that killed another relay would take this one down with its whole batch. A
+        // statement on a table of a few rows, before the transaction, so that this loop never
+        // holds one connection while it waits for another here.
+        let judged = inner
+            .store
+            .reap_unsettled_outbox(config.max_attempts)
+            .await?;
+        if judged > 0 {
+            super::relay::judged(judged);
+        }
         // A publish is an idle gap in the transaction: the lease bounds it, as it bounds a
         // leased batch, so a hung relay's rows come free.
         let begin = BeginParams {

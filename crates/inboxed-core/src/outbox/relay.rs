@@ -223,10 +223,12 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         Ok(())
     }
 
-    /// Runs the relay's claim loops and its pass over expired leases until `shutdown`
-    /// resolves; then lets batches in flight finish within
-    /// [`OutboxRelayConfig::shutdown_grace`]. A batch cut short keeps its lease: its rows are
-    /// published again, under the same ids, once it runs out.
+    /// Runs the relay's claim loops and its reaper ([`OutboxRelay::reap`], also once before the
+    /// loops start) until `shutdown` resolves; then lets batches in flight finish within
+    /// [`OutboxRelayConfig::shutdown_grace`]. A batch cut short is judged as a crashed one:
+    /// under a lease its rows wait for the lease to run out; lock-held, they are free at once
+    /// and the next reap counts it (an attempt for a batch of one row, a halving otherwise).
+    /// Either way they are published again under the same ids.
     ///
     /// # Errors
     /// None today: store and broker failures are retried with backoff and logged.
@@ -268,7 +270,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         if drained.is_err() {
             warn!(
                 ?grace,
-                "outbox batches still publishing at the end of the shutdown grace; their rows wait for their lease"
+                "outbox batches still publishing at the end of the shutdown grace; their rows will be sent again under the same ids"
             );
             tasks.shutdown().await;
         }
@@ -366,11 +368,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             }
         }
         if judged > 0 {
-            metrics::counter!(m::OUTBOX_LEASES_EXPIRED_TOTAL).increment(judged);
-            warn!(
-                rows = judged,
-                "outbox rows whose relay stopped before settling them are pending again"
-            );
+            self::judged(judged);
         }
         Ok(judged)
     }
@@ -461,6 +459,15 @@ pub(super) fn failed_row(row: &OutboxRow, reason: &str, dead: bool, report: &mut
             "outbox row will be retried"
         );
     }
+}
+
+/// Counts and logs rows a reaper returned after their relay died.
+pub(super) fn judged(rows: u64) {
+    metrics::counter!(m::OUTBOX_LEASES_EXPIRED_TOTAL).increment(rows);
+    warn!(
+        rows,
+        "outbox rows whose relay stopped before settling them are pending again"
+    );
 }
 
 pub(super) fn handed_back(rows: usize, reason: &str) {

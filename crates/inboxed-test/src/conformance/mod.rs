@@ -70,7 +70,10 @@ pub use outbox_batch::{
     outbox_write_many_keeps_order_and_commits_with_the_transaction,
     worker_batches_announce_each_message_once,
 };
-pub use outbox_crash::a_row_that_kills_its_relay_is_cornered_alone;
+pub use outbox_crash::{
+    a_reap_beside_a_live_lock_held_batch_judges_nothing,
+    a_row_that_kills_its_relay_is_cornered_alone,
+};
 pub use outbox_delete::outbox_delete_sent_is_fenced_and_frees_the_key;
 pub use outbox_operate::outbox_operator_lists_retries_and_discards_dead_rows;
 pub use redrive::redrive_lifts_the_dead_letter_once;
@@ -162,6 +165,7 @@ macro_rules! conformance_tests {
             worker_batches_announce_each_message_once,
             outbox_delete_sent_is_fenced_and_frees_the_key,
             a_row_that_kills_its_relay_is_cornered_alone,
+            a_reap_beside_a_live_lock_held_batch_judges_nothing,
         );
     };
     // The processor's dedup guarantee alone, for a store variant that changes only how keys

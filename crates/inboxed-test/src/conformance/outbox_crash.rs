@@ -107,6 +107,85 @@ pub async fn a_row_that_kills_its_relay_is_cornered_alone<B: Backend>(_test: &st
             deaths, 7,
             "{mode:?}: halved down to the row, then its attempts"
         );
+        if mode == ClaimMode::LockHeld {
+            assert_eq!(
+                db.scalar("SELECT count(*) FROM inboxed_outbox_unsettled")
+                    .await,
+                0,
+                "every batch's record went with its settling or its judging"
+            );
+        }
         db.finish().await;
     }
+}
+
+/// Confirms every row, after `release` is notified the first time.
+#[derive(Debug)]
+struct Held {
+    started: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+impl Publisher for Held {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+        self.started.notify_one();
+        self.release.notified().await;
+        rows.iter().map(|_| Outcome::Confirmed).collect()
+    }
+}
+
+/// A reap while a lock-held batch is publishing judges nothing: the batch's transaction holds
+/// its record's key. Then the batch settles, its record goes, and every row is sent once.
+pub async fn a_reap_beside_a_live_lock_held_batch_judges_nothing<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    if !db.store.locks_outbox() {
+        db.finish().await;
+        return;
+    }
+    let rows: Vec<(&str, u32)> = (1..=8).map(|n| ("", n)).collect();
+    write_all(&db, &rows).await;
+    let publisher = Held {
+        started: tokio::sync::Notify::new(),
+        release: tokio::sync::Notify::new(),
+    };
+    let config = OutboxRelayConfig::default()
+        .claim_mode(ClaimMode::LockHeld)
+        .notify(false);
+    let relay = OutboxRelay::new(db.store.clone(), publisher, config);
+    let running = {
+        let relay = relay.clone();
+        tokio::spawn(async move { relay.run_once().await })
+    };
+    relay.publisher().started.notified().await;
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_outbox_unsettled")
+            .await,
+        1,
+        "the batch recorded itself before its publish"
+    );
+    assert_eq!(relay.reap().await.unwrap(), 0, "a live batch is not judged");
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_outbox_unsettled")
+            .await,
+        1,
+        "its record stays"
+    );
+    relay.publisher().release.notify_one();
+    let report = running.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.sent), (8, 8));
+    assert_eq!(
+        db.scalar(
+            "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent' \
+             AND attempts = 1 AND group_limit IS NULL"
+        )
+        .await,
+        8
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_outbox_unsettled")
+            .await,
+        0,
+        "the settling deleted the record"
+    );
+    db.finish().await;
 }

@@ -12,7 +12,7 @@ use inboxed_core::engine::{Args, Engine};
 use inboxed_core::inbox::store::millis_of;
 use inboxed_core::migration::Migration;
 use inboxed_core::outbox::OutboxRow;
-use inboxed_core::outbox::store::{LockOutboxParams, SettleParams, WriteParams};
+use inboxed_core::outbox::store::{ClaimOutboxParams, LockOutboxParams, SettleParams, WriteParams};
 use inboxed_core::sql::Queries;
 use inboxed_core::{ConsumerName, Envelope, Namespace, StoreError, StoredHash};
 
@@ -174,6 +174,22 @@ impl inboxed_core::outbox::store::OutboxStore for PgStore {
 
     fn locks_outbox(&self) -> bool {
         true
+    }
+
+    /// The shared lease claim in a transaction of its own, planned with sorting off
+    /// (`outbox_lock_plan.sql` says why).
+    async fn claim_outbox(
+        &self,
+        params: &ClaimOutboxParams<'_>,
+    ) -> Result<Vec<OutboxRow>, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
+        sqlx::raw_sql(AssertSqlSafe(&*self.queries.outbox_lock_plan))
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        let rows = inboxed_core::engine::outbox::claim_on(self, &mut tx, params).await?;
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        Ok(rows)
     }
 
     /// The shared claim, planned with sorting off (`outbox_lock_plan.sql` says why).

@@ -60,20 +60,34 @@ pub async fn claim<E: Engine>(
     e: &E,
     p: &ClaimOutboxParams<'_>,
 ) -> Result<Vec<OutboxRow>, StoreError> {
-    let q = e
-        .fresh(&e.queries().outbox_claim)
+    claimed(e.fetch_alone(claim_query(e, p)).await?)
+}
+
+/// [`claim()`] through `conn`, in its transaction (an engine that sets up the claim's
+/// transaction itself).
+///
+/// # Errors
+/// As [`claim()`].
+pub async fn claim_on<E: Engine>(
+    e: &E,
+    conn: &mut Conn<E>,
+    p: &ClaimOutboxParams<'_>,
+) -> Result<Vec<OutboxRow>, StoreError> {
+    claimed(E::fetch_all(claim_query(e, p), conn).await?)
+}
+
+fn claim_query<E: Engine>(e: &E, p: &ClaimOutboxParams<'_>) -> E::Query {
+    e.fresh(&e.queries().outbox_claim)
         .text(p.relay)
         .bytes(p.token.as_bytes())
         .int(i64::from(p.limit))
         .int(millis_of(p.lease))
-        .opt_int(p.now.map(millis));
-    let mut rows: Vec<OutboxRow> = e
-        .fetch_alone(q)
-        .await?
-        .iter()
-        .map(outbox_row)
-        .collect::<Result<_, _>>()?;
-    // RETURNING's order is not guaranteed; insert order is the id.
+        .opt_int(p.now.map(millis))
+}
+
+/// The claimed rows, in insert order (RETURNING's order is not guaranteed).
+fn claimed<R: Columns>(rows: Vec<R>) -> Result<Vec<OutboxRow>, StoreError> {
+    let mut rows: Vec<OutboxRow> = rows.iter().map(outbox_row).collect::<Result<_, _>>()?;
     rows.sort_by_key(|r| r.id);
     Ok(rows)
 }
@@ -93,13 +107,7 @@ pub async fn lock<E: Engine>(
         .int(i64::from(p.limit))
         .opt_int(p.now.map(millis))
         .int(p.lock_key);
-    let mut rows: Vec<OutboxRow> = E::fetch_all(q, conn)
-        .await?
-        .iter()
-        .map(outbox_row)
-        .collect::<Result<_, _>>()?;
-    rows.sort_by_key(|r| r.id);
-    Ok(rows)
+    claimed(E::fetch_all(q, conn).await?)
 }
 
 /// Records a lock-held batch, committed on its own (`outbox_hold.sql`).

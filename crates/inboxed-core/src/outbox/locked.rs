@@ -43,21 +43,25 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             idle_in_transaction_timeout: config.lease.max(Duration::from_secs(1)),
             ..BeginParams::default()
         };
-        let mut tx = inner.store.begin(&begin).await?;
         let lock_key = fastrand::i64(..);
-        let mut rows = inner
-            .store
-            .lock_outbox(
-                &mut tx,
-                &LockOutboxParams {
-                    limit: config.batch_size.max(1),
-                    lock_key,
-                    now: None,
-                },
-            )
-            .await?;
-        // Rows past a crashed batch's limit stay locked and untouched until the commit.
-        within_group_limit(&mut rows);
+        let mut limit = config.batch_size.max(1);
+        let (mut tx, rows) = loop {
+            let mut tx = inner.store.begin(&begin).await?;
+            let params = LockOutboxParams {
+                limit,
+                lock_key,
+                now: None,
+            };
+            let mut rows = inner.store.lock_outbox(&mut tx, &params).await?;
+            let cut = within_group_limit(&mut rows);
+            if cut.is_empty() || limit == 1 {
+                break (tx, rows);
+            }
+            // A row of a crashed batch limits this one: lock again at that size, so that the
+            // rows past it are not held through the publish, away from other relays.
+            tx.rollback().await.map_err(StoreError::from_sqlx)?;
+            limit = u32::try_from(rows.len()).unwrap_or(1).max(1);
+        };
         let mut report = RelayReport {
             claimed: rows.len() as u64,
             ..RelayReport::default()

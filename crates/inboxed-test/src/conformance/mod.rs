@@ -72,7 +72,7 @@ pub use outbox_batch::{
 };
 pub use outbox_crash::{
     a_reap_beside_a_live_lock_held_batch_judges_nothing,
-    a_row_that_kills_its_relay_is_cornered_alone,
+    a_row_that_kills_its_relay_is_cornered_alone, rows_past_a_batch_limit_are_left_to_other_relays,
 };
 pub use outbox_delete::outbox_delete_sent_is_fenced_and_frees_the_key;
 pub use outbox_operate::outbox_operator_lists_retries_and_discards_dead_rows;
@@ -166,6 +166,7 @@ macro_rules! conformance_tests {
             outbox_delete_sent_is_fenced_and_frees_the_key,
             a_row_that_kills_its_relay_is_cornered_alone,
             a_reap_beside_a_live_lock_held_batch_judges_nothing,
+            rows_past_a_batch_limit_are_left_to_other_relays,
         );
     };
     // The processor's dedup guarantee alone, for a store variant that changes only how keys

@@ -189,3 +189,71 @@ pub async fn a_reap_beside_a_live_lock_held_batch_judges_nothing<B: Backend>(_te
     );
     db.finish().await;
 }
+
+/// Confirms every row at once.
+#[derive(Debug)]
+struct AtOnce;
+
+impl Publisher for AtOnce {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+        rows.iter().map(|_| Outcome::Confirmed).collect()
+    }
+}
+
+/// A lock-held batch cut to a crashed batch's limit holds only the rows it publishes: while
+/// it publishes two rows of eight (every row limited to batches of two), another relay takes
+/// the next two, not nothing.
+pub async fn rows_past_a_batch_limit_are_left_to_other_relays<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    if !db.store.locks_outbox() {
+        db.finish().await;
+        return;
+    }
+    let rows: Vec<(&str, u32)> = (1..=8).map(|n| ("", n)).collect();
+    write_all(&db, &rows).await;
+    assert_eq!(
+        db.scalar(
+            "WITH limited AS (UPDATE inboxed_outbox_messages SET group_limit = 2 RETURNING 1) \
+             SELECT count(*) FROM limited"
+        )
+        .await,
+        8
+    );
+    let config = || {
+        OutboxRelayConfig::default()
+            .claim_mode(ClaimMode::LockHeld)
+            .notify(false)
+    };
+    let held = OutboxRelay::new(
+        db.store.clone(),
+        Held {
+            started: tokio::sync::Notify::new(),
+            release: tokio::sync::Notify::new(),
+        },
+        config(),
+    );
+    let running = {
+        let relay = held.clone();
+        tokio::spawn(async move { relay.run_once().await })
+    };
+    held.publisher().started.notified().await;
+    let other = OutboxRelay::new(db.store.clone(), AtOnce, config());
+    let report = other.run_once().await.unwrap();
+    assert_eq!(
+        (report.claimed, report.sent),
+        (2, 2),
+        "the other relay takes the next two rows"
+    );
+    held.publisher().release.notify_one();
+    let report = running.await.unwrap().unwrap();
+    assert_eq!((report.claimed, report.sent), (2, 2));
+    assert_eq!(
+        db.scalar(
+            "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent' \
+             AND headers->>'n' IN ('-1', '-2', '-3', '-4')"
+        )
+        .await,
+        4
+    );
+    db.finish().await;
+}

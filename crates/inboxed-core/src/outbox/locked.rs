@@ -9,6 +9,7 @@
 //! attempt of the rows of a record whose transaction is over, and halves the batch, so a row
 //! that kills its relay still ends dead instead of taking the relay down forever.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::publish::Publisher;
@@ -18,6 +19,11 @@ use super::relay::{
 use super::store::{ClaimToken, LockOutboxParams, OutboxFate, OutboxStore, SettleParams};
 use crate::error::{Error, StoreError};
 use crate::store::BeginParams;
+
+/// How often at most a relay's loops judge dead relays' batches before a batch: a batch that
+/// starts within this of a relay's death may take its rows whole once more (and, if one of them
+/// killed it, die too; the halving then counts both deaths).
+const JUDGE_EVERY_MS: u64 = 100;
 
 impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
     pub(super) async fn run_locked(&self) -> Result<RelayReport, Error> {
@@ -29,13 +35,23 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         // Batches whose relay died are judged before this one locks: taken again whole first,
         // a row that killed another relay would take this one down with its whole batch. A
         // statement on a table of a few rows, before the transaction, so that this loop never
-        // holds one connection while it waits for another here.
-        let judged = inner
-            .store
-            .reap_unsettled_outbox(config.max_attempts)
-            .await?;
-        if judged > 0 {
-            super::relay::judged(judged);
+        // holds one connection while it waits for another here; at most every
+        // JUDGE_EVERY per relay, so that a relay draining a backlog does not pay it a batch.
+        let now = u64::try_from(inner.born.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let last = inner.judged_at.load(Ordering::Relaxed);
+        if (last == u64::MAX || now.saturating_sub(last) >= JUDGE_EVERY_MS)
+            && inner
+                .judged_at
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            let judged = inner
+                .store
+                .reap_unsettled_outbox(config.max_attempts)
+                .await?;
+            if judged > 0 {
+                super::relay::judged(judged);
+            }
         }
         // A publish is an idle gap in the transaction: the lease bounds it, as it bounds a
         // leased batch, so a hung relay's rows come free.

@@ -55,6 +55,10 @@ pub(super) struct Inner<S, P> {
     pub(super) publisher: P,
     pub(super) config: OutboxRelayConfig,
     pub(super) id: String,
+    /// When this relay's loops last judged dead relays' lock-held batches before a batch
+    /// (milliseconds since `born`; `u64::MAX`: never); see `OutboxRelay::run_locked`.
+    pub(super) judged_at: std::sync::atomic::AtomicU64,
+    pub(super) born: std::time::Instant,
 }
 
 impl<S, P> Clone for OutboxRelay<S, P> {
@@ -80,6 +84,8 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
                 publisher,
                 config,
                 id,
+                judged_at: std::sync::atomic::AtomicU64::new(u64::MAX),
+                born: std::time::Instant::now(),
             }),
         }
     }

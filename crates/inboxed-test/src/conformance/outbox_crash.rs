@@ -119,8 +119,28 @@ pub async fn a_row_that_kills_its_relay_is_cornered_alone<B: Backend>(_test: &st
     }
 }
 
+/// A database of an engine with lock-held claims, with eight unkeyed rows written; `None` on
+/// another engine (the case does not apply).
+async fn eight_rows_to_lock<B: Backend>() -> Option<crate::backend::TestDb<B>> {
+    let db = B::create().await;
+    if !db.store.locks_outbox() {
+        db.finish().await;
+        return None;
+    }
+    let rows: Vec<(&str, u32)> = (1..=8).map(|n| ("", n)).collect();
+    write_all(&db, &rows).await;
+    Some(db)
+}
+
+/// A lock-held relay that waits for no notification.
+fn lock_held() -> OutboxRelayConfig {
+    OutboxRelayConfig::default()
+        .claim_mode(ClaimMode::LockHeld)
+        .notify(false)
+}
+
 /// Confirms every row, after `release` is notified the first time.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Held {
     started: tokio::sync::Notify,
     release: tokio::sync::Notify,
@@ -137,21 +157,10 @@ impl Publisher for Held {
 /// A reap while a lock-held batch is publishing judges nothing: the batch's transaction holds
 /// its record's key. Then the batch settles, its record goes, and every row is sent once.
 pub async fn a_reap_beside_a_live_lock_held_batch_judges_nothing<B: Backend>(_test: &str) {
-    let db = B::create().await;
-    if !db.store.locks_outbox() {
-        db.finish().await;
+    let Some(db) = eight_rows_to_lock::<B>().await else {
         return;
-    }
-    let rows: Vec<(&str, u32)> = (1..=8).map(|n| ("", n)).collect();
-    write_all(&db, &rows).await;
-    let publisher = Held {
-        started: tokio::sync::Notify::new(),
-        release: tokio::sync::Notify::new(),
     };
-    let config = OutboxRelayConfig::default()
-        .claim_mode(ClaimMode::LockHeld)
-        .notify(false);
-    let relay = OutboxRelay::new(db.store.clone(), publisher, config);
+    let relay = OutboxRelay::new(db.store.clone(), Held::default(), lock_held());
     let running = {
         let relay = relay.clone();
         tokio::spawn(async move { relay.run_once().await })
@@ -204,13 +213,9 @@ impl Publisher for AtOnce {
 /// it publishes two rows of eight (every row limited to batches of two), another relay takes
 /// the next two, not nothing.
 pub async fn rows_past_a_batch_limit_are_left_to_other_relays<B: Backend>(_test: &str) {
-    let db = B::create().await;
-    if !db.store.locks_outbox() {
-        db.finish().await;
+    let Some(db) = eight_rows_to_lock::<B>().await else {
         return;
-    }
-    let rows: Vec<(&str, u32)> = (1..=8).map(|n| ("", n)).collect();
-    write_all(&db, &rows).await;
+    };
     assert_eq!(
         db.scalar(
             "WITH limited AS (UPDATE inboxed_outbox_messages SET group_limit = 2 RETURNING 1) \
@@ -219,25 +224,13 @@ pub async fn rows_past_a_batch_limit_are_left_to_other_relays<B: Backend>(_test:
         .await,
         8
     );
-    let config = || {
-        OutboxRelayConfig::default()
-            .claim_mode(ClaimMode::LockHeld)
-            .notify(false)
-    };
-    let held = OutboxRelay::new(
-        db.store.clone(),
-        Held {
-            started: tokio::sync::Notify::new(),
-            release: tokio::sync::Notify::new(),
-        },
-        config(),
-    );
+    let held = OutboxRelay::new(db.store.clone(), Held::default(), lock_held());
     let running = {
         let relay = held.clone();
         tokio::spawn(async move { relay.run_once().await })
     };
     held.publisher().started.notified().await;
-    let other = OutboxRelay::new(db.store.clone(), AtOnce, config());
+    let other = OutboxRelay::new(db.store.clone(), AtOnce, lock_held());
     let report = other.run_once().await.unwrap();
     assert_eq!(
         (report.claimed, report.sent),

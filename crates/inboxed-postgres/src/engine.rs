@@ -176,6 +176,10 @@ impl inboxed_core::outbox::store::OutboxStore for PgStore {
         true
     }
 
+    fn max_connections(&self) -> Option<u32> {
+        Some(self.pool.options().get_max_connections())
+    }
+
     /// The shared lease claim in a transaction of its own, planned with sorting off
     /// (`outbox_lock_plan.sql` says why).
     async fn claim_outbox(

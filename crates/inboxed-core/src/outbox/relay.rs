@@ -240,6 +240,17 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
     /// None today: store and broker failures are retried with backoff and logged.
     pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let inner = &*self.inner;
+        let loops = inner.config.concurrency.max(1);
+        let wanted = u32::try_from(2 * loops + 2).unwrap_or(u32::MAX);
+        match inner.store.max_connections() {
+            Some(pool) if self.locks() && pool < wanted => warn!(
+                pool,
+                wanted,
+                "the outbox relay's pool is smaller than two connections a lock-held loop plus \
+                 the reaper's and the listener's: loops will wait for connections"
+            ),
+            _ => {}
+        }
         let (stop_tx, stop_rx) = watch::channel(false);
         let wake = Arc::new(Notify::new());
         let _subscription = if inner.config.notify {
@@ -260,7 +271,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             warn!(error = %e, "could not return dead relays' outbox rows");
         }
         let mut tasks = JoinSet::new();
-        for _ in 0..inner.config.concurrency.max(1) {
+        for _ in 0..loops {
             let (relay, stop, wake) = (self.clone(), stop_rx.clone(), Arc::clone(&wake));
             tasks.spawn(async move { relay.claim_loop(stop, wake).await });
         }

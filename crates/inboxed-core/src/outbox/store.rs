@@ -151,6 +151,12 @@ pub trait OutboxStore: Engine {
         false
     }
 
+    /// The most connections the store's pool opens, when it has a bound: a relay warns when
+    /// its lock-held loops cannot each hold two.
+    fn max_connections(&self) -> Option<u32> {
+        None
+    }
+
     /// The lock-held claim: locks unsent rows in `conn`'s transaction (the relay's batch),
     /// as [`claim_outbox`](Self::claim_outbox) chooses them, without writing to them. Their
     /// `attempts` count this claim.

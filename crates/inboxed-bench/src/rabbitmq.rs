@@ -137,6 +137,19 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Declares a durable queue named `prefix` and a fresh time-ordered id; its name.
+pub(crate) async fn fresh_queue(channel: &Channel, prefix: &str) -> anyhow::Result<String> {
+    let queue = format!("{prefix}-{}", uuid::Uuid::now_v7());
+    channel
+        .queue_declare(
+            queue.as_str().into(),
+            QueueDeclareOptions::durable(),
+            FieldTable::default(),
+        )
+        .await?;
+    Ok(queue)
+}
+
 /// Fills a fresh queue with `messages` keyed messages, then times `consume` (given the source
 /// and how many acks to wait for) until it returns.
 pub(crate) async fn measure<F, Fut>(
@@ -150,14 +163,7 @@ where
     F: FnOnce(RabbitSource, u64) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
-    let queue = format!("inboxed-bench-{}", uuid::Uuid::now_v7());
-    channel
-        .queue_declare(
-            queue.as_str().into(),
-            QueueDeclareOptions::durable(),
-            FieldTable::default(),
-        )
-        .await?;
+    let queue = fresh_queue(channel, "inboxed-bench").await?;
     let mut confirms = Vec::new();
     for _ in 0..messages {
         let props = BasicProperties::default()

@@ -186,9 +186,11 @@ impl inboxed_core::outbox::store::OutboxStore for PgStore {
         &self,
         params: &ClaimOutboxParams<'_>,
     ) -> Result<Vec<OutboxRow>, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
-        sqlx::raw_sql(AssertSqlSafe(&*self.queries.outbox_lock_plan))
-            .execute(&mut *tx)
+        // The plan's setting rides with the BEGIN: one round trip.
+        let begin = format!("BEGIN;\n{}", self.queries.outbox_lock_plan);
+        let mut tx = self
+            .pool
+            .begin_with(AssertSqlSafe(begin))
             .await
             .map_err(StoreError::from_sqlx)?;
         let rows = inboxed_core::engine::outbox::claim_on(self, &mut tx, params).await?;

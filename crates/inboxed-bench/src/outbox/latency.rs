@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
-use lapin::types::FieldTable;
+use lapin::options::QueueDeleteOptions;
 use lapin::{Connection, ConnectionProperties};
 
 use inboxed_core::Store;
@@ -18,14 +17,7 @@ use super::{Args, UNSENT};
 pub(super) async fn latency(store: &PgStore, args: &Args) -> anyhow::Result<()> {
     let conn = Connection::connect(&args.broker.amqp_url, ConnectionProperties::default()).await?;
     let channel = conn.create_channel().await?;
-    let queue = format!("inboxed-bench-latency-{}", uuid::Uuid::now_v7());
-    channel
-        .queue_declare(
-            queue.as_str().into(),
-            QueueDeclareOptions::durable(),
-            FieldTable::default(),
-        )
-        .await?;
+    let queue = crate::rabbitmq::fresh_queue(&channel, "inboxed-bench-latency").await?;
     sqlx::query("TRUNCATE inboxed_outbox_messages")
         .execute(store.pool())
         .await?;

@@ -3,10 +3,8 @@
 use std::time::{Duration, Instant};
 
 use lapin::options::{
-    BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
-    QueuePurgeOptions,
+    BasicPublishOptions, ConfirmSelectOptions, QueueDeleteOptions, QueuePurgeOptions,
 };
-use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 
 use inboxed_core::Store;
@@ -33,14 +31,7 @@ pub(super) async fn publish_rates(store: &PgStore, args: &Args) -> anyhow::Resul
     // (broker, claim mode, relay batch size, relay msg/s, raw msg/s of the same round)
     let mut results: Vec<(&str, &str, u32, f64, f64)> = Vec::new();
     for round in 1..=args.rounds {
-        let queue = format!("inboxed-bench-outbox-{}", uuid::Uuid::now_v7());
-        channel
-            .queue_declare(
-                queue.as_str().into(),
-                QueueDeclareOptions::durable(),
-                FieldTable::default(),
-            )
-            .await?;
+        let queue = crate::rabbitmq::fresh_queue(&channel, "inboxed-bench-outbox").await?;
         let raw = raw_rabbit(&channel, &queue, args.messages, &payload).await?;
         println!("round {round}, RabbitMQ: raw confirmed publish {raw:.0} msg/s");
         for &(mode, claim) in &modes {

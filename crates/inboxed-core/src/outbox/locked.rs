@@ -13,9 +13,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::publish::Publisher;
-use super::relay::{
-    OutboxRelay, RelayReport, Verdict, count, failed_row, handed_back, verdicts, within_group_limit,
-};
+use super::relay::{OutboxRelay, RelayReport};
+use super::settle::{Verdict, count, failed_row, handed_back, verdicts, within_group_limit};
 use super::store::{ClaimToken, LockOutboxParams, OutboxFate, OutboxStore, SettleParams};
 use crate::error::{Error, StoreError};
 use crate::store::BeginParams;
@@ -50,7 +49,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
                 .reap_unsettled_outbox(config.max_attempts)
                 .await?;
             if judged > 0 {
-                super::relay::judged(judged);
+                super::settle::judged(judged);
             }
         }
         // A publish is an idle gap in the transaction: the lease bounds it, as it bounds a

@@ -15,6 +15,7 @@ mod message;
 mod operate;
 mod publish;
 mod relay;
+mod settle;
 pub mod store;
 
 pub use config::OutboxRelayConfig;

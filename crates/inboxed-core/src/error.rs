@@ -63,6 +63,18 @@ pub enum StoreError {
         /// Why it cannot be done, and what to use instead.
         reason: &'static str,
     },
+    /// A server whose settings or version the inbox cannot keep its guarantee under (a
+    /// MySQL `sql_mode` that truncates ids instead of refusing them, a storage engine without
+    /// transactions, a version without `SKIP LOCKED`).
+    #[error("{setting} = {value}: {hint}")]
+    ServerUnfit {
+        /// The setting or property (`sql_mode`, `default_storage_engine`, `version`).
+        setting: &'static str,
+        /// Its current value.
+        value: String,
+        /// Why it matters and how to fix it.
+        hint: &'static str,
+    },
     /// A setting that lets the database lose commits it has acknowledged.
     #[error(
         "{setting} = {value} can lose commits the database has already acknowledged; the inbox \
@@ -97,7 +109,8 @@ impl StoreError {
         matches!(self, Self::Serialization(_) | Self::Deadlock(_))
     }
 
-    /// The database's error code (SQLSTATE, or SQLite extended result code), if any.
+    /// The database's error code (SQLSTATE, SQLite extended result code, or MySQL error
+    /// number), if any.
     #[must_use]
     pub fn code(&self) -> Option<String> {
         let (Self::Serialization(err)
@@ -111,6 +124,10 @@ impl StoreError {
             return None;
         };
         match err {
+            #[cfg(feature = "mysql")]
+            sqlx::Error::Database(db) if mysql_number(db.as_ref()).is_some() => {
+                mysql_number(db.as_ref()).map(|n| n.to_string())
+            }
             sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
             _ => None,
         }
@@ -121,6 +138,12 @@ impl StoreError {
     /// digits, so one table serves both.
     #[must_use]
     pub fn from_sqlx(err: sqlx::Error) -> Self {
+        #[cfg(feature = "mysql")]
+        if let sqlx::Error::Database(db) = &err
+            && let Some(number) = mysql_number(db.as_ref())
+        {
+            return Self::from_mysql(number, err);
+        }
         let code = match &err {
             sqlx::Error::Io(_)
             | sqlx::Error::Tls(_)
@@ -152,6 +175,43 @@ impl StoreError {
             Ok(2067 | 1555) => Self::UniqueViolation(err),
             // SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN families
             Ok(c) if matches!(c & 0xff, 10 | 13 | 14) => Self::Unavailable(err),
+            _ => Self::Database(err),
+        }
+    }
+}
+
+/// A MySQL or MariaDB error's number: what classifies it. Its SQLSTATE does not: a lock wait
+/// timeout is the catch-all `HY000` and a duplicate key the `23000` that every integrity
+/// error shares.
+#[cfg(feature = "mysql")]
+fn mysql_number(db: &dyn sqlx::error::DatabaseError) -> Option<u16> {
+    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+        .map(sqlx::mysql::MySqlDatabaseError::number)
+}
+
+#[cfg(feature = "mysql")]
+impl StoreError {
+    /// Classifies a MySQL or MariaDB error by its number (never its message text).
+    ///
+    /// A lock wait timeout (1205) is a [`StoreError::Timeout`] like PostgreSQL's, but InnoDB
+    /// rolls back only the statement that waited: the caller must roll back the whole
+    /// transaction, which every user of a `Timeout` here does by dropping it.
+    fn from_mysql(number: u16, err: sqlx::Error) -> Self {
+        match number {
+            // ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back.
+            1213 => Self::Deadlock(err),
+            // ER_CHECKREAD (MariaDB's snapshot isolation: the row changed since the read).
+            1020 => Self::Serialization(err),
+            // ER_LOCK_WAIT_TIMEOUT, ER_LOCK_NOWAIT, ER_STATEMENT_TIMEOUT (MariaDB's
+            // max_statement_time), ER_QUERY_TIMEOUT (MySQL's max_execution_time),
+            // ER_QUERY_INTERRUPTED.
+            1205 | 3572 | 1969 | 3024 | 1317 => Self::Timeout(err),
+            // ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME.
+            1062 | 1586 => Self::UniqueViolation(err),
+            // Too many connections, shutdown in progress, connection killed (MariaDB), a
+            // read-only server (a replica, or a primary being demoted), an error during the
+            // commit or rollback itself.
+            1040 | 1053 | 1927 | 1290 | 1792 | 1836 | 1180 | 1181 => Self::Unavailable(err),
             _ => Self::Database(err),
         }
     }

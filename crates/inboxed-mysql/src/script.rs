@@ -1,0 +1,225 @@
+//! An operation's SQL file as MySQL runs it: its statements, each with `?` placeholders and the
+//! order in which they take the operation's arguments.
+//!
+//! The shared store layer binds an operation's arguments once, in order, as PostgreSQL's `$1`,
+//! `$2` … number them, and reads the rows of one statement. MySQL differs on both counts: its
+//! placeholder `?` takes the next argument each time it appears (so `$3` used twice is bound
+//! twice), and it has no `UPDATE … RETURNING` (MariaDB has it for `INSERT` and `DELETE` only),
+//! so a claim is an `UPDATE` that stamps rows with the claim's token followed by a `SELECT` of
+//! the rows bearing it. The engine's SQL files therefore keep PostgreSQL's numbered
+//! placeholders and may hold several statements, each ended by a `;` at the end of a line;
+//! this module rewrites them for MySQL once, and the engine runs the statements in order on
+//! one connection, returning the last statement's rows.
+
+use std::sync::Arc;
+
+/// One statement: MySQL's text and, for each `?` in it, the index (from 0) of the argument
+/// it takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Statement {
+    pub(crate) sql: Arc<str>,
+    pub(crate) params: Vec<usize>,
+}
+
+/// An operation's statements, in the order they run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Script {
+    pub(crate) statements: Vec<Statement>,
+}
+
+/// What [`Script::parse`] refuses: a template mistake, found when the store is built.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum ScriptError {
+    /// A `$` not followed by a positive argument number outside a literal or comment.
+    #[error("`$` at byte {0} is not followed by an argument number (`$1`, `$2` …)")]
+    BadPlaceholder(usize),
+    /// A string literal or quoted identifier that never closes.
+    #[error("a quote opened at byte {0} is never closed")]
+    Unterminated(usize),
+    /// No statement at all.
+    #[error("the file holds no statement")]
+    Empty,
+}
+
+impl Script {
+    /// Splits `sql` into statements and rewrites `$n` to `?`. Comments (`-- …` to the end of
+    /// the line, `/* … */`) are dropped; quoted text (`'…'`, `"…"`, `` `…` ``) is kept as it is,
+    /// `$` included.
+    pub(crate) fn parse(sql: &str) -> Result<Self, ScriptError> {
+        let bytes = sql.as_bytes();
+        let mut statements = Vec::new();
+        let mut out = String::new();
+        let mut params = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            match b {
+                b'\'' | b'"' | b'`' => {
+                    let end = closing(bytes, i).ok_or(ScriptError::Unterminated(i))?;
+                    out.push_str(&sql[i..=end]);
+                    i = end + 1;
+                }
+                b'-' if bytes.get(i + 1) == Some(&b'-') => {
+                    i = sql[i..].find('\n').map_or(bytes.len(), |n| i + n);
+                }
+                b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                    let end = sql[i + 2..]
+                        .find("*/")
+                        .ok_or(ScriptError::Unterminated(i))?;
+                    i += 2 + end + 2;
+                    out.push(' ');
+                }
+                b'$' => {
+                    let digits = bytes[i + 1..]
+                        .iter()
+                        .take_while(|d| d.is_ascii_digit())
+                        .count();
+                    let n: usize = sql[i + 1..i + 1 + digits]
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or(ScriptError::BadPlaceholder(i))?;
+                    params.push(n - 1);
+                    out.push('?');
+                    i += 1 + digits;
+                }
+                b';' if ends_line(bytes, i + 1) => {
+                    push(&mut statements, &mut out, &mut params);
+                    i += 1;
+                }
+                _ => {
+                    let ch = sql[i..].chars().next().unwrap_or(' ');
+                    out.push(ch);
+                    i += ch.len_utf8();
+                }
+            }
+        }
+        push(&mut statements, &mut out, &mut params);
+        if statements.is_empty() {
+            return Err(ScriptError::Empty);
+        }
+        Ok(Self { statements })
+    }
+
+    /// The number of arguments the operation binds: one more than the highest index used.
+    pub(crate) fn arity(&self) -> usize {
+        self.statements
+            .iter()
+            .flat_map(|s| s.params.iter())
+            .max()
+            .map_or(0, |n| n + 1)
+    }
+}
+
+/// Ends the statement being built, if it holds anything but blanks.
+fn push(statements: &mut Vec<Statement>, out: &mut String, params: &mut Vec<usize>) {
+    let sql = out.trim();
+    if !sql.is_empty() {
+        statements.push(Statement {
+            sql: Arc::from(sql),
+            params: std::mem::take(params),
+        });
+    }
+    out.clear();
+    params.clear();
+}
+
+/// Whether only blanks (or a comment) follow on the line from `i`.
+fn ends_line(bytes: &[u8], i: usize) -> bool {
+    let rest = &bytes[i.min(bytes.len())..];
+    let line = rest.split(|b| *b == b'\n').next().unwrap_or_default();
+    let code = line
+        .windows(2)
+        .position(|w| w == b"--")
+        .map_or(line, |p| &line[..p]);
+    code.iter().all(u8::is_ascii_whitespace)
+}
+
+/// The index of the quote closing the one at `open`; a doubled quote is an escaped one, and
+/// a backslash escapes the next byte in MySQL's string literals (the default `sql_mode`).
+fn closing(bytes: &[u8], open: usize) -> Option<usize> {
+    let q = bytes[open];
+    let mut i = open + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if q != b'`' => i += 2,
+            c if c == q => {
+                if bytes.get(i + 1) == Some(&q) {
+                    i += 2;
+                } else {
+                    return Some(i);
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stmt(sql: &str, params: &[usize]) -> Statement {
+        Statement {
+            sql: Arc::from(sql),
+            params: params.to_vec(),
+        }
+    }
+
+    #[test]
+    fn numbered_placeholders_become_positional_in_use_order() {
+        let s = Script::parse("SELECT $2, $1, $2 FROM t WHERE a = $10")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            s.statements,
+            vec![stmt("SELECT ?, ?, ? FROM t WHERE a = ?", &[1, 0, 1, 9])]
+        );
+        assert_eq!(s.arity(), 10);
+    }
+
+    #[test]
+    fn statements_end_at_a_semicolon_that_ends_its_line() {
+        let sql = "-- claim: $1 consumer\nUPDATE t SET x = $1 WHERE y = ';'; -- stamp\n\
+                   SELECT a FROM t WHERE x = $1;\n";
+        let s = Script::parse(sql).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            s.statements,
+            vec![
+                stmt("UPDATE t SET x = ? WHERE y = ';'", &[0]),
+                stmt("SELECT a FROM t WHERE x = ?", &[0]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_semicolon_inside_a_line_or_a_literal_does_not_split() {
+        let s = Script::parse("SELECT 'a;\nb', `c;` ; SELECT 1").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.statements.len(), 1, "{s:?}");
+    }
+
+    #[test]
+    fn dollars_in_literals_and_comments_are_not_placeholders() {
+        let s = Script::parse("/* $9 */ SELECT '$1', \"$2\", 'it''s $3', 'a\\'$4' -- $5\n, $1")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.statements[0].params, vec![0]);
+        assert!(s.statements[0].sql.contains("'it''s $3'"));
+    }
+
+    #[test]
+    fn template_mistakes_are_refused() {
+        assert_eq!(
+            Script::parse("SELECT $"),
+            Err(ScriptError::BadPlaceholder(7))
+        );
+        assert_eq!(
+            Script::parse("SELECT $0"),
+            Err(ScriptError::BadPlaceholder(7))
+        );
+        assert_eq!(
+            Script::parse("SELECT 'x"),
+            Err(ScriptError::Unterminated(7))
+        );
+        assert_eq!(Script::parse("-- nothing\n ;\n"), Err(ScriptError::Empty));
+    }
+}

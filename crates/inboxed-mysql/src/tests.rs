@@ -1,0 +1,349 @@
+//! The engine's first parts against the real server (`INBOXED_MYSQL_URL`, default the local
+//! MariaDB as root), each test in a database of its own: the reading of multi-statement SQL
+//! files, the classification of InnoDB's errors by number, and the traps the schema and the
+//! connection settings are chosen against.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::{Connection, Executor, MySqlConnection, Row};
+
+use inboxed_core::StoreError;
+use inboxed_core::engine::Args;
+
+use crate::MySqlStore;
+
+fn server_url() -> String {
+    std::env::var("INBOXED_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".to_owned())
+}
+
+/// A fresh database and a store on it, dropped when the test passes.
+struct TestDb {
+    name: String,
+    store: MySqlStore,
+}
+
+impl TestDb {
+    async fn new() -> Self {
+        let name = format!("inboxed_t_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = MySqlConnection::connect(&server_url())
+            .await
+            .unwrap_or_else(|e| panic!("MariaDB at {} is needed: {e}", server_url()));
+        admin
+            .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let store = MySqlStore::connect(&format!("{}/{name}", server_url()), 4)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        store
+            .pool()
+            .execute(
+                "CREATE TABLE ledger (id VARCHAR(64) PRIMARY KEY, amount BIGINT NOT NULL) \
+                 ENGINE = InnoDB",
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        Self { name, store }
+    }
+
+    async fn conn(&self) -> sqlx::pool::PoolConnection<sqlx::MySql> {
+        self.store
+            .pool()
+            .acquire()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    async fn count(&self, sql: &'static str) -> i64 {
+        sqlx::query(sql)
+            .fetch_one(self.store.pool())
+            .await
+            .and_then(|r| r.try_get(0))
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    async fn finish(self) {
+        self.store.pool().close().await;
+        let mut admin = MySqlConnection::connect(&server_url())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        admin
+            .execute(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE `{}`",
+                self.name
+            )))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[tokio::test]
+async fn the_local_server_passes_the_check_and_connections_read_committed() {
+    let db = TestDb::new().await;
+    let report = db
+        .store
+        .check_server()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        report
+            .settings
+            .iter()
+            .any(|(k, v)| *k == "innodb_flush_log_at_trx_commit" && v == "1")
+    );
+    let mut conn = db.conn().await;
+    // MariaDB names it tx_isolation, MySQL 8 transaction_isolation; both answer this.
+    let level: String = sqlx::query_scalar("SELECT CAST(@@SESSION.tx_isolation AS CHAR)")
+        .fetch_one(&mut *conn)
+        .await
+        .or(
+            sqlx::query_scalar("SELECT CAST(@@SESSION.transaction_isolation AS CHAR)")
+                .fetch_one(&mut *conn)
+                .await,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(level, "READ-COMMITTED");
+    drop(conn);
+    db.finish().await;
+}
+
+#[tokio::test]
+async fn a_script_runs_its_statements_in_order_with_numbered_arguments_reused() {
+    let db = TestDb::new().await;
+    db.store
+        .pool()
+        .execute(
+            "CREATE TABLE rows_ (id BIGINT PRIMARY KEY, owner VARBINARY(16) NULL, \
+             amount BIGINT NOT NULL) ENGINE = InnoDB",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    db.store
+        .pool()
+        .execute("INSERT INTO rows_ (id, amount) VALUES (1, 10), (2, 20), (3, 30), (4, 40)")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The shape of a claim: stamp up to $2 rows with the token $1 under SKIP LOCKED, then read
+    // the rows bearing it; $1 is used twice, $3 before $2.
+    let sql: Arc<str> = Arc::from(
+        "-- $1 token, $2 limit, $3 least amount\n\
+         UPDATE rows_ SET owner = $1\n\
+         WHERE id IN (SELECT id FROM (SELECT id FROM rows_ WHERE owner IS NULL AND amount >= $3\n\
+                      ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED) AS c);\n\
+         SELECT id, amount FROM rows_ WHERE owner = $1 ORDER BY id",
+    );
+    let mut conn = db.conn().await;
+    let rows = db
+        .store
+        .script(&sql)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .bytes(b"token-a")
+        .int(2)
+        .int(20)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let got: Vec<(i64, i64)> = rows
+        .iter()
+        .map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1)))
+        .collect();
+    assert_eq!(got, vec![(2, 20), (3, 30)]);
+    // A second claim skips the stamped rows and takes what is left.
+    let changed = db
+        .store
+        .script(&sql)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .bytes(b"token-b")
+        .int(5)
+        .int(0)
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        changed, 0,
+        "the last statement is a SELECT: it changes nothing"
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM rows_ WHERE owner = 'token-b'")
+            .await,
+        2
+    );
+    drop(conn);
+    db.finish().await;
+}
+
+#[tokio::test]
+async fn a_duplicate_key_is_a_unique_violation_by_its_number() {
+    let db = TestDb::new().await;
+    let mut conn = db.conn().await;
+    conn.execute("INSERT INTO ledger VALUES ('a', 1)")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let err = conn
+        .execute("INSERT INTO ledger VALUES ('a', 2)")
+        .await
+        .map(drop)
+        .map_err(StoreError::from_sqlx);
+    assert!(
+        matches!(err, Err(StoreError::UniqueViolation(_))),
+        "{err:?}"
+    );
+    assert_eq!(err.err().and_then(|e| e.code()).as_deref(), Some("1062"));
+    drop(conn);
+    db.finish().await;
+}
+
+/// The trap: InnoDB's lock wait timeout rolls back the statement only, so a COMMIT after it
+/// keeps what the transaction wrote before. The classification makes it a `Timeout`, on
+/// which the library drops (rolls back) the whole transaction; this test shows both the
+/// trap and the class.
+#[tokio::test]
+async fn a_lock_wait_timeout_is_a_timeout_and_leaves_the_transaction_open() {
+    let db = TestDb::new().await;
+    let mut holder = db.conn().await;
+    holder
+        .execute("BEGIN")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    holder
+        .execute("INSERT INTO ledger VALUES ('claim', 1)")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut waiter = db.conn().await;
+    waiter
+        .execute("SET SESSION innodb_lock_wait_timeout = 1")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    waiter
+        .execute("BEGIN")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    waiter
+        .execute("INSERT INTO ledger VALUES ('business', 5)")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let err = waiter
+        .execute("INSERT INTO ledger VALUES ('claim', 1)")
+        .await
+        .map(drop)
+        .map_err(StoreError::from_sqlx);
+    assert!(matches!(err, Err(StoreError::Timeout(_))), "{err:?}");
+    assert_eq!(err.err().and_then(|e| e.code()).as_deref(), Some("1205"));
+    // The waiter's transaction is still open, its first insert in it: a COMMIT now would
+    // keep the business row without the claim. Rolled back, nothing of it stays.
+    let open: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ledger WHERE id = 'business'")
+        .fetch_one(&mut *waiter)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(open, 1, "the statement alone was rolled back");
+    waiter
+        .execute("ROLLBACK")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    holder
+        .execute("ROLLBACK")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(db.count("SELECT COUNT(*) FROM ledger").await, 0);
+    drop((holder, waiter));
+    db.finish().await;
+}
+
+/// Two transactions that lock two rows in opposite orders: InnoDB picks a victim (1213),
+/// classified as a deadlock, which the library retries.
+#[tokio::test]
+async fn a_deadlock_is_classified_by_its_number() {
+    let db = TestDb::new().await;
+    db.store
+        .pool()
+        .execute("INSERT INTO ledger VALUES ('x', 0), ('y', 0)")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (mut a, mut b) = (db.conn().await, db.conn().await);
+    for c in [&mut a, &mut b] {
+        c.execute("BEGIN").await.unwrap_or_else(|e| panic!("{e}"));
+    }
+    a.execute("UPDATE ledger SET amount = 1 WHERE id = 'x'")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    b.execute("UPDATE ledger SET amount = 1 WHERE id = 'y'")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let first = tokio::spawn(async move {
+        let r = a
+            .execute("UPDATE ledger SET amount = 2 WHERE id = 'y'")
+            .await
+            .map(drop)
+            .map_err(StoreError::from_sqlx);
+        (a, r)
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let second = b
+        .execute("UPDATE ledger SET amount = 2 WHERE id = 'x'")
+        .await
+        .map(drop)
+        .map_err(StoreError::from_sqlx);
+    let (mut a, first) = first.await.unwrap_or_else(|e| panic!("{e}"));
+    let victims: Vec<_> = [first, second]
+        .into_iter()
+        .filter_map(Result::err)
+        .collect();
+    assert_eq!(victims.len(), 1, "{victims:?}");
+    assert!(matches!(victims[0], StoreError::Deadlock(_)), "{victims:?}");
+    assert!(victims[0].is_contention());
+    for c in [&mut a, &mut b] {
+        c.execute("ROLLBACK")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    drop((a, b));
+    db.finish().await;
+}
+
+/// Why keys are `VARBINARY`: under the server's default collation three different ids are one
+/// key, and a strict `sql_mode` makes a too-long id an error instead of a silent cut.
+#[tokio::test]
+async fn keys_compare_as_exact_bytes_and_a_too_long_one_is_refused() {
+    let db = TestDb::new().await;
+    db.store
+        .pool()
+        .execute(
+            "CREATE TABLE by_text (k VARCHAR(8) PRIMARY KEY) ENGINE = InnoDB; \
+             CREATE TABLE by_bytes (k VARBINARY(8) PRIMARY KEY) ENGINE = InnoDB",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut conn = db.conn().await;
+    async fn stored(
+        conn: &mut MySqlConnection,
+        table: &'static str,
+        k: &'static str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO {table} VALUES (?)"
+        )))
+        .bind(k)
+        .execute(conn)
+        .await
+        .map(drop)
+        .map_err(StoreError::from_sqlx)
+    }
+    let mut text = Vec::new();
+    let mut bytes = Vec::new();
+    for k in ["abc", "AbC", "AbC "] {
+        text.push(stored(&mut conn, "by_text", k).await.is_ok());
+        bytes.push(stored(&mut conn, "by_bytes", k).await.is_ok());
+    }
+    assert_eq!(
+        text,
+        [true, false, false],
+        "the default collation folds case and pads"
+    );
+    assert_eq!(bytes, [true, true, true], "bytes keep three ids three keys");
+    let long = stored(&mut conn, "by_bytes", "123456789").await;
+    assert!(matches!(long, Err(StoreError::Database(_))), "{long:?}");
+    assert_eq!(long.err().and_then(|e| e.code()).as_deref(), Some("1406"));
+    drop(conn);
+    db.finish().await;
+}

@@ -14,6 +14,8 @@ pub const MAX_PREFIX_BYTES: usize = 29;
 pub struct Namespace {
     schema: String,
     prefix: String,
+    /// Quote the schema with backticks (MySQL) instead of double quotes.
+    backticks: bool,
 }
 
 impl Namespace {
@@ -28,7 +30,18 @@ impl Namespace {
         Ok(Self {
             schema: schema.to_owned(),
             prefix: prefix.to_owned(),
+            backticks: false,
         })
+    }
+
+    /// The same names, quoted for MySQL: with backticks, since a double quote opens a string
+    /// there unless the session sets `ANSI_QUOTES`, which a store cannot impose on
+    /// connections that also run the application's own SQL. MySQL templates write
+    /// ``{{schema}}.`{{prefix}}name` ``.
+    #[must_use]
+    pub fn with_backticks(mut self) -> Self {
+        self.backticks = true;
+        self
     }
 
     /// The schema name, unquoted.
@@ -47,8 +60,9 @@ impl Namespace {
     /// only ever used inside a quoted identifier in the templates).
     #[must_use]
     pub fn render(&self, template: &str) -> String {
+        let q = if self.backticks { '`' } else { '"' };
         template
-            .replace("{{schema}}", &format!("\"{}\"", self.schema))
+            .replace("{{schema}}", &format!("{q}{}{q}", self.schema))
             .replace("{{prefix}}", &self.prefix)
     }
 }
@@ -96,5 +110,7 @@ mod tests {
         }
         let ns = Namespace::new("app_1", "").unwrap();
         assert_eq!(ns.render("{{schema}}.\"{{prefix}}t\""), "\"app_1\".\"t\"");
+        let my = ns.with_backticks();
+        assert_eq!(my.render("{{schema}}.`{{prefix}}t`"), "`app_1`.`t`");
     }
 }

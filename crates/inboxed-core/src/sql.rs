@@ -137,6 +137,7 @@ operations!(
     detach_partition,
     drop_partition,
     migrate_lock,
+    migrate_unlock,
     schema_exists,
     create_schema,
     migrations_table,

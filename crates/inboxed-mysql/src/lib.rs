@@ -1,10 +1,13 @@
 //! MySQL and MariaDB store for [inboxed](https://docs.rs/inboxed): the inbox in the InnoDB
 //! database that holds the business tables, MySQL 8.0.1+ or MariaDB 10.6+.
 //!
-//! Built so far: the store's pool (READ COMMITTED on every connection), the refusal of a
-//! server that cannot keep the guarantee ([`MySqlStore::check_server`]), the classification
-//! of MySQL's errors by number (in `inboxed-core`'s `mysql` feature), and the reading of the
-//! engine's SQL files. The store operations come next, on the shared store layer.
+//! Built so far: the processor (the idempotent consumer, one message or a batch per
+//! transaction, with attempts, dead letters and redrive) on the shared store layer, which passes
+//! the processor's guarantee suite on MariaDB; migrations serialised by a named lock; the refusal
+//! of a server that cannot keep the guarantee ([`MySqlStore::check_server`]); MySQL's errors
+//! classified by number (`inboxed-core`'s `mysql` feature). Store-then-process, retention,
+//! observation and the outbox refuse with `StoreError::Unsupported` until their statements are
+//! written for this engine.
 //!
 //! How InnoDB differs, and what this engine does about each difference:
 //! - A duplicate is the error 1062 of a plain `INSERT`, never `INSERT IGNORE`, which turns
@@ -15,23 +18,24 @@
 //! - A lock wait timeout (1205) rolls back only the statement that waited; the transaction
 //!   must be rolled back whole, or its commit keeps the business change without its claim.
 //! - There is no `UPDATE … RETURNING`: a claim stamps rows with its token, then selects them.
-//!   An operation's SQL file may hold several statements for that, and keeps PostgreSQL's
-//!   numbered placeholders (`$1`), which MySQL's `?` (one argument per use) cannot express.
+//!   An operation's SQL file may hold several statements for that (run in one transaction when
+//!   the operation runs alone), and keeps PostgreSQL's numbered placeholders (`$1`), which
+//!   MySQL's `?` (one argument per use) cannot express.
+//! - DDL commits on its own, so migrations are written to be applied again after a crash
+//!   halfway, and migrators take turns on a named lock that outlives those commits.
+//! - There is no `SET LOCAL`: the store sets its lock, statement and idle bounds on the session
+//!   as each of its transactions begins, and they stay on the pooled connection.
 
+mod engine;
+mod inbox;
 mod queries;
-#[allow(
-    dead_code,
-    reason = "the store operations of the next slice run it; this crate's tests do now"
-)]
 mod query;
-#[allow(
-    dead_code,
-    reason = "the store operations of the next slice run it; this crate's tests do now"
-)]
 mod script;
+mod server;
 mod store;
 #[cfg(test)]
 mod tests;
 
 pub use query::MySqlQuery;
-pub use store::{MySqlStore, Server, judge};
+pub use server::{Server, judge};
+pub use store::MySqlStore;

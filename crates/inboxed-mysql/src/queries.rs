@@ -1,4 +1,43 @@
-//! The MySQL SQL files. This is the only place SQL text enters Rust.
+//! The MySQL SQL files, one per store operation (`sql/<operation>.sql`), and the migrations
+//! (`migrations/`); file names match the other engines'. This is the only place SQL text
+//! enters Rust.
+
+use inboxed_core::migration::Migration;
+use inboxed_core::sql::Templates;
+
+/// Migrations in order, numbered as in every engine; those of the parts not built yet here
+/// (store-then-process, retention, the outbox) come with them.
+pub(crate) const MIGRATIONS: &[Migration] = &[inboxed_core::migration!(1, "0001_inbox", "inbox")];
+
+/// One template per store operation.
+pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
+    claim, lookup, record_attempt, record_attempts, load_attempts, clear_attempts,
+    clear_many_attempts, dead_letter, load_dead_letter, delete_dead_letter,
+    migrate_lock, migrate_unlock, migrations_table, migrations_applied, migration_record,
+    migrations_exist;
+    absent:
+    // Keys store the consumer's name: no registry.
+    register_consumer,
+    // A batch claims its keys with claim.sql, one statement each (set-based claims come with
+    // the batch benchmarks).
+    claim_many,
+    // The database is the schema, and it must exist: the store never creates databases.
+    schema_exists, create_schema,
+    // Not built yet on MySQL: store-then-process, retention, observation and the outbox.
+    enqueue, enqueue_lookup, enqueue_many, enqueue_lookup_many, notify, claim_batch, complete,
+    complete_batch, fail, extend_leases, release, release_stale, register_worker, dead_workers,
+    forget_workers, count_workers, replay_select, replay_reset, replay_audit, purge_done,
+    observe_inbox, observe_dead_letters, list_dead_letters, load_dead_letter_by_id,
+    delete_dead_letter_by_id, list_partitions, lock_batch, count_attempts, finish_locked,
+    purge_processed, count_expired, processed_stats, lock_key, claim_partitioned,
+    create_partitions, expired_partitions, partition_consumers, lock_maintenance,
+    purge_dead_letters, purge_redrive_audit, redact_done_payloads, server_version,
+    detach_partition, drop_partition,
+    outbox_write, outbox_write_many, outbox_claim, outbox_sent, outbox_delete_sent, outbox_fail,
+    outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
+    outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox, outbox_lock,
+    outbox_lock_plan, outbox_hold, outbox_settle, outbox_reap_unsettled,
+};
 
 /// The server's version and settings ([`crate::MySqlStore::check_server`]); no identifiers.
 pub(crate) const CHECK_SERVER: &str = include_str!("../sql/check_server.sql");

@@ -25,14 +25,22 @@ enum Value {
 /// A MySQL operation with its arguments.
 #[derive(Debug)]
 pub struct MySqlQuery {
-    script: Arc<Script>,
+    /// The operation's statements, or why its SQL file could not be read (reported when it
+    /// runs; `every_sql_file_of_the_engine_parses` keeps the shipped files from it).
+    script: Result<Arc<Script>, Arc<str>>,
     args: Vec<Value>,
 }
 
 impl MySqlQuery {
-    pub(crate) fn new(script: Arc<Script>) -> Self {
-        let args = Vec::with_capacity(script.arity());
+    pub(crate) fn new(script: Result<Arc<Script>, Arc<str>>) -> Self {
+        let args = Vec::with_capacity(script.as_ref().map_or(0, |s| s.arity()));
         Self { script, args }
+    }
+
+    fn script(&self) -> Result<&Script, StoreError> {
+        self.script.as_deref().map_err(|e| {
+            StoreError::Database(sqlx::Error::Protocol(format!("malformed SQL file: {e}")))
+        })
     }
 
     fn with(mut self, v: Value) -> Self {
@@ -45,7 +53,7 @@ impl MySqlQuery {
         &self,
         i: usize,
     ) -> Result<sqlx::query::Query<'static, MySql, MySqlArguments>, StoreError> {
-        let s = &self.script.statements[i];
+        let s = &self.script()?.statements[i];
         let mut q = sqlx::query(AssertSqlSafe(Arc::clone(&s.sql)));
         for &n in &s.params {
             let Some(v) = self.args.get(n) else {
@@ -65,18 +73,15 @@ impl MySqlQuery {
         Ok(q)
     }
 
+    /// Whether the operation is more than one statement (run in a transaction when it runs
+    /// on its own).
+    pub(crate) fn is_script(&self) -> bool {
+        self.script.as_ref().is_ok_and(|s| s.statements.len() > 1)
+    }
+
     /// Runs every statement in order on `conn`; the rows changed by the last one.
     pub(crate) async fn execute(self, conn: &mut MySqlConnection) -> Result<u64, StoreError> {
-        let mut changed = 0;
-        for i in 0..self.script.statements.len() {
-            changed = self
-                .statement(i)?
-                .execute(&mut *conn)
-                .await
-                .map_err(StoreError::from_sqlx)?
-                .rows_affected();
-        }
-        Ok(changed)
+        Ok(self.run(conn, false).await?.0)
     }
 
     /// Runs every statement in order on `conn`; the rows the last one returned.
@@ -84,17 +89,38 @@ impl MySqlQuery {
         self,
         conn: &mut MySqlConnection,
     ) -> Result<Vec<MySqlRow>, StoreError> {
-        let last = self.script.statements.len() - 1;
-        for i in 0..last {
-            self.statement(i)?
-                .execute(&mut *conn)
-                .await
-                .map_err(StoreError::from_sqlx)?;
+        Ok(self.run(conn, true).await?.1)
+    }
+
+    /// The statements in order; the last one's rows changed, or its rows. A statement marked
+    /// `duplicate key: no rows` that fails with a duplicate key ends the operation there with
+    /// neither.
+    async fn run(
+        self,
+        conn: &mut MySqlConnection,
+        rows: bool,
+    ) -> Result<(u64, Vec<MySqlRow>), StoreError> {
+        let script = self.script()?;
+        let last = script.statements.len() - 1;
+        let mut out = (0, Vec::new());
+        for (i, s) in script.statements.iter().enumerate() {
+            let q = self.statement(i)?;
+            let done = if i == last && rows {
+                q.fetch_all(&mut *conn).await.map(|r| (0, r))
+            } else {
+                q.execute(&mut *conn)
+                    .await
+                    .map(|d| (d.rows_affected(), Vec::new()))
+            };
+            match done.map_err(StoreError::from_sqlx) {
+                Ok(done) => out = done,
+                Err(StoreError::UniqueViolation(_)) if s.duplicate_is_empty => {
+                    return Ok((0, Vec::new()));
+                }
+                Err(e) => return Err(e),
+            }
         }
-        self.statement(last)?
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)
+        Ok(out)
     }
 }
 
@@ -170,17 +196,13 @@ fn json_string(s: &str) -> String {
 pub(crate) struct Scripts(RwLock<HashMap<Arc<str>, Arc<Script>>>);
 
 impl Scripts {
-    /// The script of `sql`, parsed on first use.
-    ///
-    /// # Errors
-    /// The SQL text is malformed for [`Script::parse`] (a mistake in an SQL file).
-    pub(crate) fn get(&self, sql: &Arc<str>) -> Result<Arc<Script>, StoreError> {
+    /// The script of `sql`, parsed on first use; a malformed text (a mistake in an SQL file)
+    /// is kept as its error, reported when the operation runs.
+    pub(crate) fn get(&self, sql: &Arc<str>) -> Result<Arc<Script>, Arc<str>> {
         if let Some(s) = self.0.read().unwrap_or_else(|e| e.into_inner()).get(sql) {
             return Ok(Arc::clone(s));
         }
-        let parsed = Arc::new(Script::parse(sql).map_err(|e| {
-            StoreError::Database(sqlx::Error::Protocol(format!("malformed SQL file: {e}")))
-        })?);
+        let parsed = Arc::new(Script::parse(sql).map_err(|e| Arc::from(e.to_string()))?);
         self.0
             .write()
             .unwrap_or_else(|e| e.into_inner())

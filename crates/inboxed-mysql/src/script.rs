@@ -9,7 +9,8 @@
 //! the rows bearing it. The engine's SQL files therefore keep PostgreSQL's numbered
 //! placeholders and may hold several statements, each ended by a `;` at the end of a line;
 //! this module rewrites them for MySQL once, and the engine runs the statements in order on
-//! one connection, returning the last statement's rows.
+//! one connection, returning the last statement's rows. The rows an operation changed are its last
+//! statement's, so an insert that decides an outcome (a claim) ends its operation.
 
 use std::sync::Arc;
 
@@ -19,7 +20,14 @@ use std::sync::Arc;
 pub(crate) struct Statement {
     pub(crate) sql: Arc<str>,
     pub(crate) params: Vec<usize>,
+    /// Set by the directive `--! duplicate key: no rows` before the statement: its error 1062
+    /// ends the operation with no rows (PostgreSQL's `ON CONFLICT DO NOTHING` with nothing
+    /// returned), since InnoDB rolls back only the failed statement.
+    pub(crate) duplicate_is_empty: bool,
 }
+
+/// The directive that sets [`Statement::duplicate_is_empty`].
+const DUPLICATE_IS_EMPTY: &str = "duplicate key: no rows";
 
 /// An operation's statements, in the order they run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +47,9 @@ pub(crate) enum ScriptError {
     /// No statement at all.
     #[error("the file holds no statement")]
     Empty,
+    /// A `--!` line that is not a known directive.
+    #[error("unknown directive `--! {0}`")]
+    UnknownDirective(String),
 }
 
 impl Script {
@@ -50,6 +61,7 @@ impl Script {
         let mut statements = Vec::new();
         let mut out = String::new();
         let mut params = Vec::new();
+        let mut flag = false;
         let mut i = 0;
         while i < bytes.len() {
             let b = bytes[i];
@@ -60,7 +72,14 @@ impl Script {
                     i = end + 1;
                 }
                 b'-' if bytes.get(i + 1) == Some(&b'-') => {
-                    i = sql[i..].find('\n').map_or(bytes.len(), |n| i + n);
+                    let end = sql[i..].find('\n').map_or(bytes.len(), |n| i + n);
+                    if let Some(directive) = sql[i..end].strip_prefix("--!") {
+                        match directive.trim() {
+                            DUPLICATE_IS_EMPTY => flag = true,
+                            other => return Err(ScriptError::UnknownDirective(other.to_owned())),
+                        }
+                    }
+                    i = end;
                 }
                 b'/' if bytes.get(i + 1) == Some(&b'*') => {
                     let end = sql[i + 2..]
@@ -84,7 +103,7 @@ impl Script {
                     i += 1 + digits;
                 }
                 b';' if ends_line(bytes, i + 1) => {
-                    push(&mut statements, &mut out, &mut params);
+                    push(&mut statements, &mut out, &mut params, &mut flag);
                     i += 1;
                 }
                 _ => {
@@ -94,7 +113,7 @@ impl Script {
                 }
             }
         }
-        push(&mut statements, &mut out, &mut params);
+        push(&mut statements, &mut out, &mut params, &mut flag);
         if statements.is_empty() {
             return Err(ScriptError::Empty);
         }
@@ -112,12 +131,18 @@ impl Script {
 }
 
 /// Ends the statement being built, if it holds anything but blanks.
-fn push(statements: &mut Vec<Statement>, out: &mut String, params: &mut Vec<usize>) {
+fn push(
+    statements: &mut Vec<Statement>,
+    out: &mut String,
+    params: &mut Vec<usize>,
+    flag: &mut bool,
+) {
     let sql = out.trim();
     if !sql.is_empty() {
         statements.push(Statement {
             sql: Arc::from(sql),
             params: std::mem::take(params),
+            duplicate_is_empty: std::mem::take(flag),
         });
     }
     out.clear();
@@ -164,6 +189,7 @@ mod tests {
         Statement {
             sql: Arc::from(sql),
             params: params.to_vec(),
+            duplicate_is_empty: false,
         }
     }
 
@@ -204,6 +230,34 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(s.statements[0].params, vec![0]);
         assert!(s.statements[0].sql.contains("'it''s $3'"));
+    }
+
+    #[test]
+    fn a_directive_marks_the_statement_after_it() {
+        let s = Script::parse(
+            "SELECT 0;\n--! duplicate key: no rows\nINSERT INTO t VALUES ($1);\nSELECT 1",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let flags: Vec<bool> = s.statements.iter().map(|s| s.duplicate_is_empty).collect();
+        assert_eq!(flags, [false, true, false]);
+        assert_eq!(
+            Script::parse("--! ignore errors\nSELECT 1"),
+            Err(ScriptError::UnknownDirective("ignore errors".to_owned()))
+        );
+    }
+
+    #[test]
+    fn every_sql_file_of_the_engine_parses() {
+        for dir in ["sql", "migrations"] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+            for entry in std::fs::read_dir(&path).unwrap_or_else(|e| panic!("{e}")) {
+                let file = entry.unwrap_or_else(|e| panic!("{e}")).path();
+                let sql = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}"));
+                if let Err(e) = Script::parse(&sql) {
+                    panic!("{}: {e}", file.display());
+                }
+            }
+        }
     }
 
     #[test]

@@ -5,49 +5,49 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
-use sqlx::{Executor, Row};
+use sqlx::{AssertSqlSafe, Executor, MySql, MySqlConnection, Row};
 
-use inboxed_core::store::DurabilityReport;
-use inboxed_core::{Namespace, StoreError};
+use inboxed_core::engine::{claims, keys};
+use inboxed_core::sql::Queries;
+use inboxed_core::store::{
+    BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
+    Isolation, KeyParams,
+};
+use inboxed_core::{ConsumerName, Envelope, MessageId, Namespace, StoreError};
 
+use crate::queries::TEMPLATES;
 use crate::query::{MySqlQuery, Scripts};
+use crate::server::{Server, judge, url_without_password};
 
 /// The inbox in a MySQL 8.0.1+ or MariaDB 10.6+ database (InnoDB).
 #[derive(Debug, Clone)]
 pub struct MySqlStore {
     pub(crate) pool: MySqlPool,
     pub(crate) ns: Namespace,
-    #[allow(
-        dead_code,
-        reason = "the store operations of the next slice run scripts"
-    )]
+    pub(crate) queries: Arc<Queries>,
     pub(crate) scripts: Arc<Scripts>,
 }
 
 impl MySqlStore {
-    /// A store over an existing pool, with tables prefixed `inboxed_` in the database named
-    /// `schema`. The pool's connections must run READ COMMITTED (see
-    /// [`MySqlStore::connect`], which sets it on every connection it opens).
+    /// A store over an existing pool, its tables in `ns` (the schema is the database). The
+    /// pool's connections must run READ COMMITTED in UTC (`time_zone = '+00:00'`): see
+    /// [`MySqlStore::connect`], which sets both on every connection it opens.
     #[must_use]
     pub fn new(pool: MySqlPool, ns: Namespace) -> Self {
+        let ns = ns.with_backticks();
+        let queries = Arc::new(Queries::render(&TEMPLATES, &ns));
         Self {
             pool,
             ns,
+            queries,
             scripts: Arc::default(),
         }
     }
 
     /// The operation `sql` (PostgreSQL-style `$n` placeholders, one or more statements), to
-    /// bind arguments to.
-    ///
-    /// # Errors
-    /// `sql` is malformed (a mistake in an SQL file).
-    #[allow(
-        dead_code,
-        reason = "the store operations of the next slice run scripts"
-    )]
-    pub(crate) fn script(&self, sql: &Arc<str>) -> Result<MySqlQuery, StoreError> {
-        self.scripts.get(sql).map(MySqlQuery::new)
+    /// bind arguments to; a malformed `sql` fails when it runs.
+    pub(crate) fn script(&self, sql: &Arc<str>) -> MySqlQuery {
+        MySqlQuery::new(self.scripts.get(sql))
     }
 
     /// Connects to a `mysql://` URL (also for MariaDB), with the database in the URL as the
@@ -74,9 +74,12 @@ impl MySqlStore {
             .max_connections(max_connections)
             .after_connect(|conn, _meta| {
                 Box::pin(async move {
-                    conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-                        .await
-                        .map(drop)
+                    conn.execute(
+                        "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; \
+                         SET time_zone = '+00:00'",
+                    )
+                    .await
+                    .map(drop)
                 })
             })
             .connect_with(options)
@@ -121,197 +124,136 @@ impl MySqlStore {
     }
 }
 
-/// What [`MySqlStore::check_server`] reads of the server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Server {
-    /// `VERSION()`, for example `10.11.19-MariaDB-0+deb12u1` or `8.0.36`.
-    pub version: String,
-    /// `innodb_flush_log_at_trx_commit`.
-    pub flush_log_at_trx_commit: i64,
-    /// Whether the binary log is on (`log_bin`).
-    pub log_bin: bool,
-    /// `sync_binlog`.
-    pub sync_binlog: i64,
-    /// The session's `sql_mode`.
-    pub sql_mode: String,
-    /// The session's `default_storage_engine`.
-    pub storage_engine: String,
-}
+impl inboxed_core::Store for MySqlStore {
+    type Db = sqlx::MySql;
 
-/// Refuses a server the inbox cannot keep its guarantee on, naming the setting; otherwise the
-/// settings it checked, for the start-up log.
-///
-/// # Errors
-/// [`StoreError::NonDurable`] for `innodb_flush_log_at_trx_commit` other than 1, or
-/// `sync_binlog` other than 1 with the binary log on; [`StoreError::ServerUnfit`] for a
-/// version without `SKIP LOCKED`, a `sql_mode` that is not strict, or a storage engine other
-/// than InnoDB.
-pub fn judge(s: &Server) -> Result<DurabilityReport, StoreError> {
-    if !skips_locked(&s.version) {
-        return Err(StoreError::ServerUnfit {
-            setting: "version",
-            value: s.version.clone(),
-            hint: "claims need SELECT … FOR UPDATE SKIP LOCKED: MySQL 8.0.1 or later, \
-                   MariaDB 10.6 or later",
-        });
-    }
-    if s.flush_log_at_trx_commit != 1 {
-        return Err(StoreError::NonDurable {
-            setting: "innodb_flush_log_at_trx_commit",
-            value: s.flush_log_at_trx_commit.to_string(),
-            hint: "Set innodb_flush_log_at_trx_commit = 1 (the default), so that a commit is \
-                   on disk before the server acknowledges it.",
-        });
-    }
-    if s.log_bin && s.sync_binlog != 1 {
-        return Err(StoreError::NonDurable {
-            setting: "sync_binlog",
-            value: s.sync_binlog.to_string(),
-            hint: "With the binary log on, set sync_binlog = 1 (MariaDB ships 0): otherwise a \
-                   crash can drop acknowledged commits from the binary log, and a replica or a \
-                   recovery that trusts it loses them.",
-        });
-    }
-    let strict = s
-        .sql_mode
-        .split(',')
-        .any(|m| m == "STRICT_TRANS_TABLES" || m == "STRICT_ALL_TABLES");
-    if !strict {
-        return Err(StoreError::ServerUnfit {
-            setting: "sql_mode",
-            value: s.sql_mode.clone(),
-            hint: "add STRICT_TRANS_TABLES (or STRICT_ALL_TABLES): without a strict mode a \
-                   too-long message id is cut with a warning, and a different message sharing \
-                   the cut prefix is then taken for a duplicate and lost",
-        });
-    }
-    if !s.storage_engine.eq_ignore_ascii_case("InnoDB") {
-        return Err(StoreError::ServerUnfit {
-            setting: "default_storage_engine",
-            value: s.storage_engine.clone(),
-            hint: "use InnoDB: the claim must commit in one transaction with the business \
-                   tables, and an engine without transactions (MyISAM, Aria) commits each \
-                   statement on its own",
-        });
-    }
-    Ok(DurabilityReport {
-        settings: vec![
-            ("version", s.version.clone()),
-            (
-                "innodb_flush_log_at_trx_commit",
-                s.flush_log_at_trx_commit.to_string(),
-            ),
-            ("log_bin", if s.log_bin { "ON" } else { "OFF" }.to_owned()),
-            ("sync_binlog", s.sync_binlog.to_string()),
-            ("sql_mode", s.sql_mode.clone()),
-        ],
-    })
-}
-
-/// Whether `version` (`VERSION()`) has `SKIP LOCKED`: MariaDB from 10.6, MySQL from 8.0.1.
-fn skips_locked(version: &str) -> bool {
-    let mut parts = version
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    let v = (
-        parts.next().unwrap_or(0),
-        parts.next().unwrap_or(0),
-        parts.next().unwrap_or(0),
-    );
-    if version.contains("MariaDB") {
-        v >= (10, 6, 0)
-    } else {
-        v >= (8, 0, 1)
-    }
-}
-
-/// `url` with its password replaced, for an error message.
-fn url_without_password(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            let user = creds.split(':').next().unwrap_or_default();
-            format!("{}{user}:***{}", &url[..s + 3], &url[at..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn mariadb() -> Server {
-        Server {
-            version: "10.11.19-MariaDB-0+deb12u1".to_owned(),
-            flush_log_at_trx_commit: 1,
-            log_bin: false,
-            sync_binlog: 0,
-            sql_mode: "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO".to_owned(),
-            storage_engine: "InnoDB".to_owned(),
-        }
+    async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        inboxed_core::engine::migrate::run(self, &self.ns, crate::queries::MIGRATIONS).await
     }
 
-    fn refused(s: &Server) -> &'static str {
-        match judge(s) {
-            Err(
-                StoreError::NonDurable { setting, .. } | StoreError::ServerUnfit { setting, .. },
-            ) => setting,
-            other => panic!("not refused by a setting: {other:?}"),
-        }
+    /// Keys store the consumer's name here: nothing to register.
+    async fn register_consumer(&self, _consumer: &ConsumerName) -> Result<(), StoreError> {
+        Ok(())
     }
 
-    #[test]
-    fn each_unfit_setting_is_refused_by_name() {
-        assert!(judge(&mariadb()).is_ok());
-        let with = |f: fn(&mut Server)| {
-            let mut s = mariadb();
-            f(&mut s);
-            s
+    async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
+        self.check_server().await
+    }
+
+    /// MySQL has no `SET LOCAL`: the bounds are set on the session before the transaction
+    /// begins, in the same round trip, and stay on the pooled connection until the next
+    /// transaction of the store sets them again. The idle bound is the session's
+    /// `wait_timeout` (the server ends a session idle that long, in a transaction or not),
+    /// and the statement bound MariaDB's `max_statement_time`. `durable_commit` has no
+    /// per-transaction form here (`innodb_flush_log_at_trx_commit` is global): every commit
+    /// is durable.
+    async fn begin(
+        &self,
+        p: &BeginParams,
+    ) -> Result<sqlx::Transaction<'static, MySql>, StoreError> {
+        let secs = |d: std::time::Duration| d.as_secs().max(1) + u64::from(d.subsec_nanos() > 0);
+        let isolation = match p.isolation {
+            Isolation::ReadCommitted => "READ COMMITTED",
+            Isolation::RepeatableRead => "REPEATABLE READ",
+            Isolation::Serializable => "SERIALIZABLE",
+            _ => "SERIALIZABLE",
         };
-        assert_eq!(
-            refused(&with(|s| s.flush_log_at_trx_commit = 2)),
-            "innodb_flush_log_at_trx_commit"
+        let begin = format!(
+            "SET SESSION innodb_lock_wait_timeout = {}, SESSION wait_timeout = {}; \
+             /*M! SET SESSION max_statement_time = {:.3} */; \
+             SET TRANSACTION ISOLATION LEVEL {isolation}; BEGIN",
+            secs(p.lock_timeout),
+            secs(p.idle_in_transaction_timeout),
+            p.statement_timeout.as_secs_f64(),
         );
-        assert_eq!(refused(&with(|s| s.log_bin = true)), "sync_binlog");
-        assert!(
-            judge(&with(|s| {
-                s.log_bin = true;
-                s.sync_binlog = 1;
-            }))
-            .is_ok()
-        );
-        assert_eq!(
-            refused(&with(|s| s.sql_mode = "NO_ENGINE_SUBSTITUTION".to_owned())),
-            "sql_mode"
-        );
-        assert_eq!(refused(&with(|s| s.sql_mode = String::new())), "sql_mode");
-        assert_eq!(
-            refused(&with(|s| s.storage_engine = "Aria".to_owned())),
-            "default_storage_engine"
-        );
-        assert_eq!(
-            refused(&with(|s| s.version = "10.5.23-MariaDB".to_owned())),
-            "version"
-        );
-        assert_eq!(
-            refused(&with(|s| s.version = "5.7.44-log".to_owned())),
-            "version"
-        );
-        assert_eq!(
-            refused(&with(|s| s.version = "8.0.0".to_owned())),
-            "version"
-        );
-        assert!(judge(&with(|s| s.version = "8.0.36".to_owned())).is_ok());
-        assert!(judge(&with(|s| s.version = "11.4.2-MariaDB".to_owned())).is_ok());
+        self.pool
+            .begin_with(AssertSqlSafe(begin))
+            .await
+            .map_err(StoreError::from_sqlx)
     }
 
-    #[test]
-    fn a_url_in_an_error_hides_its_password() {
-        assert_eq!(
-            url_without_password("mysql://app:s3cret@db:3306"),
-            "mysql://app:***@db:3306"
-        );
-        assert_eq!(url_without_password("mysql://db/x"), "mysql://db/x");
+    async fn claim(
+        &self,
+        conn: &mut MySqlConnection,
+        params: &ClaimParams<'_>,
+    ) -> Result<Claim, StoreError> {
+        let claim = &self.queries.claim;
+        claims::claim_key(self, conn, claim, params.consumer, params.envelope).await
+    }
+
+    async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
+        keys::record_attempt(self, params).await
+    }
+
+    async fn record_attempts(
+        &self,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        keys::attempts(self, true, consumer, ids).await
+    }
+
+    async fn load_attempts(
+        &self,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        keys::attempts(self, false, consumer, ids).await
+    }
+
+    async fn clear_attempts(
+        &self,
+        conn: &mut MySqlConnection,
+        params: &KeyParams<'_>,
+    ) -> Result<(), StoreError> {
+        keys::clear_attempts(self, conn, params).await
+    }
+
+    async fn claim_many(
+        &self,
+        conn: &mut MySqlConnection,
+        consumer: &ConsumerName,
+        envelopes: &[&Envelope],
+    ) -> Result<Vec<Claim>, StoreError> {
+        claims::claim_each(self, conn, consumer, envelopes).await
+    }
+
+    async fn clear_many_attempts(
+        &self,
+        conn: &mut MySqlConnection,
+        consumer: &ConsumerName,
+        ids: &[&MessageId],
+    ) -> Result<(), StoreError> {
+        keys::clear_many_attempts(self, conn, consumer, ids).await
+    }
+
+    async fn load_dead_letter(
+        &self,
+        params: &KeyParams<'_>,
+    ) -> Result<Option<DeadLetter>, StoreError> {
+        keys::load_dead_letter(self, params).await
+    }
+
+    async fn delete_dead_letter(
+        &self,
+        conn: &mut MySqlConnection,
+        params: &KeyParams<'_>,
+    ) -> Result<bool, StoreError> {
+        keys::delete_dead_letter(self, conn, params).await
+    }
+
+    async fn dead_letter(&self, p: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
+        keys::dead_letter(self, p).await
     }
 }
+
+/// The backlog and dead letters behind `inboxed serve`, as the shared layer reads them (its
+/// statements come with store-then-process on this engine).
+impl inboxed_core::observe::ObserveStore for MySqlStore {}
+
+/// The outbox, as the shared layer has it (its statements come later on this engine).
+impl inboxed_core::outbox::store::OutboxStore for MySqlStore {}
+
+/// The purge of processed keys, as the shared layer has it (its statements come later on this
+/// engine).
+impl inboxed_core::retention::store::RetentionStore for MySqlStore {}

@@ -25,7 +25,11 @@ struct TestDb {
 
 impl TestDb {
     async fn new() -> Self {
-        let name = format!("inboxed_t_{}", uuid::Uuid::new_v4().simple());
+        // Named as the suite's databases are, so that its sweep drops those of failed tests.
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let name = format!("inboxed_test_{secs}_{}", uuid::Uuid::new_v4().simple());
         let mut admin = MySqlConnection::connect(&server_url())
             .await
             .unwrap_or_else(|e| panic!("MariaDB at {} is needed: {e}", server_url()));
@@ -137,7 +141,6 @@ async fn a_script_runs_its_statements_in_order_with_numbered_arguments_reused() 
     let rows = db
         .store
         .script(&sql)
-        .unwrap_or_else(|e| panic!("{e}"))
         .bytes(b"token-a")
         .int(2)
         .int(20)
@@ -153,7 +156,6 @@ async fn a_script_runs_its_statements_in_order_with_numbered_arguments_reused() 
     let changed = db
         .store
         .script(&sql)
-        .unwrap_or_else(|e| panic!("{e}"))
         .bytes(b"token-b")
         .int(5)
         .int(0)
@@ -345,5 +347,49 @@ async fn keys_compare_as_exact_bytes_and_a_too_long_one_is_refused() {
     assert!(matches!(long, Err(StoreError::Database(_))), "{long:?}");
     assert_eq!(long.err().and_then(|e| e.code()).as_deref(), Some("1406"));
     drop(conn);
+    db.finish().await;
+}
+
+/// Two migrators on a fresh database: one applies the migrations, the other waits on the
+/// named lock and finds them applied; the lock is free afterwards (a pooled connection that
+/// kept it would stall every later migrator), and a third run applies nothing.
+#[tokio::test]
+async fn migrators_take_turns_and_leave_the_lock_free() {
+    use inboxed_core::Store;
+    let db = TestDb::new().await;
+    let other = MySqlStore::connect(&format!("{}/{}", server_url(), db.name), 2)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Bounded: a migrator that kept the lock on its pooled connection makes the other wait
+    // for a year.
+    let both = tokio::time::timeout(Duration::from_secs(20), async {
+        tokio::join!(db.store.migrate(), other.migrate())
+    });
+    let (a, b) = both
+        .await
+        .unwrap_or_else(|_| panic!("a migrator waits on the other's lock"));
+    let mut runs = [
+        a.unwrap_or_else(|e| panic!("{e}")),
+        b.unwrap_or_else(|e| panic!("{e}")),
+    ];
+    runs.sort();
+    assert_eq!(runs, [vec![], vec![1]]);
+    let free: i64 =
+        sqlx::query_scalar("SELECT IS_FREE_LOCK(CONCAT('inboxed.migrate.', ?, '.inboxed_'))")
+            .bind(&db.name)
+            .fetch_one(&mut *db.conn().await)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(free, 1, "a migrator kept the named lock");
+    assert_eq!(
+        db.store.migrate().await.unwrap_or_else(|e| panic!("{e}")),
+        Vec::<i64>::new()
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM inboxed_migrations").await,
+        1,
+        "one record of migration 1"
+    );
+    other.pool().close().await;
     db.finish().await;
 }

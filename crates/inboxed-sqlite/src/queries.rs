@@ -43,7 +43,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     lock_key, claim_partitioned, create_partitions, expired_partitions, partition_consumers,
     lock_maintenance, detach_partition, drop_partition,
     // One writer at a time serialises migrators, and the schema is the database file's.
-    migrate_lock, schema_exists, create_schema,
+    migrate_lock, migrate_unlock, schema_exists, create_schema,
 };
 
 /// Durability settings query; has no identifiers to render.

@@ -15,6 +15,7 @@ pub mod conformance;
 pub mod handler;
 pub mod hooks;
 pub mod lite;
+pub mod my;
 pub mod nats;
 pub mod outbox;
 pub mod parted;
@@ -31,6 +32,7 @@ pub mod wire;
 pub use backend::{Backend, TestDb};
 pub use handler::{Ledger, Script, credit};
 pub use lite::Lite;
+pub use my::My;
 pub use parted::PgParted;
 pub use pg::{Pg, admin_url};
 

@@ -1,7 +1,9 @@
 //! The migration runner, for every engine: `sqlx::migrate!` embeds fixed SQL, and the schema
 //! and prefix here are chosen at run time. The engine gives its migrations, the statements
-//! on its migrations table, and (PostgreSQL) a lock that serialises concurrent migrators and
-//! the creation of a missing schema; SQLite's write transaction serialises them already.
+//! on its migrations table, and (PostgreSQL, MySQL) a lock that serialises concurrent
+//! migrators and the creation of a missing schema; SQLite's write transaction serialises them
+//! already. MySQL commits each DDL statement on its own, so there the run is not one
+//! transaction: its migrations are written to be applied again after a crash.
 
 use super::{Args, Columns, Conn, Engine};
 use crate::error::StoreError;
@@ -50,6 +52,15 @@ pub async fn run<E: Engine>(
             .bytes(&m.checksum());
         E::execute(q, &mut tx).await?;
         now.push(m.version);
+    }
+    if !qs.migrate_unlock.is_empty() {
+        // A lock that outlives the transaction (MySQL's named lock) is released by the
+        // engine's statement, which commits first where DDL has committed on its own already.
+        let q = e
+            .fresh(&qs.migrate_unlock)
+            .text(ns.schema())
+            .text(ns.prefix());
+        E::execute(q, &mut tx).await?;
     }
     tx.commit().await.map_err(StoreError::from_sqlx)?;
     Ok(now)

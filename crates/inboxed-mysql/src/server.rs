@@ -4,7 +4,7 @@
 use inboxed_core::StoreError;
 use inboxed_core::store::DurabilityReport;
 
-/// What [`MySqlStore::check_server`] reads of the server.
+/// What [`MySqlStore::check_server`](crate::MySqlStore::check_server) reads of the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Server {
     /// `VERSION()`, for example `10.11.19-MariaDB-0+deb12u1` or `8.0.36`.

@@ -7,7 +7,10 @@
 -- CLIENT_FOUND_ROWS, is the same for a new row and a duplicate). A duplicate is InnoDB's error
 -- 1062, which rolls back this statement only; the directive below makes it "no row". A key
 -- held by a concurrent uncommitted claim makes this wait, then fail with 1062 if that claim
--- commits, or insert if it rolls back.
+-- commits, or insert if it rolls back. The guard's read locks, as dead_letter.sql's does: a
+-- plain read would not see a dead letter being written concurrently, and the key would end up
+-- both processed and dead; locking, each waits for the other's uncommitted row (or InnoDB
+-- breaks the wait with a deadlock, which is retried).
 --! duplicate key: no rows
 INSERT INTO {{schema}}.`{{prefix}}processed_messages`
     (consumer_name, message_id, message_type, correlation_id, payload_hash)
@@ -15,4 +18,5 @@ SELECT $1, $2, $3, $4, $5 FROM DUAL
 WHERE NOT EXISTS (
     SELECT 1 FROM {{schema}}.`{{prefix}}dead_letters` d
     WHERE d.consumer_name = $1 AND d.message_id = $2 AND d.reason <> 'conflict'
+    LOCK IN SHARE MODE
 )

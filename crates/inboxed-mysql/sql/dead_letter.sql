@@ -5,6 +5,10 @@
 -- $5 payload, $6 payload_hash, $7 reason, $8 error, $9 attempts, $10 conflict_hash (empty
 -- unless reason = 'conflict')
 --
+-- The guard's read locks: a redelivery past max_attempts runs this while an earlier delivery
+-- of the key may still be in its handler, its claim uncommitted; a plain read would not see
+-- that claim, and the key would end up both processed and dead (seen in `inboxed demo`). The
+-- locking read waits for the claim's commit or rollback and then reads the outcome.
 -- A record already there is InnoDB's error 1062 on the unique key, made "no row" by the
 -- directive: a change of none (see claim.sql for why not INSERT IGNORE).
 --! duplicate key: no rows
@@ -15,4 +19,5 @@ SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM DUAL
 WHERE $7 = 'conflict' OR $2 IS NULL OR NOT EXISTS (
     SELECT 1 FROM {{schema}}.`{{prefix}}processed_messages` p
     WHERE p.consumer_name = $1 AND p.message_id = $2
+    LOCK IN SHARE MODE
 )

@@ -11,7 +11,7 @@ use sqlx::{AssertSqlSafe, MySql, MySqlConnection};
 use inboxed_core::StoreError;
 use inboxed_core::engine::Args;
 
-use crate::script::Script;
+use crate::script::{Script, ScriptError};
 
 /// One argument, kept until the statements that use it are built.
 #[derive(Debug, Clone)]
@@ -26,20 +26,26 @@ enum Value {
 #[derive(Debug)]
 pub struct MySqlQuery {
     /// The operation's statements, or why its SQL file could not be read (reported when it
-    /// runs; `every_sql_file_of_the_engine_parses` keeps the shipped files from it).
-    script: Result<Arc<Script>, Arc<str>>,
+    /// runs; `every_sql_file_of_the_engine_parses` keeps the shipped files from it). An
+    /// operation the engine does not provide has an empty file.
+    script: Result<Arc<Script>, Arc<ScriptError>>,
     args: Vec<Value>,
 }
 
 impl MySqlQuery {
-    pub(crate) fn new(script: Result<Arc<Script>, Arc<str>>) -> Self {
+    pub(crate) fn new(script: Result<Arc<Script>, Arc<ScriptError>>) -> Self {
         let args = Vec::with_capacity(script.as_ref().map_or(0, |s| s.arity()));
         Self { script, args }
     }
 
     fn script(&self) -> Result<&Script, StoreError> {
-        self.script.as_deref().map_err(|e| {
-            StoreError::Database(sqlx::Error::Protocol(format!("malformed SQL file: {e}")))
+        self.script.as_deref().map_err(|e| match &**e {
+            ScriptError::Empty => StoreError::Unsupported {
+                operation: "this operation on MySQL",
+                reason: "not built yet on this engine: the processor (Processor, Consumer) is; \
+                         store-then-process, retention, observation and the outbox are not",
+            },
+            e => StoreError::Database(sqlx::Error::Protocol(format!("malformed SQL file: {e}"))),
         })
     }
 
@@ -198,11 +204,11 @@ pub(crate) struct Scripts(RwLock<HashMap<Arc<str>, Arc<Script>>>);
 impl Scripts {
     /// The script of `sql`, parsed on first use; a malformed text (a mistake in an SQL file)
     /// is kept as its error, reported when the operation runs.
-    pub(crate) fn get(&self, sql: &Arc<str>) -> Result<Arc<Script>, Arc<str>> {
+    pub(crate) fn get(&self, sql: &Arc<str>) -> Result<Arc<Script>, Arc<ScriptError>> {
         if let Some(s) = self.0.read().unwrap_or_else(|e| e.into_inner()).get(sql) {
             return Ok(Arc::clone(s));
         }
-        let parsed = Arc::new(Script::parse(sql).map_err(|e| Arc::from(e.to_string()))?);
+        let parsed = Arc::new(Script::parse(sql).map_err(Arc::new)?);
         self.0
             .write()
             .unwrap_or_else(|e| e.into_inner())

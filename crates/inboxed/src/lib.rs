@@ -97,3 +97,9 @@ pub mod postgres {
 pub mod sqlite {
     pub use inboxed_sqlite::*;
 }
+
+/// MySQL and MariaDB store (the processor so far).
+#[cfg(feature = "mysql")]
+pub mod mysql {
+    pub use inboxed_mysql::*;
+}

@@ -4,6 +4,7 @@
 use anyhow::Context;
 
 use inboxed_core::Store;
+use inboxed_mysql::MySqlStore;
 use inboxed_postgres::PgStore;
 use inboxed_sqlite::SqliteStore;
 
@@ -12,7 +13,8 @@ use inboxed_sqlite::SqliteStore;
 /// precedence (`database_url`, `schema`, `table_prefix`, `partition_interval` keys).
 #[derive(Debug, clap::Args)]
 pub(crate) struct DbArgs {
-    /// Database URL: postgres://… or sqlite://path (a plain path is taken as SQLite).
+    /// Database URL: postgres://…, mysql://…/database (processor commands only so far) or
+    /// sqlite://path (a plain path is taken as SQLite).
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
     /// Schema of the inbox tables (PostgreSQL; SQLite keeps them in `main`). Lowercase letters,
@@ -105,9 +107,12 @@ impl DbArgs {
             (None, None) => None,
         };
         let is_pg = url.starts_with("postgres://") || url.starts_with("postgresql://");
+        // MySQL's schema is the database, named in the URL.
+        let url_database = mysql_database(url);
         let schema = file
             .schema
             .as_deref()
+            .or(url_database.as_deref())
             .unwrap_or(if is_pg { "public" } else { "main" });
         let prefix = file.table_prefix.as_deref().unwrap_or("inboxed_");
         let store = AnyStore::connect_in(url, max_connections, Some((schema, prefix))).await?;
@@ -126,15 +131,31 @@ impl DbArgs {
     }
 }
 
-/// A store of either backend.
+/// The database a `mysql://` or `mariadb://` URL names, if it is one and names one.
+fn mysql_database(url: &str) -> Option<String> {
+    use std::str::FromStr;
+    let rest = url
+        .strip_prefix("mysql://")
+        .or_else(|| url.strip_prefix("mariadb://"))?;
+    sqlx::mysql::MySqlConnectOptions::from_str(&format!("mysql://{rest}"))
+        .ok()?
+        .get_database()
+        .map(str::to_owned)
+}
+
+/// A store of any backend.
 #[derive(Debug, Clone)]
 pub(crate) enum AnyStore {
     Postgres(PgStore),
     Sqlite(SqliteStore),
+    /// MySQL or MariaDB: the processor so far; the other commands refuse with the store's
+    /// "not built yet on this engine".
+    MySql(MySqlStore),
 }
 
 impl AnyStore {
-    /// `postgres://` or `postgresql://` for PostgreSQL; `sqlite://` or a plain file path for SQLite.
+    /// `postgres://` or `postgresql://` for PostgreSQL; `mysql://` or `mariadb://` for MySQL and
+    /// MariaDB; `sqlite://` or a plain file path for SQLite.
     pub(crate) async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Self> {
         Self::connect_in(url, max_connections, None).await
     }
@@ -154,6 +175,7 @@ impl AnyStore {
         Ok(match store {
             Self::Postgres(s) => Self::Postgres(PgStore::with_namespace(s.pool().clone(), ns)),
             Self::Sqlite(s) => Self::Sqlite(SqliteStore::with_namespace(s.pool().clone(), ns)),
+            Self::MySql(s) => Self::MySql(MySqlStore::new(s.pool().clone(), ns)),
         })
     }
 
@@ -163,6 +185,15 @@ impl AnyStore {
                 .await
                 .with_context(|| format!("cannot connect to PostgreSQL at {}", redact(url)))?;
             Ok(Self::Postgres(store))
+        } else if let Some(rest) = url
+            .strip_prefix("mysql://")
+            .or_else(|| url.strip_prefix("mariadb://"))
+        {
+            let url = format!("mysql://{rest}");
+            let store = MySqlStore::connect(&url, max_connections)
+                .await
+                .with_context(|| format!("cannot connect to MySQL at {}", redact(&url)))?;
+            Ok(Self::MySql(store))
         } else {
             let url = if url.starts_with("sqlite:") {
                 url.to_owned()
@@ -180,6 +211,7 @@ impl AnyStore {
         Ok(match self {
             Self::Postgres(s) => s.migrate().await?,
             Self::Sqlite(s) => s.migrate().await?,
+            Self::MySql(s) => s.migrate().await?,
         })
     }
 
@@ -192,7 +224,9 @@ impl AnyStore {
                 "FROM inboxed_processed_messages \
                  WHERE consumer_id = (SELECT id FROM inboxed_consumers WHERE name = 'demo')"
             }
-            Self::Sqlite(_) => "FROM inboxed_processed_messages WHERE consumer_name = 'demo'",
+            Self::Sqlite(_) | Self::MySql(_) => {
+                "FROM inboxed_processed_messages WHERE consumer_name = 'demo'"
+            }
         }
     }
 
@@ -208,6 +242,11 @@ impl AnyStore {
                     .execute(s.pool())
                     .await?;
             }
+            Self::MySql(s) => {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                    .execute(s.pool())
+                    .await?;
+            }
         }
         Ok(())
     }
@@ -218,6 +257,7 @@ impl AnyStore {
         Ok(match self {
             Self::Postgres(s) => sqlx::query_scalar(sql).fetch_one(s.pool()).await?,
             Self::Sqlite(s) => sqlx::query_scalar(sql).fetch_one(s.pool()).await?,
+            Self::MySql(s) => sqlx::query_scalar(sql).fetch_one(s.pool()).await?,
         })
     }
 
@@ -226,6 +266,7 @@ impl AnyStore {
         Ok(match self {
             Self::Postgres(s) => sqlx::query_as(sql).fetch_all(s.pool()).await?,
             Self::Sqlite(s) => sqlx::query_as(sql).fetch_all(s.pool()).await?,
+            Self::MySql(s) => sqlx::query_as(sql).fetch_all(s.pool()).await?,
         })
     }
 
@@ -235,6 +276,7 @@ impl AnyStore {
         Ok(match self {
             Self::Postgres(s) => s.observe().await?,
             Self::Sqlite(s) => s.observe().await?,
+            Self::MySql(s) => s.observe().await?,
         })
     }
 
@@ -247,6 +289,7 @@ impl AnyStore {
         Ok(match self {
             Self::Postgres(s) => s.list_dead_letters(filter).await?,
             Self::Sqlite(s) => s.list_dead_letters(filter).await?,
+            Self::MySql(s) => s.list_dead_letters(filter).await?,
         })
     }
 
@@ -259,6 +302,7 @@ impl AnyStore {
         Ok(match self {
             Self::Postgres(s) => s.dead_letter_by_id(id).await?,
             Self::Sqlite(s) => s.dead_letter_by_id(id).await?,
+            Self::MySql(s) => s.dead_letter_by_id(id).await?,
         })
     }
 
@@ -268,6 +312,7 @@ impl AnyStore {
         Ok(match self {
             Self::Postgres(s) => s.delete_dead_letter_by_id(id).await?,
             Self::Sqlite(s) => s.delete_dead_letter_by_id(id).await?,
+            Self::MySql(s) => s.delete_dead_letter_by_id(id).await?,
         })
     }
 
@@ -281,6 +326,7 @@ impl AnyStore {
         Ok(match self {
             Self::Postgres(s) => s.list_outbox(filter, limit).await?,
             Self::Sqlite(s) => s.list_outbox(filter, limit).await?,
+            Self::MySql(s) => s.list_outbox(filter, limit).await?,
         })
     }
 
@@ -294,6 +340,7 @@ impl AnyStore {
         Ok(match self {
             Self::Postgres(s) => s.load_outbox(id, message_id).await?,
             Self::Sqlite(s) => s.load_outbox(id, message_id).await?,
+            Self::MySql(s) => s.load_outbox(id, message_id).await?,
         })
     }
 
@@ -306,6 +353,7 @@ impl AnyStore {
         Ok(match self {
             Self::Postgres(s) => s.act_on_dead(params).await?,
             Self::Sqlite(s) => s.act_on_dead(params).await?,
+            Self::MySql(s) => s.act_on_dead(params).await?,
         })
     }
 
@@ -315,6 +363,7 @@ impl AnyStore {
         Ok(match self {
             Self::Postgres(s) => s.pending_migrations().await?,
             Self::Sqlite(s) => s.pending_migrations().await?,
+            Self::MySql(s) => s.pending_migrations().await?,
         })
     }
 
@@ -327,6 +376,7 @@ impl AnyStore {
         Ok(match self {
             Self::Postgres(s) => s.processed_stats(consumer).await?,
             Self::Sqlite(s) => s.processed_stats(consumer).await?,
+            Self::MySql(s) => s.processed_stats(consumer).await?,
         })
     }
 
@@ -334,6 +384,7 @@ impl AnyStore {
         match self {
             Self::Postgres(_) => "postgres",
             Self::Sqlite(_) => "sqlite",
+            Self::MySql(_) => "mysql",
         }
     }
 }

@@ -91,6 +91,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             purge(s, &args, consumer, retention, config, cutoff, now, out).await
         }
         AnyStore::Sqlite(s) => purge(s, &args, consumer, retention, config, cutoff, now, out).await,
+        AnyStore::MySql(s) => purge(s, &args, consumer, retention, config, cutoff, now, out).await,
     }
 }
 

@@ -91,6 +91,11 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
                 .replay(&selector, args.include_done, &args.actor, &args.reason)
                 .await?
         }
+        AnyStore::MySql(s) => {
+            Inbox::new(s.clone(), consumer.clone())
+                .replay(&selector, args.include_done, &args.actor, &args.reason)
+                .await?
+        }
     };
     writeln!(
         out,

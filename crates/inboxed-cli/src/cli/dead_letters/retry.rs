@@ -178,6 +178,11 @@ async fn into_inbox(
                 .store(&envelope)
                 .await?
         }
+        AnyStore::MySql(s) => {
+            Inbox::new(s.clone(), consumer.clone())
+                .store(&envelope)
+                .await?
+        }
     };
     match stored {
         Enqueued::Stored { id: row } => {

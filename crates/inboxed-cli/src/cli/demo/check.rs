@@ -15,6 +15,7 @@ pub(super) async fn reset(store: &AnyStore, accounts: usize, opening: i64) -> an
             accounts,
             opening,
             store.demo_keys(),
+            store.backend() == "mysql",
         ))
         .await
 }

@@ -6,10 +6,27 @@ use serde::Deserialize;
 use inboxed_core::{Envelope, Handler, HandlerError, ResultExt};
 
 /// Table setup, valid on both engines. Account ids are generated here, never user input.
-pub(super) fn reset_sql(accounts: usize, opening: i64, demo_keys: &str) -> String {
+pub(super) fn reset_sql(accounts: usize, opening: i64, demo_keys: &str, mysql: bool) -> String {
     let values: Vec<String> = (0..accounts)
         .map(|i| format!("('{}', {opening})", account(i)))
         .collect();
+    if mysql {
+        // MySQL keys a text column only by a length, and has no store-then-process table yet.
+        return format!(
+            "DROP TABLE IF EXISTS inboxed_demo_ledger;
+             DROP TABLE IF EXISTS inboxed_demo_accounts;
+             CREATE TABLE inboxed_demo_accounts (id VARCHAR(64) PRIMARY KEY, balance BIGINT NOT NULL)
+                 ENGINE = InnoDB;
+             CREATE TABLE inboxed_demo_ledger (message_id VARCHAR(600) NOT NULL,
+                 from_account VARCHAR(64) NOT NULL, to_account VARCHAR(64) NOT NULL,
+                 amount BIGINT NOT NULL) ENGINE = InnoDB;
+             INSERT INTO inboxed_demo_accounts (id, balance) VALUES {};
+             DELETE {demo_keys};
+             DELETE FROM inboxed_dead_letters WHERE consumer_name = 'demo';
+             DELETE FROM inboxed_attempts WHERE consumer_name = 'demo';",
+            values.join(", ")
+        );
+    }
     format!(
         "DROP TABLE IF EXISTS inboxed_demo_ledger;
          DROP TABLE IF EXISTS inboxed_demo_accounts;
@@ -83,6 +100,12 @@ transfers_for!(
     sqlx::PgConnection,
     "UPDATE inboxed_demo_accounts SET balance = balance + $1 WHERE id = $2",
     "INSERT INTO inboxed_demo_ledger (message_id, from_account, to_account, amount) VALUES ($1, $2, $3, $4)"
+);
+transfers_for!(
+    sqlx::MySql,
+    sqlx::MySqlConnection,
+    "UPDATE inboxed_demo_accounts SET balance = balance + ? WHERE id = ?",
+    "INSERT INTO inboxed_demo_ledger (message_id, from_account, to_account, amount) VALUES (?, ?, ?, ?)"
 );
 transfers_for!(
     sqlx::Sqlite,

@@ -22,7 +22,8 @@ use ledger::{Transfer, Transfers, account};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Database URL: sqlite://path (created if missing) or postgres://…
+    /// Database URL: sqlite://path (created if missing), postgres://… or mysql://…/database
+    /// (`--mode direct` only on MySQL so far)
     #[arg(
         long,
         env = "DATABASE_URL",
@@ -173,6 +174,13 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         }
         (AnyStore::Sqlite(s), Mode::StoreThenProcess) => {
             stored::run(s.clone(), consumer, Transfers, &broker, workers).await?
+        }
+        (AnyStore::MySql(s), Mode::Direct) => {
+            let processor = Processor::new(s.clone(), consumer, Transfers);
+            drive(processor, &broker, workers).await
+        }
+        (AnyStore::MySql(_), Mode::StoreThenProcess) => {
+            anyhow::bail!("--mode store-then-process is not built on MySQL yet; run --mode direct")
         }
     };
     let elapsed = started.elapsed();

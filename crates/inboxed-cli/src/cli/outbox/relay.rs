@@ -43,6 +43,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     match store {
         AnyStore::Postgres(store) => relay(store, publisher, &s).await,
         AnyStore::Sqlite(store) => relay(store, publisher, &s).await,
+        AnyStore::MySql(store) => relay(store, publisher, &s).await,
     }?;
     writeln!(out, "outbox relay stopped")?;
     Ok(ExitCode::SUCCESS)

@@ -46,6 +46,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     match store {
         AnyStore::Postgres(store) => relay(store, &s).await?,
         AnyStore::Sqlite(store) => relay(store, &s).await?,
+        AnyStore::MySql(store) => relay(store, &s).await?,
     }
     writeln!(out, "relay stopped; nothing in flight was left unacked")?;
     Ok(ExitCode::SUCCESS)

@@ -393,3 +393,64 @@ async fn migrators_take_turns_and_leave_the_lock_free() {
     other.pool().close().await;
     db.finish().await;
 }
+
+/// Why the store's connections run READ COMMITTED: under InnoDB's default REPEATABLE READ, a
+/// claim's `SKIP LOCKED` scan takes gap locks, and a producer's insert into the scanned range
+/// waits for the claim's transaction; under READ COMMITTED it does not wait.
+#[tokio::test]
+async fn a_skip_locked_claim_blocks_producers_only_under_repeatable_read() {
+    let db = TestDb::new().await;
+    db.store
+        .pool()
+        .execute(
+            "CREATE TABLE queue (id BIGINT PRIMARY KEY, state VARCHAR(8) NOT NULL, \
+             KEY (state, id)) ENGINE = InnoDB; \
+             INSERT INTO queue VALUES (10, 'pending'), (20, 'pending'), (30, 'pending')",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut waits = Vec::new();
+    for level in ["REPEATABLE READ", "READ COMMITTED"] {
+        let mut claimer = db.conn().await;
+        claimer
+            .execute(sqlx::AssertSqlSafe(format!(
+                "SET TRANSACTION ISOLATION LEVEL {level}"
+            )))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        claimer
+            .execute("BEGIN")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        claimer
+            .execute(
+                "SELECT id FROM queue WHERE state = 'pending' ORDER BY id LIMIT 2 \
+                 FOR UPDATE SKIP LOCKED",
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        // The producer: the store's own connection settings, with a short lock wait.
+        let mut producer = db.conn().await;
+        producer
+            .execute("SET SESSION innodb_lock_wait_timeout = 1")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let id = if waits.is_empty() { 15 } else { 16 };
+        let insert = sqlx::query("INSERT INTO queue VALUES (?, 'pending')")
+            .bind(id)
+            .execute(&mut *producer)
+            .await
+            .map_err(StoreError::from_sqlx);
+        waits.push(matches!(insert, Err(StoreError::Timeout(_))));
+        claimer
+            .execute("ROLLBACK")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(
+        waits,
+        [true, false],
+        "the producer's insert timed out under [REPEATABLE READ, READ COMMITTED]"
+    );
+    db.finish().await;
+}

@@ -454,3 +454,75 @@ async fn a_skip_locked_claim_blocks_producers_only_under_repeatable_read() {
     );
     db.finish().await;
 }
+
+/// A redelivery past `max_attempts` dead-letters its key while an earlier delivery's claim of
+/// the same key is still uncommitted: the dead letter's guard waits for that claim and, once it
+/// commits, finds the key processed. With a plain read the guard saw nothing, and the key ended
+/// both processed and dead (`inboxed demo` reported a 41st dead letter for 40 poison messages).
+#[tokio::test]
+async fn a_dead_letter_waits_for_an_uncommitted_claim_of_its_key() {
+    use inboxed_core::store::{
+        BeginParams, Claim, ClaimParams, DeadLetterParams, DeadLettered, Store,
+    };
+    use inboxed_core::{ConsumerName, DeadLetterReason, Envelope, MessageId};
+    let db = TestDb::new().await;
+    db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
+    let consumer = ConsumerName::new("billing").unwrap_or_else(|e| panic!("{e}"));
+    let id = MessageId::new("m-1").unwrap_or_else(|e| panic!("{e}"));
+    let envelope = Envelope::new(id.clone(), b"{}".to_vec());
+    let mut first = db
+        .store
+        .begin(&BeginParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let claim = db
+        .store
+        .claim(
+            &mut first,
+            &ClaimParams {
+                consumer: &consumer,
+                envelope: &envelope,
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(claim, Claim::New);
+    let store = db.store.clone();
+    let (c, i) = (consumer.clone(), id.clone());
+    let late = tokio::spawn(async move {
+        store
+            .dead_letter(&DeadLetterParams {
+                consumer: &c,
+                message_id: Some(&i),
+                message_type: None,
+                correlation_id: None,
+                payload: b"{}",
+                payload_hash: None,
+                reason: DeadLetterReason::AttemptsExhausted,
+                error: "5 deliveries failed",
+                attempts: 5,
+            })
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !late.is_finished(),
+        "the dead letter did not wait for the claim"
+    );
+    first.commit().await.unwrap_or_else(|e| panic!("{e}"));
+    let settled = late
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(settled, DeadLettered::AlreadyProcessed);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM inboxed_dead_letters").await,
+        0
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM inboxed_processed_messages")
+            .await,
+        1
+    );
+    db.finish().await;
+}

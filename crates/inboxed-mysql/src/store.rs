@@ -158,8 +158,14 @@ impl inboxed_core::Store for MySqlStore {
             Isolation::Serializable => "SERIALIZABLE",
             _ => "SERIALIZABLE",
         };
+        // ROLLBACK first: a task cancelled while its BEGIN was on the wire leaves the server
+        // in a transaction that the client never registered, so nothing rolls it back when
+        // the connection returns to the pool. On MySQL the next `SET TRANSACTION` then fails
+        // (1568: `inboxed demo` requeued 184 of 3,079 deliveries for it, and one message ran
+        // out of attempts), and a plain BEGIN would commit whatever that transaction held.
+        // Whatever is open here belongs to a cancelled task: it is never to be committed.
         let begin = format!(
-            "SET SESSION innodb_lock_wait_timeout = {}, SESSION wait_timeout = {}; \
+            "ROLLBACK; SET SESSION innodb_lock_wait_timeout = {}, SESSION wait_timeout = {}; \
              /*M! SET SESSION max_statement_time = {:.3} */; \
              SET TRANSACTION ISOLATION LEVEL {isolation}; BEGIN",
             secs(p.lock_timeout),

@@ -526,3 +526,44 @@ async fn a_dead_letter_waits_for_an_uncommitted_claim_of_its_key() {
     );
     db.finish().await;
 }
+
+/// A connection can come back to the pool inside a transaction the client never registered (a
+/// task cancelled while its BEGIN was on the wire). The store's next transaction on it starts,
+/// and what the stray transaction held is rolled back, never committed.
+#[tokio::test]
+async fn a_transaction_left_open_on_a_pooled_connection_is_rolled_back_not_committed() {
+    use inboxed_core::store::{BeginParams, Store};
+    let db = TestDb::new().await;
+    let one = MySqlStore::connect(&format!("{}/{}", server_url(), db.name), 1)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    {
+        let mut conn = one.pool().acquire().await.unwrap_or_else(|e| panic!("{e}"));
+        // Raw text, so that sqlx does not know a transaction is open.
+        sqlx::raw_sql("BEGIN; INSERT INTO ledger VALUES ('stray', 1)")
+            .execute(&mut *conn)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let mut tx = one
+        .begin(&BeginParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("the next transaction did not start: {e}"));
+    sqlx::query("INSERT INTO ledger VALUES ('mine', 2)")
+        .execute(&mut *tx)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    tx.commit().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM ledger WHERE id = 'mine'")
+            .await,
+        1
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM ledger WHERE id = 'stray'")
+            .await,
+        0
+    );
+    one.pool().close().await;
+    db.finish().await;
+}

@@ -16,6 +16,11 @@ use inboxed_core::{Envelope, Namespace, PayloadHash, StoreError, StoredHash};
 use crate::MySqlStore;
 use crate::query::MySqlQuery;
 
+/// How the store begins a transaction of its own: whatever a cancelled task left open on the
+/// pooled connection is rolled back first, where a plain BEGIN would commit it (see
+/// `MySqlStore::begin`).
+const CLEAN_BEGIN: &str = "ROLLBACK; BEGIN";
+
 impl Engine for MySqlStore {
     type Query = MySqlQuery;
     type Row = MySqlRow;
@@ -78,7 +83,10 @@ impl Engine for MySqlStore {
         if !q.is_script() {
             return q.fetch_all(&mut conn).await;
         }
-        let mut tx = conn.begin().await.map_err(StoreError::from_sqlx)?;
+        let mut tx = conn
+            .begin_with(CLEAN_BEGIN)
+            .await
+            .map_err(StoreError::from_sqlx)?;
         let rows = q.fetch_all(&mut tx).await?;
         tx.commit().await.map_err(StoreError::from_sqlx)?;
         Ok(rows)
@@ -89,13 +97,19 @@ impl Engine for MySqlStore {
         if !q.is_script() {
             return q.execute(&mut conn).await;
         }
-        let mut tx = conn.begin().await.map_err(StoreError::from_sqlx)?;
+        let mut tx = conn
+            .begin_with(CLEAN_BEGIN)
+            .await
+            .map_err(StoreError::from_sqlx)?;
         let changed = q.execute(&mut tx).await?;
         tx.commit().await.map_err(StoreError::from_sqlx)?;
         Ok(changed)
     }
 
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, MySql>, StoreError> {
-        self.pool.begin().await.map_err(StoreError::from_sqlx)
+        self.pool
+            .begin_with(CLEAN_BEGIN)
+            .await
+            .map_err(StoreError::from_sqlx)
     }
 }

@@ -1,0 +1,86 @@
+//! The engine's first parts against the real server (`INBOXED_MYSQL_URL`, default the local
+//! MariaDB as root), each test in a database of its own: the reading of multi-statement SQL
+//! files, the classification of InnoDB's errors by number, and the traps the schema and the
+//! connection settings are chosen against.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::{Connection, Executor, MySqlConnection, Row};
+
+use inboxed_core::StoreError;
+use inboxed_core::engine::Args;
+
+use crate::MySqlStore;
+
+fn server_url() -> String {
+    std::env::var("INBOXED_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".to_owned())
+}
+
+/// A fresh database and a store on it, dropped when the test passes.
+struct TestDb {
+    name: String,
+    store: MySqlStore,
+}
+
+impl TestDb {
+    async fn new() -> Self {
+        // Named as the suite's databases are, so that its sweep drops those of failed tests.
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let name = format!("inboxed_test_{secs}_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = MySqlConnection::connect(&server_url())
+            .await
+            .unwrap_or_else(|e| panic!("MariaDB at {} is needed: {e}", server_url()));
+        admin
+            .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE `{name}`")))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let store = MySqlStore::connect(&format!("{}/{name}", server_url()), 4)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        store
+            .pool()
+            .execute(
+                "CREATE TABLE ledger (id VARCHAR(64) PRIMARY KEY, amount BIGINT NOT NULL) \
+                 ENGINE = InnoDB",
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        Self { name, store }
+    }
+
+    async fn conn(&self) -> sqlx::pool::PoolConnection<sqlx::MySql> {
+        self.store
+            .pool()
+            .acquire()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    async fn count(&self, sql: &'static str) -> i64 {
+        sqlx::query(sql)
+            .fetch_one(self.store.pool())
+            .await
+            .and_then(|r| r.try_get(0))
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    async fn finish(self) {
+        self.store.pool().close().await;
+        let mut admin = MySqlConnection::connect(&server_url())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        admin
+            .execute(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE `{}`",
+                self.name
+            )))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+mod store;
+mod traps;

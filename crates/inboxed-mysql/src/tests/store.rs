@@ -1,0 +1,224 @@
+//! The engine's own mechanisms: multi-statement scripts, migrators taking turns, a dead letter
+//! waiting for a claim in flight, and a transaction left open on a pooled connection.
+
+use super::*;
+
+#[tokio::test]
+async fn a_script_runs_its_statements_in_order_with_numbered_arguments_reused() {
+    let db = TestDb::new().await;
+    db.store
+        .pool()
+        .execute(
+            "CREATE TABLE rows_ (id BIGINT PRIMARY KEY, owner VARBINARY(16) NULL, \
+             amount BIGINT NOT NULL) ENGINE = InnoDB",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    db.store
+        .pool()
+        .execute("INSERT INTO rows_ (id, amount) VALUES (1, 10), (2, 20), (3, 30), (4, 40)")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The shape of a claim: stamp up to $2 rows with the token $1 under SKIP LOCKED, then read
+    // the rows bearing it; $1 is used twice, $3 before $2.
+    let sql: Arc<str> = Arc::from(
+        "-- $1 token, $2 limit, $3 least amount\n\
+         UPDATE rows_ SET owner = $1\n\
+         WHERE id IN (SELECT id FROM (SELECT id FROM rows_ WHERE owner IS NULL AND amount >= $3\n\
+                      ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED) AS c);\n\
+         SELECT id, amount FROM rows_ WHERE owner = $1 ORDER BY id",
+    );
+    let mut conn = db.conn().await;
+    let rows = db
+        .store
+        .script(&sql)
+        .bytes(b"token-a")
+        .int(2)
+        .int(20)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let got: Vec<(i64, i64)> = rows
+        .iter()
+        .map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1)))
+        .collect();
+    assert_eq!(got, vec![(2, 20), (3, 30)]);
+    // A second claim skips the stamped rows and takes what is left.
+    let changed = db
+        .store
+        .script(&sql)
+        .bytes(b"token-b")
+        .int(5)
+        .int(0)
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        changed, 0,
+        "the last statement is a SELECT: it changes nothing"
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM rows_ WHERE owner = 'token-b'")
+            .await,
+        2
+    );
+    drop(conn);
+    db.finish().await;
+}
+
+/// Two migrators on a fresh database: one applies the migrations, the other waits on the
+/// named lock and finds them applied; the lock is free afterwards (a pooled connection that
+/// kept it would stall every later migrator), and a third run applies nothing.
+#[tokio::test]
+async fn migrators_take_turns_and_leave_the_lock_free() {
+    use inboxed_core::Store;
+    let db = TestDb::new().await;
+    let other = MySqlStore::connect(&format!("{}/{}", server_url(), db.name), 2)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Bounded: a migrator that kept the lock on its pooled connection makes the other wait
+    // for a year.
+    let both = tokio::time::timeout(Duration::from_secs(20), async {
+        tokio::join!(db.store.migrate(), other.migrate())
+    });
+    let (a, b) = both
+        .await
+        .unwrap_or_else(|_| panic!("a migrator waits on the other's lock"));
+    let mut runs = [
+        a.unwrap_or_else(|e| panic!("{e}")),
+        b.unwrap_or_else(|e| panic!("{e}")),
+    ];
+    runs.sort();
+    assert_eq!(runs, [vec![], vec![1]]);
+    let free: i64 =
+        sqlx::query_scalar("SELECT IS_FREE_LOCK(CONCAT('inboxed.migrate.', ?, '.inboxed_'))")
+            .bind(&db.name)
+            .fetch_one(&mut *db.conn().await)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(free, 1, "a migrator kept the named lock");
+    assert_eq!(
+        db.store.migrate().await.unwrap_or_else(|e| panic!("{e}")),
+        Vec::<i64>::new()
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM inboxed_migrations").await,
+        1,
+        "one record of migration 1"
+    );
+    other.pool().close().await;
+    db.finish().await;
+}
+
+/// A redelivery past `max_attempts` dead-letters its key while an earlier delivery's claim of
+/// the same key is still uncommitted: the dead letter's guard waits for that claim and, once it
+/// commits, finds the key processed. With a plain read the guard saw nothing, and the key ended
+/// both processed and dead (`inboxed demo` reported a 41st dead letter for 40 poison messages).
+#[tokio::test]
+async fn a_dead_letter_waits_for_an_uncommitted_claim_of_its_key() {
+    use inboxed_core::store::{
+        BeginParams, Claim, ClaimParams, DeadLetterParams, DeadLettered, Store,
+    };
+    use inboxed_core::{ConsumerName, DeadLetterReason, Envelope, MessageId};
+    let db = TestDb::new().await;
+    db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
+    let consumer = ConsumerName::new("billing").unwrap_or_else(|e| panic!("{e}"));
+    let id = MessageId::new("m-1").unwrap_or_else(|e| panic!("{e}"));
+    let envelope = Envelope::new(id.clone(), b"{}".to_vec());
+    let mut first = db
+        .store
+        .begin(&BeginParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let claim = db
+        .store
+        .claim(
+            &mut first,
+            &ClaimParams {
+                consumer: &consumer,
+                envelope: &envelope,
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(claim, Claim::New);
+    let store = db.store.clone();
+    let (c, i) = (consumer.clone(), id.clone());
+    let late = tokio::spawn(async move {
+        store
+            .dead_letter(&DeadLetterParams {
+                consumer: &c,
+                message_id: Some(&i),
+                message_type: None,
+                correlation_id: None,
+                payload: b"{}",
+                payload_hash: None,
+                reason: DeadLetterReason::AttemptsExhausted,
+                error: "5 deliveries failed",
+                attempts: 5,
+            })
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !late.is_finished(),
+        "the dead letter did not wait for the claim"
+    );
+    first.commit().await.unwrap_or_else(|e| panic!("{e}"));
+    let settled = late
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(settled, DeadLettered::AlreadyProcessed);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM inboxed_dead_letters").await,
+        0
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM inboxed_processed_messages")
+            .await,
+        1
+    );
+    db.finish().await;
+}
+
+/// A connection can come back to the pool inside a transaction the client never registered (a
+/// task cancelled while its BEGIN was on the wire). The store's next transaction on it starts,
+/// and what the stray transaction held is rolled back, never committed.
+#[tokio::test]
+async fn a_transaction_left_open_on_a_pooled_connection_is_rolled_back_not_committed() {
+    use inboxed_core::store::{BeginParams, Store};
+    let db = TestDb::new().await;
+    let one = MySqlStore::connect(&format!("{}/{}", server_url(), db.name), 1)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    {
+        let mut conn = one.pool().acquire().await.unwrap_or_else(|e| panic!("{e}"));
+        // Raw text, so that sqlx does not know a transaction is open.
+        sqlx::raw_sql("BEGIN; INSERT INTO ledger VALUES ('stray', 1)")
+            .execute(&mut *conn)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let mut tx = one
+        .begin(&BeginParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("the next transaction did not start: {e}"));
+    sqlx::query("INSERT INTO ledger VALUES ('mine', 2)")
+        .execute(&mut *tx)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    tx.commit().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM ledger WHERE id = 'mine'")
+            .await,
+        1
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM ledger WHERE id = 'stray'")
+            .await,
+        0
+    );
+    one.pool().close().await;
+    db.finish().await;
+}

@@ -125,6 +125,7 @@ operations!(
     count_expired,
     processed_stats,
     lock_key,
+    dead_letter_lock,
     claim_partitioned,
     create_partitions,
     expired_partitions,

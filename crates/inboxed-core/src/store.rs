@@ -227,6 +227,20 @@ pub trait Store: Clone + Send + Sync + 'static {
         params: &BeginParams,
     ) -> impl Future<Output = Result<sqlx::Transaction<'static, Self::Db>, StoreError>> + Send;
 
+    /// Begins a transaction that will claim `ids` (keys of `consumer`), in the same round trip
+    /// taking whatever the engine needs for a dead letter of one of them to wait for the claim
+    /// (PostgreSQL: shared advisory locks, [`engine::key_lock`](crate::engine::key_lock)).
+    /// Engines whose dead letter already waits for an uncommitted claim just begin.
+    fn begin_claims(
+        &self,
+        params: &BeginParams,
+        consumer: &ConsumerName,
+        ids: &[&str],
+    ) -> impl Future<Output = Result<sqlx::Transaction<'static, Self::Db>, StoreError>> + Send {
+        let _ = (consumer, ids);
+        self.begin(params)
+    }
+
     /// Records the key unless it exists. A concurrent, uncommitted claim of the same key makes
     /// this wait until that transaction ends: that wait is the whole concurrency argument.
     fn claim(

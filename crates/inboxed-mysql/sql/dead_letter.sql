@@ -5,12 +5,9 @@
 -- $5 payload, $6 payload_hash, $7 reason, $8 error, $9 attempts, $10 conflict_hash (empty
 -- unless reason = 'conflict')
 --
--- The guard's read locks: a redelivery past max_attempts runs this while an earlier delivery
--- of the key may still be in its handler, its claim uncommitted; a plain read would not see
--- that claim, and the key would end up both processed and dead (seen in `inboxed demo`). The
--- locking read waits for the claim's commit or rollback and then reads the outcome.
 -- A record already there is InnoDB's error 1062 on the unique key, made "no row" by the
--- directive: a change of none (see claim.sql for why not INSERT IGNORE).
+-- directive: a change of none (see claim.sql for why not INSERT IGNORE). The guard skips a
+-- processed key with a plain read; conflicts are exempt, their key is processed by definition.
 --! duplicate key: no rows
 INSERT INTO {{schema}}.`{{prefix}}dead_letters`
     (consumer_name, message_id, message_type, correlation_id, payload, payload_hash,
@@ -19,5 +16,17 @@ SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM DUAL
 WHERE $7 = 'conflict' OR $2 IS NULL OR NOT EXISTS (
     SELECT 1 FROM {{schema}}.`{{prefix}}processed_messages` p
     WHERE p.consumer_name = $1 AND p.message_id = $2
+);
+-- Then the check that decides, after the write: a redelivery past max_attempts runs this while
+-- an earlier delivery of the key may still be in its handler, its claim uncommitted (seen in
+-- `inboxed demo`). The locking read waits for that claim's commit or rollback; claim.sql writes
+-- first and checks for this dead letter the same way (it says why both orders are needed).
+-- Deleting the row undoes the dead letter; the store then finds the key processed.
+--! undo: no rows
+DELETE FROM {{schema}}.`{{prefix}}dead_letters`
+WHERE consumer_name = $1 AND message_id = $2 AND conflict_hash = $10 AND reason <> 'conflict'
+  AND EXISTS (
+    SELECT 1 FROM {{schema}}.`{{prefix}}processed_messages` p
+    WHERE p.consumer_name = $1 AND p.message_id = $2
     LOCK IN SHARE MODE
-)
+  )

@@ -18,6 +18,9 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     absent:
     // Keys store the consumer's name: no registry.
     register_consumer,
+    // The claim and the dead letter each write first and then read the other's row with a
+    // locking read, which waits for an uncommitted insert: no lock of their own.
+    dead_letter_lock,
     // A batch claims its keys with claim.sql, one statement each (set-based claims come with
     // the batch benchmarks).
     claim_many,

@@ -100,7 +100,8 @@ impl MySqlQuery {
 
     /// The statements in order; the last one's rows changed, or its rows. A statement marked
     /// `duplicate key: no rows` that fails with a duplicate key ends the operation there with
-    /// neither.
+    /// neither, and so does a statement marked `undo: no rows` that changes a row; one that
+    /// changes none leaves the result of the statement before it.
     async fn run(
         self,
         conn: &mut MySqlConnection,
@@ -119,6 +120,8 @@ impl MySqlQuery {
                     .map(|d| (d.rows_affected(), Vec::new()))
             };
             match done.map_err(StoreError::from_sqlx) {
+                Ok((0, _)) if s.undo => {}
+                Ok(_) if s.undo => return Ok((0, Vec::new())),
                 Ok(done) => out = done,
                 Err(StoreError::UniqueViolation(_)) if s.duplicate_is_empty => {
                     return Ok((0, Vec::new()));

@@ -24,10 +24,26 @@ pub(crate) struct Statement {
     /// ends the operation with no rows (PostgreSQL's `ON CONFLICT DO NOTHING` with nothing
     /// returned), since InnoDB rolls back only the failed statement.
     pub(crate) duplicate_is_empty: bool,
+    /// Set by the directive `--! undo: no rows` before the statement: when it changes a row it
+    /// has undone the write before it, and the operation changed none; otherwise the operation
+    /// changed what that write did. InnoDB's reads wait for an uncommitted row only when they
+    /// lock, and find no row to lock in one not yet written: two transactions that each check
+    /// the other's table and then write can both pass. Writing first, then checking with a
+    /// locking read and undoing, cannot (the later check always sees the other's write).
+    pub(crate) undo: bool,
 }
 
 /// The directive that sets [`Statement::duplicate_is_empty`].
 const DUPLICATE_IS_EMPTY: &str = "duplicate key: no rows";
+/// The directive that sets [`Statement::undo`].
+const UNDO: &str = "undo: no rows";
+
+/// The directives seen since the last statement ended.
+#[derive(Debug, Default)]
+struct Directives {
+    duplicate_is_empty: bool,
+    undo: bool,
+}
 
 /// An operation's statements, in the order they run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +77,7 @@ impl Script {
         let mut statements = Vec::new();
         let mut out = String::new();
         let mut params = Vec::new();
-        let mut flag = false;
+        let mut flag = Directives::default();
         let mut i = 0;
         while i < bytes.len() {
             let b = bytes[i];
@@ -75,7 +91,8 @@ impl Script {
                     let end = sql[i..].find('\n').map_or(bytes.len(), |n| i + n);
                     if let Some(directive) = sql[i..end].strip_prefix("--!") {
                         match directive.trim() {
-                            DUPLICATE_IS_EMPTY => flag = true,
+                            DUPLICATE_IS_EMPTY => flag.duplicate_is_empty = true,
+                            UNDO => flag.undo = true,
                             other => return Err(ScriptError::UnknownDirective(other.to_owned())),
                         }
                     }
@@ -135,14 +152,16 @@ fn push(
     statements: &mut Vec<Statement>,
     out: &mut String,
     params: &mut Vec<usize>,
-    flag: &mut bool,
+    flag: &mut Directives,
 ) {
     let sql = out.trim();
     if !sql.is_empty() {
+        let flag = std::mem::take(flag);
         statements.push(Statement {
             sql: Arc::from(sql),
             params: std::mem::take(params),
-            duplicate_is_empty: std::mem::take(flag),
+            duplicate_is_empty: flag.duplicate_is_empty,
+            undo: flag.undo,
         });
     }
     out.clear();
@@ -190,6 +209,7 @@ mod tests {
             sql: Arc::from(sql),
             params: params.to_vec(),
             duplicate_is_empty: false,
+            undo: false,
         }
     }
 
@@ -235,11 +255,19 @@ mod tests {
     #[test]
     fn a_directive_marks_the_statement_after_it() {
         let s = Script::parse(
-            "SELECT 0;\n--! duplicate key: no rows\nINSERT INTO t VALUES ($1);\nSELECT 1",
+            "SELECT 0;\n--! duplicate key: no rows\nINSERT INTO t VALUES ($1);\n--! undo: no rows\n\
+             DELETE FROM t WHERE a = $1;\nSELECT 1",
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let flags: Vec<bool> = s.statements.iter().map(|s| s.duplicate_is_empty).collect();
-        assert_eq!(flags, [false, true, false]);
+        let flags: Vec<(bool, bool)> = s
+            .statements
+            .iter()
+            .map(|s| (s.duplicate_is_empty, s.undo))
+            .collect();
+        assert_eq!(
+            flags,
+            [(false, false), (true, false), (false, true), (false, false)]
+        );
         assert_eq!(
             Script::parse("--! ignore errors\nSELECT 1"),
             Err(ScriptError::UnknownDirective("ignore errors".to_owned()))

@@ -18,7 +18,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     replay_audit, purge_done, observe_inbox, observe_dead_letters, list_dead_letters,
     load_dead_letter_by_id, delete_dead_letter_by_id, list_partitions, lock_batch,
     count_attempts, finish_locked, purge_processed, count_expired, processed_stats,
-    purge_dead_letters, purge_redrive_audit, redact_done_payloads, server_version, lock_key,
+    purge_dead_letters, purge_redrive_audit, redact_done_payloads, server_version, lock_key, dead_letter_lock,
     claim_partitioned, create_partitions, expired_partitions, partition_consumers,
     lock_maintenance, detach_partition, drop_partition, migrate_lock, schema_exists,
     create_schema, migrations_table, migrations_applied, migration_record, migrations_exist,

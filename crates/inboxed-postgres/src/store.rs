@@ -6,7 +6,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres, Row};
 
-use inboxed_core::engine::keys;
+use inboxed_core::engine::{key_lock, keys};
 use inboxed_core::retention::PartitionConfig;
 use inboxed_core::sql::Queries;
 use inboxed_core::store::{
@@ -23,7 +23,7 @@ use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 /// Behind a transaction-pooling PgBouncer, turn off the statement cache with
 /// [`PgStore::persistent_statements`] unless the bouncer tracks prepared statements
 /// (PgBouncer 1.21+ with `max_prepared_statements`); every setting the inbox needs is applied
-/// with `SET LOCAL`, which is transaction-scoped and therefore safe there.
+/// transaction-scoped (`set_config(…, true)`, as `SET LOCAL`), and therefore safe there.
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pub(crate) pool: PgPool,
@@ -154,31 +154,66 @@ impl PgStore {
 /// The oldest server the migrations run on: 14, for `DETACH PARTITION … CONCURRENTLY`.
 const MIN_SERVER_VERSION: i32 = 140_000;
 
-/// One round trip: the simple-query protocol runs `BEGIN` and the `SET`s together.
-///
-/// The isolation level is set with `SET TRANSACTION` rather than `BEGIN ISOLATION LEVEL`: if a
-/// caller's future was dropped while an earlier `BEGIN` was in flight, sqlx returns that
-/// connection to the pool still inside a (still empty) transaction. A second `BEGIN …` would
-/// then only warn and keep READ COMMITTED; `SET TRANSACTION` applies either way.
-fn begin_statement(p: &BeginParams) -> String {
+/// `begin.sql` for these settings and lock ids (empty: a transaction that claims nothing).
+fn begin_statement(p: &BeginParams, locks: &[i64]) -> String {
+    static TEMPLATE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        // The comment stays here: the statement travels with every transaction.
+        include_str!("../sql/begin.sql")
+            .lines()
+            .filter(|line| !line.starts_with("--"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
     let level = match p.isolation {
         Isolation::ReadCommitted => "READ COMMITTED",
         Isolation::RepeatableRead => "REPEATABLE READ",
         _ => "SERIALIZABLE",
     };
-    let flush = if p.durable_commit {
+    let no_flush = if p.durable_commit {
         ""
     } else {
-        "; SET LOCAL synchronous_commit = off"
+        ", set_config('synchronous_commit', 'off', true)"
     };
-    format!(
-        "BEGIN; SET TRANSACTION ISOLATION LEVEL {level}; SET LOCAL lock_timeout = {}; \
-         SET LOCAL statement_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = {}\
-         {flush}",
-        p.lock_timeout.as_millis(),
-        p.statement_timeout.as_millis(),
-        p.idle_in_transaction_timeout.as_millis()
-    )
+    let locks: String = locks
+        .iter()
+        .map(|id| format!(", pg_advisory_xact_lock_shared({id})"))
+        .collect();
+    TEMPLATE
+        .replace("{{isolation}}", level)
+        .replace("{{lock_timeout}}", &p.lock_timeout.as_millis().to_string())
+        .replace(
+            "{{statement_timeout}}",
+            &p.statement_timeout.as_millis().to_string(),
+        )
+        .replace(
+            "{{idle_timeout}}",
+            &p.idle_in_transaction_timeout.as_millis().to_string(),
+        )
+        .replace("{{no_flush}}", no_flush)
+        .replace("{{locks}}", &locks)
+}
+
+impl PgStore {
+    /// `BEGIN` with the transaction's settings and, in the same round trip, the shared locks
+    /// of the keys it will claim (`locks`; empty for any other transaction).
+    async fn begin_locked(
+        &self,
+        params: &BeginParams,
+        locks: &[i64],
+    ) -> Result<sqlx::Transaction<'static, Postgres>, StoreError> {
+        if self.partitions.is_some() && params.isolation != Isolation::ReadCommitted {
+            return Err(StoreError::Unsupported {
+                operation: "partitioned dedup under REPEATABLE READ or SERIALIZABLE",
+                reason: "the claim's probe must see the commits made while it waited for the \
+                         key lock, which takes a fresh snapshot per statement: use \
+                         Isolation::ReadCommitted, or the unpartitioned table",
+            });
+        }
+        self.pool
+            .begin_with(AssertSqlSafe(begin_statement(params, locks)))
+            .await
+            .map_err(StoreError::from_sqlx)
+    }
 }
 
 impl Store for PgStore {
@@ -248,18 +283,18 @@ impl Store for PgStore {
         &self,
         params: &BeginParams,
     ) -> Result<sqlx::Transaction<'static, Postgres>, StoreError> {
-        if self.partitions.is_some() && params.isolation != Isolation::ReadCommitted {
-            return Err(StoreError::Unsupported {
-                operation: "partitioned dedup under REPEATABLE READ or SERIALIZABLE",
-                reason: "the claim's probe must see the commits made while it waited for the \
-                         key lock, which takes a fresh snapshot per statement: use \
-                         Isolation::ReadCommitted, or the unpartitioned table",
-            });
-        }
-        self.pool
-            .begin_with(AssertSqlSafe(begin_statement(params)))
+        self.begin_locked(params, &[]).await
+    }
+
+    /// The claims' shared key locks ride in the `BEGIN`'s round trip (`begin.sql`).
+    async fn begin_claims(
+        &self,
+        params: &BeginParams,
+        consumer: &ConsumerName,
+        ids: &[&str],
+    ) -> Result<sqlx::Transaction<'static, Postgres>, StoreError> {
+        self.begin_locked(params, &key_lock::claim_locks(consumer, ids))
             .await
-            .map_err(StoreError::from_sqlx)
     }
 
     async fn claim(

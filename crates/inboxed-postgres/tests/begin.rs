@@ -40,3 +40,48 @@ async fn only_maintenance_batches_skip_the_commit_flush() {
     assert_eq!(after, "on");
     db.finish().await;
 }
+
+/// A claim whose `BEGIN` arrives while a dead letter of its key is being written (the dead
+/// letter holds the key's lock, its row not yet committed) waits for it and then finds the key
+/// dead, instead of claiming it beside the dead letter: the claim's shared key lock rides in
+/// the `BEGIN`, so the claim statement's snapshot is taken after the dead letter committed.
+#[tokio::test]
+async fn a_claim_begun_beside_a_dead_letter_in_flight_finds_it_dead() {
+    use inboxed_core::engine::key_lock::{bucket_lock, key_lock};
+    use inboxed_core::{ConsumerName, Outcome, Processor};
+    use inboxed_test::handler::{Ledger, credit};
+
+    let db = Pg::create().await;
+    let consumer = ConsumerName::new("ledger").unwrap();
+    let processor = Processor::new(db.store.clone(), consumer.clone(), Ledger::<Pg>::default());
+    processor.ensure_ready().await.unwrap();
+    let msg = credit("m-dl", 5);
+    let mut letter = db.store.pool().begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1), pg_advisory_xact_lock($2)")
+        .bind(bucket_lock(&consumer, "m-dl"))
+        .bind(key_lock(&consumer, "m-dl"))
+        .execute(&mut *letter)
+        .await
+        .unwrap();
+    let claim = {
+        let (p, msg) = (processor.clone(), msg.clone());
+        tokio::spawn(async move { p.process(&msg, Some(1)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !claim.is_finished(),
+        "the claim did not wait for the dead letter in flight"
+    );
+    sqlx::query(
+        "INSERT INTO inboxed_dead_letters \
+         (consumer_name, message_id, payload, reason, error, attempts, conflict_hash) \
+         VALUES ('ledger', 'm-dl', '\\x', 'attempts_exhausted', 'held by the test', 5, '\\x')",
+    )
+    .execute(&mut *letter)
+    .await
+    .unwrap();
+    letter.commit().await.unwrap();
+    assert_eq!(claim.await.unwrap().unwrap(), Outcome::AlreadyDeadLettered);
+    assert_eq!(inboxed_test::conformance::ledger_state(&db).await, (0, 0));
+    db.finish().await;
+}

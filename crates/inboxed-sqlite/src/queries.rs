@@ -24,6 +24,9 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     absent:
     // Keys store the consumer name: no registry.
     register_consumer,
+    // One writer at a time: a dead letter's check already sees every claim that committed
+    // before it, and none is in flight beside it.
+    dead_letter_lock,
     // In process there is no round trip to save: a batch claims its keys with claim.sql, and
     // a batch receipt runs enqueue.sql per message in one transaction (the batch shares the
     // commit, which is what costs).

@@ -1,7 +1,7 @@
 //! The [`Store`](crate::Store) operations on a key's attempt counter and dead letter, for
 //! every engine.
 
-use super::{Args, Columns, Conn, Engine};
+use super::{Args, Columns, Conn, Engine, key_lock};
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::StoreError;
 use crate::hash::PayloadHash;
@@ -141,6 +141,18 @@ pub async fn dead_letter<E: Engine>(
     p: &DeadLetterParams<'_>,
 ) -> Result<DeadLettered, StoreError> {
     let mut tx = e.begin_write().await?;
+    let lock = &e.queries().dead_letter_lock;
+    if let Some(id) = p.message_id
+        && p.reason != DeadLetterReason::Conflict
+        && !lock.is_empty()
+    {
+        // Wait for the key's claims in flight (key_lock's module says why).
+        let q = e
+            .query(lock)
+            .int(key_lock::key_lock(p.consumer, id.as_str()))
+            .int(key_lock::bucket_lock(p.consumer, id.as_str()));
+        E::execute(q, &mut tx).await?;
+    }
     let q = e
         .query(&e.queries().dead_letter)
         .text(p.consumer.as_str())

@@ -15,6 +15,7 @@
 
 pub mod claims;
 pub mod inbox;
+pub mod key_lock;
 pub mod keys;
 pub mod migrate;
 pub mod observe;

@@ -26,9 +26,10 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             consumer: &inner.consumer,
             message_id: envelope.id(),
         };
+        let ids = [envelope.id().as_str()];
         let mut tx = inner
             .store
-            .begin(&inner.config.begin_params())
+            .begin_claims(&inner.config.begin_params(), &inner.consumer, &ids)
             .await
             .map_err(Failure::Store)?;
         if retry {

@@ -255,7 +255,11 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
 
     async fn try_batch(&self, batch: &[Envelope], firsts: &[usize]) -> Result<Vec<Claim>, Error> {
         let inner = &*self.inner;
-        let mut tx = inner.store.begin(&inner.config.begin_params()).await?;
+        let ids: Vec<&str> = firsts.iter().map(|&i| batch[i].id().as_str()).collect();
+        let mut tx = inner
+            .store
+            .begin_claims(&inner.config.begin_params(), &inner.consumer, &ids)
+            .await?;
         match self.in_batch(&mut tx, batch, firsts).await {
             Ok(claims) => {
                 tx.commit().await.map_err(StoreError::from_sqlx)?;

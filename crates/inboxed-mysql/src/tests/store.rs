@@ -1,5 +1,6 @@
 //! The engine's own mechanisms: multi-statement scripts, migrators taking turns, a dead letter
-//! waiting for a claim in flight, and a transaction left open on a pooled connection.
+//! and a claim of one key each waiting for the other in flight, and a transaction left open on
+//! a pooled connection.
 
 use super::*;
 
@@ -179,6 +180,62 @@ async fn a_dead_letter_waits_for_an_uncommitted_claim_of_its_key() {
             .await,
         1
     );
+    db.finish().await;
+}
+
+/// The other order: a dead letter has written its row (uncommitted, not yet checked) when a
+/// claim of the key runs. The claim's insert passes its plain guard, and its locking check
+/// after the write waits for the dead letter, then undoes the claim: the key is dead, not
+/// processed and dead. Without the check after the write, READ COMMITTED let both commit.
+#[tokio::test]
+async fn a_claim_beside_a_dead_letter_in_flight_is_undone() {
+    use inboxed_core::store::{BeginParams, Claim, ClaimParams, Store};
+    use inboxed_core::{ConsumerName, Envelope, MessageId};
+    let db = TestDb::new().await;
+    db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
+    let mut letter = db.conn().await;
+    letter
+        .execute(
+            "BEGIN; INSERT INTO inboxed_dead_letters \
+             (consumer_name, message_id, payload, reason, error, attempts, conflict_hash) \
+             VALUES ('billing', 'm-2', '', 'attempts_exhausted', 'held by the test', 5, '')",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let store = db.store.clone();
+    let claim = tokio::spawn(async move {
+        let consumer = ConsumerName::new("billing").unwrap_or_else(|e| panic!("{e}"));
+        let id = MessageId::new("m-2").unwrap_or_else(|e| panic!("{e}"));
+        let envelope = Envelope::new(id, b"{}".to_vec());
+        let mut tx = store.begin(&BeginParams::default()).await?;
+        let params = ClaimParams {
+            consumer: &consumer,
+            envelope: &envelope,
+        };
+        let claim = store.claim(&mut tx, &params).await?;
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        Ok::<_, StoreError>(claim)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !claim.is_finished(),
+        "the claim's check did not wait for the dead letter in flight"
+    );
+    letter
+        .execute("COMMIT")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let claim = claim
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(claim, Claim::DeadLettered);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM inboxed_processed_messages")
+            .await,
+        0
+    );
+    drop(letter);
     db.finish().await;
 }
 

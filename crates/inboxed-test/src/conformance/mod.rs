@@ -5,6 +5,7 @@
 mod batch;
 mod consumer;
 mod crash;
+mod dead_race;
 mod duplicates;
 mod failures;
 mod inbox;
@@ -31,6 +32,10 @@ pub use consumer::{
 pub use crash::{
     crash_before_commit_redoes_the_work, crash_between_commit_and_ack_does_not_reapply,
     poison_that_kills_a_batch_is_dead_lettered, poison_that_kills_the_process_is_dead_lettered,
+};
+pub use dead_race::{
+    exhausted_redelivery_waits_for_a_batch_in_flight,
+    exhausted_redelivery_waits_for_the_claim_in_flight,
 };
 pub use duplicates::{
     concurrent_duplicate_proceeds_after_first_rolls_back,
@@ -180,6 +185,8 @@ macro_rules! conformance_tests {
             concurrent_duplicates_commit_exactly_once,
             concurrent_duplicate_proceeds_after_first_rolls_back,
             hung_claimant_does_not_block_its_duplicate,
+            exhausted_redelivery_waits_for_the_claim_in_flight,
+            exhausted_redelivery_waits_for_a_batch_in_flight,
             crash_between_commit_and_ack_does_not_reapply,
             crash_before_commit_redoes_the_work,
             payload_conflict_is_reported,

@@ -1,0 +1,11 @@
+-- dead_letter_lock: the first statement of a dead letter's transaction (not for conflicts,
+-- whose key is processed by definition). Takes the key's lock and its bucket's, exclusively.
+-- $1 the key's lock id, $2 its bucket's (inboxed_core::engine::key_lock; computed by the
+-- client, so that the claims' shared locks can ride in their BEGIN)
+--
+-- A claim transaction holds the shared lock on its key (or, in a large batch, on its bucket)
+-- from its BEGIN to its end. Waiting here for both means the dead letter's check, which runs
+-- next with a fresh snapshot, sees every claim of the key that was in flight, and that a claim
+-- arriving meanwhile waits and then sees the dead letter. Every dead letter takes the bucket
+-- first, then the key, so two never wait on each other in opposite orders.
+SELECT pg_advisory_xact_lock($2), pg_advisory_xact_lock($1)

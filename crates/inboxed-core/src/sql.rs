@@ -98,6 +98,7 @@ operations!(
     enqueue_lookup_many,
     notify,
     claim_batch,
+    claim_stamp,
     complete,
     complete_batch,
     fail,

@@ -98,10 +98,11 @@ impl MySqlQuery {
         Ok(self.run(conn, true).await?.1)
     }
 
-    /// The statements in order; the last one's rows changed, or its rows. A statement marked
-    /// `duplicate key: no rows` that fails with a duplicate key ends the operation there with
-    /// neither, and so does a statement marked `undo: no rows` that changes a row; one that
-    /// changes none leaves the result of the statement before it.
+    /// The statements in order; the last one's rows changed, or its rows (those of the
+    /// statement marked `rows`, when one is). A statement marked `duplicate key: no rows` that
+    /// fails with a duplicate key ends the operation there with neither, and so does a
+    /// statement marked `undo: no rows` that changes a row; one that changes none leaves the
+    /// result of the statement before it.
     async fn run(
         self,
         conn: &mut MySqlConnection,
@@ -109,10 +110,16 @@ impl MySqlQuery {
     ) -> Result<(u64, Vec<MySqlRow>), StoreError> {
         let script = self.script()?;
         let last = script.statements.len() - 1;
+        let fetch_at = script
+            .statements
+            .iter()
+            .position(|s| s.returns_rows)
+            .unwrap_or(last);
         let mut out = (0, Vec::new());
+        let mut fetched = Vec::new();
         for (i, s) in script.statements.iter().enumerate() {
             let q = self.statement(i)?;
-            let done = if i == last && rows {
+            let done = if i == fetch_at && rows {
                 q.fetch_all(&mut *conn).await.map(|r| (0, r))
             } else {
                 q.execute(&mut *conn)
@@ -122,13 +129,18 @@ impl MySqlQuery {
             match done.map_err(StoreError::from_sqlx) {
                 Ok((0, _)) if s.undo => {}
                 Ok(_) if s.undo => return Ok((0, Vec::new())),
-                Ok(done) => out = done,
+                Ok((n, r)) if i == fetch_at => {
+                    fetched = r;
+                    out.0 = n;
+                }
+                Ok((n, _)) => out.0 = n,
                 Err(StoreError::UniqueViolation(_)) if s.duplicate_is_empty => {
                     return Ok((0, Vec::new()));
                 }
                 Err(e) => return Err(e),
             }
         }
+        out.1 = fetched;
         Ok(out)
     }
 }

@@ -31,18 +31,25 @@ pub(crate) struct Statement {
     /// the other's table and then write can both pass. Writing first, then checking with a
     /// locking read and undoing, cannot (the later check always sees the other's write).
     pub(crate) undo: bool,
+    /// Set by the directive `--! rows` before the statement: the operation returns its rows
+    /// rather than the last statement's. MySQL has no `UPDATE … RETURNING`: an operation locks
+    /// and reads its rows (`SELECT … FOR UPDATE`), then changes them under that lock.
+    pub(crate) returns_rows: bool,
 }
 
 /// The directive that sets [`Statement::duplicate_is_empty`].
 const DUPLICATE_IS_EMPTY: &str = "duplicate key: no rows";
 /// The directive that sets [`Statement::undo`].
 const UNDO: &str = "undo: no rows";
+/// The directive that sets [`Statement::returns_rows`].
+const ROWS: &str = "rows";
 
 /// The directives seen since the last statement ended.
 #[derive(Debug, Default)]
 struct Directives {
     duplicate_is_empty: bool,
     undo: bool,
+    returns_rows: bool,
 }
 
 /// An operation's statements, in the order they run.
@@ -93,6 +100,7 @@ impl Script {
                         match directive.trim() {
                             DUPLICATE_IS_EMPTY => flag.duplicate_is_empty = true,
                             UNDO => flag.undo = true,
+                            ROWS => flag.returns_rows = true,
                             other => return Err(ScriptError::UnknownDirective(other.to_owned())),
                         }
                     }
@@ -162,6 +170,7 @@ fn push(
             params: std::mem::take(params),
             duplicate_is_empty: flag.duplicate_is_empty,
             undo: flag.undo,
+            returns_rows: flag.returns_rows,
         });
     }
     out.clear();
@@ -210,6 +219,7 @@ mod tests {
             params: params.to_vec(),
             duplicate_is_empty: false,
             undo: false,
+            returns_rows: false,
         }
     }
 
@@ -255,18 +265,23 @@ mod tests {
     #[test]
     fn a_directive_marks_the_statement_after_it() {
         let s = Script::parse(
-            "SELECT 0;\n--! duplicate key: no rows\nINSERT INTO t VALUES ($1);\n--! undo: no rows\n\
-             DELETE FROM t WHERE a = $1;\nSELECT 1",
+            "--! rows\nSELECT 0;\n--! duplicate key: no rows\nINSERT INTO t VALUES ($1);\n\
+             --! undo: no rows\nDELETE FROM t WHERE a = $1;\nSELECT 1",
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let flags: Vec<(bool, bool)> = s
+        let flags: Vec<(bool, bool, bool)> = s
             .statements
             .iter()
-            .map(|s| (s.duplicate_is_empty, s.undo))
+            .map(|s| (s.returns_rows, s.duplicate_is_empty, s.undo))
             .collect();
         assert_eq!(
             flags,
-            [(false, false), (true, false), (false, true), (false, false)]
+            [
+                (true, false, false),
+                (false, true, false),
+                (false, false, true),
+                (false, false, false)
+            ]
         );
         assert_eq!(
             Script::parse("--! ignore errors\nSELECT 1"),

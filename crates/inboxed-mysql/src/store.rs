@@ -26,6 +26,9 @@ pub struct MySqlStore {
     pub(crate) ns: Namespace,
     pub(crate) queries: Arc<Queries>,
     pub(crate) scripts: Arc<Scripts>,
+    /// Idle workers of this process, woken by receipts through any clone of this store (there
+    /// are no server notifications on MySQL: other processes' workers poll).
+    pub(crate) wakers: inboxed_core::inbox::LocalWakers,
 }
 
 impl MySqlStore {
@@ -41,6 +44,7 @@ impl MySqlStore {
             ns,
             queries,
             scripts: Arc::default(),
+            wakers: inboxed_core::inbox::LocalWakers::default(),
         }
     }
 

@@ -24,6 +24,9 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// Whether the store sees a worker's death (its session ending) and its reaper returns the
     /// dead worker's rows at once (PostgreSQL), or only when their lease expires (SQLite).
     const WORKER_LIVENESS: bool;
+    /// Whether idle workers of other processes are woken through the database (PostgreSQL's
+    /// `LISTEN/NOTIFY`), or poll (SQLite, MySQL).
+    const NOTIFIES: bool;
 
     /// Whether a failed statement aborts the whole transaction (PostgreSQL) or only itself
     /// (SQLite).

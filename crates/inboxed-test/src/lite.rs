@@ -55,6 +55,7 @@ impl Backend for Lite {
     const NAME: &'static str = "sqlite";
     const SERIAL_WRITERS: bool = true;
     const WORKER_LIVENESS: bool = false;
+    const NOTIFIES: bool = false;
     const FAILED_STATEMENT_ABORTS_TRANSACTION: bool = false;
     const NAMESPACED_PROCESSED_COUNT: &'static str = "SELECT count(*) FROM t2_processed_messages";
 

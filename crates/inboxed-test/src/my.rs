@@ -82,6 +82,7 @@ impl Backend for My {
     const NAME: &'static str = "mysql";
     const SERIAL_WRITERS: bool = false;
     const WORKER_LIVENESS: bool = false;
+    const NOTIFIES: bool = false;
     const FAILED_STATEMENT_ABORTS_TRANSACTION: bool = false;
     const NAMESPACED_PROCESSED_COUNT: &'static str = "SELECT count(*) FROM t2_processed_messages";
 

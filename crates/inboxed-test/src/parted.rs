@@ -28,6 +28,7 @@ impl Backend for PgParted {
     const NAME: &'static str = "postgres-partitioned";
     const SERIAL_WRITERS: bool = false;
     const WORKER_LIVENESS: bool = true;
+    const NOTIFIES: bool = true;
     const FAILED_STATEMENT_ABORTS_TRANSACTION: bool = true;
     const NAMESPACED_PROCESSED_COUNT: &'static str = Pg::NAMESPACED_PROCESSED_COUNT;
 

@@ -93,6 +93,7 @@ impl Backend for Pg {
     const NAME: &'static str = "postgres";
     const SERIAL_WRITERS: bool = false;
     const WORKER_LIVENESS: bool = true;
+    const NOTIFIES: bool = true;
     const FAILED_STATEMENT_ABORTS_TRANSACTION: bool = true;
     const NAMESPACED_PROCESSED_COUNT: &'static str =
         "SELECT count(*) FROM tenant_a.t2_processed_messages";

@@ -101,7 +101,33 @@ pub async fn claim_batch<E: Engine>(
         .opt_int(p.now.map(millis))
         .flag(p.ordered)
         .flag(p.park);
-    e.fetch_alone(q).await?.iter().map(inbox_row).collect()
+    let stamp = &e.queries().claim_stamp;
+    if stamp.is_empty() {
+        return e.fetch_alone(q).await?.iter().map(inbox_row).collect();
+    }
+    // An engine without `UPDATE … RETURNING` whose updates lock every row their subqueries
+    // read (MySQL: the ordered mode's check of earlier rows then waited on other claims' rows,
+    // and two claims deadlocked): `claim_batch` only selects and locks the rows (SKIP LOCKED,
+    // its subqueries reading without locks), and `claim_stamp` marks them claimed by id.
+    let mut tx = e.begin_write().await?;
+    let rows: Vec<InboxRow> = E::fetch_all(q, &mut tx)
+        .await?
+        .iter()
+        .map(inbox_row)
+        .collect::<Result<_, _>>()?;
+    if !rows.is_empty() {
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        let q = e
+            .query(stamp)
+            .ids(&ids)
+            .text(p.worker)
+            .bytes(p.token.as_bytes())
+            .int(millis_of(p.lease))
+            .opt_int(p.now.map(millis));
+        E::execute(q, &mut tx).await?;
+    }
+    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    Ok(rows)
 }
 
 /// Locks up to `p.limit` pending rows in the caller's transaction (lock-held mode).

@@ -13,7 +13,7 @@ use super::store::{
     EnqueueManyParams, EnqueueParams, Enqueued, InboxStore, ReplayParams, Replayed, Selector,
 };
 use crate::envelope::{ConsumerName, Envelope};
-use crate::error::{Error, error_chain};
+use crate::error::{Error, StoreError, error_chain};
 use crate::hash::PayloadHash;
 use crate::metrics as m;
 use crate::store::{DeadLetterParams, DeadLetterReason};
@@ -100,7 +100,7 @@ impl<S: InboxStore> Inbox<S> {
             consumer: &self.consumer,
             envelope,
         };
-        let enqueued = self.store.enqueue(&params).await?;
+        let enqueued = contention_retried(|| self.store.enqueue(&params)).await?;
         if self.notify && matches!(enqueued, Enqueued::Stored { .. }) {
             self.wake_workers();
         }
@@ -128,7 +128,7 @@ impl<S: InboxStore> Inbox<S> {
             consumer: &self.consumer,
             envelopes,
         };
-        let outcomes = self.store.enqueue_many(&params).await?;
+        let outcomes = contention_retried(|| self.store.enqueue_many(&params)).await?;
         if self.notify
             && outcomes
                 .iter()
@@ -280,6 +280,31 @@ impl<S: InboxStore> Inbox<S> {
             if n < u64::from(batch) {
                 return Ok(total);
             }
+        }
+    }
+}
+
+/// Retries a receipt that lost to contention (a deadlock or serialization failure rolls the
+/// whole receipt back, so running it again is safe), a few times with jittered, growing
+/// pauses. Two batch receipts sharing keys in different orders deadlock on an engine that
+/// inserts them one by one under row locks (MySQL: InnoDB reports 1213 and rolls one back);
+/// the caller would otherwise requeue the whole batch for a conflict that is nobody's fault.
+async fn contention_retried<T, F, Fut>(mut op: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    const RETRIES: u32 = 5;
+    let mut retries = 0;
+    loop {
+        match op().await {
+            Err(e) if e.is_contention() && retries < RETRIES => {
+                retries += 1;
+                let ceiling = 5u64 << retries;
+                tokio::time::sleep(std::time::Duration::from_millis(fastrand::u64(1..=ceiling)))
+                    .await;
+            }
+            other => return other,
         }
     }
 }

@@ -93,8 +93,8 @@ pub async fn poison_rows_go_dead_after_max_attempts<B: Backend>(_test: &str) {
 /// An idle worker is woken as soon as a row is stored: with a 30 s poll interval, rows stored
 /// one by one are still processed within seconds. A worker on a clone of the receipt's store
 /// (the same process) is woken directly, on both engines; a worker on a store of its own (as
-/// in another process) through PostgreSQL `LISTEN/NOTIFY`. SQLite has no notifications; there
-/// the case checks that such a worker is offered none, so it polls.
+/// in another process) through PostgreSQL `LISTEN/NOTIFY`. SQLite and MySQL have no
+/// notifications; there the case checks that such a worker is offered none, so it polls.
 pub async fn stored_rows_wake_idle_workers<B: Backend>(_test: &str) {
     use inboxed_core::inbox::store::InboxStore;
 
@@ -108,7 +108,7 @@ pub async fn stored_rows_wake_idle_workers<B: Backend>(_test: &str) {
     let rows = picked_up_one_by_one(&db, local, "local", 0).await;
     assert_eq!(rows, 5, "in-process wake-ups");
     let other = B::attach(&db.locator).await;
-    if B::SERIAL_WRITERS {
+    if !B::NOTIFIES {
         let wake = std::sync::Arc::new(tokio::sync::Notify::new());
         let consumer = crate::conformance::ledger();
         assert!(other.subscribe(&consumer, wake).await.unwrap().is_none());

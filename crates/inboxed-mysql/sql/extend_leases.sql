@@ -1,0 +1,6 @@
+-- extend_leases: the heartbeat; moves on the lease of every row still held under a token.
+-- $1 claim token, $2 lease (ms), $3 now (ms; NULL: the server's clock)
+-- Counts the rows matched, moved or not (sqlx sets CLIENT_FOUND_ROWS).
+UPDATE {{schema}}.`{{prefix}}inbox_messages`
+SET lease_expires_at = coalesce($3, FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000)) + $2
+WHERE claim_token = $1 AND status = 'processing'

@@ -4,12 +4,13 @@
 //! Built so far: the processor (the idempotent consumer, one message or a batch per
 //! transaction, with attempts, dead letters and redrive) and store-then-process in lease mode
 //! (receipt, claims, fenced completion, failures, heartbeats, release, the reaper, replay, the
-//! purge of done rows), on the shared store layer, passing their guarantee suites on MariaDB;
+//! purge of done rows), retention of processed keys, dead letters and the audit, and the
+//! operator's reads, on the shared store layer, passing their guarantee suites on MariaDB;
 //! migrations serialised by a named lock; the refusal of a server that cannot keep the
 //! guarantee ([`MySqlStore::check_server`]); MySQL's errors classified by number
-//! (`inboxed-core`'s `mysql` feature). The lock-held claim, a worker registry, retention of
-//! processed keys, observation and the outbox refuse with `StoreError::Unsupported` until their
-//! statements are written for this engine.
+//! (`inboxed-core`'s `mysql` feature). The lock-held claim, a worker registry, time partitions
+//! and the outbox refuse with `StoreError::Unsupported` until their statements are written for
+//! this engine.
 //!
 //! How InnoDB differs, and what this engine does about each difference:
 //! - A duplicate is the error 1062 of a plain `INSERT`, never `INSERT IGNORE`, which turns

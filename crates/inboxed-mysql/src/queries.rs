@@ -21,7 +21,9 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     migrate_lock, migrate_unlock, migrations_table, migrations_applied, migration_record,
     migrations_exist, enqueue, enqueue_lookup, claim_batch, claim_stamp, complete, complete_batch, fail,
     extend_leases, release, release_stale, replay_select, replay_reset, replay_audit,
-    purge_done;
+    purge_done, observe_inbox, observe_dead_letters, list_dead_letters, load_dead_letter_by_id,
+    delete_dead_letter_by_id, purge_processed, count_expired, processed_stats, purge_dead_letters,
+    purge_redrive_audit, redact_done_payloads;
     absent:
     // Keys store the consumer's name: no registry.
     register_consumer,
@@ -40,13 +42,10 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     notify,
     // No worker registry yet: a dead worker's rows come back when their lease expires.
     register_worker, dead_workers, forget_workers, count_workers,
-    // Not built yet on MySQL: the lock-held claim, retention, observation and the outbox.
-    observe_inbox, observe_dead_letters, list_dead_letters, load_dead_letter_by_id,
-    delete_dead_letter_by_id, list_partitions, lock_batch, count_attempts, finish_locked,
-    purge_processed, count_expired, processed_stats, lock_key, claim_partitioned,
+    // Not built yet on MySQL: the lock-held claim, time partitions and the outbox.
+    list_partitions, lock_batch, count_attempts, finish_locked, lock_key, claim_partitioned,
     create_partitions, expired_partitions, partition_consumers, lock_maintenance,
-    purge_dead_letters, purge_redrive_audit, redact_done_payloads, server_version,
-    detach_partition, drop_partition,
+    server_version, detach_partition, drop_partition,
     outbox_write, outbox_write_many, outbox_claim, outbox_sent, outbox_delete_sent, outbox_fail,
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox, outbox_lock,

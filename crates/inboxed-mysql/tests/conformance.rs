@@ -1,6 +1,6 @@
 //! The guarantee suite on MySQL or MariaDB (`INBOXED_MYSQL_URL`, default the local MariaDB):
-//! the processor's cases, and the store-then-process cases in lease mode. The lock-held,
-//! worker-registry, retention, observation and outbox cases join it as their statements are
+//! the processor's cases, the store-then-process cases in lease mode, retention and
+//! observation. The lock-held, worker-registry and outbox cases join it as their statements are
 //! written for this engine. `batch_whose_commit_fails_isolates_the_culprit` cannot run here:
 //! it makes a COMMIT fail with a deferred foreign key, and InnoDB checks every foreign key at
 //! once (the handler fails instead, which other cases cover).
@@ -26,4 +26,10 @@ inboxed_test::conformance_tests!(@cases inboxed_test::My;
     dead_claims_are_redone_in_halves,
     dead_worker_rows_return_at_the_next_pass,
     a_worker_ignoring_the_group_limit_is_charged,
+    observation_counts_backlog_and_dead_letters,
+    purge_deletes_only_expired_keys_in_bounded_batches,
+    purge_timeouts_are_applied,
+    short_retention_window_is_refused,
+    processed_stats_report_age_growth_and_size,
+    other_tables_have_their_own_windows,
 );

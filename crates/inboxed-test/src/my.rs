@@ -182,6 +182,15 @@ impl Backend for My {
     }
 
     async fn scalar(store: &MySqlStore, sql: &'static str) -> i64 {
+        // MySQL has no `UPDATE … RETURNING`: for a case's write that returns one row per row
+        // changed, the count of rows changed stands in.
+        if let Some((write, _)) = sql.split_once(" RETURNING ") {
+            let done = sqlx::query(AssertSqlSafe(dialect(write)))
+                .execute(store.pool())
+                .await
+                .expect(sql);
+            return i64::try_from(done.rows_affected()).expect("a count");
+        }
         sqlx::query_scalar::<_, i64>(AssertSqlSafe(dialect(sql)))
             .fetch_one(store.pool())
             .await

@@ -13,7 +13,7 @@ use inboxed_sqlite::SqliteStore;
 /// precedence (`database_url`, `schema`, `table_prefix`, `partition_interval` keys).
 #[derive(Debug, clap::Args)]
 pub(crate) struct DbArgs {
-    /// Database URL: postgres://…, mysql://…/database (processor commands only so far) or
+    /// Database URL: postgres://…, mysql://…/database (not every command yet) or
     /// sqlite://path (a plain path is taken as SQLite).
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
@@ -76,7 +76,9 @@ impl DbArgs {
     pub(crate) async fn connect_existing(&self, max_connections: u32) -> anyhow::Result<AnyStore> {
         let file = self.resolved()?;
         if let Some(url) = file.database_url.as_deref()
-            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+            && !["postgres://", "postgresql://", "mysql://", "mariadb://"]
+                .iter()
+                .any(|server| url.starts_with(server))
         {
             let path = url
                 .trim_start_matches("sqlite://")

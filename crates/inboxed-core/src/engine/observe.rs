@@ -66,7 +66,12 @@ pub async fn observe<E: Engine>(e: &E) -> Result<Observation, StoreError> {
     let qs = e.queries();
     let backlog = e.fetch_alone(e.query(&qs.observe_inbox)).await?;
     let letters = e.fetch_alone(e.query(&qs.observe_dead_letters)).await?;
-    let outbox = e.fetch_alone(e.query(&qs.observe_outbox)).await?;
+    // An engine whose outbox is not built yet has no outbox table to read.
+    let outbox = if qs.observe_outbox.is_empty() {
+        Vec::new()
+    } else {
+        e.fetch_alone(e.query(&qs.observe_outbox)).await?
+    };
     let outbox = outbox
         .iter()
         .map(|r| {

@@ -11,7 +11,7 @@ pub(super) fn reset_sql(accounts: usize, opening: i64, demo_keys: &str, mysql: b
         .map(|i| format!("('{}', {opening})", account(i)))
         .collect();
     if mysql {
-        // MySQL keys a text column only by a length, and has no store-then-process table yet.
+        // MySQL keys a text column only by a length.
         return format!(
             "DROP TABLE IF EXISTS inboxed_demo_ledger;
              DROP TABLE IF EXISTS inboxed_demo_accounts;
@@ -23,7 +23,8 @@ pub(super) fn reset_sql(accounts: usize, opening: i64, demo_keys: &str, mysql: b
              INSERT INTO inboxed_demo_accounts (id, balance) VALUES {};
              DELETE {demo_keys};
              DELETE FROM inboxed_dead_letters WHERE consumer_name = 'demo';
-             DELETE FROM inboxed_attempts WHERE consumer_name = 'demo';",
+             DELETE FROM inboxed_attempts WHERE consumer_name = 'demo';
+             DELETE FROM inboxed_inbox_messages WHERE consumer_name = 'demo';",
             values.join(", ")
         );
     }

@@ -179,8 +179,8 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             let processor = Processor::new(s.clone(), consumer, Transfers);
             drive(processor, &broker, workers).await
         }
-        (AnyStore::MySql(_), Mode::StoreThenProcess) => {
-            anyhow::bail!("--mode store-then-process is not built on MySQL yet; run --mode direct")
+        (AnyStore::MySql(s), Mode::StoreThenProcess) => {
+            stored::run(s.clone(), consumer, Transfers, &broker, workers).await?
         }
     };
     let elapsed = started.elapsed();

@@ -1,0 +1,20 @@
+-- list_dead_letters: dead letters for an operator, newest failure first, filtered.
+-- $1 consumer_name (NULL: any), $2 reason (NULL: any), $3 failed since (ms since the epoch;
+-- NULL: any time), $4 text the error contains, case-insensitively (NULL: any), $5 limit,
+-- $6 message type (NULL: any)
+--
+-- The payload itself is left out (only its size); load_dead_letter_by_id returns it. The error
+-- column compares in a binary collation: the search lowers both sides.
+SELECT id, CONVERT(consumer_name USING utf8mb4) AS consumer_name,
+       CONVERT(message_id USING utf8mb4) AS message_id, message_type, reason, attempts,
+       CAST(FLOOR(UNIX_TIMESTAMP(last_failed_at) * 1000) AS SIGNED) AS last_failed_ms,
+       CAST(LENGTH(payload) AS SIGNED) AS payload_bytes,
+       SUBSTRING(error, 1, 200) AS error
+FROM {{schema}}.`{{prefix}}dead_letters`
+WHERE ($1 IS NULL OR consumer_name = $1)
+  AND ($2 IS NULL OR reason = $2)
+  AND ($3 IS NULL OR last_failed_at >= FROM_UNIXTIME($3 / 1000))
+  AND ($4 IS NULL OR LOCATE(LOWER(CONVERT($4 USING utf8mb4)), LOWER(CONVERT(error USING utf8mb4))) > 0)
+  AND ($6 IS NULL OR message_type = $6)
+ORDER BY last_failed_at DESC, id DESC
+LIMIT $5

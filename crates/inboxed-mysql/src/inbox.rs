@@ -1,6 +1,7 @@
 //! [`InboxStore`] for MySQL: what differs from the shared layer's defaults. No notifications
 //! (workers poll; a process's own workers wake each other), no worker registry yet (a dead
-//! worker's rows return with their lease), and no lock-held claim yet.
+//! worker's rows return with their lease), and the lock-held batch's counts and settlement
+//! passed as JSON (MySQL has no arrays).
 
 use std::sync::Arc;
 
@@ -8,46 +9,62 @@ use tokio::sync::Notify;
 
 use sqlx::MySqlConnection;
 
-use inboxed_core::engine::Args;
+use inboxed_core::engine::{Args, Columns, Engine};
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
-    InboxRow, InboxStore, LockBatchParams, ReleaseStaleParams, RowFate, Subscription, millis,
+    InboxStore, ReleaseStaleParams, RowFate, Subscription, millis, millis_of,
 };
 use inboxed_core::{ConsumerName, StoreError};
 
 use crate::MySqlStore;
 
-/// The lock-held claim holds its rows' locks through the handler's transaction; its
-/// statements are not written for this engine yet.
-const LOCK_HELD_NOT_YET: StoreError = StoreError::Unsupported {
-    operation: "ClaimMode::LockHeld on MySQL",
-    reason: "not built yet on this engine; use ClaimMode::Lease",
-};
-
 impl InboxStore for MySqlStore {
-    async fn lock_batch(
-        &self,
-        _conn: &mut MySqlConnection,
-        _p: &LockBatchParams<'_>,
-    ) -> Result<Vec<InboxRow>, StoreError> {
-        Err(LOCK_HELD_NOT_YET)
-    }
-
+    /// `record_attempts.sql`, the processor's batch count: one more claim of each row, in a
+    /// transaction of its own on another connection, before any handler runs. The attempts
+    /// table, not the inbox row, which the worker's own transaction holds locked.
     async fn count_attempts(
         &self,
-        _consumer: &ConsumerName,
-        _ids: &[String],
+        consumer: &ConsumerName,
+        ids: &[String],
     ) -> Result<Vec<(String, u32)>, StoreError> {
-        Err(LOCK_HELD_NOT_YET)
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let q = self
+            .script(&self.queries.record_attempts)
+            .text(consumer.as_str())
+            .texts(&ids);
+        Engine::fetch_alone(self, q)
+            .await?
+            .iter()
+            .map(|row| Ok((row.text(0)?, row.count(1)?)))
+            .collect()
     }
 
+    /// `finish_locked.sql`, the fates as one JSON array.
     async fn finish_locked(
         &self,
-        _conn: &mut MySqlConnection,
-        _consumer: &ConsumerName,
-        _fates: &[RowFate],
+        conn: &mut MySqlConnection,
+        consumer: &ConsumerName,
+        fates: &[RowFate],
     ) -> Result<(), StoreError> {
-        Err(LOCK_HELD_NOT_YET)
+        let rows: Vec<serde_json::Value> = fates
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "id": f.id,
+                    "status": f.status,
+                    "error": f.error,
+                    "backoff": millis_of(f.backoff),
+                    "attempts": f.attempts,
+                })
+            })
+            .collect();
+        let ids: Vec<&str> = fates.iter().map(|f| f.message_id.as_str()).collect();
+        let q = self
+            .script(&self.queries.finish_locked)
+            .text(&serde_json::Value::from(rows).to_string())
+            .text(consumer.as_str())
+            .texts(&ids);
+        <Self as Engine>::execute(q, conn).await.map(drop)
     }
 
     /// `release_stale.sql`: expired leases only (no worker registry on this engine yet).
@@ -57,7 +74,7 @@ impl InboxStore for MySqlStore {
             .int(i64::from(p.max_attempts))
             .int(i64::from(p.limit))
             .opt_int(p.now.map(millis));
-        inboxed_core::engine::Engine::execute_alone(self, q).await
+        self.execute_alone(q).await
     }
 
     async fn notify(&self, _consumer: &ConsumerName) -> Result<(), StoreError> {

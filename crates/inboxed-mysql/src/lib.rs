@@ -2,14 +2,14 @@
 //! database that holds the business tables, MySQL 8.0.1+ or MariaDB 10.6+.
 //!
 //! Built so far: the processor (the idempotent consumer, one message or a batch per
-//! transaction, with attempts, dead letters and redrive) and store-then-process in lease mode
-//! (receipt, claims, fenced completion, failures, heartbeats, release, the reaper, replay, the
+//! transaction, with attempts, dead letters and redrive) and store-then-process in lease and
+//! lock-held modes (receipt, claims, fenced completion, failures, heartbeats, release, the reaper, replay, the
 //! purge of done rows), retention of processed keys, dead letters and the audit, and the
 //! operator's reads, on the shared store layer, passing their guarantee suites on MariaDB;
 //! migrations serialised by a named lock; the refusal of a server that cannot keep the
 //! guarantee ([`MySqlStore::check_server`]); MySQL's errors classified by number
-//! (`inboxed-core`'s `mysql` feature). The lock-held claim, a worker registry, time partitions
-//! and the outbox refuse with `StoreError::Unsupported` until their statements are written for
+//! (`inboxed-core`'s `mysql` feature). A worker registry, time partitions and the outbox
+//! refuse with `StoreError::Unsupported` until their statements are written for
 //! this engine.
 //!
 //! How InnoDB differs, and what this engine does about each difference:
@@ -32,7 +32,8 @@
 //! - DDL commits on its own, so migrations are written to be applied again after a crash
 //!   halfway, and migrators take turns on a named lock that outlives those commits.
 //! - There is no `SET LOCAL`: the store sets its lock, statement and idle bounds on the session
-//!   as each of its transactions begins, and they stay on the pooled connection.
+//!   as each of its transactions begins, and a connection returning to the pool gets the
+//!   server's defaults back ([`MySqlStore::pool_options`]).
 
 mod engine;
 mod inbox;

@@ -23,7 +23,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     extend_leases, release, release_stale, replay_select, replay_reset, replay_audit,
     purge_done, observe_inbox, observe_dead_letters, list_dead_letters, load_dead_letter_by_id,
     delete_dead_letter_by_id, purge_processed, count_expired, processed_stats, purge_dead_letters,
-    purge_redrive_audit, redact_done_payloads;
+    purge_redrive_audit, redact_done_payloads, lock_batch, finish_locked;
     absent:
     // Keys store the consumer's name: no registry.
     register_consumer,
@@ -42,8 +42,10 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     notify,
     // No worker registry yet: a dead worker's rows come back when their lease expires.
     register_worker, dead_workers, forget_workers, count_workers,
-    // Not built yet on MySQL: the lock-held claim, time partitions and the outbox.
-    list_partitions, lock_batch, count_attempts, finish_locked, lock_key, claim_partitioned,
+    // The lock-held batch counts its claims with record_attempts.sql, the processor's count.
+    count_attempts,
+    // Not built yet on MySQL: time partitions and the outbox.
+    list_partitions, lock_key, claim_partitioned,
     create_partitions, expired_partitions, partition_consumers, lock_maintenance,
     server_version, detach_partition, drop_partition,
     outbox_write, outbox_write_many, outbox_claim, outbox_sent, outbox_delete_sent, outbox_fail,

@@ -31,10 +31,17 @@ pub struct MySqlStore {
     pub(crate) wakers: inboxed_core::inbox::LocalWakers,
 }
 
+/// The session bounds a store transaction sets (its `begin`), back to the server's
+/// defaults (`/*M! … */` is read by MariaDB only, which alone has `max_statement_time`).
+const RESET_BOUNDS: &str = "SET SESSION innodb_lock_wait_timeout = DEFAULT, \
+                            SESSION wait_timeout = DEFAULT \
+                            /*M! , SESSION max_statement_time = DEFAULT */";
+
 impl MySqlStore {
     /// A store over an existing pool, its tables in `ns` (the schema is the database). The
-    /// pool's connections must run READ COMMITTED in UTC (`time_zone = '+00:00'`): see
-    /// [`MySqlStore::connect`], which sets both on every connection it opens.
+    /// pool's connections must run READ COMMITTED in UTC (`time_zone = '+00:00'`), and should
+    /// be reset when they return to the pool: build it from [`MySqlStore::pool_options`], as
+    /// [`MySqlStore::connect`] does.
     #[must_use]
     pub fn new(pool: MySqlPool, ns: Namespace) -> Self {
         let ns = ns.with_backticks();
@@ -74,8 +81,27 @@ impl MySqlStore {
             });
         };
         let ns = Namespace::new(&database, "inboxed_")?;
-        let pool = MySqlPoolOptions::new()
+        let pool = Self::pool_options()
             .max_connections(max_connections)
+            .connect_with(options)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(Self::new(pool, ns))
+    }
+
+    /// Pool options for a pool the store can share with the application, as
+    /// [`MySqlStore::connect`] builds it: every new connection READ COMMITTED in UTC, and every
+    /// connection returned to the pool with the session bounds the store's transactions set
+    /// (lock wait, statement and idle timeouts) put back to the server's defaults.
+    ///
+    /// MySQL has no `SET LOCAL`: a store transaction sets its bounds on the session, and they
+    /// outlived it. A purge batch bounded to 0.3 s left `wait_timeout = 1` and
+    /// `max_statement_time = 0.3` on its connection, and the next user of that connection, the
+    /// application's own transaction, was killed by the server after one idle second. The reset
+    /// costs one round trip per connection returned to the pool.
+    #[must_use]
+    pub fn pool_options() -> MySqlPoolOptions {
+        MySqlPoolOptions::new()
             .after_connect(|conn, _meta| {
                 Box::pin(async move {
                     conn.execute(
@@ -86,10 +112,9 @@ impl MySqlStore {
                     .map(drop)
                 })
             })
-            .connect_with(options)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        Ok(Self::new(pool, ns))
+            .after_release(|conn, _meta| {
+                Box::pin(async move { conn.execute(RESET_BOUNDS).await.map(|_| true) })
+            })
     }
 
     /// The pool.
@@ -148,7 +173,10 @@ impl inboxed_core::Store for MySqlStore {
     /// begins, in the same round trip, and stay on the pooled connection until the next
     /// transaction of the store sets them again. The idle bound is the session's
     /// `wait_timeout` (the server ends a session idle that long, in a transaction or not),
-    /// and the statement bound MariaDB's `max_statement_time`. `durable_commit` has no
+    /// and the statement bound MariaDB's `max_statement_time`. A lock wait is bounded by the
+    /// statement bound too (`innodb_lock_wait_timeout`, whole seconds, at least 1): under load
+    /// `max_statement_time` let a purge bounded to 0.3 s wait 2 s on a row lock and then run,
+    /// and MySQL's `max_execution_time` bounds only `SELECT`s. `durable_commit` has no
     /// per-transaction form here (`innodb_flush_log_at_trx_commit` is global): every commit
     /// is durable.
     async fn begin(
@@ -172,7 +200,7 @@ impl inboxed_core::Store for MySqlStore {
             "ROLLBACK; SET SESSION innodb_lock_wait_timeout = {}, SESSION wait_timeout = {}; \
              /*M! SET SESSION max_statement_time = {:.3} */; \
              SET TRANSACTION ISOLATION LEVEL {isolation}; BEGIN",
-            secs(p.lock_timeout),
+            secs(p.lock_timeout.min(p.statement_timeout)),
             secs(p.idle_in_transaction_timeout),
             p.statement_timeout.as_secs_f64(),
         );

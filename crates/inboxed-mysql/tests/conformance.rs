@@ -1,6 +1,6 @@
 //! The guarantee suite on MySQL or MariaDB (`INBOXED_MYSQL_URL`, default the local MariaDB):
-//! the processor's cases, the store-then-process cases in lease mode, retention and
-//! observation. The lock-held, worker-registry and outbox cases join it as their statements are
+//! the processor's cases, the store-then-process cases in lease and lock-held modes, retention
+//! and observation. The worker-registry and outbox cases join it as their statements are
 //! written for this engine. `batch_whose_commit_fails_isolates_the_culprit` cannot run here:
 //! it makes a COMMIT fail with a deferred foreign key, and InnoDB checks every foreign key at
 //! once (the handler fails instead, which other cases cover).
@@ -27,6 +27,8 @@ inboxed_test::conformance_tests!(@cases inboxed_test::My;
     dead_worker_rows_return_at_the_next_pass,
     a_worker_ignoring_the_group_limit_is_charged,
     observation_counts_backlog_and_dead_letters,
+    batch_handler_is_all_or_nothing,
+    lock_held_mode_processes_exactly_once,
     purge_deletes_only_expired_keys_in_bounded_batches,
     purge_timeouts_are_applied,
     short_retention_window_is_refused,

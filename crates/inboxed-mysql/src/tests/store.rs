@@ -279,3 +279,35 @@ async fn a_transaction_left_open_on_a_pooled_connection_is_rolled_back_not_commi
     one.pool().close().await;
     db.finish().await;
 }
+
+/// MySQL has no `SET LOCAL`: a store transaction's bounds are set on the session. A connection
+/// back in the pool must carry none of them, or the application's next transaction on it runs
+/// under a maintenance batch's bounds (here a 1 s idle timeout and a 0.3 s statement timeout,
+/// after which the server ends the session or the statement).
+#[tokio::test]
+async fn a_connection_back_in_the_pool_carries_no_bounds_of_the_store() {
+    use inboxed_core::store::{BeginParams, Store};
+    let db = TestDb::new().await;
+    let one = MySqlStore::connect(&format!("{}/{}", server_url(), db.name), 1)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bounded = BeginParams::bounded(Duration::from_millis(300), Duration::from_secs(1));
+    let tx = one.begin(&bounded).await.unwrap_or_else(|e| panic!("{e}"));
+    tx.commit().await.unwrap_or_else(|e| panic!("{e}"));
+    // The pool holds one connection: this is the one the transaction ran on.
+    let (wait, lock, statement): (i64, i64, f64) = sqlx::query_as(
+        "SELECT @@SESSION.wait_timeout = @@GLOBAL.wait_timeout, \
+         @@SESSION.innodb_lock_wait_timeout = @@GLOBAL.innodb_lock_wait_timeout, \
+         @@SESSION.max_statement_time",
+    )
+    .fetch_one(one.pool())
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (wait, lock, statement),
+        (1, 1, 0.0),
+        "the store's bounds stayed on the pooled connection"
+    );
+    one.pool().close().await;
+    db.finish().await;
+}

@@ -11,9 +11,7 @@ SELECT $1, k.id, 1
 FROM JSON_TABLE($2, '$[*]' COLUMNS (id VARCHAR(512) CHARACTER SET utf8mb4 PATH '$')) AS k
 ORDER BY CAST(k.id AS BINARY)
 ON DUPLICATE KEY UPDATE attempts = attempts + 1, last_attempt_at = CURRENT_TIMESTAMP(6);
-SELECT CONVERT(message_id USING utf8mb4), attempts
-FROM {{schema}}.`{{prefix}}attempts`
-WHERE consumer_name = $1 AND message_id IN (
-    SELECT CAST(k.id AS BINARY)
-    FROM JSON_TABLE($2, '$[*]' COLUMNS (id VARCHAR(512) CHARACTER SET utf8mb4 PATH '$')) AS k
-)
+SELECT STRAIGHT_JOIN CONVERT(a.message_id USING utf8mb4), a.attempts
+FROM JSON_TABLE($2, '$[*]' COLUMNS (id VARCHAR(512) CHARACTER SET utf8mb4 PATH '$')) AS k
+JOIN {{schema}}.`{{prefix}}attempts` a
+    ON a.consumer_name = $1 AND a.message_id = CAST(k.id AS BINARY)

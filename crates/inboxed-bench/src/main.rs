@@ -27,6 +27,7 @@ mod ids;
 mod inbox;
 mod load;
 mod memory;
+mod mysql;
 mod outbox;
 mod plot;
 mod processor;
@@ -96,6 +97,9 @@ enum Bench {
     /// The outbox: the relay against raw confirmed publishing (RabbitMQ, NATS), a handler
     /// with one outbox row against the same without, and commit-to-confirm latency.
     Outbox(outbox::Args),
+    /// The processor on MySQL or MariaDB against the same claim through sqlx, one message per
+    /// transaction.
+    Mysql(mysql::Args),
 }
 
 #[tokio::main]
@@ -117,6 +121,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Relay(args) => relay::run(&cli.database_url, args).await,
         Bench::Memory(args) => memory::run(&cli.database_url, args).await,
         Bench::Outbox(args) => outbox::run(&cli.database_url, args).await,
+        Bench::Mysql(args) => mysql::run(args).await,
     }
 }
 

@@ -1,0 +1,256 @@
+//! `inboxed-bench mysql`: the processor on MySQL or MariaDB against a hand-written consumer
+//! issuing the same claim through sqlx, with the same concurrency, in interleaved rounds of
+//! one run.
+//!
+//! The hand-written consumer begins as the store does (the session bounds, READ COMMITTED),
+//! inserts the key with the store's guard, credits the account, forgets the attempt counter and
+//! commits. What it leaves out is what the library adds for safety, and so is charged to it:
+//! the check after the claim's write (a dead letter of the key written meanwhile undoes the
+//! claim) and the reset of the session bounds when a connection returns to the pool.
+
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+use sqlx::{AssertSqlSafe, ConnectOptions, Executor, MySql, MySqlConnection, MySqlPool};
+
+use inboxed_core::{
+    ConsumerName, Envelope, Handler, HandlerError, MessageId, Processor, ProcessorConfig, Store,
+};
+use inboxed_mysql::MySqlStore;
+
+/// The processor on MySQL against the same claim through sqlx.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Server to create the benchmark database `inboxed_bench` on (dropped first).
+    #[arg(
+        long,
+        env = "INBOXED_MYSQL_URL",
+        default_value = "mysql://root@127.0.0.1:3306"
+    )]
+    mysql_url: String,
+    /// Concurrent workers (comma-separated); each pool holds as many connections as the most.
+    #[arg(long, value_delimiter = ',', default_value = "1,8")]
+    workers: Vec<usize>,
+    /// Seconds per variant per round.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Rounds; each runs every variant once, in rotating order.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Accounts the business update spreads over.
+    #[arg(long, default_value_t = 10_000)]
+    accounts: i64,
+}
+
+const UPDATE: &str = "UPDATE bench_accounts SET balance = balance + 1 WHERE id = ?";
+
+/// The store's own begin with the processor's default bounds.
+const BEGIN: &str = "ROLLBACK; SET SESSION innodb_lock_wait_timeout = 5, SESSION wait_timeout = 60; \
+                     /*M! SET SESSION max_statement_time = 30.000 */; \
+                     SET TRANSACTION ISOLATION LEVEL READ COMMITTED; BEGIN";
+
+/// The claim's write with its guard, as the store's `claim.sql` has it.
+const CLAIM: &str = "INSERT INTO inboxed_processed_messages \
+                     (consumer_name, message_id, message_type, correlation_id, payload_hash) \
+                     SELECT ?, ?, NULL, NULL, ? FROM DUAL WHERE NOT EXISTS ( \
+                     SELECT 1 FROM inboxed_dead_letters d \
+                     WHERE d.consumer_name = ? AND d.message_id = ? AND d.reason <> 'conflict')";
+
+/// The settling statement, as the store's `clear_attempts.sql` has it.
+const SETTLE: &str = "DELETE FROM inboxed_attempts WHERE consumer_name = ? AND message_id = ?";
+
+#[derive(Clone, Copy)]
+struct Credit {
+    accounts: i64,
+}
+
+impl Handler<MySql> for Credit {
+    async fn handle(
+        &self,
+        _msg: &Envelope,
+        conn: &mut MySqlConnection,
+    ) -> Result<(), HandlerError> {
+        sqlx::query(UPDATE)
+            .bind(fastrand::i64(0..self.accounts))
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Variant {
+    Processor,
+    RawSqlx,
+    BusinessOnly,
+}
+
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
+    let most = u32::try_from(args.workers.iter().copied().max().unwrap_or(8)).unwrap_or(8);
+    let server = MySqlConnectOptions::from_str(&args.mysql_url)?;
+    let mut admin = server.connect().await?;
+    admin
+        .execute("DROP DATABASE IF EXISTS inboxed_bench; CREATE DATABASE inboxed_bench")
+        .await?;
+    let url = format!("{}/inboxed_bench", args.mysql_url.trim_end_matches('/'));
+    let store = MySqlStore::connect(&url, most).await?;
+    store.migrate().await?;
+    let raw = MySqlPoolOptions::new()
+        .max_connections(most)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                conn.execute(
+                    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; \
+                     SET time_zone = '+00:00'",
+                )
+                .await
+                .map(drop)
+            })
+        })
+        .connect(&url)
+        .await?;
+    create_accounts(&raw, args.accounts).await?;
+    let credit = Credit {
+        accounts: args.accounts,
+    };
+    let processor = Processor::with_config(
+        store.clone(),
+        ConsumerName::new("bench")?,
+        credit,
+        ProcessorConfig::default(),
+    );
+    processor.ensure_ready().await?;
+    let version: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(&raw)
+        .await?;
+    println!(
+        "{version}: {} s per variant, {} rounds, {} accounts",
+        args.seconds, args.rounds, args.accounts
+    );
+    let variants = [Variant::Processor, Variant::RawSqlx, Variant::BusinessOnly];
+    let mut rates: Vec<(usize, [f64; 3])> = Vec::new();
+    for round in 0..args.rounds {
+        for &workers in &args.workers {
+            let mut row = [0.0; 3];
+            for k in 0..variants.len() {
+                let i = (k + round) % variants.len();
+                let dur = Duration::from_secs_f64(args.seconds);
+                let started = Instant::now();
+                let (processor, raw) = (processor.clone(), raw.clone());
+                let accounts = args.accounts;
+                let variant = variants[i];
+                let (n, _) = crate::load::for_duration(workers, dur, move || {
+                    let (processor, raw) = (processor.clone(), raw.clone());
+                    async move { one(variant, &processor, &raw, accounts).await }
+                })
+                .await?;
+                row[i] = n as f64 / started.elapsed().as_secs_f64();
+            }
+            println!(
+                "round {}, {workers} workers: processor {:.0} msg/s, same claim through sqlx \
+                 {:.0} msg/s, business only {:.0} tx/s",
+                round + 1,
+                row[0],
+                row[1],
+                row[2]
+            );
+            rates.push((workers, row));
+        }
+    }
+    println!();
+    println!(
+        "| workers | processor msg/s | same claim through sqlx msg/s | business update alone tx/s | \
+         processor / sqlx (library overhead) | sqlx with claim / business alone (cost of dedup) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for &workers in &args.workers {
+        let of = |f: &dyn Fn(&[f64; 3]) -> f64| {
+            crate::median(
+                rates
+                    .iter()
+                    .filter(|(w, _)| *w == workers)
+                    .map(|(_, r)| f(r))
+                    .collect(),
+            )
+        };
+        println!(
+            "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} |",
+            of(&|r| r[0]),
+            of(&|r| r[1]),
+            of(&|r| r[2]),
+            of(&|r| r[0] / r[1]),
+            of(&|r| r[1] / r[2]),
+        );
+    }
+    admin.execute("DROP DATABASE inboxed_bench").await?;
+    Ok(())
+}
+
+/// One message (or, for the business alone, one transaction) of `variant`.
+async fn one(
+    variant: Variant,
+    processor: &Processor<MySqlStore, Credit>,
+    raw: &MySqlPool,
+    accounts: i64,
+) -> anyhow::Result<u64> {
+    let id = MessageId::from_uuid(uuid::Uuid::now_v7());
+    let env = Envelope::new(id, b"{\"credit\":1}".to_vec());
+    match variant {
+        Variant::Processor => {
+            processor.process(&env, Some(1)).await?;
+        }
+        Variant::RawSqlx => {
+            let mut tx = raw.begin_with(BEGIN).await?;
+            let id = env.id().as_str();
+            sqlx::query(CLAIM)
+                .bind("bench")
+                .bind(id)
+                .bind(env.hash().as_bytes().as_slice())
+                .bind("bench")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(UPDATE)
+                .bind(fastrand::i64(0..accounts))
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(SETTLE)
+                .bind("bench")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+        }
+        Variant::BusinessOnly => {
+            let mut tx = raw.begin().await?;
+            sqlx::query(UPDATE)
+                .bind(fastrand::i64(0..accounts))
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+        }
+    }
+    Ok(1)
+}
+
+/// `bench_accounts` with `accounts` rows at balance 0, inserted a thousand at a time.
+async fn create_accounts(pool: &MySqlPool, accounts: i64) -> anyhow::Result<()> {
+    pool.execute(
+        "CREATE TABLE bench_accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL) \
+         ENGINE = InnoDB",
+    )
+    .await?;
+    let mut start = 0;
+    while start < accounts {
+        let end = (start + 1000).min(accounts);
+        let values: Vec<String> = (start..end).map(|i| format!("({i}, 0)")).collect();
+        pool.execute(AssertSqlSafe(format!(
+            "INSERT INTO bench_accounts (id, balance) VALUES {}",
+            values.join(", ")
+        )))
+        .await?;
+        start = end;
+    }
+    Ok(())
+}

@@ -41,6 +41,14 @@ pub(crate) struct Args {
     /// Accounts the business update spreads over.
     #[arg(long, default_value_t = 10_000)]
     accounts: i64,
+    /// CI smoke run: 4 workers, 1 s per variant, 3 rounds.
+    #[arg(long)]
+    quick: bool,
+    /// Fail when the median ratio of the processor to the same claim through sqlx falls below
+    /// this at any worker count: a gross regression, far below a shared machine's noise (a
+    /// debug build measured 0.71 to 0.79). `--quick` sets 0.4 unless given.
+    #[arg(long)]
+    min_ratio: Option<f64>,
 }
 
 const UPDATE: &str = "UPDATE bench_accounts SET balance = balance + 1 WHERE id = ?";
@@ -86,7 +94,11 @@ enum Variant {
     BusinessOnly,
 }
 
-pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
+    if args.quick {
+        (args.workers, args.seconds, args.rounds) = (vec![4], 1.0, 3);
+        args.min_ratio = args.min_ratio.or(Some(0.4));
+    }
     let most = u32::try_from(args.workers.iter().copied().max().unwrap_or(8)).unwrap_or(8);
     let server = MySqlConnectOptions::from_str(&args.mysql_url)?;
     let mut admin = server.connect().await?;
@@ -184,6 +196,21 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     admin.execute("DROP DATABASE inboxed_bench").await?;
+    if let Some(min) = args.min_ratio {
+        for &workers in &args.workers {
+            let ratio = crate::median(
+                rates
+                    .iter()
+                    .filter(|(w, _)| *w == workers)
+                    .map(|(_, r)| r[0] / r[1])
+                    .collect(),
+            );
+            anyhow::ensure!(
+                ratio >= min,
+                "processor / sqlx on MySQL at {workers} workers is {ratio:.2}, below {min}"
+            );
+        }
+    }
     Ok(())
 }
 

@@ -16,6 +16,7 @@ SELECT i.id, CONVERT(i.message_id USING utf8mb4) AS message_id,
            AS suspect,
        i.group_limit
 FROM {{schema}}.`{{prefix}}inbox_messages` i
+    FORCE INDEX (`{{prefix}}inbox_messages_claim_idx`)
 WHERE i.consumer_name = $1
   AND i.status = 'pending'
   AND i.available_at <= coalesce($3, FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000))

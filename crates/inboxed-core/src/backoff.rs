@@ -32,6 +32,31 @@ impl Backoff {
         let cap = std::cmp::min(exp, self.max);
         cap.mul_f64(fastrand::f64())
     }
+
+    /// Runs `op` and, while it fails with an error `retry` accepts, runs it again after
+    /// [`Backoff::delay`], at most `retries` more times: for an operation that a contention
+    /// failure rolled back whole, so that running it again is safe.
+    pub(crate) async fn retrying<T, F, Fut>(
+        &self,
+        retries: u32,
+        retry: impl Fn(&crate::StoreError) -> bool,
+        mut op: F,
+    ) -> Result<T, crate::StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, crate::StoreError>>,
+    {
+        let mut n = 0;
+        loop {
+            match op().await {
+                Err(e) if retry(&e) && n < retries => {
+                    n += 1;
+                    tokio::time::sleep(self.delay(n)).await;
+                }
+                other => return other,
+            }
+        }
+    }
 }
 
 /// An outage seen by the tasks of one loop: when its first failure happened. A failure that is

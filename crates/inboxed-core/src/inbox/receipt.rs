@@ -289,22 +289,14 @@ impl<S: InboxStore> Inbox<S> {
 /// pauses. Two batch receipts sharing keys in different orders deadlock on an engine that
 /// inserts them one by one under row locks (MySQL: InnoDB reports 1213 and rolls one back);
 /// the caller would otherwise requeue the whole batch for a conflict that is nobody's fault.
-async fn contention_retried<T, F, Fut>(mut op: F) -> Result<T, StoreError>
+async fn contention_retried<T, F, Fut>(op: F) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, StoreError>>,
 {
-    const RETRIES: u32 = 5;
-    let mut retries = 0;
-    loop {
-        match op().await {
-            Err(e) if e.is_contention() && retries < RETRIES => {
-                retries += 1;
-                let ceiling = 5u64 << retries;
-                tokio::time::sleep(std::time::Duration::from_millis(fastrand::u64(1..=ceiling)))
-                    .await;
-            }
-            other => return other,
-        }
-    }
+    const PAUSES: crate::Backoff = crate::Backoff {
+        base: std::time::Duration::from_millis(10),
+        max: std::time::Duration::from_millis(160),
+    };
+    PAUSES.retrying(5, StoreError::is_contention, op).await
 }

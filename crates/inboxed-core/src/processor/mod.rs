@@ -339,20 +339,15 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         }
     }
 
-    async fn with_contention_retries<T, F, Fut>(&self, mut op: F) -> Result<T, StoreError>
+    async fn with_contention_retries<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
-        let mut retries = 0;
-        loop {
-            match op().await {
-                Err(e) if e.is_transient() && retries < self.inner.config.contention_retries => {
-                    retries += 1;
-                    tokio::time::sleep(self.inner.config.contention_backoff.delay(retries)).await;
-                }
-                other => return other,
-            }
-        }
+        let config = &self.inner.config;
+        config
+            .contention_backoff
+            .retrying(config.contention_retries, StoreError::is_transient, op)
+            .await
     }
 }

@@ -32,6 +32,13 @@ pub enum StoreError {
     /// SQLSTATE 23505 on a constraint other than the dedup key, which the claim handles itself.
     #[error("unique constraint violated (SQLSTATE 23505)")]
     UniqueViolation(#[source] sqlx::Error),
+    /// The transaction the store began had ended before the statement that settles it: a
+    /// statement inside it failed and aborted it (PostgreSQL's SQLSTATE 25P02), or the server
+    /// rolled it back (a MySQL or MariaDB deadlock victim loses its whole transaction, and
+    /// with it the savepoint the store sets when it begins one: error 1305). The handler
+    /// swallowed the failure; committing now would report an effect that is not there.
+    #[error("the transaction had ended before it was settled")]
+    TransactionEnded(#[source] sqlx::Error),
     /// Any other database error; not worth retrying.
     #[error("database error")]
     Database(#[source] sqlx::Error),
@@ -119,6 +126,7 @@ impl StoreError {
         | Self::Busy(err)
         | Self::Unavailable(err)
         | Self::UniqueViolation(err)
+        | Self::TransactionEnded(err)
         | Self::Database(err)) = self
         else {
             return None;
@@ -161,6 +169,7 @@ impl StoreError {
                 // lock_not_available, query_canceled (statement_timeout), idle-in-transaction timeout
                 "55P03" | "57014" | "25P03" => Self::Timeout(err),
                 "23505" => Self::UniqueViolation(err),
+                "25P02" => Self::TransactionEnded(err),
                 // statement_completion_unknown, admin/crash shutdown, cannot connect now,
                 // system error, class 08 connection exception, class 53 insufficient resources
                 "40003" | "57P01" | "57P02" | "57P03" | "58030" => Self::Unavailable(err),

@@ -8,7 +8,9 @@
 -- 1062, which rolls back this statement only; the directive below makes it "no row". A key
 -- held by a concurrent uncommitted claim makes this wait, then fail with 1062 if that claim
 -- commits, or insert if it rolls back. The guard skips keys already dead (the common case of a
--- dead key redelivered) with a plain read.
+-- dead key redelivered) with a plain read. Both statements go in one round trip (the write
+-- and its check would otherwise cost two on every message): the server stops at a duplicate.
+--! one round trip
 --! duplicate key: no rows
 INSERT INTO {{schema}}.`{{prefix}}processed_messages`
     (consumer_name, message_id, message_type, correlation_id, payload_hash)

@@ -17,9 +17,9 @@ use crate::MySqlStore;
 use crate::query::MySqlQuery;
 
 /// How the store begins a transaction of its own: whatever a cancelled task left open on the
-/// pooled connection is rolled back first, where a plain BEGIN would commit it (see
-/// `MySqlStore::begin`).
-const CLEAN_BEGIN: &str = "ROLLBACK; BEGIN";
+/// pooled connection is rolled back first, where a plain BEGIN would commit it, and the
+/// savepoint clear_attempts.sql checks is set (see `MySqlStore::begin`).
+const CLEAN_BEGIN: &str = "ROLLBACK; BEGIN; SAVEPOINT inboxed_settle";
 
 impl Engine for MySqlStore {
     type Query = MySqlQuery;

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use futures_util::StreamExt as _;
 use sqlx::mysql::{MySqlArguments, MySqlRow};
 use sqlx::{AssertSqlSafe, MySql, MySqlConnection};
 
@@ -109,6 +110,9 @@ impl MySqlQuery {
         rows: bool,
     ) -> Result<(u64, Vec<MySqlRow>), StoreError> {
         let script = self.script()?;
+        if script.one_trip {
+            return Ok((self.run_in_one_trip(script, conn).await?, Vec::new()));
+        }
         let last = script.statements.len() - 1;
         let fetch_at = script
             .statements
@@ -142,6 +146,81 @@ impl MySqlQuery {
         }
         out.1 = fetched;
         Ok(out)
+    }
+}
+
+impl MySqlQuery {
+    /// [`Script::one_trip`]: the statements as one text query, each argument written in as a
+    /// literal; the same outcome as statement by statement (rows changed by the last statement
+    /// that is not an undo, none when an undo changed a row or a marked duplicate key stopped
+    /// the server).
+    async fn run_in_one_trip(
+        &self,
+        script: &Script,
+        conn: &mut MySqlConnection,
+    ) -> Result<u64, StoreError> {
+        let mut text = String::new();
+        for s in &script.statements {
+            let mut at = 0;
+            for (&hole, &n) in s.holes.iter().zip(&s.params) {
+                text.push_str(&s.sql[at..hole]);
+                let v = self.args.get(n).ok_or_else(|| {
+                    StoreError::Database(sqlx::Error::Protocol(format!(
+                        "statement takes argument ${} but {} were bound",
+                        n + 1,
+                        self.args.len()
+                    )))
+                })?;
+                literal(v, &mut text);
+                at = hole + 1;
+            }
+            text.push_str(&s.sql[at..]);
+            text.push_str(";\n");
+        }
+        let mut results = sqlx::raw_sql(AssertSqlSafe(text)).fetch_many(&mut *conn);
+        let mut changed = 0;
+        let mut undone = false;
+        let mut statements = script.statements.iter();
+        while let Some(item) = results.next().await {
+            let s = statements.next();
+            match item.map_err(StoreError::from_sqlx) {
+                Ok(sqlx::Either::Left(done)) if s.is_some_and(|s| s.undo) => {
+                    undone |= done.rows_affected() > 0;
+                }
+                Ok(sqlx::Either::Left(done)) => changed = done.rows_affected(),
+                Ok(sqlx::Either::Right(_)) => {}
+                Err(StoreError::UniqueViolation(_)) if s.is_some_and(|s| s.duplicate_is_empty) => {
+                    return Ok(0);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(if undone { 0 } else { changed })
+    }
+}
+
+/// `v` as an SQL literal: text and bytes in hex (`_utf8mb4 X'…'`, `X'…'`), which no
+/// `sql_mode` or character in them can turn into anything but the value.
+fn literal(v: &Value, out: &mut String) {
+    use std::fmt::Write as _;
+    let hex = |b: &[u8], out: &mut String| {
+        out.push_str("X'");
+        for byte in b {
+            let _ = write!(out, "{byte:02X}");
+        }
+        out.push('\'');
+    };
+    match v {
+        Value::Text(Some(t)) => {
+            out.push_str("_utf8mb4 ");
+            hex(t.as_bytes(), out);
+        }
+        Value::Bytes(Some(b)) => hex(b, out),
+        Value::Int(Some(n)) => {
+            let _ = write!(out, "{n}");
+        }
+        Value::Flag(f) => out.push_str(if *f { "TRUE" } else { "FALSE" }),
+        Value::Text(None) | Value::Bytes(None) | Value::Int(None) => out.push_str("NULL"),
     }
 }
 

@@ -35,6 +35,9 @@ pub(crate) struct Statement {
     /// rather than the last statement's. MySQL has no `UPDATE … RETURNING`: an operation locks
     /// and reads its rows (`SELECT … FOR UPDATE`), then changes them under that lock.
     pub(crate) returns_rows: bool,
+    /// The byte offset in `sql` of each `?`, in order: where [`Script::one_trip`] writes the
+    /// argument itself.
+    pub(crate) holes: Vec<usize>,
 }
 
 /// The directive that sets [`Statement::duplicate_is_empty`].
@@ -43,6 +46,8 @@ const DUPLICATE_IS_EMPTY: &str = "duplicate key: no rows";
 const UNDO: &str = "undo: no rows";
 /// The directive that sets [`Statement::returns_rows`].
 const ROWS: &str = "rows";
+/// The directive that sets [`Script::one_trip`], anywhere in the file.
+const ONE_TRIP: &str = "one round trip";
 
 /// The directives seen since the last statement ended.
 #[derive(Debug, Default)]
@@ -56,6 +61,13 @@ struct Directives {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Script {
     pub(crate) statements: Vec<Statement>,
+    /// Set by the directive `--! one round trip`: the statements go to the server as one text
+    /// query, the arguments written into it as literals, instead of one prepared statement per
+    /// round trip. The server stops at the first statement that fails, so a duplicate key ends
+    /// the operation as it does statement by statement; an `undo` must be the last statement,
+    /// since nothing can stop the ones after it. For small arguments only (they travel as hex,
+    /// twice their size): the claim, whose write and check would otherwise cost two.
+    pub(crate) one_trip: bool,
 }
 
 /// What [`Script::parse`] refuses: a template mistake, found when the store is built.
@@ -73,6 +85,10 @@ pub(crate) enum ScriptError {
     /// A `--!` line that is not a known directive.
     #[error("unknown directive `--! {0}`")]
     UnknownDirective(String),
+    /// A script sent in one round trip with a statement that returns rows, or an `undo` that
+    /// is not its last statement (the statements after it would run regardless).
+    #[error("`--! one round trip` takes statements that return no rows, an `undo` only last")]
+    OneTrip,
 }
 
 impl Script {
@@ -84,7 +100,9 @@ impl Script {
         let mut statements = Vec::new();
         let mut out = String::new();
         let mut params = Vec::new();
+        let mut holes = Vec::new();
         let mut flag = Directives::default();
+        let mut one_trip = false;
         let mut i = 0;
         while i < bytes.len() {
             let b = bytes[i];
@@ -101,6 +119,7 @@ impl Script {
                             DUPLICATE_IS_EMPTY => flag.duplicate_is_empty = true,
                             UNDO => flag.undo = true,
                             ROWS => flag.returns_rows = true,
+                            ONE_TRIP => one_trip = true,
                             other => return Err(ScriptError::UnknownDirective(other.to_owned())),
                         }
                     }
@@ -124,11 +143,18 @@ impl Script {
                         .filter(|n| *n > 0)
                         .ok_or(ScriptError::BadPlaceholder(i))?;
                     params.push(n - 1);
+                    holes.push(out.len());
                     out.push('?');
                     i += 1 + digits;
                 }
                 b';' if ends_line(bytes, i + 1) => {
-                    push(&mut statements, &mut out, &mut params, &mut flag);
+                    push(
+                        &mut statements,
+                        &mut out,
+                        &mut params,
+                        &mut holes,
+                        &mut flag,
+                    );
                     i += 1;
                 }
                 _ => {
@@ -138,11 +164,29 @@ impl Script {
                 }
             }
         }
-        push(&mut statements, &mut out, &mut params, &mut flag);
+        push(
+            &mut statements,
+            &mut out,
+            &mut params,
+            &mut holes,
+            &mut flag,
+        );
         if statements.is_empty() {
             return Err(ScriptError::Empty);
         }
-        Ok(Self { statements })
+        let last = statements.len() - 1;
+        if one_trip
+            && statements
+                .iter()
+                .enumerate()
+                .any(|(i, s)| s.returns_rows || (s.undo && i != last))
+        {
+            return Err(ScriptError::OneTrip);
+        }
+        Ok(Self {
+            statements,
+            one_trip,
+        })
     }
 
     /// The number of arguments the operation binds: one more than the highest index used.
@@ -160,21 +204,25 @@ fn push(
     statements: &mut Vec<Statement>,
     out: &mut String,
     params: &mut Vec<usize>,
+    holes: &mut Vec<usize>,
     flag: &mut Directives,
 ) {
     let sql = out.trim();
     if !sql.is_empty() {
         let flag = std::mem::take(flag);
+        let lead = out.len() - out.trim_start().len();
         statements.push(Statement {
             sql: Arc::from(sql),
             params: std::mem::take(params),
             duplicate_is_empty: flag.duplicate_is_empty,
             undo: flag.undo,
             returns_rows: flag.returns_rows,
+            holes: holes.drain(..).map(|h| h - lead).collect(),
         });
     }
     out.clear();
     params.clear();
+    holes.clear();
 }
 
 /// Whether only blanks (or a comment) follow on the line from `i`.
@@ -220,6 +268,7 @@ mod tests {
             duplicate_is_empty: false,
             undo: false,
             returns_rows: false,
+            holes: sql.match_indices('?').map(|(i, _)| i).collect(),
         }
     }
 
@@ -287,6 +336,30 @@ mod tests {
             Script::parse("--! ignore errors\nSELECT 1"),
             Err(ScriptError::UnknownDirective("ignore errors".to_owned()))
         );
+    }
+
+    #[test]
+    fn one_round_trip_marks_where_each_argument_goes() {
+        let s = Script::parse(
+            "--! one round trip\n  INSERT INTO t VALUES ($2, '?', $1);\n--! undo: no rows\n\
+             DELETE FROM t WHERE a = $1",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(s.one_trip);
+        let first = &s.statements[0];
+        assert_eq!(&*first.sql, "INSERT INTO t VALUES (?, '?', ?)");
+        assert_eq!(first.holes, [22, 30]);
+        assert_eq!(s.statements[1].holes, [24]);
+        for refused in [
+            "--! one round trip\n--! rows\nSELECT 1;\nSELECT 2",
+            "--! one round trip\n--! undo: no rows\nDELETE FROM t;\nSELECT 2",
+        ] {
+            assert_eq!(
+                Script::parse(refused),
+                Err(ScriptError::OneTrip),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

@@ -196,10 +196,13 @@ impl inboxed_core::Store for MySqlStore {
         // (1568: `inboxed demo` requeued 184 of 3,079 deliveries for it, and one message ran
         // out of attempts), and a plain BEGIN would commit whatever that transaction held.
         // Whatever is open here belongs to a cancelled task: it is never to be committed.
+        // The savepoint `inboxed_settle` is for the settling statement's check
+        // (clear_attempts.sql): a transaction the server rolled back under a handler that
+        // swallowed the error has lost it.
         let begin = format!(
             "ROLLBACK; SET SESSION innodb_lock_wait_timeout = {}, SESSION wait_timeout = {}; \
              /*M! SET SESSION max_statement_time = {:.3} */; \
-             SET TRANSACTION ISOLATION LEVEL {isolation}; BEGIN",
+             SET TRANSACTION ISOLATION LEVEL {isolation}; BEGIN; SAVEPOINT inboxed_settle",
             secs(p.lock_timeout.min(p.statement_timeout)),
             secs(p.idle_in_transaction_timeout),
             p.statement_timeout.as_secs_f64(),
@@ -244,7 +247,9 @@ impl inboxed_core::Store for MySqlStore {
         conn: &mut MySqlConnection,
         params: &KeyParams<'_>,
     ) -> Result<(), StoreError> {
-        keys::clear_attempts(self, conn, params).await
+        keys::clear_attempts(self, conn, params)
+            .await
+            .map_err(ended)
     }
 
     async fn claim_many(
@@ -262,7 +267,9 @@ impl inboxed_core::Store for MySqlStore {
         consumer: &ConsumerName,
         ids: &[&MessageId],
     ) -> Result<(), StoreError> {
-        keys::clear_many_attempts(self, conn, consumer, ids).await
+        keys::clear_many_attempts(self, conn, consumer, ids)
+            .await
+            .map_err(ended)
     }
 
     async fn load_dead_letter(
@@ -282,6 +289,18 @@ impl inboxed_core::Store for MySqlStore {
 
     async fn dead_letter(&self, p: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
         keys::dead_letter(self, p).await
+    }
+}
+
+/// The settling statement's error: 1305 there is the savepoint of the store's begin gone with
+/// the transaction (clear_attempts.sql), not a missing routine as elsewhere.
+fn ended(e: StoreError) -> StoreError {
+    if e.code().as_deref() != Some("1305") {
+        return e;
+    }
+    match e {
+        StoreError::Database(err) => StoreError::TransactionEnded(err),
+        e => e,
     }
 }
 

@@ -9,9 +9,6 @@ use crate::handler::{Handler, call_guarded};
 use crate::metrics as m;
 use crate::store::{Claim, ClaimParams, KeyParams, Store};
 
-/// SQLSTATE `in_failed_sql_transaction`: a statement failed earlier in this transaction.
-const IN_FAILED_TRANSACTION: &str = "25P02";
-
 impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     /// Returns the claim when the transaction ended well (committed, or nothing to do).
     /// `retry` first deletes the key's dead letter in the same transaction (an operator's
@@ -61,15 +58,16 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             return Err(failure);
         }
         // Always one statement between the handler and the commit. It forgets the attempt
-        // counter of the key, which is settled now. On PostgreSQL it is also the probe for a
-        // handler that swallowed a failed statement: the transaction is then aborted, and
-        // COMMIT would roll it back while reporting success, acking a message whose effect and
-        // claim are gone.
+        // counter of the key, which is settled now. It is also the probe for a handler that
+        // swallowed a failure which ended the transaction: on PostgreSQL the transaction is
+        // then aborted, and COMMIT would roll it back while reporting success; on MySQL a
+        // deadlock rolled it back, and COMMIT would commit only what ran after it. Either
+        // would ack a message whose effect and claim are gone.
         if let Err(e) = inner.store.clear_attempts(&mut *tx, &key).await {
             let _ = tx.rollback().await;
-            if e.code().as_deref() == Some(IN_FAILED_TRANSACTION) {
+            if matches!(e, StoreError::TransactionEnded(_)) {
                 return Err(Failure::Handler(HandlerError::transient(format!(
-                    "the handler returned Ok after a statement inside it had failed and aborted \
+                    "the handler returned Ok after a statement inside it had failed and ended \
                      the transaction; propagate database errors with `?` ({})",
                     error_chain(&e)
                 ))));

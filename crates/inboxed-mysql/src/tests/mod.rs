@@ -82,5 +82,6 @@ impl TestDb {
     }
 }
 
+mod settle;
 mod store;
 mod traps;

@@ -311,3 +311,88 @@ async fn a_connection_back_in_the_pool_carries_no_bounds_of_the_store() {
     one.pool().close().await;
     db.finish().await;
 }
+
+/// The claim goes to the server as one text query with its arguments written in
+/// (`--! one round trip`): ids whose characters mean something in SQL text, or that a
+/// collation would fold, are each claimed once as themselves, and each is a duplicate the
+/// second time. The hash and the type arrive intact too.
+#[tokio::test]
+async fn a_claim_in_one_round_trip_keeps_every_id_as_its_bytes() {
+    use inboxed_core::store::{BeginParams, Claim, ClaimParams, Store};
+    use inboxed_core::{ConsumerName, Envelope, MessageId};
+    let db = TestDb::new().await;
+    db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
+    let consumer = ConsumerName::new("billing:eu-1").unwrap_or_else(|e| panic!("{e}"));
+    let ids = [
+        "abc",
+        "AbC",
+        "AbC ",
+        "it's",
+        "a\\'b",
+        "\"q\"",
+        "?",
+        "$1",
+        "x; DROP TABLE ledger; --",
+        "/* c */",
+        "é",
+        "😀",
+        "\t\n",
+    ];
+    let claim = |id: &'static str| {
+        let store = db.store.clone();
+        let consumer = consumer.clone();
+        async move {
+            let id = MessageId::new(id).unwrap_or_else(|e| panic!("{e}"));
+            let payload = id.as_str().as_bytes().to_vec();
+            let envelope = Envelope::new(id, payload).with_type("t'ype");
+            let mut tx = store.begin(&BeginParams::default()).await?;
+            let params = ClaimParams {
+                consumer: &consumer,
+                envelope: &envelope,
+            };
+            let claim = store.claim(&mut tx, &params).await?;
+            tx.commit().await.map_err(StoreError::from_sqlx)?;
+            Ok::<_, StoreError>(claim)
+        }
+    };
+    for first in [true, false] {
+        for id in ids {
+            let got = claim(id).await.unwrap_or_else(|e| panic!("{id:?}: {e}"));
+            let want = if first {
+                Claim::New
+            } else {
+                let hash = inboxed_core::PayloadHash::of(id.as_bytes());
+                Claim::Duplicate {
+                    stored: Some(inboxed_core::StoredHash::Full(hash)),
+                }
+            };
+            assert_eq!(got, want, "{id:?}");
+        }
+    }
+    let rows = sqlx::query(
+        "SELECT message_id, message_type, payload_hash FROM inboxed_processed_messages \
+         WHERE consumer_name = 'billing:eu-1'",
+    )
+    .fetch_all(db.store.pool())
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut stored: Vec<String> = Vec::new();
+    for r in &rows {
+        let id: Vec<u8> = r.get(0);
+        let id = String::from_utf8(id).unwrap_or_else(|e| panic!("{e}"));
+        let hash: Vec<u8> = r.get(2);
+        let env = Envelope::new(
+            MessageId::new(&id).unwrap_or_else(|e| panic!("{e}")),
+            id.as_bytes().to_vec(),
+        );
+        assert_eq!(hash, env.hash().as_bytes().to_vec(), "{id:?}");
+        assert_eq!(r.get::<Option<String>, _>(1).as_deref(), Some("t'ype"));
+        stored.push(id);
+    }
+    stored.sort();
+    let mut want: Vec<String> = ids.iter().map(|s| (*s).to_owned()).collect();
+    want.sort();
+    assert_eq!(stored, want);
+    assert_eq!(db.count("SELECT COUNT(*) FROM ledger").await, 0);
+    db.finish().await;
+}

@@ -10,9 +10,8 @@
 -- the handler wrote after the deadlock committed on its own: MySQL has no aborted state
 -- that would refuse it, and a session with autocommit off, which would hold it back, is
 -- silent loss for anyone sharing a pool that does not reset it.) Released first (it writes
--- nothing), set again for a caller that settles twice, then the delete: one round trip.
+-- nothing), then the delete, in one round trip; a transaction settles once.
 --! one round trip
 RELEASE SAVEPOINT inboxed_settle;
-SAVEPOINT inboxed_settle;
 DELETE FROM {{schema}}.`{{prefix}}attempts`
 WHERE consumer_name = $1 AND message_id = $2

@@ -5,7 +5,6 @@
 -- $1 consumer_name, $2 message ids as a JSON array of strings
 --! one round trip
 RELEASE SAVEPOINT inboxed_settle;
-SAVEPOINT inboxed_settle;
 DELETE FROM {{schema}}.`{{prefix}}attempts`
 WHERE consumer_name = $1 AND message_id IN (
     SELECT CAST(k.id AS BINARY)

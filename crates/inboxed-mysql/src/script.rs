@@ -98,10 +98,7 @@ impl Script {
     pub(crate) fn parse(sql: &str) -> Result<Self, ScriptError> {
         let bytes = sql.as_bytes();
         let mut statements = Vec::new();
-        let mut out = String::new();
-        let mut params = Vec::new();
-        let mut holes = Vec::new();
-        let mut flag = Directives::default();
+        let mut next = Building::default();
         let mut one_trip = false;
         let mut i = 0;
         while i < bytes.len() {
@@ -109,16 +106,16 @@ impl Script {
             match b {
                 b'\'' | b'"' | b'`' => {
                     let end = closing(bytes, i).ok_or(ScriptError::Unterminated(i))?;
-                    out.push_str(&sql[i..=end]);
+                    next.out.push_str(&sql[i..=end]);
                     i = end + 1;
                 }
                 b'-' if bytes.get(i + 1) == Some(&b'-') => {
                     let end = sql[i..].find('\n').map_or(bytes.len(), |n| i + n);
                     if let Some(directive) = sql[i..end].strip_prefix("--!") {
                         match directive.trim() {
-                            DUPLICATE_IS_EMPTY => flag.duplicate_is_empty = true,
-                            UNDO => flag.undo = true,
-                            ROWS => flag.returns_rows = true,
+                            DUPLICATE_IS_EMPTY => next.flag.duplicate_is_empty = true,
+                            UNDO => next.flag.undo = true,
+                            ROWS => next.flag.returns_rows = true,
                             ONE_TRIP => one_trip = true,
                             other => return Err(ScriptError::UnknownDirective(other.to_owned())),
                         }
@@ -130,7 +127,7 @@ impl Script {
                         .find("*/")
                         .ok_or(ScriptError::Unterminated(i))?;
                     i += 2 + end + 2;
-                    out.push(' ');
+                    next.out.push(' ');
                 }
                 b'$' => {
                     let digits = bytes[i + 1..]
@@ -142,35 +139,23 @@ impl Script {
                         .ok()
                         .filter(|n| *n > 0)
                         .ok_or(ScriptError::BadPlaceholder(i))?;
-                    params.push(n - 1);
-                    holes.push(out.len());
-                    out.push('?');
+                    next.params.push(n - 1);
+                    next.holes.push(next.out.len());
+                    next.out.push('?');
                     i += 1 + digits;
                 }
                 b';' if ends_line(bytes, i + 1) => {
-                    push(
-                        &mut statements,
-                        &mut out,
-                        &mut params,
-                        &mut holes,
-                        &mut flag,
-                    );
+                    next.end(&mut statements);
                     i += 1;
                 }
                 _ => {
                     let ch = sql[i..].chars().next().unwrap_or(' ');
-                    out.push(ch);
+                    next.out.push(ch);
                     i += ch.len_utf8();
                 }
             }
         }
-        push(
-            &mut statements,
-            &mut out,
-            &mut params,
-            &mut holes,
-            &mut flag,
-        );
+        next.end(&mut statements);
         if statements.is_empty() {
             return Err(ScriptError::Empty);
         }
@@ -199,30 +184,33 @@ impl Script {
     }
 }
 
-/// Ends the statement being built, if it holds anything but blanks.
-fn push(
-    statements: &mut Vec<Statement>,
-    out: &mut String,
-    params: &mut Vec<usize>,
-    holes: &mut Vec<usize>,
-    flag: &mut Directives,
-) {
-    let sql = out.trim();
-    if !sql.is_empty() {
-        let flag = std::mem::take(flag);
-        let lead = out.len() - out.trim_start().len();
-        statements.push(Statement {
-            sql: Arc::from(sql),
-            params: std::mem::take(params),
-            duplicate_is_empty: flag.duplicate_is_empty,
-            undo: flag.undo,
-            returns_rows: flag.returns_rows,
-            holes: holes.drain(..).map(|h| h - lead).collect(),
-        });
+/// The statement being built: its text so far, the argument each `?` takes and where it
+/// stands, and the directives that mark it.
+#[derive(Debug, Default)]
+struct Building {
+    out: String,
+    params: Vec<usize>,
+    holes: Vec<usize>,
+    flag: Directives,
+}
+
+impl Building {
+    /// Ends the statement, if it holds anything but blanks, and starts the next.
+    fn end(&mut self, statements: &mut Vec<Statement>) {
+        let done = std::mem::take(self);
+        let sql = done.out.trim();
+        if !sql.is_empty() {
+            let lead = done.out.len() - done.out.trim_start().len();
+            statements.push(Statement {
+                sql: Arc::from(sql),
+                params: done.params,
+                duplicate_is_empty: done.flag.duplicate_is_empty,
+                undo: done.flag.undo,
+                returns_rows: done.flag.returns_rows,
+                holes: done.holes.into_iter().map(|h| h - lead).collect(),
+            });
+        }
     }
-    out.clear();
-    params.clear();
-    holes.clear();
 }
 
 /// Whether only blanks (or a comment) follow on the line from `i`.

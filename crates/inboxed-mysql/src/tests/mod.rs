@@ -82,6 +82,20 @@ impl TestDb {
     }
 }
 
+/// One claim of `envelope` by `consumer` in a store transaction of its own, committed.
+async fn claim_committed(
+    store: &MySqlStore,
+    consumer: &inboxed_core::ConsumerName,
+    envelope: &inboxed_core::Envelope,
+) -> Result<inboxed_core::store::Claim, StoreError> {
+    use inboxed_core::store::{BeginParams, ClaimParams, Store};
+    let mut tx = store.begin(&BeginParams::default()).await?;
+    let params = ClaimParams { consumer, envelope };
+    let claim = store.claim(&mut tx, &params).await?;
+    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    Ok(claim)
+}
+
 mod settle;
 mod store;
 mod traps;

@@ -189,7 +189,7 @@ async fn a_dead_letter_waits_for_an_uncommitted_claim_of_its_key() {
 /// processed and dead. Without the check after the write, READ COMMITTED let both commit.
 #[tokio::test]
 async fn a_claim_beside_a_dead_letter_in_flight_is_undone() {
-    use inboxed_core::store::{BeginParams, Claim, ClaimParams, Store};
+    use inboxed_core::store::{Claim, Store};
     use inboxed_core::{ConsumerName, Envelope, MessageId};
     let db = TestDb::new().await;
     db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
@@ -207,14 +207,7 @@ async fn a_claim_beside_a_dead_letter_in_flight_is_undone() {
         let consumer = ConsumerName::new("billing").unwrap_or_else(|e| panic!("{e}"));
         let id = MessageId::new("m-2").unwrap_or_else(|e| panic!("{e}"));
         let envelope = Envelope::new(id, b"{}".to_vec());
-        let mut tx = store.begin(&BeginParams::default()).await?;
-        let params = ClaimParams {
-            consumer: &consumer,
-            envelope: &envelope,
-        };
-        let claim = store.claim(&mut tx, &params).await?;
-        tx.commit().await.map_err(StoreError::from_sqlx)?;
-        Ok::<_, StoreError>(claim)
+        claim_committed(&store, &consumer, &envelope).await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
@@ -318,7 +311,7 @@ async fn a_connection_back_in_the_pool_carries_no_bounds_of_the_store() {
 /// second time. The hash and the type arrive intact too.
 #[tokio::test]
 async fn a_claim_in_one_round_trip_keeps_every_id_as_its_bytes() {
-    use inboxed_core::store::{BeginParams, Claim, ClaimParams, Store};
+    use inboxed_core::store::{Claim, Store};
     use inboxed_core::{ConsumerName, Envelope, MessageId};
     let db = TestDb::new().await;
     db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
@@ -345,14 +338,7 @@ async fn a_claim_in_one_round_trip_keeps_every_id_as_its_bytes() {
             let id = MessageId::new(id).unwrap_or_else(|e| panic!("{e}"));
             let payload = id.as_str().as_bytes().to_vec();
             let envelope = Envelope::new(id, payload).with_type("t'ype");
-            let mut tx = store.begin(&BeginParams::default()).await?;
-            let params = ClaimParams {
-                consumer: &consumer,
-                envelope: &envelope,
-            };
-            let claim = store.claim(&mut tx, &params).await?;
-            tx.commit().await.map_err(StoreError::from_sqlx)?;
-            Ok::<_, StoreError>(claim)
+            claim_committed(&store, &consumer, &envelope).await
         }
     };
     for first in [true, false] {

@@ -149,6 +149,7 @@ operations!(
     outbox_write,
     outbox_write_many,
     outbox_claim,
+    outbox_claim_stamp,
     outbox_sent,
     outbox_delete_sent,
     outbox_fail,

@@ -6,12 +6,13 @@ use inboxed_core::migration::Migration;
 use inboxed_core::sql::Templates;
 
 /// Migrations in order, numbered as in every engine. Migration 2 creates the store-then-process
-/// tables as the other engines have them after their migrations 2 to 10 (a new engine starts
-/// from their result, so those numbers have nothing to do here); those of the parts not built
-/// yet here (retention's, the outbox's) come with them.
+/// tables as the other engines have them after their migrations 2 to 10, and migration 3 the
+/// outbox as they have it after 11 to 13 (a new engine starts from their result, so those
+/// numbers have nothing to do here).
 pub(crate) const MIGRATIONS: &[Migration] = &[
     inboxed_core::migration!(1, "0001_inbox", "inbox"),
     inboxed_core::migration!(2, "0002_inbox_messages", "inbox_messages"),
+    inboxed_core::migration!(3, "0003_outbox", "outbox"),
 ];
 
 /// One template per store operation.
@@ -23,7 +24,10 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     extend_leases, release, release_stale, replay_select, replay_reset, replay_audit,
     purge_done, observe_inbox, observe_dead_letters, list_dead_letters, load_dead_letter_by_id,
     delete_dead_letter_by_id, purge_processed, count_expired, processed_stats, purge_dead_letters,
-    purge_redrive_audit, redact_done_payloads, lock_batch, finish_locked;
+    purge_redrive_audit, redact_done_payloads, lock_batch, finish_locked,
+    outbox_write, outbox_claim, outbox_claim_stamp, outbox_sent, outbox_delete_sent, outbox_fail,
+    outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
+    outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox;
     absent:
     // Keys store the consumer's name: no registry.
     register_consumer,
@@ -44,14 +48,16 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     register_worker, dead_workers, forget_workers, count_workers,
     // The lock-held batch counts its claims with record_attempts.sql, the processor's count.
     count_attempts,
-    // Not built yet on MySQL: time partitions and the outbox.
+    // Not built yet on MySQL: time partitions.
     list_partitions, lock_key, claim_partitioned,
     create_partitions, expired_partitions, partition_consumers, lock_maintenance,
     server_version, detach_partition, drop_partition,
-    outbox_write, outbox_write_many, outbox_claim, outbox_sent, outbox_delete_sent, outbox_fail,
-    outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
-    outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox, outbox_lock,
-    outbox_lock_plan, outbox_hold, outbox_settle, outbox_reap_unsettled,
+    // The outbox's batch write runs outbox_write.sql per message (a set-based write comes with
+    // the outbox benchmarks on this engine).
+    outbox_write_many,
+    // The outbox relay holds its rows under a lease only here (the lock-held claim is not
+    // built on this engine yet).
+    outbox_lock, outbox_lock_plan, outbox_hold, outbox_settle, outbox_reap_unsettled,
 };
 
 /// The server's version and settings ([`crate::MySqlStore::check_server`]); no identifiers.

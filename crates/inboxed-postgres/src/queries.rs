@@ -27,8 +27,9 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox, outbox_lock,
     outbox_lock_plan, outbox_hold, outbox_settle, outbox_reap_unsettled;
     absent:
-    // UPDATE … RETURNING claims and stamps in one statement (claim_batch.sql).
-    claim_stamp,
+    // UPDATE … RETURNING claims and stamps in one statement (claim_batch.sql,
+    // outbox_claim.sql).
+    claim_stamp, outbox_claim_stamp,
     // The advisory lock is the transaction's own: it ends with the migration run's commit.
     migrate_unlock,
 };

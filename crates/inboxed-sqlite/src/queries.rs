@@ -22,8 +22,9 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox;
     absent:
-    // UPDATE … RETURNING claims and stamps in one statement (claim_batch.sql).
-    claim_stamp,
+    // UPDATE … RETURNING claims and stamps in one statement (claim_batch.sql,
+    // outbox_claim.sql).
+    claim_stamp, outbox_claim_stamp,
     // Keys store the consumer name: no registry.
     register_consumer,
     // One writer at a time: a dead letter's check already sees every claim that committed

@@ -74,7 +74,31 @@ async fn sweep(admin: &mut MySqlConnection) {
 
 /// MySQL spells a 64-bit cast `SIGNED`; the suite's shared statements write `BIGINT`.
 fn dialect(sql: &str) -> String {
-    sql.replace("AS BIGINT)", "AS SIGNED)")
+    json_text(&sql.replace("AS BIGINT)", "AS SIGNED)"))
+}
+
+/// `column->>'key'` (PostgreSQL, SQLite and MySQL 8, not MariaDB) as
+/// `JSON_UNQUOTE(JSON_EXTRACT(column, '$.key'))`, which both servers read.
+fn json_text(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut rest = sql;
+    while let Some(at) = rest.find("->>'") {
+        let head = &rest[..at];
+        let start = head
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .map_or(0, |i| i + 1);
+        let after = &rest[at + 4..];
+        let Some(end) = after.find('\'') else { break };
+        out.push_str(&head[..start]);
+        out.push_str(&format!(
+            "JSON_UNQUOTE(JSON_EXTRACT({}, '$.{}'))",
+            &head[start..],
+            &after[..end]
+        ));
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 impl Backend for My {

@@ -150,8 +150,8 @@ fn mysql_database(url: &str) -> Option<String> {
 pub(crate) enum AnyStore {
     Postgres(PgStore),
     Sqlite(SqliteStore),
-    /// MySQL or MariaDB: the processor so far; the other commands refuse with the store's
-    /// "not built yet on this engine".
+    /// MySQL or MariaDB: every command but those of time partitions, which refuse with the
+    /// store's "not built yet on this engine".
     MySql(MySqlStore),
 }
 

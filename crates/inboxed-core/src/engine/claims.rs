@@ -105,26 +105,47 @@ pub async fn claim_batch<E: Engine>(
     if stamp.is_empty() {
         return e.fetch_alone(q).await?.iter().map(inbox_row).collect();
     }
-    // An engine without `UPDATE … RETURNING` whose updates lock every row their subqueries
-    // read (MySQL: the ordered mode's check of earlier rows then waited on other claims' rows,
-    // and two claims deadlocked): `claim_batch` only selects and locks the rows (SKIP LOCKED,
-    // its subqueries reading without locks), and `claim_stamp` marks them claimed by id.
+    select_then_stamp(
+        e,
+        q,
+        inbox_row,
+        |r| r.id,
+        |ids| {
+            e.query(stamp)
+                .ids(ids)
+                .text(p.worker)
+                .bytes(p.token.as_bytes())
+                .int(millis_of(p.lease))
+                .opt_int(p.now.map(millis))
+        },
+    )
+    .await
+}
+
+/// A claim on an engine without `UPDATE … RETURNING` whose updates lock every row their
+/// subqueries read (MySQL: the ordered mode's check of earlier rows then waited on other claims'
+/// rows, and two claims deadlocked): `select` only selects and locks the rows (SKIP LOCKED, its
+/// subqueries reading without locks), and the query `stamp` builds for their ids marks them
+/// claimed, in one transaction of the store's own.
+///
+/// # Errors
+/// A statement or the commit failed, or a row does not read.
+pub async fn select_then_stamp<E: Engine, T>(
+    e: &E,
+    select: E::Query,
+    row: impl Fn(&E::Row) -> Result<T, StoreError>,
+    id: impl Fn(&T) -> i64,
+    stamp: impl FnOnce(&[i64]) -> E::Query,
+) -> Result<Vec<T>, StoreError> {
     let mut tx = e.begin_write().await?;
-    let rows: Vec<InboxRow> = E::fetch_all(q, &mut tx)
+    let rows: Vec<T> = E::fetch_all(select, &mut tx)
         .await?
         .iter()
-        .map(inbox_row)
+        .map(row)
         .collect::<Result<_, _>>()?;
     if !rows.is_empty() {
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        let q = e
-            .query(stamp)
-            .ids(&ids)
-            .text(p.worker)
-            .bytes(p.token.as_bytes())
-            .int(millis_of(p.lease))
-            .opt_int(p.now.map(millis));
-        E::execute(q, &mut tx).await?;
+        let ids: Vec<i64> = rows.iter().map(id).collect();
+        E::execute(stamp(&ids), &mut tx).await?;
     }
     tx.commit().await.map_err(StoreError::from_sqlx)?;
     Ok(rows)

@@ -60,7 +60,28 @@ pub async fn claim<E: Engine>(
     e: &E,
     p: &ClaimOutboxParams<'_>,
 ) -> Result<Vec<OutboxRow>, StoreError> {
-    claimed(e.fetch_alone(claim_query(e, p)).await?)
+    let stamp = &e.queries().outbox_claim_stamp;
+    if stamp.is_empty() {
+        return claimed(e.fetch_alone(claim_query(e, p)).await?);
+    }
+    // Selected and locked first, then stamped (`claims::select_then_stamp` says why).
+    let mut rows = super::claims::select_then_stamp(
+        e,
+        claim_query(e, p),
+        outbox_row,
+        |r| r.id,
+        |ids| {
+            e.query(stamp)
+                .ids(ids)
+                .text(p.relay)
+                .bytes(p.token.as_bytes())
+                .int(millis_of(p.lease))
+                .opt_int(p.now.map(millis))
+        },
+    )
+    .await?;
+    rows.sort_by_key(|r| r.id);
+    Ok(rows)
 }
 
 /// [`claim()`] through `conn`, in its transaction (an engine that sets up the claim's

@@ -90,7 +90,11 @@ async fn migrators_take_turns_and_leave_the_lock_free() {
         b.unwrap_or_else(|e| panic!("{e}")),
     ];
     runs.sort();
-    assert_eq!(runs, [vec![], vec![1, 2]]);
+    let every: Vec<i64> = crate::queries::MIGRATIONS
+        .iter()
+        .map(|m| m.version)
+        .collect();
+    assert_eq!(runs, [vec![], every.clone()]);
     let free: i64 =
         sqlx::query_scalar("SELECT IS_FREE_LOCK(CONCAT('inboxed.migrate.', ?, '.inboxed_'))")
             .bind(&db.name)
@@ -104,7 +108,7 @@ async fn migrators_take_turns_and_leave_the_lock_free() {
     );
     assert_eq!(
         db.count("SELECT COUNT(*) FROM inboxed_migrations").await,
-        2,
+        i64::try_from(every.len()).unwrap_or(i64::MAX),
         "one record of each migration"
     );
     other.pool().close().await;

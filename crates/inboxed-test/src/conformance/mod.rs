@@ -126,7 +126,9 @@ pub async fn ledger_state<B: Backend>(db: &TestDb<B>) -> (i64, i64) {
 #[macro_export]
 macro_rules! conformance_tests {
     ($backend:ty) => {
-        $crate::conformance_tests!($backend, without_outbox);
+        $crate::conformance_tests!(@dedup $backend);
+        $crate::conformance_tests!(@inbox $backend);
+        $crate::conformance_tests!(@retention $backend);
         $crate::conformance_tests!(@outbox $backend);
         $crate::conformance_tests!(@cases $backend;
             serializable_conflicts_are_retried,
@@ -134,14 +136,6 @@ macro_rules! conformance_tests {
             non_durable_commit_setting_is_refused,
             batch_whose_commit_fails_isolates_the_culprit,
         );
-    };
-    // Every part but the outbox, and but the cases that need a server setting the engine keeps
-    // global (durability), a commit that fails (a deferred constraint) or another namespace:
-    // an engine whose outbox is not built yet (MySQL).
-    ($backend:ty, without_outbox) => {
-        $crate::conformance_tests!(@dedup $backend);
-        $crate::conformance_tests!(@inbox $backend);
-        $crate::conformance_tests!(@retention $backend);
     };
     (@inbox $backend:ty) => {
         $crate::conformance_tests!(@cases $backend;

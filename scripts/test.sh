@@ -155,6 +155,9 @@ command -v promtool >/dev/null 2>&1 || apt_install prometheus
 command -v promtool >/dev/null 2>&1 || { say "no promtool: install prometheus"; exit 1; }
 (cd deploy/prometheus && promtool check rules alerts.yml && promtool test rules alerts.test.yml)
 mark "services ready"
+# Doctests first, so that the run closes with the main suite's summary.
+cargo test --workspace --all-features --doc
+mark "doctests done"
 # The workspace is built once, with all features; the tests below and the examples (members of
 # the workspace) use that build: their binaries are linked from it and run directly, since a
 # `cargo run -p` of one would resolve other features and build much of it again.
@@ -162,11 +165,6 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 cargo test -q --workspace --all-features --no-run
 cargo build -q --workspace --all-features --bins
 mark "tests built"
-# The doctests reuse the libraries that build compiled (run first, they compiled them: 141 s
-# of a 1,156 s CI run here, of which the doctests themselves took 3), and run before the main
-# suite, so that the run closes with its summary.
-cargo test --workspace --all-features --doc
-mark "doctests done"
 # CI's benchmark smoke run: same-run ratios only, failing on a gross regression, never on noise.
 # From the dev build the suite already made (a release build of the benchmarks alone took
 # 4 minutes): the gates are ratios far below what a dev build measures (BENCHMARKS.md gives

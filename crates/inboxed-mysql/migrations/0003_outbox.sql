@@ -5,11 +5,24 @@
 -- - No partial indexes: each index leads with the status, or holds every row.
 -- - Ids and ordering keys are bytes (VARBINARY), compared exactly, as the inbox's keys.
 -- - The relay holds its rows under a lease only (no record of lock-held batches yet).
--- MySQL commits each DDL statement on its own: the ALTER comes first, so that a failure
--- leaves either nothing or the whole of it done before the table.
-ALTER TABLE {{schema}}.`{{prefix}}redrive_audit`
-    ADD COLUMN action VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL
-        DEFAULT 'replay';
+-- MySQL commits each DDL statement on its own, so a migration cut short is applied again
+-- from its start: every statement here may run twice. MySQL has no `ADD COLUMN IF NOT
+-- EXISTS` (MariaDB has): the column is added by a prepared statement only when
+-- information_schema does not list it. The schema compares in its rendered, quoted form.
+SET @inboxed_ddl = (
+    SELECT IF(COUNT(*) = 0,
+              'ALTER TABLE {{schema}}.`{{prefix}}redrive_audit`
+                   ADD COLUMN action VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin
+                   NOT NULL DEFAULT ''replay''',
+              'DO 0')
+    FROM information_schema.columns
+    WHERE CONCAT('`', table_schema, '`') = '{{schema}}'
+      AND table_name = '{{prefix}}redrive_audit'
+      AND column_name = 'action'
+);
+PREPARE inboxed_ddl FROM @inboxed_ddl;
+EXECUTE inboxed_ddl;
+DEALLOCATE PREPARE inboxed_ddl;
 
 CREATE TABLE IF NOT EXISTS {{schema}}.`{{prefix}}outbox_messages` (
     id                   BIGINT         NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -38,7 +51,8 @@ CREATE TABLE IF NOT EXISTS {{schema}}.`{{prefix}}outbox_messages` (
     UNIQUE KEY `{{prefix}}outbox_messages_message_id` (message_id),
     -- The claim: unsent rows in insert order.
     KEY `{{prefix}}outbox_messages_claim_idx` (status, id),
-    -- The ordering-key check for an earlier unsent row of the same key.
+    -- The ordering-key check for an earlier unsent row of the same key. It holds sent rows
+    -- too (no partial index): the check reads a key's kept history back from the row.
     KEY `{{prefix}}outbox_messages_key_idx` (ordering_key, id),
     -- The reaper, and the purge of sent rows by age.
     KEY `{{prefix}}outbox_messages_lease_idx` (status, lease_expires_at),
@@ -46,3 +60,8 @@ CREATE TABLE IF NOT EXISTS {{schema}}.`{{prefix}}outbox_messages` (
     -- A batch's rows by claim token: sent, delete, release.
     KEY `{{prefix}}outbox_messages_claim_token_idx` (claim_token)
 ) ENGINE = InnoDB;
+
+-- The outbox's reaper takes turns with other outbox reapers, not with the inbox's (as on
+-- PostgreSQL, whose reapers hold two different locks).
+INSERT INTO {{schema}}.`{{prefix}}locks` (name) VALUES ('outbox_reaper')
+ON DUPLICATE KEY UPDATE name = name;

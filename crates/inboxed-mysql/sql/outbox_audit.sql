@@ -1,6 +1,6 @@
 -- outbox_audit: the record of an operator's retry or discard of dead outbox rows, in the same
 -- transaction as the change.
--- $1 actor, $2 reason, $3 action ('outbox_retry' or 'outbox_discard'), $4 selector, $5 rows,
+-- $1 actor, $2 reason, $3 action ('outbox retry' or 'outbox discard'), $4 selector, $5 rows,
 -- $6 ids (a JSON array)
 INSERT INTO {{schema}}.`{{prefix}}redrive_audit`
     (at, actor, reason, consumer_name, selector, row_count, done_count, ids, action)

@@ -6,9 +6,9 @@
 -- whole, and a row is charged its attempt only when its batch held it alone; a row held beside
 -- others gets its attempt back and may go with at most half as many rows from now on.
 --
--- One reaper at a time, as release_stale.sql: the gate is the row 'reaper' of the locks
--- table, taken FOR UPDATE SKIP LOCKED inside this statement and held to its commit (the
--- inbox's reaper and this one take turns). The stale rows are taken FOR UPDATE SKIP LOCKED,
+-- One outbox reaper at a time, as release_stale.sql for the inbox: the gate is the row
+-- 'outbox_reaper' of the locks table, taken FOR UPDATE SKIP LOCKED inside this statement and
+-- held to its commit. The stale rows are taken FOR UPDATE SKIP LOCKED,
 -- which passes over a row its late relay is settling right now. Derived tables, because MySQL
 -- updates no table that a subquery of the same statement reads unless that subquery is
 -- materialised (the window function and LIMIT make it so).
@@ -34,7 +34,7 @@ JOIN (
     )
     AND EXISTS (
         SELECT 1 FROM {{schema}}.`{{prefix}}locks` g
-        WHERE g.name = 'reaper'
+        WHERE g.name = 'outbox_reaper'
         FOR UPDATE SKIP LOCKED
     )
 ) AS j ON m.id = j.judged_id

@@ -182,6 +182,10 @@ impl MySqlQuery {
         let mut undone = false;
         let mut statements = script.statements.iter();
         while let Some(item) = results.next().await {
+            // A row is not a statement's end: only its result or its error is.
+            if matches!(item, Ok(sqlx::Either::Right(_))) {
+                continue;
+            }
             let s = statements.next();
             match item.map_err(StoreError::from_sqlx) {
                 Ok(sqlx::Either::Left(done)) if s.is_some_and(|s| s.undo) => {

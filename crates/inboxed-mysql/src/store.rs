@@ -242,6 +242,9 @@ impl inboxed_core::Store for MySqlStore {
         keys::attempts(self, false, consumer, ids).await
     }
 
+    /// Also checks that the transaction is still the one the store began (the savepoint its
+    /// begin sets, clear_attempts.sql): call it once, in a transaction from
+    /// [`Store::begin`](inboxed_core::Store::begin).
     async fn clear_attempts(
         &self,
         conn: &mut MySqlConnection,

@@ -7,6 +7,10 @@ use crate::envelope::Envelope;
 /// The longest destination, in bytes: a logical route name, not a payload.
 pub const MAX_DESTINATION_BYTES: usize = 255;
 
+/// The longest ordering key, in bytes: as long as a message id may be (a key is an entity's
+/// id, and MySQL's column for it, as for ids, is `VARBINARY(512)`), the same on every engine.
+pub const MAX_ORDERING_KEY_BYTES: usize = crate::envelope::MAX_MESSAGE_ID_BYTES;
+
 /// A message to send once the caller's transaction commits.
 ///
 /// ```
@@ -146,6 +150,14 @@ impl OutgoingMessage {
                 max: MAX_DESTINATION_BYTES,
             });
         }
+        if let Some(key) = &self.ordering_key
+            && key.len() > MAX_ORDERING_KEY_BYTES
+        {
+            return Err(OutgoingError::OrderingKeyTooLong {
+                len: key.len(),
+                max: MAX_ORDERING_KEY_BYTES,
+            });
+        }
         let texts = [
             ("destination", Some(self.destination.as_str())),
             ("ordering key", self.ordering_key.as_deref()),
@@ -179,6 +191,14 @@ pub enum OutgoingError {
     /// The destination is longer than [`MAX_DESTINATION_BYTES`].
     #[error("outgoing message's destination is {len} bytes, longer than the limit of {max}")]
     DestinationTooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The ordering key is longer than [`MAX_ORDERING_KEY_BYTES`].
+    #[error("outgoing message's ordering key is {len} bytes, longer than the limit of {max}")]
+    OrderingKeyTooLong {
         /// Its length in bytes.
         len: usize,
         /// The limit.
@@ -225,6 +245,18 @@ mod tests {
         assert_eq!(
             OutgoingMessage::new("d".repeat(256), b"x".to_vec()).validate(),
             Err(OutgoingError::DestinationTooLong { len: 256, max: 255 })
+        );
+        assert_eq!(
+            OutgoingMessage::new("d", b"x".to_vec())
+                .with_key("k".repeat(513))
+                .validate(),
+            Err(OutgoingError::OrderingKeyTooLong { len: 513, max: 512 })
+        );
+        assert_eq!(
+            OutgoingMessage::new("d", b"x".to_vec())
+                .with_key("k".repeat(512))
+                .validate(),
+            Ok(())
         );
         assert_eq!(
             OutgoingMessage::new("d", b"x".to_vec())

@@ -19,7 +19,7 @@ mod settle;
 pub mod store;
 
 pub use config::OutboxRelayConfig;
-pub use message::{MAX_DESTINATION_BYTES, OutgoingError, OutgoingMessage};
+pub use message::{MAX_DESTINATION_BYTES, MAX_ORDERING_KEY_BYTES, OutgoingError, OutgoingMessage};
 pub use operate::{DeadAction, DeadParams, OutboxEntry, OutboxFilter, OutboxStatus, UnknownStatus};
 pub use publish::{CORRELATION_HEADER, Outcome, Publisher, TYPE_HEADER};
 pub use relay::{OutboxRelay, RelayReport};

@@ -115,6 +115,27 @@ async fn migrators_take_turns_and_leave_the_lock_free() {
     db.finish().await;
 }
 
+/// MySQL commits each DDL statement on its own: a migration cut short after some of its
+/// statements is applied again from its start. Every migration must survive that; here the
+/// last one runs a second time over its own result (its `ALTER` is guarded).
+#[tokio::test]
+async fn the_last_migration_applies_again_over_its_own_result() {
+    use inboxed_core::Store;
+    let db = TestDb::new().await;
+    db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
+    let last = crate::queries::MIGRATIONS.last().map_or(0, |m| m.version);
+    sqlx::query("DELETE FROM inboxed_migrations WHERE version = ?")
+        .bind(last)
+        .execute(db.store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        db.store.migrate().await.unwrap_or_else(|e| panic!("{e}")),
+        vec![last]
+    );
+    db.finish().await;
+}
+
 /// A redelivery past `max_attempts` dead-letters its key while an earlier delivery's claim of
 /// the same key is still uncommitted: the dead letter's guard waits for that claim and, once it
 /// commits, finds the key processed. With a plain read the guard saw nothing, and the key ended

@@ -6,19 +6,24 @@
 -- whole, and a row is charged its attempt only when its batch held it alone; a row held beside
 -- others gets its attempt back and may go with at most half as many rows from now on.
 --
--- One outbox reaper at a time, as release_stale.sql for the inbox: the gate is the row
--- 'outbox_reaper' of the locks table, taken FOR UPDATE SKIP LOCKED inside this statement and
--- held to its commit. The stale rows are taken FOR UPDATE SKIP LOCKED,
--- which passes over a row its late relay is settling right now. Derived tables, because MySQL
+-- One outbox reaper at a time, as release_stale.sql for the inbox (which says why the gate is
+-- taken first): the gate is the row 'outbox_reaper' of the locks table. The stale rows are
+-- taken FOR UPDATE SKIP LOCKED, which passes over a row its late relay is settling right now. Derived tables, because MySQL
 -- updates no table that a subquery of the same statement reads unless that subquery is
 -- materialised (the window function and LIMIT make it so).
+SET @inboxed_gate = (
+    SELECT COUNT(*) FROM {{schema}}.`{{prefix}}locks`
+    WHERE name = 'outbox_reaper'
+    FOR UPDATE SKIP LOCKED
+);
 UPDATE {{schema}}.`{{prefix}}outbox_messages` m
 JOIN (
     SELECT s.id AS judged_id, COUNT(*) OVER (PARTITION BY s.claim_token) AS held_rows
     FROM (
         SELECT id, claim_token
         FROM {{schema}}.`{{prefix}}outbox_messages`
-        WHERE status = 'sending'
+        WHERE @inboxed_gate = 1
+          AND status = 'sending'
           AND lease_expires_at < coalesce($3, FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000))
         FOR UPDATE SKIP LOCKED
     ) AS s
@@ -31,11 +36,6 @@ JOIN (
             ORDER BY lease_expires_at
             LIMIT $2
         ) AS d
-    )
-    AND EXISTS (
-        SELECT 1 FROM {{schema}}.`{{prefix}}locks` g
-        WHERE g.name = 'outbox_reaper'
-        FOR UPDATE SKIP LOCKED
     )
 ) AS j ON m.id = j.judged_id
 SET m.status = CASE WHEN (j.held_rows <= 1 OR j.held_rows > coalesce(m.group_limit, j.held_rows))

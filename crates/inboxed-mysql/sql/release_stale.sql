@@ -10,20 +10,29 @@
 -- leases are judged.
 --
 -- One reaper at a time: the gate is the row 'reaper' of the locks table, taken FOR UPDATE
--- SKIP LOCKED inside this statement and held to its commit; a reaper that finds it taken
--- changes nothing (the next pass catches up), so no process is split between two reapers'
--- counts. The stale rows are taken FOR UPDATE SKIP LOCKED, which passes over a row whose late
--- worker is completing it right now; the outer conditions are read again when each row is
--- updated. Derived tables, because MySQL updates no table that a subquery of the same
--- statement reads unless that subquery is materialised (the window function and LIMIT make it
--- so).
+-- SKIP LOCKED by the first statement and held to the commit (the two statements run in one
+-- transaction); a reaper that finds it taken changes nothing and locks no row (the update's
+-- selection is false from its start: checked on MariaDB 10.11, where a second session could
+-- then lock every stale row with NOWAIT), so no process is split between two reapers'
+-- counts. With the gate inside the update instead, each reaper locked its share of the stale
+-- rows before it read the gate, and the one that won counted only its share. The stale rows
+-- are taken FOR UPDATE SKIP LOCKED, which passes over a row whose late worker is completing it
+-- right now; the outer conditions are read again when each row is updated. Derived tables,
+-- because MySQL updates no table that a subquery of the same statement reads unless that
+-- subquery is materialised (the window function and LIMIT make it so).
+SET @inboxed_gate = (
+    SELECT COUNT(*) FROM {{schema}}.`{{prefix}}locks`
+    WHERE name = 'reaper'
+    FOR UPDATE SKIP LOCKED
+);
 UPDATE {{schema}}.`{{prefix}}inbox_messages` i
 JOIN (
     SELECT s.id AS judged_id, COUNT(*) OVER (PARTITION BY s.process) AS held_rows
     FROM (
         SELECT id, SUBSTRING_INDEX(coalesce(claimed_by, ''), '/', 1) AS process
         FROM {{schema}}.`{{prefix}}inbox_messages`
-        WHERE status = 'processing'
+        WHERE @inboxed_gate = 1
+          AND status = 'processing'
           AND lease_expires_at < coalesce($3, FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000))
         FOR UPDATE SKIP LOCKED
     ) AS s
@@ -36,11 +45,6 @@ JOIN (
             ORDER BY lease_expires_at
             LIMIT $2
         ) AS d
-    )
-    AND EXISTS (
-        SELECT 1 FROM {{schema}}.`{{prefix}}locks` g
-        WHERE g.name = 'reaper'
-        FOR UPDATE SKIP LOCKED
     )
 ) AS j ON i.id = j.judged_id
 SET i.status = CASE WHEN (j.held_rows <= 1 OR j.held_rows > coalesce(i.group_limit, j.held_rows))

@@ -134,6 +134,22 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// The median over the rounds run at `workers` of `f` of each round's rates (rounds are
+/// `(workers, rates)`, in the order they ran).
+pub(crate) fn median_at<const N: usize>(
+    rounds: &[(usize, [f64; N])],
+    workers: usize,
+    f: impl Fn(&[f64; N]) -> f64,
+) -> f64 {
+    median(
+        rounds
+            .iter()
+            .filter(|(w, _)| *w == workers)
+            .map(|(_, r)| f(r))
+            .collect(),
+    )
+}
+
 /// Drops and recreates `inboxed_bench` on the server, returning its URL.
 pub(crate) async fn fresh_database(server: &str) -> anyhow::Result<String> {
     let mut admin = PgConnection::connect(server).await?;

@@ -177,15 +177,7 @@ pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
     );
     println!("|---|---|---|---|---|---|");
     for &workers in &args.workers {
-        let of = |f: &dyn Fn(&[f64; 3]) -> f64| {
-            crate::median(
-                rates
-                    .iter()
-                    .filter(|(w, _)| *w == workers)
-                    .map(|(_, r)| f(r))
-                    .collect(),
-            )
-        };
+        let of = |f: &dyn Fn(&[f64; 3]) -> f64| crate::median_at(&rates, workers, f);
         println!(
             "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} |",
             of(&|r| r[0]),
@@ -198,13 +190,7 @@ pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
     admin.execute("DROP DATABASE inboxed_bench").await?;
     if let Some(min) = args.min_ratio {
         for &workers in &args.workers {
-            let ratio = crate::median(
-                rates
-                    .iter()
-                    .filter(|(w, _)| *w == workers)
-                    .map(|(_, r)| r[0] / r[1])
-                    .collect(),
-            );
+            let ratio = crate::median_at(&rates, workers, |r| r[0] / r[1]);
             anyhow::ensure!(
                 ratio >= min,
                 "processor / sqlx on MySQL at {workers} workers is {ratio:.2}, below {min}"

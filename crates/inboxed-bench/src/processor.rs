@@ -71,15 +71,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     );
     println!("|---|---|---|---|---|---|---|");
     for &workers in &args.workers {
-        let of = |f: &dyn Fn(&[f64; 4]) -> f64| {
-            crate::median(
-                rates
-                    .iter()
-                    .filter(|(w, _)| *w == workers)
-                    .map(|(_, r)| f(r))
-                    .collect(),
-            )
-        };
+        let of = |f: &dyn Fn(&[f64; 4]) -> f64| crate::median_at(&rates, workers, f);
         println!(
             "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
             of(&|r| r[0]),

@@ -18,7 +18,7 @@ use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, DeliverySource, Proce
 use inboxed_test::handler::Script;
 use inboxed_test::{Backend, Ledger, Pg, TestDb};
 
-mod common;
+use crate::common;
 
 use common::inboxed_with as run;
 

@@ -15,7 +15,7 @@ use inboxed_test::throwaway::ThrowawayPg;
 use inboxed_test::tls::TestCa;
 use inboxed_test::{Ledger, Pg, credit};
 
-mod common;
+use crate::common;
 
 /// Runs the binary: its exit code and both its streams.
 fn inboxed(args: &[&str]) -> (i32, String) {

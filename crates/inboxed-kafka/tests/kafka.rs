@@ -5,7 +5,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -197,7 +197,7 @@ async fn unreachable_brokers_fail_at_connect() {
 /// shows every effect once.
 #[tokio::test]
 async fn killed_between_commit_and_ack_applies_once() {
-    let test = "killed_between_commit_and_ack_applies_once";
+    let test = &inboxed_test::test_name!("killed_between_commit_and_ack_applies_once");
     if let Some(locator) = broker_child_locator() {
         let name = std::env::var("INBOXED_KAFKA_TOPIC").unwrap();
         let src = KafkaSource::connect(config(&name, "ledger")).await.unwrap();

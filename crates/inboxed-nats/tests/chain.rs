@@ -47,7 +47,7 @@ async fn a_chain_of_three_services_is_exactly_once_under_random_sigkills() {
     let chain = Chain::create().await;
     let report = chain
         .run_with_destinations(
-            TEST,
+            &inboxed_test::test_name!(TEST),
             [&streams[0], &streams[1], &streams[2]],
             [&streams[1].to_lowercase(), &streams[2].to_lowercase()],
             &[],

@@ -118,7 +118,7 @@ async fn nak_redelivers_with_a_count() {
 /// as a duplicate. The ledger shows every effect once.
 #[tokio::test]
 async fn killed_between_commit_and_ack_applies_once() {
-    let test = "killed_between_commit_and_ack_applies_once";
+    let test = &inboxed_test::test_name!("killed_between_commit_and_ack_applies_once");
     if let Some(locator) = broker_child_locator() {
         let name = std::env::var("INBOXED_NATS_STREAM").unwrap();
         let src = source(&name, KeySource::MessageIdProperty, Duration::from_secs(2)).await;

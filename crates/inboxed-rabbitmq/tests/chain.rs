@@ -40,7 +40,13 @@ async fn a_chain_of_three_services_is_exactly_once_under_random_sigkills() {
     publish_keyed(&channel, &a, "m", 0..MESSAGES).await;
     let chain = Chain::create().await;
     let report = chain
-        .run(TEST, [&a, &b, &c], &[], MESSAGES, Duration::from_secs(8))
+        .run(
+            &inboxed_test::test_name!(TEST),
+            [&a, &b, &c],
+            &[],
+            MESSAGES,
+            Duration::from_secs(8),
+        )
         .await;
     eprintln!("chain through RabbitMQ: {report:?}");
     assert!(report.kills >= 8, "{report:?}");

@@ -409,7 +409,8 @@ async fn killed_between_confirmation_and_mark(mode: &str) {
     write(&upstream.store, &credits).await;
 
     let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .arg(inboxed_test::test_name!(TEST))
+        .args(["--exact", "--nocapture", "--test-threads=1"])
         .env("INBOXED_OUTBOX_CHILD", &upstream.locator)
         .env("INBOXED_OUTBOX_MODE", mode)
         .env("INBOXED_AMQP_URL", amqp_url())

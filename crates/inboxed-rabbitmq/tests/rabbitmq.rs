@@ -179,7 +179,7 @@ async fn quorum_queues_count_deliveries() {
 /// The ledger shows every effect once.
 #[tokio::test]
 async fn killed_between_commit_and_ack_applies_once() {
-    let test = "killed_between_commit_and_ack_applies_once";
+    let test = &inboxed_test::test_name!("killed_between_commit_and_ack_applies_once");
     if let Some(locator) = broker_child_locator() {
         let name = std::env::var("INBOXED_RABBIT_QUEUE").unwrap();
         let src = source(&name, KeySource::MessageIdProperty).await;
@@ -201,7 +201,7 @@ async fn killed_between_commit_and_ack_applies_once() {
 /// redelivered messages as duplicates.
 #[tokio::test]
 async fn killed_between_batch_commit_and_ack_applies_once() {
-    let test = "killed_between_batch_commit_and_ack_applies_once";
+    let test = &inboxed_test::test_name!("killed_between_batch_commit_and_ack_applies_once");
     if let Some(locator) = broker_child_locator() {
         let name = std::env::var("INBOXED_RABBIT_QUEUE").unwrap();
         let config = RabbitConfig::new(amqp_url(), name).prefetch(16);

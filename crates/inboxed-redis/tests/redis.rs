@@ -174,7 +174,7 @@ async fn idle_entries_are_taken_over_with_their_count() {
 /// shows every effect once.
 #[tokio::test]
 async fn killed_between_commit_and_ack_applies_once() {
-    let test = "killed_between_commit_and_ack_applies_once";
+    let test = &inboxed_test::test_name!("killed_between_commit_and_ack_applies_once");
     if let Some(locator) = broker_child_locator() {
         let name = std::env::var("INBOXED_REDIS_STREAM").unwrap();
         let consumer = format!("child-{}", std::process::id());

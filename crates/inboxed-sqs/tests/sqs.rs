@@ -235,7 +235,7 @@ async fn a_missing_queue_fails_at_start() {
 /// duplicate. The ledger shows every effect once.
 #[tokio::test]
 async fn killed_between_commit_and_ack_applies_once() {
-    let test = "killed_between_commit_and_ack_applies_once";
+    let test = &inboxed_test::test_name!("killed_between_commit_and_ack_applies_once");
     if let Some(locator) = broker_child_locator() {
         let url = std::env::var("INBOXED_SQS_QUEUE").unwrap();
         let config = SqsConfig::new(url).wait(Duration::from_secs(1)).prefetch(1);

@@ -47,3 +47,23 @@ pub fn free_port() -> u16 {
         .expect("a free port")
         .port()
 }
+
+/// The libtest name of the test function `name` in the module at `module_path` (what
+/// `module_path!()` gives there): the path without the test binary's own crate name. Crash
+/// cases start their own test binary again as a child that runs only this test (`--exact`),
+/// and each crate's integration tests are one binary of several modules.
+#[must_use]
+pub fn libtest_name(module_path: &str, name: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_owned(),
+    }
+}
+
+/// [`libtest_name`] of the test function `name` in the calling module.
+#[macro_export]
+macro_rules! test_name {
+    ($name:expr) => {
+        $crate::libtest_name(::std::module_path!(), $name)
+    };
+}

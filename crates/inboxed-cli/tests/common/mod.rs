@@ -1,8 +1,5 @@
 //! What the CLI's process tests share.
 
-// Each test binary includes this module and uses only part of it.
-#![allow(clippy::unwrap_used, dead_code)]
-
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// `GET path` on `addr` over plain HTTP/1.0: the status code and the body.

@@ -1,8 +1,5 @@
 //! What the Kafka tests share: the broker's address and a fresh topic per test.
 
-// Each test file uses a part of it.
-#![allow(dead_code)]
-
 use std::time::Duration;
 
 use rdkafka::ClientConfig;

@@ -232,9 +232,8 @@ macro_rules! conformance_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $case() {
                 // The libtest name of this test, which crash cases re-run as a child process.
-                let full = concat!(module_path!(), "::", stringify!($case));
-                let name = full.split_once("::").map_or(full, |(_, rest)| rest);
-                $crate::conformance::$case::<$backend>(name).await;
+                let name = $crate::test_name!(stringify!($case));
+                $crate::conformance::$case::<$backend>(&name).await;
             }
         )*
     };

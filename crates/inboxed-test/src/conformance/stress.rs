@@ -9,9 +9,9 @@ use crate::backend::Backend;
 use crate::handler::{Ledger, credit};
 
 const WORKERS: usize = 8;
-const PER_WORKER: usize = 2_000;
+const PER_WORKER: usize = 800;
 
-/// 8 workers, 2,000 messages each, 30% of them also delivered to the neighbouring worker at
+/// 8 workers, 800 messages each, 30% of them also delivered to the neighbouring worker at
 /// the same position so the two copies race. The ledger must equal the sum over unique ids.
 pub async fn concurrent_stress_ledger_is_exact<B: Backend>(_test: &str) {
     let db = B::create().await;

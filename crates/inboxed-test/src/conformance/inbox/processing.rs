@@ -7,10 +7,10 @@ use crate::backend::Backend;
 use crate::conformance::ledger_state;
 use crate::handler::{Ledger, Script};
 
-const MESSAGES: usize = 5_000;
+const MESSAGES: usize = 2_500;
 
-/// 4 workers over 5,000 stored messages (the 20,000-message run, with a killed worker
-/// process, is `killed_worker_process_loses_nothing`), a tenth of them received twice and a tenth of the
+/// 4 workers over 2,500 stored messages (the run with a killed worker process is
+/// `killed_worker_process_loses_nothing`), a tenth of them received twice and a tenth of the
 /// handler calls failing at random (retried): every effect lands exactly once, every row done.
 pub async fn workers_process_each_row_exactly_once<B: Backend>(_test: &str) {
     let db = B::create().await;

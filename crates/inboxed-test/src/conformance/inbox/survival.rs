@@ -62,9 +62,9 @@ pub async fn graceful_shutdown_loses_nothing<B: Backend>(_test: &str) {
     db.finish().await;
 }
 
-const MESSAGES: usize = 8_000;
+const MESSAGES: usize = 3_000;
 
-/// 8,000 messages (a tenth received twice, 5% of handler calls failing at random) and four
+/// 3,000 messages (a tenth received twice, 5% of handler calls failing at random) and four
 /// workers: a worker *process* that is killed with SIGKILL in the middle of a batch (a row
 /// scripted to hang stops it there) and three in-process workers that finish after the reaper
 /// returns the dead one's claims. Every effect exactly once.

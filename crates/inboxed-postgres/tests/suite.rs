@@ -1,0 +1,19 @@
+//! The crate's integration tests, one module per concern, built as one test binary: a
+//! binary per file linked the whole dependency tree again for each (forty-odd links in a
+//! clean build of the workspace).
+
+// A test fails by panicking.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod begin;
+mod claim_plan;
+mod compact_keys;
+mod conformance;
+mod conformance_partitioned;
+mod contention;
+mod contract;
+mod flush;
+mod pace;
+mod partitions;
+mod pgbouncer;
+mod purge_metrics;

@@ -106,6 +106,13 @@ impl Engine for MySqlStore {
         Ok(changed)
     }
 
+    async fn session(&self) -> Result<sqlx::MySqlConnection, StoreError> {
+        use sqlx::Connection;
+        sqlx::MySqlConnection::connect_with(&self.pool.connect_options())
+            .await
+            .map_err(StoreError::from_sqlx)
+    }
+
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, MySql>, StoreError> {
         self.pool
             .begin_with(CLEAN_BEGIN)

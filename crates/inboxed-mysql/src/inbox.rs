@@ -1,7 +1,7 @@
 //! [`InboxStore`] for MySQL: what differs from the shared layer's defaults. No notifications
-//! (workers poll; a process's own workers wake each other), no worker registry yet (a dead
-//! worker's rows return with their lease), and the lock-held batch's counts and settlement
-//! passed as JSON (MySQL has no arrays).
+//! (workers poll; a process's own workers wake each other), workers' liveness through named
+//! locks (`GET_LOCK`), and the lock-held batch's counts and settlement passed as JSON (MySQL
+//! has no arrays).
 
 use std::sync::Arc;
 
@@ -9,10 +9,10 @@ use tokio::sync::Notify;
 
 use sqlx::MySqlConnection;
 
-use inboxed_core::engine::{Args, Columns, Engine};
+use inboxed_core::engine::{self, Args, Columns, Engine};
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
-    InboxStore, ReleaseStaleParams, RowFate, Subscription, millis, millis_of,
+    InboxStore, Liveness, ReleaseStaleParams, RowFate, Subscription, millis, millis_of,
 };
 use inboxed_core::{ConsumerName, StoreError};
 
@@ -67,14 +67,28 @@ impl InboxStore for MySqlStore {
         <Self as Engine>::execute(q, conn).await.map(drop)
     }
 
-    /// `release_stale.sql`: expired leases only (no worker registry on this engine yet).
     async fn release_stale(&self, p: &ReleaseStaleParams<'_>) -> Result<u64, StoreError> {
+        let dead: Vec<&str> = p.dead_workers.iter().map(String::as_str).collect();
         let q = self
             .script(&self.queries.release_stale)
             .int(i64::from(p.max_attempts))
             .int(i64::from(p.limit))
-            .opt_int(p.now.map(millis));
+            .opt_int(p.now.map(millis))
+            .texts(&dead);
         self.execute_alone(q).await
+    }
+
+    /// A named lock (`GET_LOCK`) on a connection of its own.
+    async fn hold_liveness(&self, worker: &str) -> Result<Option<Liveness>, StoreError> {
+        engine::liveness::hold(self, worker).await
+    }
+
+    async fn dead_workers(&self) -> Result<Vec<String>, StoreError> {
+        engine::liveness::dead_workers(self).await
+    }
+
+    async fn forget_workers(&self, workers: &[String]) -> Result<u64, StoreError> {
+        engine::liveness::forget_workers(self, workers).await
     }
 
     async fn notify(&self, _consumer: &ConsumerName) -> Result<(), StoreError> {

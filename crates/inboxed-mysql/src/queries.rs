@@ -7,12 +7,13 @@ use inboxed_core::sql::Templates;
 
 /// Migrations in order, numbered as in every engine. Migration 2 creates the store-then-process
 /// tables as the other engines have them after their migrations 2 to 10, and migration 3 the
-/// outbox as they have it after 11 to 13 (a new engine starts from their result, so those
-/// numbers have nothing to do here).
+/// outbox as they have it after 11 to 13, and migration 4 the worker registry of their 10 (a
+/// new engine starts from their result, so those numbers have nothing to do here).
 pub(crate) const MIGRATIONS: &[Migration] = &[
     inboxed_core::migration!(1, "0001_inbox", "inbox"),
     inboxed_core::migration!(2, "0002_inbox_messages", "inbox_messages"),
     inboxed_core::migration!(3, "0003_outbox", "outbox"),
+    inboxed_core::migration!(4, "0004_workers", "workers"),
 ];
 
 /// One template per store operation.
@@ -21,7 +22,8 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     clear_many_attempts, dead_letter, load_dead_letter, delete_dead_letter,
     migrate_lock, migrate_unlock, migrations_table, migrations_applied, migration_record,
     migrations_exist, enqueue, enqueue_lookup, claim_batch, claim_stamp, complete, complete_batch, fail,
-    extend_leases, release, release_stale, replay_select, replay_reset, replay_audit,
+    extend_leases, release, release_stale, register_worker, dead_workers, forget_workers,
+    count_workers, replay_select, replay_reset, replay_audit,
     purge_done, observe_inbox, observe_dead_letters, list_dead_letters, load_dead_letter_by_id,
     delete_dead_letter_by_id, purge_processed, count_expired, processed_stats, purge_dead_letters,
     purge_redrive_audit, redact_done_payloads, lock_batch, finish_locked,
@@ -44,8 +46,6 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     enqueue_many, enqueue_lookup_many,
     // No notifications: workers poll, and those of this process wake each other.
     notify,
-    // No worker registry yet: a dead worker's rows come back when their lease expires.
-    register_worker, dead_workers, forget_workers, count_workers,
     // The lock-held batch counts its claims with record_attempts.sql, the processor's count.
     count_attempts,
     // Not built yet on MySQL: time partitions.

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::{AssertSqlSafe, PgConnection, Postgres, Row};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row};
 
 use inboxed_core::engine::{Args, Engine};
 use inboxed_core::inbox::store::millis_of;
@@ -128,6 +128,12 @@ impl Engine for PgStore {
 
     async fn execute_alone(&self, q: Self::Query) -> Result<u64, StoreError> {
         self.autocommit_count(q.0).await
+    }
+
+    async fn session(&self) -> Result<PgConnection, StoreError> {
+        PgConnection::connect_with(&self.pool.connect_options())
+            .await
+            .map_err(StoreError::from_sqlx)
     }
 
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Postgres>, StoreError> {

@@ -10,6 +10,7 @@ use sqlx::postgres::{PgListener, PgRow};
 use sqlx::{PgConnection, Row};
 use tokio::sync::Notify;
 
+use inboxed_core::engine;
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
     EnqueueManyParams, Enqueued, InboxStore, Liveness, ReleaseStaleParams, RowFate, Subscription,
@@ -223,24 +224,21 @@ impl InboxStore for PgStore {
         self.autocommit_count(query).await
     }
 
+    /// `None` behind a transaction-pooling proxy (statements not persistent): a session lock
+    /// there would belong to a server connection the proxy shares.
     async fn hold_liveness(&self, worker: &str) -> Result<Option<Liveness>, StoreError> {
-        self.start_liveness(worker).await
+        if !self.persistent {
+            return Ok(None);
+        }
+        engine::liveness::hold(self, worker).await
     }
 
     async fn dead_workers(&self) -> Result<Vec<String>, StoreError> {
-        let rows = self
-            .autocommit(self.query(&self.queries.dead_workers))
-            .await?;
-        rows.iter()
-            .map(|r| r.try_get(0).map_err(StoreError::from_sqlx))
-            .collect()
+        engine::liveness::dead_workers(self).await
     }
 
     async fn forget_workers(&self, workers: &[String]) -> Result<u64, StoreError> {
-        let query = self
-            .query(&self.queries.forget_workers)
-            .bind(workers.to_vec());
-        self.autocommit_count(query).await
+        engine::liveness::forget_workers(self, workers).await
     }
 
     async fn notify(&self, consumer: &ConsumerName) -> Result<(), StoreError> {

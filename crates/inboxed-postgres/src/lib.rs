@@ -10,7 +10,6 @@ mod claim;
 mod engine;
 mod inbox;
 mod key;
-mod liveness;
 mod partition_list;
 mod partitions;
 mod queries;

@@ -133,6 +133,13 @@ impl Engine for SqliteStore {
             .map_err(StoreError::from_sqlx)
     }
 
+    async fn session(&self) -> Result<sqlx::SqliteConnection, StoreError> {
+        use sqlx::Connection;
+        sqlx::SqliteConnection::connect_with(&self.pool.connect_options())
+            .await
+            .map_err(StoreError::from_sqlx)
+    }
+
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
         self.pool
             .begin_with("BEGIN IMMEDIATE")

@@ -105,7 +105,7 @@ impl Backend for My {
     type Store = MySqlStore;
     const NAME: &'static str = "mysql";
     const SERIAL_WRITERS: bool = false;
-    const WORKER_LIVENESS: bool = false;
+    const WORKER_LIVENESS: bool = true;
     const NOTIFIES: bool = false;
     const FAILED_STATEMENT_ABORTS_TRANSACTION: bool = false;
     const NAMESPACED_PROCESSED_COUNT: &'static str = "SELECT count(*) FROM t2_processed_messages";

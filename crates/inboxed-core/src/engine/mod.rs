@@ -17,6 +17,7 @@ pub mod claims;
 pub mod inbox;
 pub mod key_lock;
 pub mod keys;
+pub mod liveness;
 pub mod migrate;
 pub mod observe;
 pub mod outbox;
@@ -266,6 +267,11 @@ pub trait Engine: Store {
     /// Runs `q` committed on its own; the rows it changed.
     fn execute_alone(&self, q: Self::Query)
     -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// A connection of its own, outside the pool, with the pool's connect options: for a lock
+    /// that lives as long as its session ([`liveness`]), which a pooled connection would carry
+    /// on to its next user. Engines without session locks never ask for one.
+    fn session(&self) -> impl Future<Output = Result<Conn<Self>, StoreError>> + Send;
 
     /// Begins a transaction of the store's own that will write (SQLite takes its write lock
     /// at the start).

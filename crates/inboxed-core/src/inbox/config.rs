@@ -46,12 +46,12 @@ pub struct WorkerConfig {
     /// Run only as many of the `concurrency` loops as the database serves well: start with
     /// one, add one while full batches take about as long per row as the best seen (the mean
     /// of a few batches, within 1.5×), give one up when that time doubles. Workers registered
-    /// on one PostgreSQL database (`liveness`) also share its loops: among `n` of them each
-    /// runs at most `concurrency / n` (rounded up, one at least), since 16 workers of four
-    /// loops each drained slower on two cores than one worker alone. A worker whose rows wait
-    /// on something else (an HTTP call) and runs alone keeps them all; many such workers
-    /// sharing a database want this off. `false`: always `concurrency` loops. Defaults to
-    /// `true`.
+    /// on one PostgreSQL or MySQL database (`liveness`) also share its loops: among `n` of
+    /// them each runs at most `concurrency / n` (rounded up, one at least), since 16 workers
+    /// of four loops each drained slower on two cores than one worker alone. A worker whose
+    /// rows wait on something else (an HTTP call) and runs alone keeps them all; many such
+    /// workers sharing a database want this off. `false`: always `concurrency` loops.
+    /// Defaults to `true`.
     pub adaptive_concurrency: bool,
     /// Rows per claim. With a handler that has a `handle_batch` of its own they share one
     /// transaction and one commit; with only `handle`, each row runs in a transaction of its
@@ -70,7 +70,8 @@ pub struct WorkerConfig {
     /// `LISTEN` does not work; workers then poll. Defaults to `true`.
     pub notify: bool,
     /// Register the worker while [`Worker::run`](super::Worker::run) runs (PostgreSQL: a
-    /// session advisory lock on one more connection of its own), so that if its process dies
+    /// session advisory lock, MySQL: a named lock, each on one more connection of its own), so
+    /// that if its process dies
     /// the reaper returns its rows at its next pass instead of after their lease. Turn it off
     /// behind a transaction-pooling PgBouncer, with `notify`: a session lock there outlives the
     /// process or vanishes under it (a store with persistent statements off, as behind such a

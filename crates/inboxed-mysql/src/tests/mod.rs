@@ -96,6 +96,7 @@ async fn claim_committed(
     Ok(claim)
 }
 
+mod liveness;
 mod reaper;
 mod settle;
 mod store;

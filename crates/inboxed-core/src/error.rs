@@ -36,7 +36,8 @@ pub enum StoreError {
     /// statement inside it failed and aborted it (PostgreSQL's SQLSTATE 25P02), or the server
     /// rolled it back (a MySQL or MariaDB deadlock victim loses its whole transaction, and
     /// with it the savepoint the store sets when it begins one: error 1305). The handler
-    /// swallowed the failure; committing now would report an effect that is not there.
+    /// swallowed the failure, or the transaction's own savepoint went with it; committing now
+    /// would report an effect that is not there. Transient: the whole transaction runs again.
     #[error("the transaction had ended before it was settled")]
     TransactionEnded(#[source] sqlx::Error),
     /// Any other database error; not worth retrying.
@@ -98,14 +99,14 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// `true` when the same operation can succeed if retried: contention, timeouts and lost
-    /// connections.
+    /// `true` when the same operation can succeed if retried: contention, timeouts, lost
+    /// connections, and a transaction the server ended under the handler.
     #[must_use]
     pub fn is_transient(&self) -> bool {
         self.is_contention()
             || matches!(
                 self,
-                Self::Timeout(_) | Self::Busy(_) | Self::Unavailable(_)
+                Self::Timeout(_) | Self::Busy(_) | Self::Unavailable(_) | Self::TransactionEnded(_)
             )
     }
 
@@ -187,6 +188,22 @@ impl StoreError {
             _ => Self::Database(err),
         }
     }
+}
+
+/// Whether `err`, the failure of a savepoint statement (`RELEASE SAVEPOINT`, `ROLLBACK TO
+/// SAVEPOINT`), says the savepoint is gone with the whole transaction: MySQL's 1305, after
+/// InnoDB rolled a deadlock victim's transaction back. Whatever ran since then ran outside
+/// any transaction (each statement committed on its own), and nothing more may run as if
+/// inside it. PostgreSQL never loses a savepoint this way: a failed statement aborts the
+/// transaction only up to the savepoint, which rolling back to it recovers.
+#[must_use]
+pub fn savepoint_gone(err: &sqlx::Error) -> bool {
+    #[cfg(feature = "mysql")]
+    if let sqlx::Error::Database(db) = err {
+        return mysql_number(db.as_ref()) == Some(1305);
+    }
+    let _ = err;
+    false
 }
 
 /// A MySQL or MariaDB error's number: what classifies it. Its SQLSTATE does not: a lock wait

@@ -76,11 +76,20 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 .instrument(span)
                 .await
                 .is_ok();
-            // Releasing the savepoint also fails if a handler swallowed a failed statement.
+            // Releasing the savepoint also fails if a handler swallowed a failed statement
+            // (PostgreSQL: the rows run one by one behind savepoints of their own) or the
+            // server rolled the whole transaction back (InnoDB's deadlock victim: the batch
+            // ends here, since anything run now would commit on its own).
             if ok {
-                all.commit().await.is_ok()
+                match all.commit().await {
+                    Ok(()) => true,
+                    Err(e) if crate::error::savepoint_gone(&e) => {
+                        return Err(StoreError::TransactionEnded(e).into());
+                    }
+                    Err(_) => false,
+                }
             } else {
-                all.rollback().await.map_err(StoreError::from_sqlx)?;
+                all.rollback().await.map_err(savepoint_error)?;
                 false
             }
         };
@@ -92,12 +101,15 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             }
             let mut one = tx.begin().await.map_err(StoreError::from_sqlx)?;
             let handled = match self.handle(&row, &mut one).await {
-                Ok(()) => one
-                    .commit()
-                    .await
-                    .map_err(|e| HandlerError::transient(StoreError::from_sqlx(e))),
+                Ok(()) => match one.commit().await {
+                    Ok(()) => Ok(()),
+                    Err(e) if crate::error::savepoint_gone(&e) => {
+                        return Err(StoreError::TransactionEnded(e).into());
+                    }
+                    Err(e) => Err(HandlerError::transient(StoreError::from_sqlx(e))),
+                },
                 Err(e) => {
-                    one.rollback().await.map_err(StoreError::from_sqlx)?;
+                    one.rollback().await.map_err(savepoint_error)?;
                     Err(e)
                 }
             };
@@ -159,5 +171,16 @@ fn fate<S, H>(
         error,
         backoff: w.inner.config.backoff.delay(attempts),
         attempts,
+    }
+}
+
+/// A failed `ROLLBACK TO SAVEPOINT`: [`StoreError::TransactionEnded`] when the savepoint went
+/// with the whole transaction (a handler's deadlock on InnoDB), so that the batch is retried as
+/// contention rather than reported as a broken database.
+fn savepoint_error(e: sqlx::Error) -> StoreError {
+    if crate::error::savepoint_gone(&e) {
+        StoreError::TransactionEnded(e)
+    } else {
+        StoreError::from_sqlx(e)
     }
 }

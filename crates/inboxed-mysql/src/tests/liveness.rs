@@ -70,7 +70,11 @@ async fn a_live_worker_is_neither_dead_nor_forgotten_and_a_dead_one_is_both() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(dead, std::slice::from_ref(&id), "the ended session freed the lock");
+    assert_eq!(
+        dead,
+        std::slice::from_ref(&id),
+        "the ended session freed the lock"
+    );
     let forgotten = db.store.forget_workers(&dead).await;
     assert_eq!(forgotten.unwrap_or_else(|e| panic!("{e}")), 1);
     assert_eq!(registered(&db).await, 0);

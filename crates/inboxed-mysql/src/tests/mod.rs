@@ -97,6 +97,7 @@ async fn claim_committed(
 }
 
 mod liveness;
+mod locked;
 mod reaper;
 mod settle;
 mod store;

@@ -1,0 +1,179 @@
+//! The lock-held batch when InnoDB ends its transaction under a handler (a deadlock victim
+//! loses the whole transaction, the batch's savepoint with it): the batch stops there, as
+//! contention, and runs whole later.
+
+use super::*;
+
+use inboxed_core::inbox::{ClaimMode, Inbox, Worker, WorkerConfig};
+use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId};
+use tokio::sync::{Mutex, oneshot};
+
+/// The handler's turns: after locking row 1 it reports, then waits for the go-ahead to lock
+/// row 2 (held by the test's transaction, which by then waits for row 1).
+struct Turns {
+    locked: oneshot::Sender<()>,
+    go: oneshot::Receiver<()>,
+}
+
+/// Writes one row of `effects` per message (the table has no key: a second effect shows). Its
+/// first call locks `hot` rows 1 then 2, the second a deadlock; `swallow` carries on after it,
+/// as a careless handler would, instead of propagating it.
+#[derive(Clone)]
+struct Effects {
+    turns: Arc<Mutex<Option<Turns>>>,
+    swallow: bool,
+}
+
+impl Handler<sqlx::MySql> for Effects {
+    async fn handle(&self, msg: &Envelope, conn: &mut MySqlConnection) -> Result<(), HandlerError> {
+        if let Some(turns) = self.turns.lock().await.take() {
+            sqlx::query("UPDATE hot SET v = v + 1 WHERE id = 1")
+                .execute(&mut *conn)
+                .await?;
+            let _ = turns.locked.send(());
+            let _ = turns.go.await;
+            let second = sqlx::query("UPDATE hot SET v = v + 1 WHERE id = 2")
+                .execute(&mut *conn)
+                .await;
+            if !self.swallow {
+                second?;
+            }
+        }
+        sqlx::query("INSERT INTO effects VALUES (?)")
+            .bind(msg.id().as_str())
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Two stored messages and a lock-held worker whose batch handler deadlocks with the test's
+/// transaction (made the heavier one, so that InnoDB picks the handler's as the victim).
+/// Returns the first batch's result and the effects written by then; the caller then runs
+/// the batch again.
+async fn deadlocked_batch(
+    db: &TestDb,
+    swallow: bool,
+) -> (
+    Worker<MySqlStore, Effects>,
+    Result<inboxed_core::inbox::BatchReport, inboxed_core::Error>,
+    i64,
+) {
+    inboxed_core::Store::migrate(&db.store)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    db.store
+        .pool()
+        .execute(
+            "CREATE TABLE hot (id INT PRIMARY KEY, v INT NOT NULL) ENGINE = InnoDB; \
+             INSERT INTO hot VALUES (1, 0), (2, 0); \
+             CREATE TABLE bulk (id INT PRIMARY KEY, v INT NOT NULL) ENGINE = InnoDB; \
+             INSERT INTO bulk SELECT seq, 0 FROM seq_1_to_500; \
+             CREATE TABLE effects (id VARCHAR(64) NOT NULL) ENGINE = InnoDB",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let consumer = ConsumerName::new("billing").unwrap_or_else(|e| panic!("{e}"));
+    let inbox = Inbox::new(db.store.clone(), consumer.clone());
+    for id in ["m-1", "m-2"] {
+        let id = MessageId::new(id).unwrap_or_else(|e| panic!("{e}"));
+        inbox
+            .store(&Envelope::new(id, b"{}".to_vec()))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let (locked_tx, locked_rx) = oneshot::channel();
+    let (go_tx, go_rx) = oneshot::channel();
+    let handler = Effects {
+        turns: Arc::new(Mutex::new(Some(Turns {
+            locked: locked_tx,
+            go: go_rx,
+        }))),
+        swallow,
+    };
+    let config = WorkerConfig::default()
+        .claim_mode(ClaimMode::LockHeld)
+        .batch_size(10);
+    let worker = Worker::new(db.store.clone(), consumer, handler, config);
+    let run = {
+        let worker = worker.clone();
+        tokio::spawn(async move { worker.run_once().await })
+    };
+    let mut other = db.conn().await;
+    other
+        .execute("BEGIN; UPDATE bulk SET v = v + 1; UPDATE hot SET v = v + 1 WHERE id = 2")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    locked_rx.await.unwrap_or_else(|e| panic!("{e}"));
+    let waiter = tokio::spawn(async move {
+        let r = other.execute("UPDATE hot SET v = v + 1 WHERE id = 1").await;
+        (other, r.map(drop))
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = go_tx.send(());
+    let result = run.await.unwrap_or_else(|e| panic!("{e}"));
+    let (mut other, waited) = waiter.await.unwrap_or_else(|e| panic!("{e}"));
+    waited.unwrap_or_else(|e| panic!("{e}"));
+    other
+        .execute("COMMIT")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    drop(other);
+    let effects = db.count("SELECT COUNT(*) FROM effects").await;
+    (worker, result, effects)
+}
+
+/// Runs batches until one finds nothing; the rows done. The rows of a batch that did not settle
+/// count as suspects (their attempt counters stayed) and run one at a time.
+async fn drain(worker: &Worker<MySqlStore, Effects>) -> u64 {
+    let mut done = 0;
+    for _ in 0..5 {
+        let report = worker.run_once().await.unwrap_or_else(|e| panic!("{e}"));
+        if report.claimed == 0 {
+            return done;
+        }
+        done += report.done;
+    }
+    panic!("the batch did not drain in 5 runs")
+}
+
+/// A handler that propagates its deadlock: the batch fails as transient contention (it was a
+/// "database error" about a missing savepoint: `ROLLBACK TO SAVEPOINT` after InnoDB had rolled
+/// everything back), nothing of it is left, and the next batch applies each message once.
+#[tokio::test]
+async fn a_deadlock_in_a_lock_held_batch_is_contention_and_the_batch_runs_again() {
+    let db = TestDb::new().await;
+    let (worker, result, effects) = deadlocked_batch(&db, false).await;
+    let err = result.expect_err("the batch's transaction was rolled back");
+    assert!(err.is_transient(), "{err:?}");
+    assert_eq!(effects, 0, "nothing of the victim's transaction stands");
+    assert_eq!(drain(&worker).await, 2);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM effects").await,
+        2,
+        "each message once"
+    );
+    db.finish().await;
+}
+
+/// A handler that swallows its deadlock and returns Ok: what it wrote after the deadlock has
+/// committed on its own (one effect per message: MySQL cannot stop it, docs/guarantees.md), but
+/// the worker stops at the lost savepoint. It used to take the failed release for a failed
+/// handler and run each row again, one by one, outside any transaction: two more effects that
+/// committed on their own, and the rows settled outside the lock.
+#[tokio::test]
+async fn a_swallowed_deadlock_in_a_lock_held_batch_runs_nothing_more_outside_it() {
+    let db = TestDb::new().await;
+    let (worker, result, effects) = deadlocked_batch(&db, true).await;
+    let err = result.expect_err("the batch's transaction was rolled back");
+    assert!(err.is_transient(), "{err:?}");
+    assert_eq!(effects, 2, "only what ran before the worker saw the loss");
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM inboxed_inbox_messages WHERE status = 'pending'")
+            .await,
+        2,
+        "the rows were not settled"
+    );
+    assert_eq!(drain(&worker).await, 2);
+    db.finish().await;
+}

@@ -16,6 +16,8 @@
 //! `cargo run --release -p inboxed-bench -- relay`
 //! `cargo run --release -p inboxed-bench -- memory`
 //! `cargo run --release -p inboxed-bench -- outbox`
+//! `cargo run --release -p inboxed-bench -- mysql` (add `--quick` for the CI smoke run)
+//! `cargo run --release -p inboxed-bench -- mysql-inbox`
 
 #![allow(clippy::print_stdout)]
 
@@ -28,6 +30,7 @@ mod inbox;
 mod load;
 mod memory;
 mod mysql;
+mod mysql_inbox;
 mod outbox;
 mod plot;
 mod processor;
@@ -98,8 +101,11 @@ enum Bench {
     /// with one outbox row against the same without, and commit-to-confirm latency.
     Outbox(outbox::Args),
     /// The processor on MySQL or MariaDB against the same claim through sqlx, one message per
-    /// transaction.
+    /// transaction, and its batches against its single messages.
     Mysql(mysql::Args),
+    /// Store-then-process workers on MySQL or MariaDB against bare claim loops of the same
+    /// protocol (lease and lock-held).
+    MysqlInbox(mysql_inbox::Args),
 }
 
 #[tokio::main]
@@ -122,6 +128,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Memory(args) => memory::run(&cli.database_url, args).await,
         Bench::Outbox(args) => outbox::run(&cli.database_url, args).await,
         Bench::Mysql(args) => mysql::run(args).await,
+        Bench::MysqlInbox(args) => mysql_inbox::run(args).await,
     }
 }
 

@@ -1,6 +1,7 @@
 //! `inboxed-bench mysql`: the processor on MySQL or MariaDB against a hand-written consumer
 //! issuing the same claim through sqlx, with the same concurrency, in interleaved rounds of
-//! one run.
+//! one run; and the processor's batches (100 messages to a transaction, counted by the broker)
+//! against its single messages.
 //!
 //! The hand-written consumer begins as the store does (the session bounds, READ COMMITTED),
 //! inserts the key with the store's guard, credits the account, forgets the attempt counter and
@@ -92,7 +93,12 @@ enum Variant {
     Processor,
     RawSqlx,
     BusinessOnly,
+    /// `Processor::process_batch_with_counts` of [`BATCH`] first deliveries.
+    Batch,
 }
+
+/// Messages to a transaction in the batched variant, as the `batch` benchmark's smoke run.
+const BATCH: usize = 100;
 
 pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
     if args.quick {
@@ -140,11 +146,16 @@ pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
         "{version}: {} s per variant, {} rounds, {} accounts",
         args.seconds, args.rounds, args.accounts
     );
-    let variants = [Variant::Processor, Variant::RawSqlx, Variant::BusinessOnly];
-    let mut rates: Vec<(usize, [f64; 3])> = Vec::new();
+    let variants = [
+        Variant::Processor,
+        Variant::RawSqlx,
+        Variant::BusinessOnly,
+        Variant::Batch,
+    ];
+    let mut rates: Vec<(usize, [f64; 4])> = Vec::new();
     for round in 0..args.rounds {
         for &workers in &args.workers {
-            let mut row = [0.0; 3];
+            let mut row = [0.0; 4];
             for k in 0..variants.len() {
                 let i = (k + round) % variants.len();
                 let dur = Duration::from_secs_f64(args.seconds);
@@ -161,11 +172,12 @@ pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
             }
             println!(
                 "round {}, {workers} workers: processor {:.0} msg/s, same claim through sqlx \
-                 {:.0} msg/s, business only {:.0} tx/s",
+                 {:.0} msg/s, business only {:.0} tx/s, processor batches of {BATCH} {:.0} msg/s",
                 round + 1,
                 row[0],
                 row[1],
-                row[2]
+                row[2],
+                row[3]
             );
             rates.push((workers, row));
         }
@@ -173,18 +185,21 @@ pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
     println!();
     println!(
         "| workers | processor msg/s | same claim through sqlx msg/s | business update alone tx/s | \
-         processor / sqlx (library overhead) | sqlx with claim / business alone (cost of dedup) |"
+         processor / sqlx (library overhead) | sqlx with claim / business alone (cost of dedup) | \
+         processor, batches of {BATCH}, msg/s | batches / single |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for &workers in &args.workers {
-        let of = |f: &dyn Fn(&[f64; 3]) -> f64| crate::median_at(&rates, workers, f);
+        let of = |f: &dyn Fn(&[f64; 4]) -> f64| crate::median_at(&rates, workers, f);
         println!(
-            "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} |",
+            "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} |",
             of(&|r| r[0]),
             of(&|r| r[1]),
             of(&|r| r[2]),
             of(&|r| r[0] / r[1]),
             of(&|r| r[1] / r[2]),
+            of(&|r| r[3]),
+            of(&|r| r[3] / r[0]),
         );
     }
     admin.execute("DROP DATABASE inboxed_bench").await?;
@@ -207,9 +222,22 @@ async fn one(
     raw: &MySqlPool,
     accounts: i64,
 ) -> anyhow::Result<u64> {
-    let id = MessageId::from_uuid(uuid::Uuid::now_v7());
-    let env = Envelope::new(id, b"{\"credit\":1}".to_vec());
+    let fresh = || {
+        Envelope::new(
+            MessageId::from_uuid(uuid::Uuid::now_v7()),
+            b"{\"credit\":1}".to_vec(),
+        )
+    };
+    let env = fresh();
     match variant {
+        Variant::Batch => {
+            let batch: Vec<Envelope> = (0..BATCH).map(|_| fresh()).collect();
+            let counts = vec![Some(1); BATCH];
+            for r in processor.process_batch_with_counts(&batch, &counts).await {
+                anyhow::ensure!(r? == inboxed_core::Outcome::Processed);
+            }
+            return Ok(BATCH as u64);
+        }
         Variant::Processor => {
             processor.process(&env, Some(1)).await?;
         }

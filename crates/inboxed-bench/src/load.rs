@@ -43,3 +43,30 @@ where
         started.elapsed().as_secs_f64(),
     ))
 }
+
+/// Interleaved rounds: in each round, at each worker count, every variant once, starting one
+/// further along each round so that no variant always runs first (into a cold cache, or a
+/// checkpoint another left). `measure` gives a variant's rate at a worker count; `report`
+/// prints a round's row (round from 1, workers, rates in `variants`' order). Returns every
+/// row with its worker count, for [`crate::median_at`].
+pub(crate) async fn rounds<V: Copy, const N: usize>(
+    rounds: usize,
+    workers: &[usize],
+    variants: [V; N],
+    mut measure: impl AsyncFnMut(V, usize) -> anyhow::Result<f64>,
+    report: impl Fn(usize, usize, &[f64; N]),
+) -> anyhow::Result<Vec<(usize, [f64; N])>> {
+    let mut rates = Vec::new();
+    for round in 0..rounds {
+        for &w in workers {
+            let mut row = [0.0; N];
+            for k in 0..N {
+                let i = (k + round) % N;
+                row[i] = measure(variants[i], w).await?;
+            }
+            report(round + 1, w, &row);
+            rates.push((w, row));
+        }
+    }
+    Ok(rates)
+}

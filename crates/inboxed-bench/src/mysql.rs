@@ -152,36 +152,32 @@ pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
         Variant::BusinessOnly,
         Variant::Batch,
     ];
-    let mut rates: Vec<(usize, [f64; 4])> = Vec::new();
-    for round in 0..args.rounds {
-        for &workers in &args.workers {
-            let mut row = [0.0; 4];
-            for k in 0..variants.len() {
-                let i = (k + round) % variants.len();
-                let dur = Duration::from_secs_f64(args.seconds);
-                let started = Instant::now();
+    let dur = Duration::from_secs_f64(args.seconds);
+    let accounts = args.accounts;
+    let rates = crate::load::rounds(
+        args.rounds,
+        &args.workers,
+        variants,
+        async |variant, workers| {
+            let started = Instant::now();
+            let (processor, raw) = (processor.clone(), raw.clone());
+            let (n, _) = crate::load::for_duration(workers, dur, move || {
                 let (processor, raw) = (processor.clone(), raw.clone());
-                let accounts = args.accounts;
-                let variant = variants[i];
-                let (n, _) = crate::load::for_duration(workers, dur, move || {
-                    let (processor, raw) = (processor.clone(), raw.clone());
-                    async move { one(variant, &processor, &raw, accounts).await }
-                })
-                .await?;
-                row[i] = n as f64 / started.elapsed().as_secs_f64();
-            }
+                async move { one(variant, &processor, &raw, accounts).await }
+            })
+            .await?;
+            Ok(n as f64 / started.elapsed().as_secs_f64())
+        },
+        |round, workers, row| {
             println!(
-                "round {}, {workers} workers: processor {:.0} msg/s, same claim through sqlx \
-                 {:.0} msg/s, business only {:.0} tx/s, processor batches of {BATCH} {:.0} msg/s",
-                round + 1,
-                row[0],
-                row[1],
-                row[2],
-                row[3]
+                "round {round}, {workers} workers: processor {:.0} msg/s, same claim through \
+                 sqlx {:.0} msg/s, business only {:.0} tx/s, processor batches of {BATCH} \
+                 {:.0} msg/s",
+                row[0], row[1], row[2], row[3]
             );
-            rates.push((workers, row));
-        }
-    }
+        },
+    )
+    .await?;
     println!();
     println!(
         "| workers | processor msg/s | same claim through sqlx msg/s | business update alone tx/s | \

@@ -114,28 +114,25 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         Variant::WorkerLockHeld,
         Variant::BareLockHeld,
     ];
-    let mut rates: Vec<(usize, [f64; 4])> = Vec::new();
-    for round in 0..args.rounds {
-        for &workers in &args.workers {
-            let mut row = [0.0; 4];
-            for k in 0..variants.len() {
-                let i = (k + round) % variants.len();
-                let dur = Duration::from_secs_f64(args.seconds);
-                fill(&store, (args.seconds * args.fill_rate as f64) as usize).await?;
-                row[i] = measure(&store, variants[i], workers, args.batch, dur).await?;
-            }
+    let dur = Duration::from_secs_f64(args.seconds);
+    let filled = (args.seconds * args.fill_rate as f64) as usize;
+    let rates = crate::load::rounds(
+        args.rounds,
+        &args.workers,
+        variants,
+        async |variant, workers| {
+            fill(&store, filled).await?;
+            measure(&store, variant, workers, args.batch, dur).await
+        },
+        |round, workers, row| {
             println!(
-                "round {}, {workers} loops: lease worker {:.0}, bare lease {:.0}, lock-held \
-                 worker {:.0}, bare lock-held {:.0} rows/s",
-                round + 1,
-                row[0],
-                row[1],
-                row[2],
-                row[3]
+                "round {round}, {workers} loops: lease worker {:.0}, bare lease {:.0}, \
+                 lock-held worker {:.0}, bare lock-held {:.0} rows/s",
+                row[0], row[1], row[2], row[3]
             );
-            rates.push((workers, row));
-        }
-    }
+        },
+    )
+    .await?;
     println!();
     println!(
         "| loops | lease worker rows/s | bare lease rows/s | lock-held worker rows/s | \

@@ -39,30 +39,25 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         Variant::BusinessOnly,
         Variant::RawNoSettle,
     ];
-    // (workers, one round's rates)
-    let mut rates: Vec<(usize, [f64; 4])> = Vec::new();
-    for round in 0..args.rounds {
-        for &workers in &args.workers {
-            let mut row = [0.0; 4];
-            for k in 0..variants.len() {
-                let i = (k + round) % variants.len();
-                let dur = Duration::from_secs_f64(args.seconds);
-                let started = Instant::now();
-                let n = setup.run(variants[i], workers, dur).await?;
-                row[i] = n as f64 / started.elapsed().as_secs_f64();
-            }
+    let dur = Duration::from_secs_f64(args.seconds);
+    let rates = crate::load::rounds(
+        args.rounds,
+        &args.workers,
+        variants,
+        async |variant, workers| {
+            let started = Instant::now();
+            let n = setup.run(variant, workers, dur).await?;
+            Ok(n as f64 / started.elapsed().as_secs_f64())
+        },
+        |round, workers, row| {
             println!(
-                "round {}, {workers} workers: processor {:.0} msg/s, raw sqlx {:.0} msg/s, \
+                "round {round}, {workers} workers: processor {:.0} msg/s, raw sqlx {:.0} msg/s, \
                  business only {:.0} tx/s, raw sqlx without the settling statement {:.0} msg/s",
-                round + 1,
-                row[0],
-                row[1],
-                row[2],
-                row[3]
+                row[0], row[1], row[2], row[3]
             );
-            rates.push((workers, row));
-        }
-    }
+        },
+    )
+    .await?;
     println!();
     println!(
         "| workers | processor msg/s | same statements through sqlx msg/s | business update alone tx/s | \

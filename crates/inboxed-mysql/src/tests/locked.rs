@@ -8,13 +8,6 @@ use inboxed_core::inbox::{ClaimMode, Inbox, Worker, WorkerConfig};
 use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId};
 use tokio::sync::{Mutex, oneshot};
 
-/// The handler's turns: after locking row 1 it reports, then waits for the go-ahead to lock
-/// row 2 (held by the test's transaction, which by then waits for row 1).
-struct Turns {
-    locked: oneshot::Sender<()>,
-    go: oneshot::Receiver<()>,
-}
-
 /// Writes one row of `effects` per message (the table has no key: a second effect shows). Its
 /// first call locks `hot` rows 1 then 2, the second a deadlock; `swallow` carries on after it,
 /// as a careless handler would, instead of propagating it.
@@ -62,15 +55,10 @@ async fn deadlocked_batch(
     inboxed_core::Store::migrate(&db.store)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
+    deadlock_tables(db).await;
     db.store
         .pool()
-        .execute(
-            "CREATE TABLE hot (id INT PRIMARY KEY, v INT NOT NULL) ENGINE = InnoDB; \
-             INSERT INTO hot VALUES (1, 0), (2, 0); \
-             CREATE TABLE bulk (id INT PRIMARY KEY, v INT NOT NULL) ENGINE = InnoDB; \
-             INSERT INTO bulk SELECT seq, 0 FROM seq_1_to_500; \
-             CREATE TABLE effects (id VARCHAR(64) NOT NULL) ENGINE = InnoDB",
-        )
+        .execute("CREATE TABLE effects (id VARCHAR(64) NOT NULL) ENGINE = InnoDB")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let consumer = ConsumerName::new("billing").unwrap_or_else(|e| panic!("{e}"));
@@ -99,26 +87,7 @@ async fn deadlocked_batch(
         let worker = worker.clone();
         tokio::spawn(async move { worker.run_once().await })
     };
-    let mut other = db.conn().await;
-    other
-        .execute("BEGIN; UPDATE bulk SET v = v + 1; UPDATE hot SET v = v + 1 WHERE id = 2")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    locked_rx.await.unwrap_or_else(|e| panic!("{e}"));
-    let waiter = tokio::spawn(async move {
-        let r = other.execute("UPDATE hot SET v = v + 1 WHERE id = 1").await;
-        (other, r.map(drop))
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let _ = go_tx.send(());
-    let result = run.await.unwrap_or_else(|e| panic!("{e}"));
-    let (mut other, waited) = waiter.await.unwrap_or_else(|e| panic!("{e}"));
-    waited.unwrap_or_else(|e| panic!("{e}"));
-    other
-        .execute("COMMIT")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    drop(other);
+    let result = deadlock_against(db, locked_rx, go_tx, run).await;
     let effects = db.count("SELECT COUNT(*) FROM effects").await;
     (worker, result, effects)
 }

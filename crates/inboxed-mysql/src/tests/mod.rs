@@ -96,6 +96,61 @@ async fn claim_committed(
     Ok(claim)
 }
 
+/// The handler's turns: after locking row 1 it reports, then waits for the go-ahead to lock
+/// row 2 (held by the test's transaction, which by then waits for row 1).
+struct Turns {
+    locked: tokio::sync::oneshot::Sender<()>,
+    go: tokio::sync::oneshot::Receiver<()>,
+}
+
+/// The tables of a deadlock a handler is made to lose: `hot` rows 1 and 2, and `bulk`, which
+/// the other side updates first so that its transaction is the heavier one (InnoDB rolls back
+/// the lighter).
+async fn deadlock_tables(db: &TestDb) {
+    db.store
+        .pool()
+        .execute(
+            "CREATE TABLE hot (id INT PRIMARY KEY, v INT NOT NULL) ENGINE = InnoDB; \
+             INSERT INTO hot VALUES (1, 0), (2, 0); \
+             CREATE TABLE bulk (id INT PRIMARY KEY, v INT NOT NULL) ENGINE = InnoDB; \
+             INSERT INTO bulk SELECT seq, 0 FROM seq_1_to_500",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The other side of the deadlock, against a handler (running in `run`) that locks `hot` row 1,
+/// reports on `locked`, and locks row 2 once `go` fires: this side holds row 2 and waits for
+/// row 1, so the handler's lock of row 2 closes the cycle and its transaction, the lighter, is
+/// the victim. Returns what `run` returned; this side's transaction then commits.
+async fn deadlock_against<T>(
+    db: &TestDb,
+    locked: tokio::sync::oneshot::Receiver<()>,
+    go: tokio::sync::oneshot::Sender<()>,
+    run: tokio::task::JoinHandle<T>,
+) -> T {
+    let mut other = db.conn().await;
+    other
+        .execute("BEGIN; UPDATE bulk SET v = v + 1; UPDATE hot SET v = v + 1 WHERE id = 2")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    locked.await.unwrap_or_else(|e| panic!("{e}"));
+    let waiter = tokio::spawn(async move {
+        let r = other.execute("UPDATE hot SET v = v + 1 WHERE id = 1").await;
+        (other, r.map(drop))
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = go.send(());
+    let result = run.await.unwrap_or_else(|e| panic!("{e}"));
+    let (mut other, waited) = waiter.await.unwrap_or_else(|e| panic!("{e}"));
+    waited.unwrap_or_else(|e| panic!("{e}"));
+    other
+        .execute("COMMIT")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    result
+}
+
 mod liveness;
 mod locked;
 mod reaper;

@@ -6,13 +6,6 @@ use super::*;
 use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId, Outcome, Processor};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-/// The handler's turns: after locking row 1 it reports, then waits for the go-ahead to lock
-/// row 2 (held by the test's transaction, which by then waits for row 1).
-struct Turns {
-    locked: oneshot::Sender<()>,
-    go: oneshot::Receiver<()>,
-}
-
 /// Locks `hot` rows 1 then 2 (the second a deadlock when the test holds 2 and waits for 1),
 /// then writes the ledger row, swallowing every error as a careless handler would (and
 /// reporting it to the test). Without turns it just writes the ledger row.
@@ -64,17 +57,7 @@ async fn a_handler_that_swallows_a_deadlock_is_not_acked() {
     inboxed_core::Store::migrate(&db.store)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    // `bulk` makes the test's transaction the heavier one: InnoDB picks the lighter victim.
-    db.store
-        .pool()
-        .execute(
-            "CREATE TABLE hot (id INT PRIMARY KEY, v INT NOT NULL) ENGINE = InnoDB; \
-             INSERT INTO hot VALUES (1, 0), (2, 0); \
-             CREATE TABLE bulk (id INT PRIMARY KEY, v INT NOT NULL) ENGINE = InnoDB; \
-             INSERT INTO bulk SELECT seq, 0 FROM seq_1_to_500",
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    deadlock_tables(&db).await;
     let (locked_tx, locked_rx) = oneshot::channel();
     let (go_tx, go_rx) = oneshot::channel();
     let (swallowed_tx, mut swallowed_rx) = mpsc::unbounded_channel();
@@ -93,19 +76,7 @@ async fn a_handler_that_swallows_a_deadlock_is_not_acked() {
         let (p, msg) = (p.clone(), msg.clone());
         tokio::spawn(async move { p.process(&msg, Some(1)).await })
     };
-    let mut other = db.conn().await;
-    other
-        .execute("BEGIN; UPDATE bulk SET v = v + 1; UPDATE hot SET v = v + 1 WHERE id = 2")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    locked_rx.await.unwrap_or_else(|e| panic!("{e}"));
-    let waiter = tokio::spawn(async move {
-        let r = other.execute("UPDATE hot SET v = v + 1 WHERE id = 1").await;
-        (other, r.map(drop))
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let _ = go_tx.send(());
-    let result = run.await.unwrap_or_else(|e| panic!("{e}"));
+    let result = deadlock_against(&db, locked_rx, go_tx, run).await;
     assert_eq!(swallowed_rx.recv().await.as_deref(), Some("1213"));
     let err = result.expect_err("a message whose transaction the server rolled back was acked");
     assert!(err.is_transient(), "{err:?}");
@@ -113,13 +84,6 @@ async fn a_handler_that_swallows_a_deadlock_is_not_acked() {
         inboxed_core::error::error_chain(&err).contains("propagate database errors"),
         "{err:?}"
     );
-    let (mut other, waited) = waiter.await.unwrap_or_else(|e| panic!("{e}"));
-    waited.unwrap_or_else(|e| panic!("{e}"));
-    other
-        .execute("COMMIT")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    drop(other);
     assert_eq!(
         db.count("SELECT COUNT(*) FROM ledger").await,
         1,

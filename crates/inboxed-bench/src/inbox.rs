@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres};
 
-use inboxed_core::inbox::store::{ClaimBatchParams, ClaimToken, InboxStore};
+use inboxed_core::inbox::store::{ClaimBatchParams, ClaimToken, InboxRow, InboxStore};
 use inboxed_core::inbox::{ClaimMode, Inbox, Worker, WorkerConfig};
 use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId, Store};
 use inboxed_postgres::PgStore;
@@ -317,7 +317,13 @@ async fn measure(
     Ok(total as f64 / started.elapsed().as_secs_f64())
 }
 
-async fn bare_lease(store: &PgStore, consumer: &ConsumerName, batch: u32) -> anyhow::Result<u64> {
+/// A bare lease loop's claim: the store's own statement, as a worker runs it, under a token
+/// of its own (on any engine).
+pub(crate) async fn bare_claim<S: InboxStore>(
+    store: &S,
+    consumer: &ConsumerName,
+    batch: u32,
+) -> anyhow::Result<(ClaimToken, Vec<InboxRow>)> {
     let token = ClaimToken::random();
     let params = ClaimBatchParams {
         consumer,
@@ -330,6 +336,11 @@ async fn bare_lease(store: &PgStore, consumer: &ConsumerName, batch: u32) -> any
         park: false,
     };
     let rows = store.claim_batch(&params).await?;
+    Ok((token, rows))
+}
+
+async fn bare_lease(store: &PgStore, consumer: &ConsumerName, batch: u32) -> anyhow::Result<u64> {
+    let (token, rows) = bare_claim(store, consumer, batch).await?;
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let mut tx = store
         .begin(&inboxed_core::store::BeginParams::default())

@@ -272,7 +272,7 @@ async fn one(
 }
 
 /// `bench_accounts` with `accounts` rows at balance 0, inserted a thousand at a time.
-async fn create_accounts(pool: &MySqlPool, accounts: i64) -> anyhow::Result<()> {
+pub(crate) async fn create_accounts(pool: &MySqlPool, accounts: i64) -> anyhow::Result<()> {
     pool.execute(
         "CREATE TABLE bench_accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL) \
          ENGINE = InnoDB",

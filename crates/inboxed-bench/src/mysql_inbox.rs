@@ -12,9 +12,8 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use sqlx::mysql::MySqlConnectOptions;
-use sqlx::{AssertSqlSafe, ConnectOptions, Executor, MySql, MySqlConnection, MySqlPool};
+use sqlx::{ConnectOptions, Executor, MySql, MySqlConnection, MySqlPool};
 
-use inboxed_core::inbox::store::{ClaimBatchParams, ClaimToken, InboxStore};
 use inboxed_core::inbox::{ClaimMode, Inbox, Worker, WorkerConfig};
 use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId, Store};
 use inboxed_mysql::MySqlStore;
@@ -100,7 +99,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let most = u32::try_from(args.workers.iter().copied().max().unwrap_or(4)).unwrap_or(4);
     let store = MySqlStore::connect(&url, most + 2).await?;
     store.migrate().await?;
-    create_accounts(store.pool()).await?;
+    crate::mysql::create_accounts(store.pool(), ACCOUNTS).await?;
     let version: String = sqlx::query_scalar("SELECT VERSION()")
         .fetch_one(store.pool())
         .await?;
@@ -192,24 +191,14 @@ async fn measure(
     Ok(n as f64 / started.elapsed().as_secs_f64())
 }
 
-/// Claim (the store's statement, transaction 1), then mark the batch done (transaction 2).
+/// Claim ([`crate::inbox::bare_claim`], transaction 1), then mark the batch done by id
+/// (transaction 2).
 async fn bare_lease(
     store: &MySqlStore,
     consumer: &ConsumerName,
     batch: u32,
 ) -> anyhow::Result<u64> {
-    let token = ClaimToken::random();
-    let params = ClaimBatchParams {
-        consumer,
-        worker: "bare",
-        token: &token,
-        limit: batch,
-        lease: Duration::from_secs(30),
-        now: None,
-        ordered: false,
-        park: false,
-    };
-    let rows = store.claim_batch(&params).await?;
+    let (token, rows) = crate::inbox::bare_claim(store, consumer, batch).await?;
     if rows.is_empty() {
         return Ok(0);
     }
@@ -279,21 +268,5 @@ async fn fill(store: &MySqlStore, rows: usize) -> anyhow::Result<()> {
         .pool()
         .execute("ANALYZE TABLE inboxed_inbox_messages")
         .await?;
-    Ok(())
-}
-
-/// `bench_accounts` with [`ACCOUNTS`] rows at balance 0.
-async fn create_accounts(pool: &MySqlPool) -> anyhow::Result<()> {
-    pool.execute(
-        "CREATE TABLE bench_accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL) \
-         ENGINE = InnoDB",
-    )
-    .await?;
-    let values: Vec<String> = (0..ACCOUNTS).map(|i| format!("({i}, 0)")).collect();
-    pool.execute(AssertSqlSafe(format!(
-        "INSERT INTO bench_accounts (id, balance) VALUES {}",
-        values.join(", ")
-    )))
-    .await?;
     Ok(())
 }

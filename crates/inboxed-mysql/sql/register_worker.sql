@@ -11,10 +11,10 @@
 -- Run again after a reconnect: the registration may have been forgotten meanwhile. A row left
 -- by an earlier run of the id is taken over: its lock name is the same.
 SET SESSION wait_timeout = 60;
-SET @inboxed_held = GET_LOCK(CONCAT('inboxed/', SHA1(CONCAT('{{schema}}.{{prefix}}workers/', $1))), 0);
+SET @inboxed_lock = CONCAT('inboxed/', SHA1(CONCAT('{{schema}}.{{prefix}}workers/', $1)));
+SET @inboxed_held = GET_LOCK(@inboxed_lock, 0);
 INSERT INTO {{schema}}.`{{prefix}}workers` (id, lock_name, started_at)
-SELECT $1, CONCAT('inboxed/', SHA1(CONCAT('{{schema}}.{{prefix}}workers/', $1))),
-       FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000)
+SELECT $1, @inboxed_lock, FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000)
 FROM DUAL
 WHERE @inboxed_held = 1
 ON DUPLICATE KEY UPDATE started_at = started_at;

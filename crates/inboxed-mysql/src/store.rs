@@ -298,11 +298,10 @@ impl inboxed_core::Store for MySqlStore {
 /// The settling statement's error: 1305 there is the savepoint of the store's begin gone with
 /// the transaction (clear_attempts.sql), not a missing routine as elsewhere.
 fn ended(e: StoreError) -> StoreError {
-    if e.code().as_deref() != Some("1305") {
-        return e;
-    }
     match e {
-        StoreError::Database(err) => StoreError::TransactionEnded(err),
+        StoreError::Database(err) if inboxed_core::error::savepoint_gone(&err) => {
+            StoreError::TransactionEnded(err)
+        }
         e => e,
     }
 }

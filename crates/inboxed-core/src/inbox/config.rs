@@ -71,12 +71,11 @@ pub struct WorkerConfig {
     pub notify: bool,
     /// Register the worker while [`Worker::run`](super::Worker::run) runs (PostgreSQL: a
     /// session advisory lock, MySQL: a named lock, each on one more connection of its own), so
-    /// that if its process dies
-    /// the reaper returns its rows at its next pass instead of after their lease. Turn it off
-    /// behind a transaction-pooling PgBouncer, with `notify`: a session lock there outlives the
-    /// process or vanishes under it (a store with persistent statements off, as behind such a
-    /// proxy, registers nothing anyway). Without it, or on SQLite, a dead worker's rows wait
-    /// for their lease. Defaults to `true`.
+    /// that if its process dies the reaper returns its rows at its next pass instead of after
+    /// their lease. Turn it off behind a transaction-pooling PgBouncer, with `notify`: a
+    /// session lock there outlives the process or vanishes under it (a store with persistent
+    /// statements off, as behind such a proxy, registers nothing anyway). Without it, or on
+    /// SQLite, a dead worker's rows wait for their lease. Defaults to `true`.
     pub liveness: bool,
     /// Claims before a failing row goes dead. Counted at claim time, so a row whose handler
     /// kills its worker gets there too: after about log2 of the rows its process held of

@@ -6,13 +6,7 @@ use super::*;
 use inboxed_core::inbox::store::InboxStore;
 
 /// Registrations in the table.
-async fn registered(db: &TestDb) -> i64 {
-    let row = sqlx::query("SELECT COUNT(*) FROM inboxed_workers")
-        .fetch_one(db.store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    row.get(0)
-}
+const WORKERS: &str = "SELECT COUNT(*) FROM inboxed_workers";
 
 /// The reaper's probes while the worker lives and after its session ends. A probe that took
 /// a row's presence for liveness (or a forget that ignored the lock) would report the live
@@ -33,7 +27,7 @@ async fn a_live_worker_is_neither_dead_nor_forgotten_and_a_dead_one_is_both() {
         .await
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_else(|| panic!("registered"));
-    assert_eq!(registered(&db).await, 1);
+    assert_eq!(db.count(WORKERS).await, 1);
     assert_eq!(
         db.store
             .dead_workers()
@@ -45,7 +39,7 @@ async fn a_live_worker_is_neither_dead_nor_forgotten_and_a_dead_one_is_both() {
     let forgotten = db.store.forget_workers(std::slice::from_ref(&id)).await;
     assert_eq!(forgotten.unwrap_or_else(|e| panic!("{e}")), 0);
     assert_eq!(
-        registered(&db).await,
+        db.count(WORKERS).await,
         1,
         "a live worker keeps its registration"
     );
@@ -77,7 +71,7 @@ async fn a_live_worker_is_neither_dead_nor_forgotten_and_a_dead_one_is_both() {
     );
     let forgotten = db.store.forget_workers(&dead).await;
     assert_eq!(forgotten.unwrap_or_else(|e| panic!("{e}")), 1);
-    assert_eq!(registered(&db).await, 0);
+    assert_eq!(db.count(WORKERS).await, 0);
 
     // Released: the worker removes its own registration through its session.
     let again = db
@@ -86,8 +80,8 @@ async fn a_live_worker_is_neither_dead_nor_forgotten_and_a_dead_one_is_both() {
         .await
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_else(|| panic!("registered again"));
-    assert_eq!(registered(&db).await, 1);
+    assert_eq!(db.count(WORKERS).await, 1);
     again.release(Duration::from_secs(5)).await;
-    assert_eq!(registered(&db).await, 0, "a clean stop forgets itself");
+    assert_eq!(db.count(WORKERS).await, 0, "a clean stop forgets itself");
     db.finish().await;
 }

@@ -20,14 +20,7 @@ struct Effects {
 impl Handler<sqlx::MySql> for Effects {
     async fn handle(&self, msg: &Envelope, conn: &mut MySqlConnection) -> Result<(), HandlerError> {
         if let Some(turns) = self.turns.lock().await.take() {
-            sqlx::query("UPDATE hot SET v = v + 1 WHERE id = 1")
-                .execute(&mut *conn)
-                .await?;
-            let _ = turns.locked.send(());
-            let _ = turns.go.await;
-            let second = sqlx::query("UPDATE hot SET v = v + 1 WHERE id = 2")
-                .execute(&mut *conn)
-                .await;
+            let second = turns.play(conn).await?;
             if !self.swallow {
                 second?;
             }

@@ -103,6 +103,26 @@ struct Turns {
     go: tokio::sync::oneshot::Receiver<()>,
 }
 
+impl Turns {
+    /// The handler's side of [`deadlock_against`]: locks `hot` row 1 (its error is the outer
+    /// one), reports, waits for the go-ahead, then locks row 2, the statement that closes the
+    /// cycle; its result, a 1213 for the victim, is the inner one.
+    async fn play(
+        self,
+        conn: &mut MySqlConnection,
+    ) -> Result<Result<(), sqlx::Error>, sqlx::Error> {
+        sqlx::query("UPDATE hot SET v = v + 1 WHERE id = 1")
+            .execute(&mut *conn)
+            .await?;
+        let _ = self.locked.send(());
+        let _ = self.go.await;
+        Ok(sqlx::query("UPDATE hot SET v = v + 1 WHERE id = 2")
+            .execute(&mut *conn)
+            .await
+            .map(drop))
+    }
+}
+
 /// The tables of a deadlock a handler is made to lose: `hot` rows 1 and 2, and `bulk`, which
 /// the other side updates first so that its transaction is the heavier one (InnoDB rolls back
 /// the lighter).

@@ -17,20 +17,13 @@ struct Careless {
 
 impl Handler<sqlx::MySql> for Careless {
     async fn handle(&self, msg: &Envelope, conn: &mut MySqlConnection) -> Result<(), HandlerError> {
-        if let Some(turns) = self.turns.lock().await.take() {
-            sqlx::query("UPDATE hot SET v = v + 1 WHERE id = 1")
-                .execute(&mut *conn)
-                .await?;
-            let _ = turns.locked.send(());
-            let _ = turns.go.await;
-            if let Err(e) = sqlx::query("UPDATE hot SET v = v + 1 WHERE id = 2")
-                .execute(&mut *conn)
-                .await
-            {
-                let _ = self
-                    .swallowed
-                    .send(StoreError::from_sqlx(e).code().unwrap_or_default());
-            }
+        let turns = self.turns.lock().await.take();
+        if let Some(turns) = turns
+            && let Err(e) = turns.play(conn).await?
+        {
+            let _ = self
+                .swallowed
+                .send(StoreError::from_sqlx(e).code().unwrap_or_default());
         }
         let written = sqlx::query("INSERT INTO ledger VALUES (?, 1)")
             .bind(msg.id().as_str())

@@ -35,6 +35,7 @@
 //!   as each of its transactions begins, and a connection returning to the pool gets the
 //!   server's defaults back ([`MySqlStore::pool_options`]).
 
+mod claim;
 mod engine;
 mod inbox;
 mod queries;

@@ -19,7 +19,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
 /// One template per store operation.
 pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     claim, lookup, record_attempt, record_attempts, load_attempts, clear_attempts,
-    clear_many_attempts, dead_letter, load_dead_letter, delete_dead_letter,
+    clear_many_attempts, claim_many, dead_letter, load_dead_letter, delete_dead_letter,
     migrate_lock, migrate_unlock, migrations_table, migrations_applied, migration_record,
     migrations_exist, enqueue, enqueue_lookup, claim_batch, claim_stamp, complete, complete_batch, fail,
     extend_leases, release, release_stale, register_worker, dead_workers, forget_workers,
@@ -36,9 +36,6 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     // The claim and the dead letter each write first and then read the other's row with a
     // locking read, which waits for an uncommitted insert: no lock of their own.
     dead_letter_lock,
-    // A batch claims its keys with claim.sql, one statement each (set-based claims come with
-    // the batch benchmarks).
-    claim_many,
     // The database is the schema, and it must exist: the store never creates databases.
     schema_exists, create_schema,
     // A batch receipt runs enqueue.sql per message in one transaction (set-based receipt comes

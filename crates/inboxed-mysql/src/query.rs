@@ -111,7 +111,7 @@ impl MySqlQuery {
     ) -> Result<(u64, Vec<MySqlRow>), StoreError> {
         let script = self.script()?;
         if script.one_trip {
-            return Ok((self.run_in_one_trip(script, conn).await?, Vec::new()));
+            return self.run_in_one_trip(script, conn).await;
         }
         let last = script.statements.len() - 1;
         let fetch_at = script
@@ -152,13 +152,13 @@ impl MySqlQuery {
 impl MySqlQuery {
     /// [`Script::one_trip`]: the statements as one text query, each argument written in as a
     /// literal; the same outcome as statement by statement (rows changed by the last statement
-    /// that is not an undo, none when an undo changed a row or a marked duplicate key stopped
-    /// the server).
+    /// that is not an undo, and the last statement's rows when it is marked `rows`; neither
+    /// when an undo changed a row or a marked duplicate key stopped the server).
     async fn run_in_one_trip(
         &self,
         script: &Script,
         conn: &mut MySqlConnection,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<(u64, Vec<MySqlRow>), StoreError> {
         let mut text = String::new();
         for s in &script.statements {
             let mut at = 0;
@@ -180,10 +180,14 @@ impl MySqlQuery {
         let mut results = sqlx::raw_sql(AssertSqlSafe(text)).fetch_many(&mut *conn);
         let mut changed = 0;
         let mut undone = false;
-        let mut statements = script.statements.iter();
+        let mut rows = Vec::new();
+        let mut statements = script.statements.iter().peekable();
         while let Some(item) = results.next().await {
             // A row is not a statement's end: only its result or its error is.
-            if matches!(item, Ok(sqlx::Either::Right(_))) {
+            if let Ok(sqlx::Either::Right(row)) = item {
+                if statements.peek().is_some_and(|s| s.returns_rows) {
+                    rows.push(row);
+                }
                 continue;
             }
             let s = statements.next();
@@ -194,12 +198,16 @@ impl MySqlQuery {
                 Ok(sqlx::Either::Left(done)) => changed = done.rows_affected(),
                 Ok(sqlx::Either::Right(_)) => {}
                 Err(StoreError::UniqueViolation(_)) if s.is_some_and(|s| s.duplicate_is_empty) => {
-                    return Ok(0);
+                    return Ok((0, Vec::new()));
                 }
                 Err(e) => return Err(e),
             }
         }
-        Ok(if undone { 0 } else { changed })
+        Ok(if undone {
+            (0, Vec::new())
+        } else {
+            (changed, rows)
+        })
     }
 }
 

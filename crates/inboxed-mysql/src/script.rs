@@ -65,8 +65,9 @@ pub(crate) struct Script {
     /// query, the arguments written into it as literals, instead of one prepared statement per
     /// round trip. The server stops at the first statement that fails, so a duplicate key ends
     /// the operation as it does statement by statement; an `undo` must be the last statement,
-    /// since nothing can stop the ones after it. For small arguments only (they travel as hex,
-    /// twice their size): the claim, whose write and check would otherwise cost two.
+    /// since nothing can stop the ones after it, and so must the statement marked `rows`. For
+    /// small arguments only (they travel as hex, twice their size): the claims, whose write
+    /// and check would otherwise cost two or three.
     pub(crate) one_trip: bool,
 }
 
@@ -87,7 +88,7 @@ pub(crate) enum ScriptError {
     UnknownDirective(String),
     /// A script sent in one round trip with a statement that returns rows, or an `undo` that
     /// is not its last statement (the statements after it would run regardless).
-    #[error("`--! one round trip` takes statements that return no rows, an `undo` only last")]
+    #[error("`--! one round trip` takes `rows` and `undo` on the last statement only, not both")]
     OneTrip,
 }
 
@@ -161,10 +162,9 @@ impl Script {
         }
         let last = statements.len() - 1;
         if one_trip
-            && statements
-                .iter()
-                .enumerate()
-                .any(|(i, s)| s.returns_rows || (s.undo && i != last))
+            && statements.iter().enumerate().any(|(i, s)| {
+                ((s.returns_rows || s.undo) && i != last) || (s.returns_rows && s.undo)
+            })
         {
             return Err(ScriptError::OneTrip);
         }
@@ -341,6 +341,7 @@ mod tests {
         for refused in [
             "--! one round trip\n--! rows\nSELECT 1;\nSELECT 2",
             "--! one round trip\n--! undo: no rows\nDELETE FROM t;\nSELECT 2",
+            "--! one round trip\nSELECT 1;\n--! rows\n--! undo: no rows\nDELETE FROM t",
         ] {
             assert_eq!(
                 Script::parse(refused),

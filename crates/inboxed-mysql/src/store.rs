@@ -261,7 +261,7 @@ impl inboxed_core::Store for MySqlStore {
         consumer: &ConsumerName,
         envelopes: &[&Envelope],
     ) -> Result<Vec<Claim>, StoreError> {
-        claims::claim_each(self, conn, consumer, envelopes).await
+        self.claim_keys(conn, consumer, envelopes).await
     }
 
     async fn clear_many_attempts(

@@ -82,6 +82,24 @@ impl TestDb {
     }
 }
 
+/// Ids that one collation or another would make one key (case, trailing space), or that
+/// quoting would break (quotes, backslashes, placeholders, comments, control characters).
+const AWKWARD_IDS: &[&str] = &[
+    "abc",
+    "AbC",
+    "AbC ",
+    "it's",
+    "a\\'b",
+    "\"q\"",
+    "?",
+    "$1",
+    "x; DROP TABLE ledger; --",
+    "/* c */",
+    "é",
+    "😀",
+    "\t\n",
+];
+
 /// One claim of `envelope` by `consumer` in a store transaction of its own, committed.
 async fn claim_committed(
     store: &MySqlStore,
@@ -171,6 +189,7 @@ async fn deadlock_against<T>(
     result
 }
 
+mod claims;
 mod liveness;
 mod locked;
 mod reaper;

@@ -341,21 +341,6 @@ async fn a_claim_in_one_round_trip_keeps_every_id_as_its_bytes() {
     let db = TestDb::new().await;
     db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
     let consumer = ConsumerName::new("billing:eu-1").unwrap_or_else(|e| panic!("{e}"));
-    let ids = [
-        "abc",
-        "AbC",
-        "AbC ",
-        "it's",
-        "a\\'b",
-        "\"q\"",
-        "?",
-        "$1",
-        "x; DROP TABLE ledger; --",
-        "/* c */",
-        "é",
-        "😀",
-        "\t\n",
-    ];
     let claim = |id: &'static str| {
         let store = db.store.clone();
         let consumer = consumer.clone();
@@ -367,7 +352,7 @@ async fn a_claim_in_one_round_trip_keeps_every_id_as_its_bytes() {
         }
     };
     for first in [true, false] {
-        for id in ids {
+        for &id in AWKWARD_IDS {
             let got = claim(id).await.unwrap_or_else(|e| panic!("{id:?}: {e}"));
             let want = if first {
                 Claim::New
@@ -401,7 +386,7 @@ async fn a_claim_in_one_round_trip_keeps_every_id_as_its_bytes() {
         stored.push(id);
     }
     stored.sort();
-    let mut want: Vec<String> = ids.iter().map(|s| (*s).to_owned()).collect();
+    let mut want: Vec<String> = AWKWARD_IDS.iter().map(|s| (*s).to_owned()).collect();
     want.sort();
     assert_eq!(stored, want);
     assert_eq!(db.count("SELECT COUNT(*) FROM ledger").await, 0);

@@ -1,4 +1,5 @@
-//! [`InboxStore`] for MySQL: what differs from the shared layer's defaults. No notifications
+//! [`InboxStore`] for MySQL: what differs from the shared layer's defaults. A batch receipt in
+//! few statements; no notifications
 //! (workers poll; a process's own workers wake each other), workers' liveness through named
 //! locks (`GET_LOCK`), and the lock-held batch's counts and settlement passed as JSON (MySQL
 //! has no arrays).
@@ -12,13 +13,20 @@ use sqlx::MySqlConnection;
 use inboxed_core::engine::{self, Args, Columns, Engine};
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
-    InboxStore, Liveness, ReleaseStaleParams, RowFate, Subscription, millis, millis_of,
+    EnqueueManyParams, Enqueued, InboxStore, Liveness, ReleaseStaleParams, RowFate, Subscription,
+    millis, millis_of,
 };
 use inboxed_core::{ConsumerName, StoreError};
 
 use crate::MySqlStore;
 
 impl InboxStore for MySqlStore {
+    /// `enqueue_many.sql`: the batch's aggregates' turns at once, then one insert a part of the
+    /// batch (receipt.rs).
+    async fn enqueue_many(&self, p: &EnqueueManyParams<'_>) -> Result<Vec<Enqueued>, StoreError> {
+        self.enqueue_batch(p).await
+    }
+
     /// `record_attempts.sql`, the processor's batch count: one more claim of each row, in a
     /// transaction of its own on another connection, before any handler runs. The attempts
     /// table, not the inbox row, which the worker's own transaction holds locked.

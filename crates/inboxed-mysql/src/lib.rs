@@ -40,6 +40,7 @@ mod engine;
 mod inbox;
 mod queries;
 mod query;
+mod receipt;
 mod script;
 mod server;
 mod store;

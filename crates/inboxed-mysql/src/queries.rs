@@ -21,7 +21,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     claim, lookup, record_attempt, record_attempts, load_attempts, clear_attempts,
     clear_many_attempts, claim_many, dead_letter, load_dead_letter, delete_dead_letter,
     migrate_lock, migrate_unlock, migrations_table, migrations_applied, migration_record,
-    migrations_exist, enqueue, enqueue_lookup, claim_batch, claim_stamp, complete, complete_batch, fail,
+    migrations_exist, enqueue, enqueue_lookup, enqueue_many, claim_batch, claim_stamp, complete, complete_batch, fail,
     extend_leases, release, release_stale, register_worker, dead_workers, forget_workers,
     count_workers, replay_select, replay_reset, replay_audit,
     purge_done, observe_inbox, observe_dead_letters, list_dead_letters, load_dead_letter_by_id,
@@ -38,9 +38,9 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     dead_letter_lock,
     // The database is the schema, and it must exist: the store never creates databases.
     schema_exists, create_schema,
-    // A batch receipt runs enqueue.sql per message in one transaction (set-based receipt comes
-    // with the receipt benchmark on this engine).
-    enqueue_many, enqueue_lookup_many,
+    // A batch receipt that finds a stored key stores that part with enqueue.sql and
+    // enqueue_lookup.sql per message (receipt.rs).
+    enqueue_lookup_many,
     // No notifications: workers poll, and those of this process wake each other.
     notify,
     // The lock-held batch counts its claims with record_attempts.sql, the processor's count.

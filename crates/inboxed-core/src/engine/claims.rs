@@ -36,18 +36,34 @@ pub async fn enqueue_each<E: Engine>(
     p: &EnqueueManyParams<'_>,
 ) -> Result<Vec<Enqueued>, StoreError> {
     let mut tx = e.begin_write().await?;
-    let mut outcomes = Vec::with_capacity(p.envelopes.len());
-    for env in p.envelopes {
-        let inserted = E::fetch_all(insert(e, p.consumer, env), &mut tx).await?;
+    let outcomes = enqueue_in(e, &mut tx, p.consumer, p.envelopes).await?;
+    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    Ok(outcomes)
+}
+
+/// [`enqueue_each`]'s statements in the caller's transaction: one `enqueue.sql` a message,
+/// and the stored hash of each one not inserted. A duplicate within `envelopes`, or of a row
+/// this transaction wrote before, finds that row.
+///
+/// # Errors
+/// A statement failed.
+pub async fn enqueue_in<E: Engine>(
+    e: &E,
+    conn: &mut Conn<E>,
+    consumer: &ConsumerName,
+    envelopes: &[Envelope],
+) -> Result<Vec<Enqueued>, StoreError> {
+    let mut outcomes = Vec::with_capacity(envelopes.len());
+    for env in envelopes {
+        let inserted = E::fetch_all(insert(e, consumer, env), conn).await?;
         outcomes.push(match inserted.first() {
             Some(row) => Enqueued::Stored { id: row.int(0)? },
             None => {
-                let stored = E::fetch_all(lookup(e, p.consumer, env), &mut tx).await?;
+                let stored = E::fetch_all(lookup(e, consumer, env), conn).await?;
                 not_stored(stored.first(), env)?
             }
         });
     }
-    tx.commit().await.map_err(StoreError::from_sqlx)?;
     Ok(outcomes)
 }
 

@@ -193,6 +193,7 @@ mod claims;
 mod liveness;
 mod locked;
 mod reaper;
+mod receipt;
 mod settle;
 mod store;
 mod traps;

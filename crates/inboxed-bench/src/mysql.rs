@@ -1,7 +1,7 @@
 //! `inboxed-bench mysql`: the processor on MySQL or MariaDB against a hand-written consumer
 //! issuing the same claim through sqlx, with the same concurrency, in interleaved rounds of
 //! one run; and the processor's batches (100 messages to a transaction, counted by the broker)
-//! against its single messages.
+//! against its single messages, without and with one outbox row per message (`write_many`).
 //!
 //! The hand-written consumer begins as the store does (the session bounds, READ COMMITTED),
 //! inserts the key with the store's guard, credits the account, forgets the attempt counter and
@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{AssertSqlSafe, ConnectOptions, Executor, MySql, MySqlConnection, MySqlPool};
 
+use inboxed_core::outbox::{Outbox, OutgoingMessage};
 use inboxed_core::{
     ConsumerName, Envelope, Handler, HandlerError, MessageId, Processor, ProcessorConfig, Store,
 };
@@ -88,6 +89,46 @@ impl Handler<MySql> for Credit {
     }
 }
 
+/// [`Credit`] plus one outbox row per message, in the same transaction: a batch writes its
+/// rows with one `write_many`.
+#[derive(Clone)]
+struct CreditAndWrite {
+    credit: Credit,
+    outbox: Outbox<MySqlStore>,
+}
+
+impl Handler<MySql> for CreditAndWrite {
+    async fn handle(&self, msg: &Envelope, conn: &mut MySqlConnection) -> Result<(), HandlerError> {
+        self.handle_batch(&[msg], conn).await
+    }
+
+    async fn handle_batch(
+        &self,
+        msgs: &[&Envelope],
+        conn: &mut MySqlConnection,
+    ) -> Result<(), HandlerError> {
+        for msg in msgs {
+            self.credit.handle(msg, conn).await?;
+        }
+        let out: Vec<OutgoingMessage> = msgs
+            .iter()
+            .map(|m| OutgoingMessage::new("billing.credited", m.payload().to_vec()).caused_by(m))
+            .collect();
+        self.outbox
+            .write_many(conn, &out)
+            .await
+            .map_err(HandlerError::transient)?;
+        Ok(())
+    }
+}
+
+/// The two processors the variants run.
+#[derive(Clone)]
+struct Processors {
+    credit: Processor<MySqlStore, Credit>,
+    write: Processor<MySqlStore, CreditAndWrite>,
+}
+
 #[derive(Clone, Copy)]
 enum Variant {
     Processor,
@@ -95,6 +136,8 @@ enum Variant {
     BusinessOnly,
     /// `Processor::process_batch_with_counts` of [`BATCH`] first deliveries.
     Batch,
+    /// The same, the handler also writing one outbox row per message.
+    BatchWrite,
 }
 
 /// Messages to a transaction in the batched variant, as the `batch` benchmark's smoke run.
@@ -139,6 +182,19 @@ pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
         ProcessorConfig::default(),
     );
     processor.ensure_ready().await?;
+    let write = Processor::with_config(
+        store.clone(),
+        ConsumerName::new("bench-outbox")?,
+        CreditAndWrite {
+            credit,
+            outbox: Outbox::new(store.clone()),
+        },
+        ProcessorConfig::default(),
+    );
+    let processors = Processors {
+        credit: processor,
+        write,
+    };
     let version: String = sqlx::query_scalar("SELECT VERSION()")
         .fetch_one(&raw)
         .await?;
@@ -151,6 +207,7 @@ pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
         Variant::RawSqlx,
         Variant::BusinessOnly,
         Variant::Batch,
+        Variant::BatchWrite,
     ];
     let dur = Duration::from_secs_f64(args.seconds);
     let accounts = args.accounts;
@@ -160,10 +217,10 @@ pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
         variants,
         async |variant, workers| {
             let started = Instant::now();
-            let (processor, raw) = (processor.clone(), raw.clone());
+            let (processors, raw) = (processors.clone(), raw.clone());
             let (n, _) = crate::load::for_duration(workers, dur, move || {
-                let (processor, raw) = (processor.clone(), raw.clone());
-                async move { one(variant, &processor, &raw, accounts).await }
+                let (processors, raw) = (processors.clone(), raw.clone());
+                async move { one(variant, &processors, &raw, accounts).await }
             })
             .await?;
             Ok(n as f64 / started.elapsed().as_secs_f64())
@@ -172,8 +229,8 @@ pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
             println!(
                 "round {round}, {workers} workers: processor {:.0} msg/s, same claim through \
                  sqlx {:.0} msg/s, business only {:.0} tx/s, processor batches of {BATCH} \
-                 {:.0} msg/s",
-                row[0], row[1], row[2], row[3]
+                 {:.0} msg/s, with an outbox row each {:.0} msg/s",
+                row[0], row[1], row[2], row[3], row[4]
             );
         },
     )
@@ -182,13 +239,14 @@ pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
     println!(
         "| workers | processor msg/s | same claim through sqlx msg/s | business update alone tx/s | \
          processor / sqlx (library overhead) | sqlx with claim / business alone (cost of dedup) | \
-         processor, batches of {BATCH}, msg/s | batches / single |"
+         processor, batches of {BATCH}, msg/s | batches / single | batches with an outbox row \
+         each, msg/s | with outbox / without |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for &workers in &args.workers {
-        let of = |f: &dyn Fn(&[f64; 4]) -> f64| crate::median_at(&rates, workers, f);
+        let of = |f: &dyn Fn(&[f64; 5]) -> f64| crate::median_at(&rates, workers, f);
         println!(
-            "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} |",
+            "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} | {:.0} | {:.2} |",
             of(&|r| r[0]),
             of(&|r| r[1]),
             of(&|r| r[2]),
@@ -196,6 +254,8 @@ pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
             of(&|r| r[1] / r[2]),
             of(&|r| r[3]),
             of(&|r| r[3] / r[0]),
+            of(&|r| r[4]),
+            of(&|r| r[4] / r[3]),
         );
     }
     admin.execute("DROP DATABASE inboxed_bench").await?;
@@ -214,7 +274,7 @@ pub(crate) async fn run(mut args: Args) -> anyhow::Result<()> {
 /// One message (or, for the business alone, one transaction) of `variant`.
 async fn one(
     variant: Variant,
-    processor: &Processor<MySqlStore, Credit>,
+    processors: &Processors,
     raw: &MySqlPool,
     accounts: i64,
 ) -> anyhow::Result<u64> {
@@ -226,16 +286,27 @@ async fn one(
     };
     let env = fresh();
     match variant {
-        Variant::Batch => {
+        Variant::Batch | Variant::BatchWrite => {
             let batch: Vec<Envelope> = (0..BATCH).map(|_| fresh()).collect();
             let counts = vec![Some(1); BATCH];
-            for r in processor.process_batch_with_counts(&batch, &counts).await {
+            let results = if matches!(variant, Variant::Batch) {
+                processors
+                    .credit
+                    .process_batch_with_counts(&batch, &counts)
+                    .await
+            } else {
+                processors
+                    .write
+                    .process_batch_with_counts(&batch, &counts)
+                    .await
+            };
+            for r in results {
                 anyhow::ensure!(r? == inboxed_core::Outcome::Processed);
             }
             return Ok(BATCH as u64);
         }
         Variant::Processor => {
-            processor.process(&env, Some(1)).await?;
+            processors.credit.process(&env, Some(1)).await?;
         }
         Variant::RawSqlx => {
             let mut tx = raw.begin_with(BEGIN).await?;

@@ -38,6 +38,8 @@
 mod claim;
 mod engine;
 mod inbox;
+mod outbox;
+mod parts;
 mod queries;
 mod query;
 mod receipt;

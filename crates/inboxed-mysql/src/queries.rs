@@ -27,7 +27,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     purge_done, observe_inbox, observe_dead_letters, list_dead_letters, load_dead_letter_by_id,
     delete_dead_letter_by_id, purge_processed, count_expired, processed_stats, purge_dead_letters,
     purge_redrive_audit, redact_done_payloads, lock_batch, finish_locked,
-    outbox_write, outbox_claim, outbox_claim_stamp, outbox_sent, outbox_delete_sent, outbox_fail,
+    outbox_write, outbox_write_many, outbox_claim, outbox_claim_stamp, outbox_sent, outbox_delete_sent, outbox_fail,
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox;
     absent:
@@ -49,9 +49,6 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     list_partitions, lock_key, claim_partitioned,
     create_partitions, expired_partitions, partition_consumers, lock_maintenance,
     server_version, detach_partition, drop_partition,
-    // The outbox's batch write runs outbox_write.sql per message (a set-based write comes with
-    // the outbox benchmarks on this engine).
-    outbox_write_many,
     // The outbox relay holds its rows under a lease only here (the lock-held claim is not
     // built on this engine yet).
     outbox_lock, outbox_lock_plan, outbox_hold, outbox_settle, outbox_reap_unsettled,

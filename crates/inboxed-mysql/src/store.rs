@@ -310,10 +310,6 @@ fn ended(e: StoreError) -> StoreError {
 /// statements come with store-then-process on this engine).
 impl inboxed_core::observe::ObserveStore for MySqlStore {}
 
-/// The outbox, as the shared layer has it: its relay holds rows under a lease (no lock-held
-/// claim on this engine yet), and polls (no notifications).
-impl inboxed_core::outbox::store::OutboxStore for MySqlStore {}
-
 /// The purge of processed keys, as the shared layer has it (its statements come later on this
 /// engine).
 impl inboxed_core::retention::store::RetentionStore for MySqlStore {}

@@ -101,8 +101,9 @@ impl<S: OutboxStore> Outbox<S> {
 
     /// Writes `messages` through `conn`, inside the caller's transaction, in their order (one
     /// ordering key's messages are published in it): one statement on PostgreSQL, however many
-    /// messages, so that a batch handler pays one round trip for its outgoing messages rather
-    /// than one each. Returns their ids, in the same order.
+    /// messages, and on MySQL one per 4 MiB of payload, so that a batch handler pays one round
+    /// trip for its outgoing messages rather than one each. Returns their ids, in the same
+    /// order.
     ///
     /// # Errors
     /// [`Error::InvalidOutgoing`] for the first message a field of which cannot be stored

@@ -192,6 +192,7 @@ async fn deadlock_against<T>(
 mod claims;
 mod liveness;
 mod locked;
+mod outbox;
 mod reaper;
 mod receipt;
 mod settle;

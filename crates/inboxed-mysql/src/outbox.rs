@@ -1,0 +1,51 @@
+//! The outbox on MySQL, as the shared layer has it but for its batch write: its relay holds
+//! rows under a lease (no lock-held claim on this engine yet) and polls (no notifications).
+
+use sqlx::MySqlConnection;
+
+use inboxed_core::engine::{Args as _, Engine as _, outbox};
+use inboxed_core::outbox::store::{OutboxStore, WriteParams};
+use inboxed_core::{ConsumerName, StoreError};
+
+use crate::parts::{base64, parts};
+use crate::store::MySqlStore;
+
+impl OutboxStore for MySqlStore {
+    /// One `INSERT … SELECT FROM JSON_TABLE(…)` a part of the list (`outbox_write_many.sql`):
+    /// a round trip a batch instead of one a message. A message too large to share a statement
+    /// is written on its own (`outbox_write.sql`, its payload bound as bytes).
+    async fn write_outbox_many(
+        &self,
+        conn: &mut MySqlConnection,
+        params: &[WriteParams<'_>],
+    ) -> Result<(), StoreError> {
+        for (part, shared) in parts(params, |p| p.message.payload().len()) {
+            if !shared {
+                outbox::write_each(self, conn, part).await?;
+                continue;
+            }
+            let messages: Vec<serde_json::Value> = part
+                .iter()
+                .map(|p| {
+                    let m = p.message;
+                    serde_json::json!([
+                        p.message_id.as_str(),
+                        m.destination(),
+                        m.ordering_key(),
+                        m.message_type(),
+                        m.correlation_id(),
+                        m.headers_json(),
+                        base64(m.payload()),
+                        p.caused_by_consumer.map(ConsumerName::as_str),
+                        p.caused_by_message_id,
+                    ])
+                })
+                .collect();
+            let q = self
+                .query(&self.queries.outbox_write_many)
+                .text(&serde_json::Value::Array(messages).to_string());
+            <Self as inboxed_core::engine::Engine>::execute(q, conn).await?;
+        }
+        Ok(())
+    }
+}

@@ -8,9 +8,9 @@
 //! operator's reads, on the shared store layer, passing their guarantee suites on MariaDB;
 //! migrations serialised by a named lock; the refusal of a server that cannot keep the
 //! guarantee ([`MySqlStore::check_server`]); MySQL's errors classified by number
-//! (`inboxed-core`'s `mysql` feature); workers' liveness through named locks (`GET_LOCK`).
-//! Time partitions and the outbox relay's lock-held claim refuse with
-//! `StoreError::Unsupported` until their statements are written for this engine.
+//! (`inboxed-core`'s `mysql` feature); workers' and lock-held relay batches' liveness through
+//! named locks (`GET_LOCK`). Time partitions refuse with `StoreError::Unsupported` until their
+//! statements are written for this engine.
 //!
 //! How InnoDB differs, and what this engine does about each difference:
 //! - A duplicate is the error 1062 of a plain `INSERT`, never `INSERT IGNORE`, which turns

@@ -1,10 +1,12 @@
-//! The outbox on MySQL, as the shared layer has it but for its batch write: its relay holds
-//! rows under a lease (no lock-held claim on this engine yet) and polls (no notifications).
+//! The outbox on MySQL, as the shared layer has it but for its batch write and the settling of
+//! a lock-held batch (lists travel as JSON: MySQL binds no arrays). Relays poll (no
+//! notifications); a lock-held batch marks itself live by a named lock (outbox_lock.sql).
 
 use sqlx::MySqlConnection;
 
 use inboxed_core::engine::{Args as _, Engine as _, outbox};
-use inboxed_core::outbox::store::{OutboxStore, WriteParams};
+use inboxed_core::inbox::store::millis_of;
+use inboxed_core::outbox::store::{OutboxStore, SettleParams, WriteParams};
 use inboxed_core::{ConsumerName, StoreError};
 
 use crate::parts::{base64, parts};
@@ -47,5 +49,35 @@ impl OutboxStore for MySqlStore {
             <Self as inboxed_core::engine::Engine>::execute(q, conn).await?;
         }
         Ok(())
+    }
+
+    fn locks_outbox(&self) -> bool {
+        true
+    }
+
+    fn max_connections(&self) -> Option<u32> {
+        Some(self.pool.options().get_max_connections())
+    }
+
+    /// `outbox_settle.sql`, the fates as one JSON array.
+    async fn settle_outbox(
+        &self,
+        conn: &mut MySqlConnection,
+        p: &SettleParams<'_>,
+    ) -> Result<(), StoreError> {
+        let fates: Vec<serde_json::Value> = p
+            .fates
+            .iter()
+            .map(|f| serde_json::json!([f.id, f.status, f.error, millis_of(f.backoff), f.attempts]))
+            .collect();
+        let q = self
+            .query(&self.queries.outbox_settle)
+            .bytes(p.token.as_bytes())
+            .text(&serde_json::Value::Array(fates).to_string())
+            .flag(p.delete_sent)
+            .text(p.relay);
+        <Self as inboxed_core::engine::Engine>::execute(q, conn)
+            .await
+            .map(drop)
     }
 }

@@ -7,13 +7,15 @@ use inboxed_core::sql::Templates;
 
 /// Migrations in order, numbered as in every engine. Migration 2 creates the store-then-process
 /// tables as the other engines have them after their migrations 2 to 10, and migration 3 the
-/// outbox as they have it after 11 to 13, and migration 4 the worker registry of their 10 (a
-/// new engine starts from their result, so those numbers have nothing to do here).
+/// outbox as they have it after 11 to 13, migration 4 the worker registry of their 10, and
+/// migration 5 the record of the relay's lock-held batches of their 13 (a new engine starts
+/// from their result, so those numbers have nothing to do here).
 pub(crate) const MIGRATIONS: &[Migration] = &[
     inboxed_core::migration!(1, "0001_inbox", "inbox"),
     inboxed_core::migration!(2, "0002_inbox_messages", "inbox_messages"),
     inboxed_core::migration!(3, "0003_outbox", "outbox"),
     inboxed_core::migration!(4, "0004_workers", "workers"),
+    inboxed_core::migration!(5, "0005_outbox_unsettled", "outbox_unsettled"),
 ];
 
 /// One template per store operation.
@@ -29,7 +31,8 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     purge_redrive_audit, redact_done_payloads, lock_batch, finish_locked,
     outbox_write, outbox_write_many, outbox_claim, outbox_claim_stamp, outbox_sent, outbox_delete_sent, outbox_fail,
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
-    outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox;
+    outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox,
+    outbox_lock, outbox_hold, outbox_settle, outbox_reap_unsettled;
     absent:
     // Keys store the consumer's name: no registry.
     register_consumer,
@@ -49,9 +52,8 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     list_partitions, lock_key, claim_partitioned,
     create_partitions, expired_partitions, partition_consumers, lock_maintenance,
     server_version, detach_partition, drop_partition,
-    // The outbox relay holds its rows under a lease only here (the lock-held claim is not
-    // built on this engine yet).
-    outbox_lock, outbox_lock_plan, outbox_hold, outbox_settle, outbox_reap_unsettled,
+    // PostgreSQL's planner setting for the relay's claims: MySQL's claims name their index.
+    outbox_lock_plan,
 };
 
 /// The server's version and settings ([`crate::MySqlStore::check_server`]); no identifiers.

@@ -32,10 +32,13 @@ pub struct MySqlStore {
 }
 
 /// The session bounds a store transaction sets (its `begin`), back to the server's
-/// defaults (`/*M! … */` is read by MariaDB only, which alone has `max_statement_time`).
+/// defaults (`/*M! … */` is read by MariaDB only, which alone has `max_statement_time`), and
+/// the named locks the session holds released: a lock-held relay batch's (outbox_lock.sql)
+/// marks the batch live until then, whether its transaction committed or failed.
 const RESET_BOUNDS: &str = "SET SESSION innodb_lock_wait_timeout = DEFAULT, \
                             SESSION wait_timeout = DEFAULT \
-                            /*M! , SESSION max_statement_time = DEFAULT */";
+                            /*M! , SESSION max_statement_time = DEFAULT */; \
+                            DO RELEASE_ALL_LOCKS()";
 
 impl MySqlStore {
     /// A store over an existing pool, its tables in `ns` (the schema is the database). The
@@ -98,7 +101,9 @@ impl MySqlStore {
     /// outlived it. A purge batch bounded to 0.3 s left `wait_timeout = 1` and
     /// `max_statement_time = 0.3` on its connection, and the next user of that connection, the
     /// application's own transaction, was killed by the server after one idle second. The reset
-    /// costs one round trip per connection returned to the pool.
+    /// also releases the session's named locks (`GET_LOCK`: a lock-held relay batch holds one
+    /// until its connection is back), and costs one round trip per connection returned to the
+    /// pool.
     #[must_use]
     pub fn pool_options() -> MySqlPoolOptions {
         MySqlPoolOptions::new()

@@ -1,6 +1,5 @@
 //! The guarantee suite on MySQL or MariaDB (`INBOXED_MYSQL_URL`, default the local MariaDB):
-//! every part (the outbox's relay under a lease only: its lock-held cases pass over an engine
-//! without the lock-held claim, as on SQLite), and `serializable_conflicts_are_retried` and
+//! every part (the outbox's relay lock-held and under a lease), and `serializable_conflicts_are_retried` and
 //! `custom_namespace_keeps_tables_apart` as on the other engines. Left out: `non_durable_commit_setting_is_refused` (MySQL's
 //! durability settings are global; the refusal is tested on `inboxed_mysql::judge`) and
 //! `batch_whose_commit_fails_isolates_the_culprit` (it makes a COMMIT fail with a deferred

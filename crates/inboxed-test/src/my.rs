@@ -207,8 +207,13 @@ impl Backend for My {
 
     async fn scalar(store: &MySqlStore, sql: &'static str) -> i64 {
         // MySQL has no `UPDATE … RETURNING`: for a case's write that returns one row per row
-        // changed, the count of rows changed stands in.
+        // changed (alone, or counted by `WITH x AS (… RETURNING …) SELECT count(*) FROM x`),
+        // the count of rows changed stands in.
         if let Some((write, _)) = sql.split_once(" RETURNING ") {
+            let write = match write.split_once(" AS (") {
+                Some((with, inner)) if with.starts_with("WITH ") => inner,
+                _ => write,
+            };
             let done = sqlx::query(AssertSqlSafe(dialect(write)))
                 .execute(store.pool())
                 .await

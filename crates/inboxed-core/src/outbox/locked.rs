@@ -58,9 +58,12 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             idle_in_transaction_timeout: config.lease.max(Duration::from_secs(1)),
             ..BeginParams::default()
         };
-        let lock_key = fastrand::i64(..);
         let mut limit = config.batch_size.max(1);
-        let (mut tx, rows) = loop {
+        let (mut tx, rows, lock_key) = loop {
+            // A key of its own for each try: a lock an engine lets go of only after the
+            // transaction (MySQL's named lock, released as the connection goes back to the
+            // pool) may still be held by the try before.
+            let lock_key = fastrand::i64(..);
             let mut tx = inner.store.begin(&begin).await?;
             let params = LockOutboxParams {
                 limit,
@@ -70,7 +73,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             let mut rows = inner.store.lock_outbox(&mut tx, &params).await?;
             let cut = within_group_limit(&mut rows);
             if cut.is_empty() || limit == 1 {
-                break (tx, rows);
+                break (tx, rows, lock_key);
             }
             // A row of a crashed batch limits this one: lock again at that size, so that the
             // rows past it are not held through the publish, away from other relays.

@@ -18,6 +18,7 @@
 //! `cargo run --release -p inboxed-bench -- outbox`
 //! `cargo run --release -p inboxed-bench -- mysql` (add `--quick` for the CI smoke run)
 //! `cargo run --release -p inboxed-bench -- mysql-inbox`
+//! `cargo run --release -p inboxed-bench -- mysql-defaults` (add `--quick` for the CI smoke run)
 
 #![allow(clippy::print_stdout)]
 
@@ -30,6 +31,7 @@ mod inbox;
 mod load;
 mod memory;
 mod mysql;
+mod mysql_defaults;
 mod mysql_inbox;
 mod outbox;
 mod plot;
@@ -106,6 +108,8 @@ enum Bench {
     /// Store-then-process workers on MySQL or MariaDB against bare claim loops of the same
     /// protocol (lease and lock-held).
     MysqlInbox(mysql_inbox::Args),
+    /// Store-then-process workers on MySQL or MariaDB with the defaults, by worker count.
+    MysqlDefaults(mysql_defaults::Args),
 }
 
 #[tokio::main]
@@ -129,6 +133,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Outbox(args) => outbox::run(&cli.database_url, args).await,
         Bench::Mysql(args) => mysql::run(args).await,
         Bench::MysqlInbox(args) => mysql_inbox::run(args).await,
+        Bench::MysqlDefaults(args) => mysql_defaults::run(args).await,
     }
 }
 

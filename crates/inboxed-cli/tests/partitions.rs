@@ -161,3 +161,50 @@ async fn partitions_drop_expired_only_when_every_consumer_is_done() {
     assert_eq!(code, 2, "{out}");
     db.finish().await;
 }
+
+/// The same on MariaDB: `create-ahead` carves the partitions out of `pMAX` once, `list` shows
+/// them between `p1` (ids without a time) and `pMAX`, and a dry run of `drop-expired` drops
+/// nothing from a fresh table.
+#[tokio::test]
+async fn mysql_partitions_are_created_ahead_listed_and_planned() {
+    let db = inboxed_test::My::create().await;
+    let url = db.locator.as_str();
+    let ahead = [
+        "partitions",
+        "create-ahead",
+        "--database-url",
+        url,
+        "--partition-interval",
+        "1d",
+    ];
+    let (code, out) = inboxed(&ahead);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("created 8 partition(s) ahead"), "{out}");
+    assert_eq!(
+        inboxed(&ahead).1,
+        "created 0 partition(s) ahead\n",
+        "already there"
+    );
+    let (code, out) = inboxed(&["partitions", "list", "--database-url", url]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("10 partition(s)"), "{out}");
+    assert!(out.starts_with("p1 ") && out.contains("\npMAX "), "{out}");
+    let (code, out) = inboxed(&[
+        "partitions",
+        "drop-expired",
+        "--database-url",
+        url,
+        "--partition-interval",
+        "1d",
+        "--window",
+        "billing=30d",
+        "--horizon",
+        "7d",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("dry run: 0 partition(s) would be dropped, 0 kept"),
+        "{out}"
+    );
+    db.finish().await;
+}

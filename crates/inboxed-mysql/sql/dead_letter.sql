@@ -14,7 +14,7 @@ INSERT INTO {{schema}}.`{{prefix}}dead_letters`
      reason, error, attempts, conflict_hash)
 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM DUAL
 WHERE $7 = 'conflict' OR $2 IS NULL OR NOT EXISTS (
-    SELECT 1 FROM {{schema}}.`{{prefix}}processed_messages` p
+    SELECT 1 FROM {{schema}}.`{{prefix}}{{processed}}` p
     WHERE p.consumer_name = $1 AND p.message_id = $2
 );
 -- Then the check that decides, after the write: a redelivery past max_attempts runs this while
@@ -26,7 +26,7 @@ WHERE $7 = 'conflict' OR $2 IS NULL OR NOT EXISTS (
 DELETE FROM {{schema}}.`{{prefix}}dead_letters`
 WHERE consumer_name = $1 AND message_id = $2 AND conflict_hash = $10 AND reason <> 'conflict'
   AND EXISTS (
-    SELECT 1 FROM {{schema}}.`{{prefix}}processed_messages` p
+    SELECT 1 FROM {{schema}}.`{{prefix}}{{processed}}` p
     WHERE p.consumer_name = $1 AND p.message_id = $2
     LOCK IN SHARE MODE
   )

@@ -3,7 +3,7 @@
 -- effect is applied.
 -- $1 consumer_name, $2 message_id
 SELECT 'processed' AS state, payload_hash
-FROM {{schema}}.`{{prefix}}processed_messages`
+FROM {{schema}}.`{{prefix}}{{processed}}`
 WHERE consumer_name = $1 AND message_id = $2
 UNION ALL
 SELECT 'dead_lettered' AS state, NULL

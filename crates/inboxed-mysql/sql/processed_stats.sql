@@ -8,20 +8,20 @@
 -- belongs to the consumer (fast while the consumer's keys are common in the table).
 SELECT
     (SELECT CAST(TABLE_ROWS AS SIGNED) FROM information_schema.TABLES
-     WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{{prefix}}processed_messages')
+     WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{{prefix}}{{processed}}')
         AS estimated_rows,
     coalesce((SELECT CAST(DATA_LENGTH AS SIGNED) FROM information_schema.TABLES
-              WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{{prefix}}processed_messages'),
+              WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{{prefix}}{{processed}}'),
              0) AS table_bytes,
     coalesce((SELECT CAST(INDEX_LENGTH AS SIGNED) FROM information_schema.TABLES
-              WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{{prefix}}processed_messages'),
+              WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{{prefix}}{{processed}}'),
              0) AS index_bytes,
     (SELECT CAST(COUNT(*) AS SIGNED) FROM (
-        SELECT 1 FROM {{schema}}.`{{prefix}}processed_messages`
+        SELECT 1 FROM {{schema}}.`{{prefix}}{{processed}}`
         WHERE received_at > NOW(6) - INTERVAL 1 MINUTE AND consumer_name = $1
         LIMIT 10000000
     ) AS recent) AS last_minute,
-    (SELECT UNIX_TIMESTAMP(received_at) * 1e3 FROM {{schema}}.`{{prefix}}processed_messages`
+    (SELECT UNIX_TIMESTAMP(received_at) * 1e3 FROM {{schema}}.`{{prefix}}{{processed}}`
      WHERE consumer_name = $1
      ORDER BY received_at
      LIMIT 1) AS oldest_ms

@@ -6,7 +6,7 @@
 -- The walk is the received_at index's, in order. Under READ COMMITTED a row of another consumer
 -- met on the way is read without being kept locked. received_at is UTC (the store's sessions
 -- run in UTC), as FROM_UNIXTIME gives it.
-DELETE FROM {{schema}}.`{{prefix}}processed_messages`
+DELETE FROM {{schema}}.`{{prefix}}{{processed}}`
 WHERE consumer_name = $1 AND received_at < FROM_UNIXTIME($2 / 1000)
 ORDER BY received_at
 LIMIT $3

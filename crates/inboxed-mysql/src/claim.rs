@@ -24,6 +24,10 @@ impl MySqlStore {
         consumer: &ConsumerName,
         envelopes: &[&Envelope],
     ) -> Result<Vec<Claim>, StoreError> {
+        if self.partitions.is_some() {
+            // claim_many.sql writes the plain table; the partitioned one is claimed key by key.
+            return self.claim_in_order(conn, consumer, envelopes).await;
+        }
         let keys: Vec<serde_json::Value> = envelopes
             .iter()
             .map(|e| {
@@ -73,7 +77,12 @@ impl MySqlStore {
         let mut claims = vec![Claim::New; envelopes.len()];
         for i in order {
             let env = envelopes[i];
-            claims[i] = claims::claim_key(self, conn, &self.queries.claim, consumer, env).await?;
+            let claim = if self.partitions.is_some() {
+                &self.queries.claim_partitioned
+            } else {
+                &self.queries.claim
+            };
+            claims[i] = claims::claim_key(self, conn, claim, consumer, env).await?;
         }
         Ok(claims)
     }

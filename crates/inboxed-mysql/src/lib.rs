@@ -9,8 +9,8 @@
 //! migrations serialised by a named lock; the refusal of a server that cannot keep the
 //! guarantee ([`MySqlStore::check_server`]); MySQL's errors classified by number
 //! (`inboxed-core`'s `mysql` feature); workers' and lock-held relay batches' liveness through
-//! named locks (`GET_LOCK`). Time partitions refuse with `StoreError::Unsupported` until their
-//! statements are written for this engine.
+//! named locks (`GET_LOCK`); time partitions of the processed keys by the time in their
+//! UUIDv7 ids ([`MySqlStore::partitioned`]).
 //!
 //! How InnoDB differs, and what this engine does about each difference:
 //! - A duplicate is the error 1062 of a plain `INSERT`, never `INSERT IGNORE`, which turns
@@ -39,16 +39,19 @@ mod claim;
 mod engine;
 mod inbox;
 mod outbox;
+mod partitions;
 mod parts;
 mod queries;
 mod query;
 mod receipt;
+mod retention;
 mod script;
 mod server;
 mod store;
 #[cfg(test)]
 mod tests;
 
+pub use partitions::Partition;
 pub use query::MySqlQuery;
 pub use server::{Server, judge};
 pub use store::MySqlStore;

@@ -8,14 +8,16 @@ use inboxed_core::sql::Templates;
 /// Migrations in order, numbered as in every engine. Migration 2 creates the store-then-process
 /// tables as the other engines have them after their migrations 2 to 10, and migration 3 the
 /// outbox as they have it after 11 to 13, migration 4 the worker registry of their 10, and
-/// migration 5 the record of the relay's lock-held batches of their 13 (a new engine starts
-/// from their result, so those numbers have nothing to do here).
+/// migration 5 the record of the relay's lock-held batches of their 13, and migration 6 the
+/// time-partitioned table of their 5 (a new engine starts from their result, so those numbers
+/// have nothing to do here).
 pub(crate) const MIGRATIONS: &[Migration] = &[
     inboxed_core::migration!(1, "0001_inbox", "inbox"),
     inboxed_core::migration!(2, "0002_inbox_messages", "inbox_messages"),
     inboxed_core::migration!(3, "0003_outbox", "outbox"),
     inboxed_core::migration!(4, "0004_workers", "workers"),
     inboxed_core::migration!(5, "0005_outbox_unsettled", "outbox_unsettled"),
+    inboxed_core::migration!(6, "0006_processed_log", "processed_log"),
 ];
 
 /// One template per store operation.
@@ -32,7 +34,9 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     outbox_write, outbox_write_many, outbox_claim, outbox_claim_stamp, outbox_sent, outbox_delete_sent, outbox_fail,
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox,
-    outbox_lock, outbox_hold, outbox_settle, outbox_reap_unsettled;
+    outbox_lock, outbox_hold, outbox_settle, outbox_reap_unsettled,
+    claim_partitioned, list_partitions, create_partitions, partition_consumers, lock_maintenance,
+    drop_partition;
     absent:
     // Keys store the consumer's name: no registry.
     register_consumer,
@@ -48,10 +52,11 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     notify,
     // The lock-held batch counts its claims with record_attempts.sql, the processor's count.
     count_attempts,
-    // Not built yet on MySQL: time partitions.
-    list_partitions, lock_key, claim_partitioned,
-    create_partitions, expired_partitions, partition_consumers, lock_maintenance,
-    server_version, detach_partition, drop_partition,
+    // Time partitions: a duplicate is the primary key's error, whatever partition is current
+    // (migration 6), so no key lock; the expired partitions are picked from the list in Rust;
+    // no server version gate (MySQL 8 and MariaDB 10.6 both partition); a partition is dropped
+    // in one step.
+    lock_key, expired_partitions, server_version, detach_partition,
     // PostgreSQL's planner setting for the relay's claims: MySQL's claims name their index.
     outbox_lock_plan,
 };

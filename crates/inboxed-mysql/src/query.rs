@@ -43,8 +43,8 @@ impl MySqlQuery {
         self.script.as_deref().map_err(|e| match &**e {
             ScriptError::Empty => StoreError::Unsupported {
                 operation: "this operation on MySQL",
-                reason: "not built yet on this engine: time partitions are not \
-                         (docs/operations.md)",
+                reason: "the engine has no statement for it (the operations an engine \
+                         leaves out are listed in its queries.rs)",
             },
             e => StoreError::Database(sqlx::Error::Protocol(format!("malformed SQL file: {e}"))),
         })

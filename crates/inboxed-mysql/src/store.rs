@@ -8,6 +8,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{AssertSqlSafe, Executor, MySql, MySqlConnection, Row};
 
 use inboxed_core::engine::{claims, keys};
+use inboxed_core::retention::PartitionConfig;
 use inboxed_core::sql::Queries;
 use inboxed_core::store::{
     BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
@@ -29,6 +30,8 @@ pub struct MySqlStore {
     /// Idle workers of this process, woken by receipts through any clone of this store (there
     /// are no server notifications on MySQL: other processes' workers poll).
     pub(crate) wakers: inboxed_core::inbox::LocalWakers,
+    /// Partitioned mode ([`MySqlStore::partitioned`]): keys in `processed_log`.
+    pub(crate) partitions: Option<PartitionConfig>,
 }
 
 /// The session bounds a store transaction sets (its `begin`), back to the server's
@@ -55,7 +58,47 @@ impl MySqlStore {
             queries,
             scripts: Arc::default(),
             wakers: inboxed_core::inbox::LocalWakers::default(),
+            partitions: None,
         }
+    }
+
+    /// This store in time-partitioned mode: processed keys go to `processed_log` (migration
+    /// 6), partitioned by the time in their UUIDv7 ids, and the purger drops expired partitions
+    /// instead of deleting rows (docs/retention.md). `migrate` and every purge pass create
+    /// `config.ahead` partitions past the current one.
+    #[must_use]
+    pub fn partitioned(mut self, config: PartitionConfig) -> Self {
+        self.queries = Arc::new(Queries::render_for(
+            &TEMPLATES,
+            &self.ns,
+            inboxed_core::sql::PROCESSED_PARTITIONED,
+        ));
+        self.partitions = Some(config);
+        self
+    }
+
+    /// The partitions of the time-partitioned table, in order (whether or not this store is in
+    /// partitioned mode).
+    ///
+    /// # Errors
+    /// The session or the query failed.
+    pub async fn partitions(&self) -> Result<Vec<crate::Partition>, StoreError> {
+        let mut conn = crate::partitions::connect(self).await?;
+        crate::partitions::list(self, &mut conn).await
+    }
+
+    /// What a maintenance pass with `windows` at `now` would do with each time partition the
+    /// shortest window has passed over: drop it (`None`), or keep it and why. Nothing changes.
+    ///
+    /// # Errors
+    /// The session or a query failed.
+    pub async fn partitions_expiry_plan(
+        &self,
+        now: std::time::SystemTime,
+        windows: &[(ConsumerName, std::time::Duration)],
+    ) -> Result<Vec<(crate::Partition, Option<String>)>, StoreError> {
+        let mut conn = crate::partitions::connect(self).await?;
+        crate::partitions::plan(self, &mut conn, now, windows).await
     }
 
     /// The operation `sql` (PostgreSQL-style `$n` placeholders, one or more statements), to
@@ -161,8 +204,16 @@ impl MySqlStore {
 impl inboxed_core::Store for MySqlStore {
     type Db = sqlx::MySql;
 
+    /// In partitioned mode, also creates the partitions ahead.
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
-        inboxed_core::engine::migrate::run(self, &self.ns, crate::queries::MIGRATIONS).await
+        let applied =
+            inboxed_core::engine::migrate::run(self, &self.ns, crate::queries::MIGRATIONS).await?;
+        if let Some(config) = self.partitions {
+            let mut conn = crate::partitions::connect(self).await?;
+            crate::partitions::create(self, &mut conn, config, std::time::SystemTime::now())
+                .await?;
+        }
+        Ok(applied)
     }
 
     /// Keys store the consumer's name here: nothing to register.
@@ -223,7 +274,11 @@ impl inboxed_core::Store for MySqlStore {
         conn: &mut MySqlConnection,
         params: &ClaimParams<'_>,
     ) -> Result<Claim, StoreError> {
-        let claim = &self.queries.claim;
+        let claim = if self.partitions.is_some() {
+            &self.queries.claim_partitioned
+        } else {
+            &self.queries.claim
+        };
         claims::claim_key(self, conn, claim, params.consumer, params.envelope).await
     }
 
@@ -314,7 +369,3 @@ fn ended(e: StoreError) -> StoreError {
 /// The backlog and dead letters behind `inboxed serve`, as the shared layer reads them (its
 /// statements come with store-then-process on this engine).
 impl inboxed_core::observe::ObserveStore for MySqlStore {}
-
-/// The purge of processed keys, as the shared layer has it (its statements come later on this
-/// engine).
-impl inboxed_core::retention::store::RetentionStore for MySqlStore {}

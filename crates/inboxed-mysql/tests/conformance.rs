@@ -13,3 +13,8 @@ inboxed_test::conformance_tests!(@cases inboxed_test::My;
     serializable_conflicts_are_retried,
     custom_namespace_keeps_tables_apart,
 );
+
+/// The processor's guarantee cases on the time-partitioned table (`MySqlStore::partitioned`).
+mod partitioned {
+    inboxed_test::conformance_tests!(inboxed_test::MyParted, dedup_only);
+}

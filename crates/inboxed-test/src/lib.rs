@@ -16,6 +16,7 @@ pub mod handler;
 pub mod hooks;
 pub mod lite;
 pub mod my;
+pub mod my_parted;
 pub mod nats;
 pub mod outbox;
 pub mod parted;
@@ -33,6 +34,7 @@ pub use backend::{Backend, TestDb};
 pub use handler::{Ledger, Script, credit};
 pub use lite::Lite;
 pub use my::My;
+pub use my_parted::MyParted;
 pub use parted::PgParted;
 pub use pg::{Pg, admin_url};
 

@@ -125,8 +125,16 @@ impl DbArgs {
                     ..Default::default()
                 },
             ))),
+            (AnyStore::MySql(s), Some(interval)) => Ok(AnyStore::MySql(s.partitioned(
+                inboxed_core::retention::PartitionConfig {
+                    interval,
+                    ..Default::default()
+                },
+            ))),
             (AnyStore::Sqlite(_), Some(_)) => {
-                anyhow::bail!("--partition-interval is for PostgreSQL; SQLite has no partitions")
+                anyhow::bail!(
+                    "--partition-interval is for PostgreSQL and MySQL; SQLite has no partitions"
+                )
             }
             (store, _) => Ok(store),
         }
@@ -150,8 +158,7 @@ fn mysql_database(url: &str) -> Option<String> {
 pub(crate) enum AnyStore {
     Postgres(PgStore),
     Sqlite(SqliteStore),
-    /// MySQL or MariaDB: every command but those of time partitions, which refuse with the
-    /// store's "not built yet on this engine".
+    /// MySQL or MariaDB.
     MySql(MySqlStore),
 }
 

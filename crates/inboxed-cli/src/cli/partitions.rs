@@ -1,4 +1,5 @@
-//! `inboxed partitions`: the processed-keys partitions of PostgreSQL's partitioned mode.
+//! `inboxed partitions`: the processed-keys partitions of the partitioned mode (PostgreSQL,
+//! MySQL and MariaDB).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -75,43 +76,18 @@ fn parse_window(text: &str) -> Result<(ConsumerName, Duration), String> {
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     match args.action {
-        Action::List { db, json } => {
-            let AnyStore::Postgres(store) = db.connect_existing(2).await? else {
-                bail!("partitions are a PostgreSQL feature; SQLite keeps keys in one table");
-            };
-            let parts = store.partitions_list().await?;
-            for p in &parts {
-                let (from, to) = (p.from.map(utc), p.to.map(utc));
-                if json {
-                    let line = json!({ "partition": p.name, "from": from, "to": to,
-                        "state": p.state, "bytes": p.bytes });
-                    writeln!(out, "{line}")?;
-                } else {
-                    writeln!(
-                        out,
-                        "{:<48} {:>20} .. {:<20} {:<9} {:>12} bytes",
-                        p.name,
-                        from.as_deref().unwrap_or("-"),
-                        to.as_deref().unwrap_or("-"),
-                        p.state,
-                        p.bytes
-                    )?;
-                }
-            }
-            if !json {
-                writeln!(out, "{} partition(s)", parts.len())?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Action::List { db, json } => match db.connect_existing(2).await? {
+            AnyStore::Postgres(store) => list_postgres(&store, json, out).await,
+            AnyStore::MySql(store) => list_mysql(&store, json, out).await,
+            AnyStore::Sqlite(_) => bail!(NO_PARTITIONS),
+        },
         Action::CreateAhead { db } => {
-            let AnyStore::Postgres(store) = db.connect_existing(2).await? else {
-                bail!("partitions are a PostgreSQL feature; SQLite keeps keys in one table");
-            };
-            if !RetentionStore::partitioned(&store) {
-                bail!("give --partition-interval (the length the application partitions by)");
-            }
             // No windows declared: nothing is old enough to drop, so this only creates.
-            let report = store.maintain_partitions(SystemTime::now(), &[]).await?;
+            let report = match partitioned(db.connect_existing(2).await?)? {
+                AnyStore::Postgres(s) => s.maintain_partitions(SystemTime::now(), &[]).await?,
+                AnyStore::MySql(s) => s.maintain_partitions(SystemTime::now(), &[]).await?,
+                AnyStore::Sqlite(_) => bail!(NO_PARTITIONS),
+            };
             if report.skipped {
                 return busy(out);
             }
@@ -127,15 +103,14 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             for (consumer, window) in &windows {
                 horizon.retention(*window).check(consumer)?;
             }
-            let AnyStore::Postgres(store) = db.connect_existing(2).await? else {
-                bail!("partitions are a PostgreSQL feature; SQLite keeps keys in one table");
-            };
-            if !RetentionStore::partitioned(&store) {
-                bail!("give --partition-interval (the length the application partitions by)");
-            }
+            let store = partitioned(db.connect_existing(2).await?)?;
             let now = SystemTime::now();
             if yes {
-                let report = store.maintain_partitions(now, &windows).await?;
+                let report = match store {
+                    AnyStore::Postgres(s) => s.maintain_partitions(now, &windows).await?,
+                    AnyStore::MySql(s) => s.maintain_partitions(now, &windows).await?,
+                    AnyStore::Sqlite(_) => bail!(NO_PARTITIONS),
+                };
                 if report.skipped {
                     return busy(out);
                 }
@@ -147,15 +122,29 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
                 )?;
                 return Ok(ExitCode::SUCCESS);
             }
-            let plan = store.partitions_expiry_plan(now, &windows).await?;
-            for p in &plan {
-                let to = p.to.map_or_else(|| "-".to_owned(), utc);
-                match &p.keep {
-                    None => writeln!(out, "would drop {} (keys before {to})", p.name)?,
-                    Some(why) => writeln!(out, "keep {} (keys before {to}): {why}", p.name)?,
+            // (name, keys before, why kept)
+            let plan: Vec<(String, String, Option<String>)> = match store {
+                AnyStore::Postgres(s) => s
+                    .partitions_expiry_plan(now, &windows)
+                    .await?
+                    .into_iter()
+                    .map(|p| (p.name, p.to.map_or_else(|| "-".to_owned(), utc), p.keep))
+                    .collect(),
+                AnyStore::MySql(s) => s
+                    .partitions_expiry_plan(now, &windows)
+                    .await?
+                    .into_iter()
+                    .map(|(p, keep)| (p.name, p.upper_ms.map_or_else(|| "-".to_owned(), ms), keep))
+                    .collect(),
+                AnyStore::Sqlite(_) => bail!(NO_PARTITIONS),
+            };
+            for (name, to, keep) in &plan {
+                match keep {
+                    None => writeln!(out, "would drop {name} (keys before {to})")?,
+                    Some(why) => writeln!(out, "keep {name} (keys before {to}): {why}")?,
                 }
             }
-            let dropped = plan.iter().filter(|p| p.keep.is_none()).count();
+            let dropped = plan.iter().filter(|p| p.2.is_none()).count();
             writeln!(
                 out,
                 "dry run: {dropped} partition(s) would be dropped, {} kept; run again with --yes",
@@ -164,6 +153,93 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+const NO_PARTITIONS: &str = "partitions are a PostgreSQL and MySQL feature; SQLite keeps keys \
+                             in one table";
+
+/// `store`, refused unless it was built partitioned (from --partition-interval).
+fn partitioned(store: AnyStore) -> anyhow::Result<AnyStore> {
+    let on = match &store {
+        AnyStore::Postgres(s) => RetentionStore::partitioned(s),
+        AnyStore::MySql(s) => RetentionStore::partitioned(s),
+        AnyStore::Sqlite(_) => bail!(NO_PARTITIONS),
+    };
+    if !on {
+        bail!("give --partition-interval (the length the application partitions by)");
+    }
+    Ok(store)
+}
+
+async fn list_postgres(
+    store: &inboxed_postgres::PgStore,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let parts = store.partitions_list().await?;
+    for p in &parts {
+        let (from, to) = (p.from.map(utc), p.to.map(utc));
+        if json {
+            let line = json!({ "partition": p.name, "from": from, "to": to,
+                "state": p.state, "bytes": p.bytes });
+            writeln!(out, "{line}")?;
+        } else {
+            writeln!(
+                out,
+                "{:<48} {:>20} .. {:<20} {:<9} {:>12} bytes",
+                p.name,
+                from.as_deref().unwrap_or("-"),
+                to.as_deref().unwrap_or("-"),
+                p.state,
+                p.bytes
+            )?;
+        }
+    }
+    if !json {
+        writeln!(out, "{} partition(s)", parts.len())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// MySQL's partitions hold the keys whose id's time falls between the bound before and their
+/// own (`p1`: ids without a time; `pMAX`: past the last bound).
+async fn list_mysql(
+    store: &inboxed_mysql::MySqlStore,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let parts = store.partitions().await?;
+    let mut from: Option<i64> = None;
+    for p in &parts {
+        let (lo, hi) = (
+            from.filter(|&f| f > 1).map(ms),
+            p.upper_ms.filter(|&u| u > 1).map(ms),
+        );
+        if json {
+            let line = json!({ "partition": p.name, "from": lo, "to": hi,
+                "state": "attached", "rows_estimate": p.rows });
+            writeln!(out, "{line}")?;
+        } else {
+            writeln!(
+                out,
+                "{:<24} {:>20} .. {:<20} {:>12} rows (estimate)",
+                p.name,
+                lo.as_deref().unwrap_or("-"),
+                hi.as_deref().unwrap_or("-"),
+                p.rows
+            )?;
+        }
+        from = p.upper_ms;
+    }
+    if !json {
+        writeln!(out, "{} partition(s)", parts.len())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Milliseconds since the epoch as [`utc`] writes them.
+fn ms(at: i64) -> String {
+    utc(UNIX_EPOCH + Duration::from_millis(u64::try_from(at).unwrap_or(0)))
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ`, from days since the epoch by the civil calendar.

@@ -18,8 +18,10 @@ use crate::envelope::ConsumerName;
 pub use purger::{PassReport, Purger, PurgerConfig};
 pub use store::{PartitionReport, RetentionStore};
 
-/// Time partitions of the dedup table (PostgreSQL, `PgStore::partitioned`): keys live in
-/// partitions by received time, and expiry drops whole partitions instead of deleting rows.
+/// Time partitions of the dedup table (`PgStore::partitioned`, `MySqlStore::partitioned`): keys
+/// live in partitions by received time (PostgreSQL) or by the time in their UUIDv7 ids (MySQL,
+/// whose unique keys must hold the partition column), and expiry drops whole partitions
+/// instead of deleting rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionConfig {
     /// Length of one partition, aligned on multiples of it since the Unix epoch. Defaults to

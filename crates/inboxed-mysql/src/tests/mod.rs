@@ -193,6 +193,7 @@ mod claims;
 mod liveness;
 mod locked;
 mod outbox;
+mod partitions;
 mod reaper;
 mod receipt;
 mod settle;

@@ -1,0 +1,18 @@
+-- partition_consumers: the consumers with keys in the partition of upper bound $1, each with
+-- the partition's newest receipt (the same for every row; no row: the partition is empty).
+-- $1 upper bound (an integer: the name is `p` and its digits)
+--
+-- Both read an index, not the rows: the consumers by a loose scan of the primary key (one
+-- entry per consumer), the newest receipt at the end of the received_at index. Prepared from
+-- text, in one text query, as create_partitions.sql: the partition is named.
+--! one round trip
+SET @inboxed_sql = CONCAT(
+    'SELECT CONVERT(c.consumer_name USING utf8mb4), ',
+    'CAST(UNIX_TIMESTAMP(n.newest) * 1000 AS SIGNED) ',
+    'FROM (SELECT consumer_name FROM {{schema}}.`{{prefix}}processed_log` PARTITION (p',
+    CAST($1 AS SIGNED), ') GROUP BY consumer_name) AS c ',
+    'CROSS JOIN (SELECT MAX(received_at) AS newest FROM {{schema}}.`{{prefix}}processed_log` ',
+    'PARTITION (p', CAST($1 AS SIGNED), ')) AS n');
+PREPARE inboxed_q FROM @inboxed_sql;
+--! rows
+EXECUTE inboxed_q

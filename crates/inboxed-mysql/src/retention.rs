@@ -1,11 +1,10 @@
 //! Retention on MySQL, as the shared layer has it, but for partitioned mode: expired partitions
-//! are dropped whole (partitions.rs), and the row purge is refused there.
+//! are dropped whole (partitions.rs).
 
 use std::time::{Duration, SystemTime};
 
-use inboxed_core::engine;
 use inboxed_core::retention::PartitionReport;
-use inboxed_core::retention::store::{PurgeParams, RetentionStore};
+use inboxed_core::retention::store::RetentionStore;
 use inboxed_core::{ConsumerName, StoreError};
 
 use crate::MySqlStore;
@@ -28,15 +27,5 @@ impl RetentionStore for MySqlStore {
                          MySqlStore::partitioned)",
             }),
         }
-    }
-
-    async fn purge_processed(&self, params: &PurgeParams<'_>) -> Result<u64, StoreError> {
-        if self.partitions.is_some() {
-            return Err(StoreError::Unsupported {
-                operation: "row purge of a partitioned table",
-                reason: "expired partitions are dropped whole; use maintain_partitions",
-            });
-        }
-        engine::retention::purge_processed(self, params).await
     }
 }

@@ -2,9 +2,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use inboxed_core::engine;
 use inboxed_core::retention::PartitionReport;
-use inboxed_core::retention::store::{PurgeParams, RetentionStore};
+use inboxed_core::retention::store::RetentionStore;
 use inboxed_core::{ConsumerName, StoreError};
 
 use crate::PgStore;
@@ -26,16 +25,5 @@ impl RetentionStore for PgStore {
                 reason: "this store keeps keys in one table (build it with PgStore::partitioned)",
             }),
         }
-    }
-
-    async fn purge_processed(&self, params: &PurgeParams<'_>) -> Result<u64, StoreError> {
-        if self.partitions.is_some() {
-            // Physical addresses repeat across partitions, and expiry is by partition anyway.
-            return Err(StoreError::Unsupported {
-                operation: "row purge of a partitioned table",
-                reason: "expired partitions are dropped whole; use maintain_partitions",
-            });
-        }
-        engine::retention::purge_processed(self, params).await
     }
 }

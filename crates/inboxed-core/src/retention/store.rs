@@ -173,12 +173,22 @@ pub trait RetentionStore: Engine {
     }
 
     /// Deletes at most `limit` of the consumer's keys received before `older_than`, oldest
-    /// first, in a transaction of its own under the given timeouts. Returns how many.
+    /// first, in a transaction of its own under the given timeouts. Returns how many. Refused
+    /// in partitioned mode, where expired partitions are dropped whole.
     fn purge_processed(
         &self,
         params: &PurgeParams<'_>,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        crate::engine::retention::purge_processed(self, params)
+        let partitioned = self.partitioned();
+        async move {
+            if partitioned {
+                return Err(StoreError::Unsupported {
+                    operation: "row purge of a partitioned table",
+                    reason: "expired partitions are dropped whole; use maintain_partitions",
+                });
+            }
+            crate::engine::retention::purge_processed(self, params).await
+        }
     }
 
     /// Deletes at most `limit` dead letters whose last failure was before `older_than`, in a

@@ -170,15 +170,7 @@ async fn a_batch_claim_waits_for_a_concurrent_claim_of_its_key() {
 async fn a_batch_claim_beside_a_dead_letter_in_flight_undoes_that_key_alone() {
     let db = TestDb::new().await;
     db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
-    let mut letter = db.conn().await;
-    letter
-        .execute(
-            "BEGIN; INSERT INTO inboxed_dead_letters \
-             (consumer_name, message_id, payload, reason, error, attempts, conflict_hash) \
-             VALUES ('billing:eu-1', 'm-2', '', 'attempts_exhausted', 'the test', 5, '')",
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut letter = super::dead_letter_in_flight(&db, "billing:eu-1", "m-2").await;
     let store = db.store.clone();
     let batch = tokio::spawn(async move { claim_batch(&store, &["m-1", "m-2", "m-3"]).await });
     tokio::time::sleep(Duration::from_millis(300)).await;

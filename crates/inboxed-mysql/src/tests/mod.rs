@@ -100,6 +100,31 @@ const AWKWARD_IDS: &[&str] = &[
     "\t\n",
 ];
 
+/// A dead letter of `consumer`'s key `id` written and left uncommitted on a connection of the
+/// pool (returned, to commit or drop): one in flight, for a claim of the key to meet.
+async fn dead_letter_in_flight(
+    db: &TestDb,
+    consumer: &str,
+    id: &str,
+) -> sqlx::pool::PoolConnection<sqlx::MySql> {
+    let mut letter = db.conn().await;
+    sqlx::query("BEGIN")
+        .execute(&mut *letter)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    sqlx::query(
+        "INSERT INTO inboxed_dead_letters \
+         (consumer_name, message_id, payload, reason, error, attempts, conflict_hash) \
+         VALUES (?, ?, '', 'attempts_exhausted', 'held by the test', 5, '')",
+    )
+    .bind(consumer)
+    .bind(id)
+    .execute(&mut *letter)
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    letter
+}
+
 /// One claim of `envelope` by `consumer` in a store transaction of its own, committed.
 async fn claim_committed(
     store: &MySqlStore,

@@ -218,15 +218,7 @@ async fn a_claim_beside_a_dead_letter_in_flight_is_undone() {
     use inboxed_core::{ConsumerName, Envelope, MessageId};
     let db = TestDb::new().await;
     db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
-    let mut letter = db.conn().await;
-    letter
-        .execute(
-            "BEGIN; INSERT INTO inboxed_dead_letters \
-             (consumer_name, message_id, payload, reason, error, attempts, conflict_hash) \
-             VALUES ('billing', 'm-2', '', 'attempts_exhausted', 'held by the test', 5, '')",
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut letter = dead_letter_in_flight(&db, "billing", "m-2").await;
     let store = db.store.clone();
     let claim = tokio::spawn(async move {
         let consumer = ConsumerName::new("billing").unwrap_or_else(|e| panic!("{e}"));

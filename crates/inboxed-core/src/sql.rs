@@ -131,6 +131,7 @@ operations!(
     create_partitions,
     expired_partitions,
     partition_consumers,
+    purge_untimed,
     lock_maintenance,
     purge_dead_letters,
     purge_redrive_audit,

@@ -36,7 +36,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox,
     outbox_lock, outbox_hold, outbox_settle, outbox_reap_unsettled,
     claim_partitioned, list_partitions, create_partitions, partition_consumers, lock_maintenance,
-    drop_partition;
+    drop_partition, purge_untimed;
     absent:
     // Keys store the consumer's name: no registry.
     register_consumer,

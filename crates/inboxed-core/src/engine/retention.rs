@@ -37,8 +37,24 @@ pub async fn purge_processed<E>(e: &E, p: &PurgeParams<'_>) -> Result<u64, Store
 where
     E: Engine,
 {
+    purge_rows(e, &e.queries().purge_processed, p).await
+}
+
+/// [`purge_processed`] with another statement of the same parameters (`$1` the consumer, `$2`
+/// the cut-off in ms, `$3` the limit): MySQL's purge of the keys outside its time partitions.
+///
+/// # Errors
+/// The statement failed or timed out.
+pub async fn purge_rows<E>(
+    e: &E,
+    sql: &std::sync::Arc<str>,
+    p: &PurgeParams<'_>,
+) -> Result<u64, StoreError>
+where
+    E: Engine,
+{
     let q = e
-        .query(&e.queries().purge_processed)
+        .query(sql)
         .text(p.consumer.as_str())
         .int(millis(p.older_than))
         .int(i64::from(p.limit));

@@ -165,8 +165,18 @@ impl<S: RetentionStore> Purger<S> {
                 .map(|(c, r)| (c.clone(), r.window))
                 .collect();
             report.partitions = self.store.maintain_partitions(now, &windows).await?;
-            for (consumer, _) in &self.consumers {
-                report.deleted.push((consumer.clone(), 0));
+            for (consumer, retention) in &self.consumers {
+                // Keys no partition drop reaches (MySQL: ids without a time) go row by row.
+                let n = if self.store.purges_untimed_keys() {
+                    let older_than = now
+                        .checked_sub(retention.window)
+                        .unwrap_or(SystemTime::UNIX_EPOCH);
+                    self.purge_consumer(consumer, older_than, &mut progress)
+                        .await?
+                } else {
+                    0
+                };
+                report.deleted.push((consumer.clone(), n));
                 self.record_oldest(consumer, now).await;
             }
             self.purge_others(now, &mut report).await?;

@@ -172,9 +172,18 @@ pub trait RetentionStore: Engine {
         }
     }
 
+    /// Whether, in partitioned mode, some keys live outside the time partitions and are purged
+    /// row by row beside the partition drops ([`purge_processed`](Self::purge_processed)):
+    /// MySQL partitions by the time in UUIDv7 ids, and keeps the keys of other ids in a
+    /// partition no time ever expires. Defaults to `false`.
+    fn purges_untimed_keys(&self) -> bool {
+        false
+    }
+
     /// Deletes at most `limit` of the consumer's keys received before `older_than`, oldest
     /// first, in a transaction of its own under the given timeouts. Returns how many. Refused
-    /// in partitioned mode, where expired partitions are dropped whole.
+    /// in partitioned mode, where expired partitions are dropped whole, unless the store
+    /// [purges untimed keys](Self::purges_untimed_keys): then those alone.
     fn purge_processed(
         &self,
         params: &PurgeParams<'_>,

@@ -237,3 +237,47 @@ async fn maintenance_drops_only_what_every_consumer_has_outlived() {
     ));
     db.finish().await;
 }
+
+/// In partitioned mode the keys of ids without a time (partition p1), which no drop reaches,
+/// are purged row by row by their receipt, as on the plain table; keys of the time partitions
+/// are left to their partitions.
+#[tokio::test]
+async fn keys_without_a_time_are_purged_by_rows_in_partitioned_mode() {
+    use inboxed_core::retention::store::PurgeParams;
+    let db = TestDb::new().await;
+    let store = parted(&db).await;
+    let timed = v7_at(now_ms(), 9);
+    for id in ["plain-old", "plain-new", timed.as_str()] {
+        assert_eq!(claim(&store, "billing", id).await, Claim::New);
+    }
+    sqlx::query(
+        "UPDATE inboxed_processed_log SET received_at = received_at - INTERVAL 40 DAY \
+         WHERE message_id <> 'plain-new'",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let consumer = ConsumerName::new("billing").unwrap_or_else(|e| panic!("{e}"));
+    assert!(store.purges_untimed_keys());
+    let purged = store
+        .purge_processed(&PurgeParams {
+            consumer: &consumer,
+            older_than: SystemTime::now() - Duration::from_secs(30 * 24 * 3600),
+            limit: 100,
+            statement_timeout: Duration::from_secs(5),
+            lock_timeout: Duration::from_secs(1),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(purged, 1, "the old key without a time");
+    assert_eq!(claim(&store, "billing", "plain-old").await, Claim::New);
+    assert!(matches!(
+        claim(&store, "billing", "plain-new").await,
+        Claim::Duplicate { .. }
+    ));
+    assert!(matches!(
+        claim(&store, "billing", &timed).await,
+        Claim::Duplicate { .. }
+    ));
+    db.finish().await;
+}

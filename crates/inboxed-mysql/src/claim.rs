@@ -24,8 +24,19 @@ impl MySqlStore {
         consumer: &ConsumerName,
         envelopes: &[&Envelope],
     ) -> Result<Vec<Claim>, StoreError> {
-        if self.partitions.is_some() {
-            // claim_many.sql writes the plain table; the partitioned one is claimed key by key.
+        // One text query carries the list three times, in hex: a list past the packet budget
+        // (a batch of thousands of long ids) is claimed key by key, as the partitioned table
+        // is (claim_many.sql writes the plain one).
+        let size: usize = envelopes
+            .iter()
+            .map(|e| {
+                crate::parts::item_size(
+                    &[],
+                    &[Some(e.id().as_str()), e.message_type(), e.correlation_id()],
+                ) + 70
+            })
+            .sum();
+        if self.partitions.is_some() || size * 6 > crate::parts::PART_BYTES {
             return self.claim_in_order(conn, consumer, envelopes).await;
         }
         let keys: Vec<serde_json::Value> = envelopes

@@ -21,12 +21,6 @@ use inboxed_core::{ConsumerName, StoreError};
 use crate::MySqlStore;
 
 impl InboxStore for MySqlStore {
-    /// InnoDB on two cores: 16 default workers drained at 0.59 of one worker's rate running a
-    /// batch each at once, 0.80 pausing to run about four at once (BENCHMARKS.md).
-    fn rests_below_one_loop(&self) -> bool {
-        true
-    }
-
     /// `enqueue_many.sql`: the batch's aggregates' turns at once, then one insert a part of the
     /// batch (receipt.rs).
     async fn enqueue_many(&self, p: &EnqueueManyParams<'_>) -> Result<Vec<Enqueued>, StoreError> {

@@ -1,5 +1,5 @@
 //! MySQL and MariaDB store for [inboxed](https://docs.rs/inboxed): the inbox in the InnoDB
-//! database that holds the business tables, MySQL 8.0.1+ or MariaDB 10.6+.
+//! database that holds the business tables, MySQL 8.0.16+ or MariaDB 10.6+.
 //!
 //! Built so far: the processor (the idempotent consumer, one message or a batch per
 //! transaction, with attempts, dead letters and redrive) and store-then-process in lease and

@@ -21,7 +21,22 @@ impl OutboxStore for MySqlStore {
         conn: &mut MySqlConnection,
         params: &[WriteParams<'_>],
     ) -> Result<(), StoreError> {
-        for (part, shared) in parts(params, |p| p.message.payload().len()) {
+        let size = |p: &WriteParams<'_>| {
+            let m = p.message;
+            let headers = m.headers_json();
+            let texts = [
+                Some(p.message_id.as_str()),
+                Some(m.destination()),
+                m.ordering_key(),
+                m.message_type(),
+                m.correlation_id(),
+                Some(headers.as_str()),
+                p.caused_by_consumer.map(ConsumerName::as_str),
+                p.caused_by_message_id,
+            ];
+            crate::parts::item_size(m.payload(), &texts)
+        };
+        for (part, shared) in parts(params, size) {
             if !shared {
                 outbox::write_each(self, conn, part).await?;
                 continue;

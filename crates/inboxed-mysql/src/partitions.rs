@@ -126,6 +126,8 @@ async fn pass(
     windows: &[(ConsumerName, Duration)],
 ) -> Result<PartitionReport, StoreError> {
     let mut report = PartitionReport::new(create(store, conn, config, now).await?, 0);
+    let by_consumer: HashMap<&str, Duration> =
+        windows.iter().map(|(c, w)| (c.as_str(), *w)).collect();
     for (partition, keep) in plan(store, conn, now, windows).await? {
         let Some(upper) = partition.upper_ms else {
             continue;
@@ -136,8 +138,25 @@ async fn pass(
             continue;
         }
         let started = Instant::now();
-        let q = store.query(&store.queries.drop_partition).int(upper);
-        MySqlStore::execute(q, conn).await?;
+        // The table held (lock_processed_log.sql says why), the partition checked again.
+        let lock = store.ns.render(crate::queries::LOCK_PROCESSED_LOG);
+        MySqlStore::execute_script(&lock, conn).await?;
+        let dropped = match kept_because(store, conn, upper, now, &by_consumer).await {
+            Ok(None) => {
+                let q = store.query(&store.queries.drop_partition).int(upper);
+                MySqlStore::execute(q, conn).await.map(|_| true)
+            }
+            Ok(Some(why)) => {
+                warn!(partition = %partition.name, why, "partition kept: a key arrived during the pass");
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        };
+        MySqlStore::execute_script("UNLOCK TABLES", conn).await?;
+        if !dropped? {
+            report.kept += 1;
+            continue;
+        }
         let took = started.elapsed();
         metrics::histogram!(inboxed_core::metrics::PARTITION_DROP_SECONDS)
             .record(took.as_secs_f64());

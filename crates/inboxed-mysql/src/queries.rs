@@ -63,3 +63,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
 
 /// The server's version and settings ([`crate::MySqlStore::check_server`]); no identifiers.
 pub(crate) const CHECK_SERVER: &str = include_str!("../sql/check_server.sql");
+
+/// Partitioned mode's table lock around a partition drop (`partitions.rs`); a template of the
+/// namespace, rendered where it runs.
+pub(crate) const LOCK_PROCESSED_LOG: &str = include_str!("../sql/lock_processed_log.sql");

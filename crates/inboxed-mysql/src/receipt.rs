@@ -29,7 +29,16 @@ impl MySqlStore {
         let mut turns = Some(serde_json::json!(aggregates).to_string());
         let mut tx = self.begin_write().await?;
         let mut outcomes = Vec::with_capacity(p.envelopes.len());
-        for (envs, shared) in parts(p.envelopes, |e| e.payload().len()) {
+        let size = |e: &Envelope| {
+            let texts = [
+                Some(e.id().as_str()),
+                e.aggregate_id(),
+                e.message_type(),
+                e.correlation_id(),
+            ];
+            crate::parts::item_size(e.payload(), &texts) + 64
+        };
+        for (envs, shared) in parts(p.envelopes, size) {
             // The whole batch's turns, with the first statement that runs.
             let turns = turns.take();
             let stored = match (&turns, shared) {

@@ -34,7 +34,8 @@ pub fn judge(s: &Server) -> Result<DurabilityReport, StoreError> {
         return Err(StoreError::ServerUnfit {
             setting: "version",
             value: s.version.clone(),
-            hint: "claims need SELECT … FOR UPDATE SKIP LOCKED: MySQL 8.0.1 or later, \
+            hint: "the store needs SELECT … FOR UPDATE SKIP LOCKED (MySQL 8.0.1), JSON_TABLE \
+                   (8.0.4) and enforced CHECK constraints (8.0.16): MySQL 8.0.16 or later, \
                    MariaDB 10.6 or later",
         });
     }
@@ -91,7 +92,9 @@ pub fn judge(s: &Server) -> Result<DurabilityReport, StoreError> {
     })
 }
 
-/// Whether `version` (`VERSION()`) has `SKIP LOCKED`: MariaDB from 10.6, MySQL from 8.0.1.
+/// Whether `version` (`VERSION()`) has what the store uses: `SKIP LOCKED` (MySQL 8.0.1),
+/// `JSON_TABLE` (8.0.4) and CHECK constraints it enforces (8.0.16; the partitioned table's ties
+/// a key to its partition); MariaDB has them all from 10.6.
 fn skips_locked(version: &str) -> bool {
     let mut parts = version
         .split(|c: char| !c.is_ascii_digit())
@@ -104,7 +107,7 @@ fn skips_locked(version: &str) -> bool {
     if version.contains("MariaDB") {
         v >= (10, 6, 0)
     } else {
-        v >= (8, 0, 1)
+        v >= (8, 0, 16)
     }
 }
 
@@ -182,7 +185,7 @@ mod tests {
             "version"
         );
         assert_eq!(
-            refused(&with(|s| s.version = "8.0.0".to_owned())),
+            refused(&with(|s| s.version = "8.0.15".to_owned())),
             "version"
         );
         assert!(judge(&with(|s| s.version = "8.0.36".to_owned())).is_ok());

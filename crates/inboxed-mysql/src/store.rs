@@ -204,14 +204,14 @@ impl MySqlStore {
 impl inboxed_core::Store for MySqlStore {
     type Db = sqlx::MySql;
 
-    /// In partitioned mode, also creates the partitions ahead.
+    /// In partitioned mode, also creates the partitions ahead, under the maintenance lock:
+    /// processes starting together would otherwise carve the same partition twice (1517).
+    /// When another process holds the lock, its pass creates them.
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
         let applied =
             inboxed_core::engine::migrate::run(self, &self.ns, crate::queries::MIGRATIONS).await?;
         if let Some(config) = self.partitions {
-            let mut conn = crate::partitions::connect(self).await?;
-            crate::partitions::create(self, &mut conn, config, std::time::SystemTime::now())
-                .await?;
+            crate::partitions::maintain(self, config, std::time::SystemTime::now(), &[]).await?;
         }
         Ok(applied)
     }

@@ -48,9 +48,7 @@ pub struct WorkerConfig {
     /// of a few batches, within 1.5×), give one up when that time doubles. Workers registered
     /// on one PostgreSQL or MySQL database (`liveness`) also share its loops: among `n` of
     /// them each runs at most `concurrency / n` (rounded up, one at least), since 16 workers
-    /// of four loops each drained slower on two cores than one worker alone; on MySQL, when
-    /// `n` passes `concurrency`, each runs its one loop `concurrency / n` of the time (a pause
-    /// after each batch), so that together they run about `concurrency` batches. A worker whose
+    /// of four loops each drained slower on two cores than one worker alone. A worker whose
     /// rows wait on something else (an HTTP call) and runs alone keeps them all; many such
     /// workers sharing a database want this off. `false`: always `concurrency` loops.
     /// Defaults to `true`.

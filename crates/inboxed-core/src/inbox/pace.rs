@@ -61,11 +61,6 @@ struct State {
     /// The workers registered on the database (0 while not known), when paced: the most
     /// loops is then this worker's share of the server's.
     peers: Option<Arc<AtomicU32>>,
-    /// Whether a share of less than one loop pauses between batches ([`Pace::rest`]).
-    rests: bool,
-    /// When the share is less than one loop, the end of this worker's pause after its last
-    /// batch.
-    rest_until: Option<Instant>,
 }
 
 /// A batch's slot, handed back with [`Pace::leave`].
@@ -89,8 +84,6 @@ impl Pace {
                 batch: 0.0,
                 shrunk_from: None,
                 peers: None,
-                rests: false,
-                rest_until: None,
             }),
             freed: Notify::new(),
         }
@@ -115,26 +108,12 @@ impl Pace {
         }
     }
 
-    /// The pause after a batch that took `took`, on a store that rests below one loop, when
-    /// this worker's share of the server's loops is less than one: among `n` registered
-    /// workers of `most` loops each, one loop runs `most / n` of the time, so that together
-    /// they run about `most` batches at once, as one worker would at most. Each running a loop
-    /// without pause, 16 workers of 4 ran 16 batches at once on two cores, and drained at 0.59
-    /// of one worker's rate on MariaDB (`InboxStore::rests_below_one_loop`).
-    fn rest(s: &State, took: Duration) -> Option<Duration> {
-        let n = s.peers.as_ref().map_or(0, |p| p.load(Ordering::Relaxed));
-        (s.rests && n > s.most).then(|| took.mul_f64(f64::from(n - s.most) / f64::from(s.most)))
-    }
-
     /// At the start of a run of `loops` loops: the limit never exceeds them, and batches of
     /// an earlier run cut short at its end no longer count. `peers`, when known, is how many
-    /// workers are registered on the database; `rests`, whether a share of less than one loop
-    /// pauses between batches.
-    pub(super) fn start(&self, loops: u32, peers: Option<Arc<AtomicU32>>, rests: bool) {
+    /// workers are registered on the database.
+    pub(super) fn start(&self, loops: u32, peers: Option<Arc<AtomicU32>>) {
         let mut s = self.lock();
         s.peers = peers.filter(|_| self.adaptive);
-        s.rests = rests;
-        s.rest_until = None;
         s.running.clear();
         s.under = (0.0, 0);
         s.most = self.configured.min(loops.max(1));
@@ -156,18 +135,6 @@ impl Pace {
     /// Waits for a slot; `None` when `stop` turns true first.
     pub(super) async fn enter(&self, stop: &mut watch::Receiver<bool>) -> Option<Ticket> {
         loop {
-            // Resting after the last batch: wait it out (a freed slot does not end a rest).
-            let rest = self
-                .lock()
-                .rest_until
-                .map(|until| until.saturating_duration_since(Instant::now()))
-                .filter(|left| !left.is_zero());
-            if let Some(left) = rest {
-                tokio::select! {
-                    () = tokio::time::sleep(left) => continue,
-                    _ = stop.changed() => return None,
-                }
-            }
             let freed = self.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
@@ -211,9 +178,6 @@ impl Pace {
                 } else {
                     RECENT_WEIGHT * secs + (1.0 - RECENT_WEIGHT) * s.batch
                 };
-            }
-            if rows > 0 {
-                s.rest_until = Self::rest(&s, took).map(|pause| Instant::now() + pause);
             }
             #[allow(clippy::cast_precision_loss, reason = "rows per batch")]
             let per_row = took.as_secs_f64() / rows.max(1) as f64;
@@ -262,51 +226,6 @@ impl Pace {
 mod tests {
     use super::*;
 
-    /// On a store that rests below one loop, among 16 registered workers of 4 loops, a worker
-    /// runs one loop a quarter of the time: after a batch of 100 ms it waits 300 ms before the
-    /// next. Among 4 or fewer, no pause; an empty claim pauses nothing either; nor does a store
-    /// that does not rest.
-    #[tokio::test(start_paused = true)]
-    async fn a_share_below_one_loop_rests_between_batches() {
-        let (_stop, mut stopped) = watch::channel(false);
-        let peers = Arc::new(AtomicU32::new(16));
-        let pace = Pace::new(4, true);
-        pace.start(4, Some(Arc::clone(&peers)), true);
-        let ticket = pace.enter(&mut stopped).await.unwrap();
-        pace.leave(ticket, 50, true, Duration::from_millis(100));
-        let before = Instant::now();
-        let ticket = pace.enter(&mut stopped).await.unwrap();
-        assert_eq!(before.elapsed(), Duration::from_millis(300));
-        pace.leave(ticket, 0, false, Duration::from_millis(100));
-        let before = Instant::now();
-        let ticket = pace.enter(&mut stopped).await.unwrap();
-        assert_eq!(
-            before.elapsed(),
-            Duration::ZERO,
-            "an empty claim pauses nothing"
-        );
-        peers.store(4, Ordering::Relaxed);
-        pace.leave(ticket, 50, true, Duration::from_millis(100));
-        let before = Instant::now();
-        let _ticket = pace.enter(&mut stopped).await.unwrap();
-        assert_eq!(
-            before.elapsed(),
-            Duration::ZERO,
-            "a whole loop each: no pause"
-        );
-        let busy = Pace::new(4, true);
-        busy.start(4, Some(Arc::new(AtomicU32::new(16))), false);
-        let ticket = busy.enter(&mut stopped).await.unwrap();
-        busy.leave(ticket, 50, true, Duration::from_millis(100));
-        let before = Instant::now();
-        let _ticket = busy.enter(&mut stopped).await.unwrap();
-        assert_eq!(
-            before.elapsed(),
-            Duration::ZERO,
-            "a store that does not rest"
-        );
-    }
-
     /// `n` full batches of 50 rows at `per_row_ms` each, one after another.
     async fn full(pace: &Pace, per_row_ms: u64, n: u32) {
         let (_stop, mut stopped) = watch::channel(false);
@@ -342,7 +261,7 @@ mod tests {
     async fn batches_whose_times_vary_do_not_hold_a_worker_at_one_loop() {
         // Rows take 1 ms or 4 ms by turns, however many loops run: more loops cost nothing.
         let pace = Pace::new(4, true);
-        pace.start(4, None, false);
+        pace.start(4, None);
         for i in 0..60 {
             full(&pace, if i % 2 == 0 { 1 } else { 4 }, 1).await;
         }
@@ -357,7 +276,7 @@ mod tests {
     async fn a_worker_among_many_takes_its_share_of_the_loops() {
         let peers = Arc::new(AtomicU32::new(4));
         let pace = Pace::new(4, true);
-        pace.start(4, Some(Arc::clone(&peers)), false);
+        pace.start(4, Some(Arc::clone(&peers)));
         full(&pace, 1, 40).await;
         assert_eq!(pace.limit(), 1, "four workers: one loop each");
         peers.store(2, Ordering::Relaxed);
@@ -367,7 +286,7 @@ mod tests {
         full(&pace, 1, 40).await;
         assert_eq!(pace.limit(), 4, "not known: all of its own");
         let fixed = Pace::new(4, false);
-        fixed.start(4, Some(Arc::new(AtomicU32::new(8))), false);
+        fixed.start(4, Some(Arc::new(AtomicU32::new(8))));
         assert_eq!(fixed.limit(), 4, "loops set by hand are not shared");
     }
 

@@ -271,15 +271,6 @@ pub trait InboxStore: Engine {
         None
     }
 
-    /// Whether a paced worker among more registered workers than its loops runs its one loop
-    /// only part of the time, so that together they run about as many batches at once as one
-    /// worker would. MySQL: 16 default workers drained at 0.59 of one worker's rate running a
-    /// loop each, 0.80 with the pause. PostgreSQL: 0.96 without, 0.80 with (BENCHMARKS.md,
-    /// "Store-then-process with the defaults"). Defaults to `false`.
-    fn rests_below_one_loop(&self) -> bool {
-        false
-    }
-
     /// Stores a received message as pending unless its key is there already (autocommit).
     fn enqueue(
         &self,

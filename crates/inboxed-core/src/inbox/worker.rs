@@ -301,7 +301,6 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         self.inner.pace.start(
             u32::try_from(count).unwrap_or(u32::MAX),
             liveness.as_ref().map(super::guards::Liveness::peers),
-            self.inner.store.rests_below_one_loop(),
         );
         for _ in 0..count {
             let worker = self.clone();

@@ -281,3 +281,69 @@ async fn keys_without_a_time_are_purged_by_rows_in_partitioned_mode() {
     ));
     db.finish().await;
 }
+
+/// A key claimed in an expired partition while a pass is deciding (a re-driven message with an
+/// old id): the pass's first read does not see it, uncommitted; the drop holds the table, which
+/// waits for the claim to commit, checks the partition again, and keeps it: the key is not
+/// lost with the partition.
+#[tokio::test]
+async fn a_key_claimed_during_a_pass_keeps_its_partition() {
+    use inboxed_core::store::{BeginParams, ClaimParams, Store};
+    let db = TestDb::new().await;
+    let store = parted(&db).await;
+    let today = end_of_today();
+    assert_eq!(
+        claim(&store, "billing", &v7_at(today - 3_600_000, 1)).await,
+        Claim::New
+    );
+    let later = SystemTime::now() + Duration::from_secs(10 * 24 * 3600);
+    // The partitions up to then made first: the pass below has none to create (a creation
+    // waits for the claim's transaction too, which would hide the race).
+    let created = store.maintain_partitions(later, &[]).await;
+    assert!(created.unwrap_or_else(|e| panic!("{e}")).created > 0);
+    let late = v7_at(today - 7_200_000, 2);
+    let audit = ConsumerName::new("audit").unwrap_or_else(|e| panic!("{e}"));
+    let envelope = Envelope::new(
+        MessageId::new(&late).unwrap_or_else(|e| panic!("{e}")),
+        b"{}".to_vec(),
+    );
+    let mut held = store
+        .begin(&BeginParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let params = ClaimParams {
+        consumer: &audit,
+        envelope: &envelope,
+    };
+    let claimed = store.claim(&mut held, &params).await;
+    assert_eq!(claimed.unwrap_or_else(|e| panic!("{e}")), Claim::New);
+    let billing = ConsumerName::new("billing").unwrap_or_else(|e| panic!("{e}"));
+    let pass = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .maintain_partitions(later, &[(billing, Duration::from_secs(2 * 24 * 3600))])
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    held.commit().await.unwrap_or_else(|e| panic!("{e}"));
+    let report = pass
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(report.kept >= 1, "{report:?}");
+    let names: Vec<String> = store
+        .partitions()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert!(names.contains(&format!("p{today}")), "{names:?}");
+    assert!(matches!(
+        claim(&store, "audit", &late).await,
+        Claim::Duplicate { .. }
+    ));
+    db.finish().await;
+}

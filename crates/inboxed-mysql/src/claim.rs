@@ -87,14 +87,23 @@ impl MySqlStore {
         order.sort_by_key(|&i| envelopes[i].id().as_str().as_bytes());
         let mut claims = vec![Claim::New; envelopes.len()];
         for i in order {
-            let env = envelopes[i];
-            let claim = if self.partitions.is_some() {
-                &self.queries.claim_partitioned
-            } else {
-                &self.queries.claim
-            };
-            claims[i] = claims::claim_key(self, conn, claim, consumer, env).await?;
+            claims[i] = self.claim_one(conn, consumer, envelopes[i]).await?;
         }
         Ok(claims)
+    }
+
+    /// One key's claim (`claim.sql`, or `claim_partitioned.sql` in partitioned mode).
+    pub(crate) async fn claim_one(
+        &self,
+        conn: &mut MySqlConnection,
+        consumer: &ConsumerName,
+        env: &Envelope,
+    ) -> Result<Claim, StoreError> {
+        let claim = if self.partitions.is_some() {
+            &self.queries.claim_partitioned
+        } else {
+            &self.queries.claim
+        };
+        claims::claim_key(self, conn, claim, consumer, env).await
     }
 }

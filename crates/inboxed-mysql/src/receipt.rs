@@ -41,21 +41,24 @@ impl MySqlStore {
         for (envs, shared) in parts(p.envelopes, size) {
             // The whole batch's turns, with the first statement that runs.
             let turns = turns.take();
-            let stored = match (&turns, shared) {
-                (_, true) => {
-                    let turns = turns.as_deref().unwrap_or("[]");
-                    self.store_part(&mut tx, p.consumer, turns, envs).await?
-                }
-                (Some(turns), false) => {
+            let stored = if shared {
+                let turns = turns.as_deref().unwrap_or("[]");
+                self.store_part(&mut tx, p.consumer, turns, envs).await?
+            } else {
+                if let Some(turns) = &turns {
                     self.store_part(&mut tx, p.consumer, turns, &[]).await?;
-                    None
                 }
-                (None, false) => None,
+                None
             };
             match stored {
-                Some(ids) => outcomes.extend(envs.iter().map(|env| Enqueued::Stored {
-                    id: ids.get(env.id().as_str()).copied().unwrap_or_default(),
-                })),
+                Some(ids) => {
+                    for env in envs {
+                        // Every key of the part was inserted, and read back by key.
+                        let id = ids.get(env.id().as_str()).copied();
+                        let id = id.ok_or(StoreError::Database(sqlx::Error::RowNotFound))?;
+                        outcomes.push(Enqueued::Stored { id });
+                    }
+                }
                 None => outcomes.extend(claims::enqueue_in(self, &mut tx, p.consumer, envs).await?),
             }
         }

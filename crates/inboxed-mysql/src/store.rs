@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{AssertSqlSafe, Executor, MySql, MySqlConnection, Row};
 
-use inboxed_core::engine::{claims, keys};
+use inboxed_core::engine::keys;
 use inboxed_core::retention::PartitionConfig;
 use inboxed_core::sql::Queries;
 use inboxed_core::store::{
@@ -274,12 +274,7 @@ impl inboxed_core::Store for MySqlStore {
         conn: &mut MySqlConnection,
         params: &ClaimParams<'_>,
     ) -> Result<Claim, StoreError> {
-        let claim = if self.partitions.is_some() {
-            &self.queries.claim_partitioned
-        } else {
-            &self.queries.claim
-        };
-        claims::claim_key(self, conn, claim, params.consumer, params.envelope).await
+        self.claim_one(conn, params.consumer, params.envelope).await
     }
 
     async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {

@@ -109,6 +109,8 @@ operations!(
     dead_workers,
     forget_workers,
     count_workers,
+    gate_enter,
+    gate_leave,
     replay_select,
     replay_reset,
     replay_audit,

@@ -13,8 +13,8 @@ use sqlx::MySqlConnection;
 use inboxed_core::engine::{self, Args, Columns, Engine};
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
-    EnqueueManyParams, Enqueued, InboxStore, Liveness, ReleaseStaleParams, RowFate, Subscription,
-    millis, millis_of,
+    EnqueueManyParams, Enqueued, Gate, InboxStore, Liveness, ReleaseStaleParams, RowFate,
+    Subscription, millis, millis_of,
 };
 use inboxed_core::{ConsumerName, StoreError};
 
@@ -89,6 +89,12 @@ impl InboxStore for MySqlStore {
     /// A named lock (`GET_LOCK`) on a connection of its own.
     async fn hold_liveness(&self, worker: &str) -> Result<Option<Liveness>, StoreError> {
         engine::liveness::hold(self, worker).await
+    }
+
+    /// Named locks, each waited on by the loops that need it: on MariaDB 10.11, 16 default
+    /// workers drained at 0.50 to 0.77 of one worker's rate without a gate.
+    fn batch_gate(&self, slots: u32) -> Option<Gate> {
+        Some(engine::gate::open(self, slots))
     }
 
     async fn dead_workers(&self) -> Result<Vec<String>, StoreError> {

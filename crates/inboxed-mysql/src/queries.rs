@@ -27,7 +27,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     migrate_lock, migrate_unlock, migrations_table, migrations_applied, migration_record,
     migrations_exist, enqueue, enqueue_lookup, enqueue_many, claim_batch, claim_stamp, complete, complete_batch, fail,
     extend_leases, release, release_stale, register_worker, dead_workers, forget_workers,
-    count_workers, replay_select, replay_reset, replay_audit,
+    count_workers, gate_enter, gate_leave, replay_select, replay_reset, replay_audit,
     purge_done, observe_inbox, observe_dead_letters, list_dead_letters, load_dead_letter_by_id,
     delete_dead_letter_by_id, purge_processed, count_expired, processed_stats, purge_dead_letters,
     purge_redrive_audit, redact_done_payloads, lock_batch, finish_locked,

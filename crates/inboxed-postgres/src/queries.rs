@@ -27,6 +27,9 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox, outbox_lock,
     outbox_lock_plan, outbox_hold, outbox_settle, outbox_reap_unsettled;
     absent:
+    // No batch gate: 16 default workers drain at 0.96 of one worker's rate without one
+    // (BENCHMARKS.md, `defaults`).
+    gate_enter, gate_leave,
     // Partitioned mode partitions by receipt time here: every key is in a time partition.
     purge_untimed,
     // UPDATE … RETURNING claims and stamps in one statement (claim_batch.sql,

@@ -22,6 +22,8 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox;
     absent:
+    // No batch gate: one writer at a time already, and no session locks.
+    gate_enter, gate_leave,
     // Partitioned mode partitions by receipt time here: every key is in a time partition.
     purge_untimed,
     // UPDATE … RETURNING claims and stamps in one statement (claim_batch.sql,

@@ -14,6 +14,7 @@
 //! errors reported far from their cause.
 
 pub mod claims;
+pub mod gate;
 pub mod inbox;
 pub mod key_lock;
 pub mod keys;

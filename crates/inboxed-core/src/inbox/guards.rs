@@ -78,3 +78,55 @@ impl Drop for Liveness {
         self.task.abort();
     }
 }
+
+/// One claim loop's place at a store's batch gate (see [`InboxStore::batch_gate`]): a session
+/// of its own, kept by a task, that holds one of the gate's slots while the loop runs a batch.
+/// The task owns the session, so that a loop stopped while it waits for a slot leaves nothing
+/// half-done: the task hands back a slot it got for a loop that no longer waits. Dropped, it
+/// ends the task and the session, and with it any slot held.
+///
+/// [`InboxStore::batch_gate`]: super::store::InboxStore::batch_gate
+#[derive(Debug)]
+pub struct Gate {
+    requests: tokio::sync::mpsc::UnboundedSender<GateRequest>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What a loop asks of its gate's task.
+#[derive(Debug)]
+pub enum GateRequest {
+    /// A slot, answered with its number, or `None` when the gate cannot be reached (the loop
+    /// then runs its batch ungated: the gate paces, it never holds work back).
+    Enter(tokio::sync::oneshot::Sender<Option<u32>>),
+    /// The slot is free again.
+    Leave(u32),
+}
+
+impl Gate {
+    /// Wraps the `task` that serves `requests`.
+    #[must_use]
+    pub fn new(
+        task: tokio::task::JoinHandle<()>,
+        requests: tokio::sync::mpsc::UnboundedSender<GateRequest>,
+    ) -> Self {
+        Self { requests, task }
+    }
+
+    /// Waits for a slot; `None` when the gate cannot be reached.
+    pub async fn enter(&self) -> Option<u32> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.requests.send(GateRequest::Enter(reply)).ok()?;
+        answer.await.ok().flatten()
+    }
+
+    /// Frees `slot`, without waiting for the server.
+    pub fn leave(&self, slot: u32) {
+        let _ = self.requests.send(GateRequest::Leave(slot));
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

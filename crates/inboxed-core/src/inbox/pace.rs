@@ -108,6 +108,16 @@ impl Pace {
         }
     }
 
+    /// Whether more workers are registered on the database than this one's `concurrency`:
+    /// each then has a share of less than one loop, which a store's batch gate enforces
+    /// (`InboxStore::batch_gate`). Never while the count is not known.
+    pub(super) fn crowded(&self) -> bool {
+        let s = self.lock();
+        s.peers
+            .as_ref()
+            .is_some_and(|p| p.load(Ordering::Relaxed) > self.configured)
+    }
+
     /// At the start of a run of `loops` loops: the limit never exceeds them, and batches of
     /// an earlier run cut short at its end no longer count. `peers`, when known, is how many
     /// workers are registered on the database.

@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 use tracing::{error, warn};
 
 use super::config::WorkerConfig;
-use super::store::{ClaimBatchParams, ClaimToken, InboxRow, InboxStore};
+use super::store::{ClaimBatchParams, ClaimToken, Gate, InboxRow, InboxStore};
 use crate::envelope::ConsumerName;
 use crate::error::Error;
 use crate::handler::Handler;
@@ -302,11 +302,19 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             u32::try_from(count).unwrap_or(u32::MAX),
             liveness.as_ref().map(super::guards::Liveness::peers),
         );
+        // Workers whose loops a store gates share `concurrency` batches at once, once more
+        // of them are registered than that (`engine/gate.rs`).
+        let slots = u32::try_from(self.inner.config.concurrency).unwrap_or(u32::MAX);
         for _ in 0..count {
             let worker = self.clone();
             let stop = stop_rx.clone();
             let wake = wake.clone();
-            loops.spawn(async move { worker.claim_loop(stop, wake).await });
+            let gate = if self.inner.config.adaptive_concurrency {
+                self.inner.store.batch_gate(slots)
+            } else {
+                None
+            };
+            loops.spawn(async move { worker.claim_loop(stop, wake, gate).await });
         }
         shutdown.await;
         let _ = stop_tx.send(true);
@@ -350,11 +358,26 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         first_error.map_or(Ok(()), |e| Err(e.into()))
     }
 
-    async fn claim_loop(&self, mut stop: watch::Receiver<bool>, wake: Option<Arc<Notify>>) {
+    async fn claim_loop(
+        &self,
+        mut stop: watch::Receiver<bool>,
+        wake: Option<Arc<Notify>>,
+        gate: Option<Gate>,
+    ) {
         let mut failures = 0u32;
         while !*stop.borrow() {
             let Some(slot) = self.inner.pace.enter(&mut stop).await else {
                 break;
+            };
+            let gated = match &gate {
+                Some(gate) if self.inner.pace.crowded() => tokio::select! {
+                    entered = gate.enter() => entered,
+                    _ = stop.changed() => {
+                        self.inner.pace.leave(slot, 0, false, Duration::ZERO);
+                        break;
+                    }
+                },
+                _ => None,
             };
             // Registered before the claim, so a row stored while it runs still wakes us.
             let mut notified = wake.as_ref().map(|n| Box::pin(n.notified()));
@@ -363,6 +386,9 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             }
             let started = std::time::Instant::now();
             let ran = self.run_once().await;
+            if let (Some(gate), Some(entered)) = (&gate, gated) {
+                gate.leave(entered);
+            }
             let claimed = ran.as_ref().map_or(0, |r| r.claimed);
             let full = claimed >= u64::from(self.inner.config.batch_size.max(1));
             self.inner

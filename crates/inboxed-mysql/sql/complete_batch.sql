@@ -7,6 +7,10 @@
 -- statements reach the rows through the claim token's index, so they examine (and lock) only
 -- this claim's rows: `id IN (SELECT … FROM JSON_TABLE …)` made MariaDB scan the table, a
 -- locking read then waited on other workers' rows, and two workers deadlocked.
+-- First the check that this transaction is still the one the store began (complete.sql says
+-- why): without it, a batch whose transaction a deadlock rolled back under a handler that
+-- swallowed the error was marked done on its own, the effects of its first rows lost.
+RELEASE SAVEPOINT inboxed_settle;
 --! rows
 SELECT id FROM {{schema}}.`{{prefix}}inbox_messages`
     FORCE INDEX (`{{prefix}}inbox_messages_claim_token_idx`)

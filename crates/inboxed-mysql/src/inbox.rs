@@ -13,8 +13,8 @@ use sqlx::MySqlConnection;
 use inboxed_core::engine::{self, Args, Columns, Engine};
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::{
-    EnqueueManyParams, Enqueued, Gate, InboxStore, Liveness, ReleaseStaleParams, RowFate,
-    Subscription, millis, millis_of,
+    ClaimToken, CompleteParams, Completed, EnqueueManyParams, Enqueued, Gate, InboxStore, Liveness,
+    ReleaseStaleParams, RowFate, Subscription, millis, millis_of,
 };
 use inboxed_core::{ConsumerName, StoreError};
 
@@ -84,6 +84,28 @@ impl InboxStore for MySqlStore {
             .opt_int(p.now.map(millis))
             .texts(&dead);
         self.execute_alone(q).await
+    }
+
+    /// The savepoint's check first (complete.sql): a lost savepoint is the transaction ended.
+    async fn complete(
+        &self,
+        conn: &mut MySqlConnection,
+        params: &CompleteParams<'_>,
+    ) -> Result<Completed, StoreError> {
+        engine::inbox::complete(self, conn, params)
+            .await
+            .map_err(crate::store::ended)
+    }
+
+    async fn complete_batch(
+        &self,
+        conn: &mut MySqlConnection,
+        ids: &[i64],
+        token: &ClaimToken,
+    ) -> Result<Vec<i64>, StoreError> {
+        engine::inbox::complete_batch(self, conn, ids, token)
+            .await
+            .map_err(crate::store::ended)
     }
 
     /// A named lock (`GET_LOCK`) on a connection of its own.

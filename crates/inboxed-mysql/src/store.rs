@@ -351,8 +351,8 @@ impl inboxed_core::Store for MySqlStore {
 }
 
 /// The settling statement's error: 1305 there is the savepoint of the store's begin gone with
-/// the transaction (clear_attempts.sql), not a missing routine as elsewhere.
-fn ended(e: StoreError) -> StoreError {
+/// the transaction (clear_attempts.sql, complete.sql), not a missing routine as elsewhere.
+pub(crate) fn ended(e: StoreError) -> StoreError {
     match e {
         StoreError::Database(err) if inboxed_core::error::savepoint_gone(&err) => {
             StoreError::TransactionEnded(err)

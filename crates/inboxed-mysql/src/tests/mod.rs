@@ -215,6 +215,7 @@ async fn deadlock_against<T>(
 }
 
 mod claims;
+mod completion;
 mod gate;
 mod liveness;
 mod locked;

@@ -3,8 +3,8 @@
 
 use super::*;
 
-use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
-use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId};
+use inboxed_core::inbox::{Worker, WorkerConfig};
+use inboxed_core::{Envelope, Handler, HandlerError};
 use tokio::sync::{Mutex, oneshot};
 
 /// Writes the message's effect first; its first call then locks `hot` rows 1 and 2 (the second
@@ -36,24 +36,7 @@ impl Handler<sqlx::MySql> for EffectFirst {
 #[tokio::test]
 async fn a_swallowed_deadlock_in_a_leased_batch_loses_no_row() {
     let db = TestDb::new().await;
-    inboxed_core::Store::migrate(&db.store)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    deadlock_tables(&db).await;
-    db.store
-        .pool()
-        .execute("CREATE TABLE effects (id VARCHAR(64) NOT NULL) ENGINE = InnoDB")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let consumer = ConsumerName::new("billing").unwrap_or_else(|e| panic!("{e}"));
-    let inbox = Inbox::new(db.store.clone(), consumer.clone());
-    for id in ["m-1", "m-2"] {
-        let id = MessageId::new(id).unwrap_or_else(|e| panic!("{e}"));
-        inbox
-            .store(&Envelope::new(id, b"{}".to_vec()))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+    let consumer = two_stored_beside_a_deadlock(&db).await;
     let (locked_tx, locked_rx) = oneshot::channel();
     let (go_tx, go_rx) = oneshot::channel();
     let handler = EffectFirst {

@@ -4,8 +4,8 @@
 
 use super::*;
 
-use inboxed_core::inbox::{ClaimMode, Inbox, Worker, WorkerConfig};
-use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId};
+use inboxed_core::inbox::{ClaimMode, Worker, WorkerConfig};
+use inboxed_core::{Envelope, Handler, HandlerError};
 use tokio::sync::{Mutex, oneshot};
 
 /// Writes one row of `effects` per message (the table has no key: a second effect shows). Its
@@ -45,24 +45,7 @@ async fn deadlocked_batch(
     Result<inboxed_core::inbox::BatchReport, inboxed_core::Error>,
     i64,
 ) {
-    inboxed_core::Store::migrate(&db.store)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    deadlock_tables(db).await;
-    db.store
-        .pool()
-        .execute("CREATE TABLE effects (id VARCHAR(64) NOT NULL) ENGINE = InnoDB")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let consumer = ConsumerName::new("billing").unwrap_or_else(|e| panic!("{e}"));
-    let inbox = Inbox::new(db.store.clone(), consumer.clone());
-    for id in ["m-1", "m-2"] {
-        let id = MessageId::new(id).unwrap_or_else(|e| panic!("{e}"));
-        inbox
-            .store(&Envelope::new(id, b"{}".to_vec()))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+    let consumer = two_stored_beside_a_deadlock(db).await;
     let (locked_tx, locked_rx) = oneshot::channel();
     let (go_tx, go_rx) = oneshot::channel();
     let handler = Effects {

@@ -182,6 +182,32 @@ async fn deadlock_tables(db: &TestDb) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// The migrated store, the deadlock's tables, a table `effects` of message ids without a key
+/// (a second effect shows), and messages `m-1` and `m-2` stored for consumer `billing`, which
+/// is returned: the setting of a worker's batch that a handler makes lose a deadlock.
+async fn two_stored_beside_a_deadlock(db: &TestDb) -> inboxed_core::ConsumerName {
+    use inboxed_core::{Envelope, MessageId, inbox::Inbox};
+    inboxed_core::Store::migrate(&db.store)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    deadlock_tables(db).await;
+    db.store
+        .pool()
+        .execute("CREATE TABLE effects (id VARCHAR(64) NOT NULL) ENGINE = InnoDB")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let consumer = inboxed_core::ConsumerName::new("billing").unwrap_or_else(|e| panic!("{e}"));
+    let inbox = Inbox::new(db.store.clone(), consumer.clone());
+    for id in ["m-1", "m-2"] {
+        let id = MessageId::new(id).unwrap_or_else(|e| panic!("{e}"));
+        inbox
+            .store(&Envelope::new(id, b"{}".to_vec()))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    consumer
+}
+
 /// The other side of the deadlock, against a handler (running in `run`) that locks `hot` row 1,
 /// reports on `locked`, and locks row 2 once `go` fires: this side holds row 2 and waits for
 /// row 1, so the handler's lock of row 2 closes the cycle and its transaction, the lighter, is

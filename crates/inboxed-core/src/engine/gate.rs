@@ -18,6 +18,7 @@
 
 use std::time::Duration;
 
+use sqlx::Connection as _;
 use tokio::sync::mpsc;
 
 use super::{Args, Columns, Conn, Engine};
@@ -47,6 +48,11 @@ pub fn open<E: Engine>(store: &E, slots: u32) -> Gate {
                 }
                 GateRequest::Leave(slot) => leave(&store, &mut session, slot).await,
             }
+        }
+        // The loop is gone: the session ends with a word to the server (a dropped socket is
+        // logged there as an aborted connection), and its slots with it.
+        if let Some(conn) = session {
+            let _ = tokio::time::timeout(CONNECT, conn.close()).await;
         }
     });
     Gate::new(task, requests)

@@ -83,13 +83,14 @@ impl Drop for Liveness {
 /// of its own, kept by a task, that holds one of the gate's slots while the loop runs a batch.
 /// The task owns the session, so that a loop stopped while it waits for a slot leaves nothing
 /// half-done: the task hands back a slot it got for a loop that no longer waits. Dropped, it
-/// ends the task and the session, and with it any slot held.
+/// lets the task end, which closes the session, and with it frees any slot held.
 ///
 /// [`InboxStore::batch_gate`]: super::store::InboxStore::batch_gate
 #[derive(Debug)]
 pub struct Gate {
     requests: tokio::sync::mpsc::UnboundedSender<GateRequest>,
-    task: tokio::task::JoinHandle<()>,
+    /// Not aborted on drop: the task ends when the requests stop, after closing its session.
+    _task: tokio::task::JoinHandle<()>,
 }
 
 /// What a loop asks of its gate's task.
@@ -109,7 +110,10 @@ impl Gate {
         task: tokio::task::JoinHandle<()>,
         requests: tokio::sync::mpsc::UnboundedSender<GateRequest>,
     ) -> Self {
-        Self { requests, task }
+        Self {
+            requests,
+            _task: task,
+        }
     }
 
     /// Waits for a slot; `None` when the gate cannot be reached.
@@ -122,11 +126,5 @@ impl Gate {
     /// Frees `slot`, without waiting for the server.
     pub fn leave(&self, slot: u32) {
         let _ = self.requests.send(GateRequest::Leave(slot));
-    }
-}
-
-impl Drop for Gate {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }

@@ -9,6 +9,7 @@ inboxed_test::conformance_tests!(@dedup inboxed_test::My);
 inboxed_test::conformance_tests!(@inbox inboxed_test::My);
 inboxed_test::conformance_tests!(@retention inboxed_test::My);
 inboxed_test::conformance_tests!(@outbox inboxed_test::My);
+inboxed_test::conformance_tests!(@testkit inboxed_test::My);
 inboxed_test::conformance_tests!(@cases inboxed_test::My;
     serializable_conflicts_are_retried,
     custom_namespace_keeps_tables_apart,

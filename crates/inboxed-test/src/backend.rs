@@ -65,6 +65,8 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn drop_db(db: TestDb<Self>) -> impl Future<Output = ()> + Send;
     /// A store on the same database in another namespace (not migrated yet).
     fn namespaced(db: &TestDb<Self>) -> impl Future<Output = Self::Store> + Send;
+    /// Runs statements without parameters, separated by `;` (a reset of the business tables).
+    fn execute(store: &Self::Store, sql: &'static str) -> impl Future<Output = ()> + Send;
     /// Runs a statement without parameters that returns one integer.
     fn scalar(store: &Self::Store, sql: &'static str) -> impl Future<Output = i64> + Send;
     /// Committed rows for `id` in the processed and dead-letter tables, seen from the pool.
@@ -88,6 +90,12 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// A statement that fails (a duplicate primary key), for handlers that swallow its error.
     fn failing_statement(
         conn: &mut Conn<Self>,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+    /// Runs a statement without parameters through the handler's connection (a `COMMIT` of
+    /// the handler's own, say).
+    fn run_on(
+        conn: &mut Conn<Self>,
+        sql: &'static str,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
     /// Read-modify-write of an account balance, the shape that loses updates without isolation.
     fn balance_rmw(

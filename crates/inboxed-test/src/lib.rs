@@ -13,7 +13,7 @@ pub mod chain;
 pub mod child;
 pub mod conformance;
 pub mod handler;
-pub mod hooks;
+pub use inboxed_testkit::hooks;
 pub mod lite;
 pub mod my;
 pub mod my_parted;

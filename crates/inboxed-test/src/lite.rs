@@ -140,6 +140,15 @@ impl Backend for Lite {
         lite_store(&db.locator, SqliteSynchronous::Normal).await
     }
 
+    async fn execute(store: &SqliteStore, sql: &'static str) {
+        for statement in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+                .execute(store.pool())
+                .await
+                .expect(sql);
+        }
+    }
+
     async fn scalar(store: &SqliteStore, sql: &'static str) -> i64 {
         sqlx::query_scalar::<_, i64>(sql)
             .fetch_one(store.pool())
@@ -190,6 +199,13 @@ impl Backend for Lite {
     async fn failing_statement(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
         let dup = "INSERT INTO accounts (id, balance) VALUES ('a', 0)";
         sqlx::query(dup).execute(&mut *conn).await.map(drop)
+    }
+
+    async fn run_on(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), sqlx::Error> {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut *conn)
+            .await
+            .map(drop)
     }
 
     async fn balance_rmw(

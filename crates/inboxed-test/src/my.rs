@@ -205,6 +205,15 @@ impl Backend for My {
         panic!("MySQL's durability settings are global; see inboxed_mysql::judge's tests")
     }
 
+    async fn execute(store: &MySqlStore, sql: &'static str) {
+        for statement in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+                .execute(store.pool())
+                .await
+                .expect(sql);
+        }
+    }
+
     async fn scalar(store: &MySqlStore, sql: &'static str) -> i64 {
         // MySQL has no `UPDATE … RETURNING`: for a case's write that returns one row per row
         // changed (alone, or counted by `WITH x AS (… RETURNING …) SELECT count(*) FROM x`),
@@ -270,6 +279,13 @@ impl Backend for My {
     async fn failing_statement(conn: &mut MySqlConnection) -> Result<(), sqlx::Error> {
         let dup = "INSERT INTO accounts (id, balance) VALUES ('a', 0)";
         sqlx::query(dup).execute(&mut *conn).await.map(drop)
+    }
+
+    async fn run_on(conn: &mut MySqlConnection, sql: &'static str) -> Result<(), sqlx::Error> {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut *conn)
+            .await
+            .map(drop)
     }
 
     async fn balance_rmw(

@@ -88,6 +88,10 @@ impl Backend for MyParted {
         My::namespaced(&db.view_as()).await
     }
 
+    async fn execute(store: &MySqlStore, sql: &'static str) {
+        My::execute(store, sql).await;
+    }
+
     async fn scalar(store: &MySqlStore, sql: &'static str) -> i64 {
         My::scalar(store, sql).await
     }
@@ -115,6 +119,10 @@ impl Backend for MyParted {
 
     async fn failing_statement(conn: &mut MySqlConnection) -> Result<(), sqlx::Error> {
         My::failing_statement(conn).await
+    }
+
+    async fn run_on(conn: &mut MySqlConnection, sql: &'static str) -> Result<(), sqlx::Error> {
+        My::run_on(conn, sql).await
     }
 
     async fn balance_rmw(

@@ -87,6 +87,10 @@ impl Backend for PgParted {
         Pg::namespaced(&db.view_as()).await
     }
 
+    async fn execute(store: &PgStore, sql: &'static str) {
+        Pg::execute(store, sql).await;
+    }
+
     async fn scalar(store: &PgStore, sql: &'static str) -> i64 {
         Pg::scalar(store, sql).await
     }
@@ -114,6 +118,10 @@ impl Backend for PgParted {
 
     async fn failing_statement(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
         Pg::failing_statement(conn).await
+    }
+
+    async fn run_on(conn: &mut PgConnection, sql: &'static str) -> Result<(), sqlx::Error> {
+        Pg::run_on(conn, sql).await
     }
 
     async fn balance_rmw(

@@ -205,6 +205,15 @@ impl Backend for Pg {
         PgStore::new(pg_pool(&db.locator).await)
     }
 
+    async fn execute(store: &PgStore, sql: &'static str) {
+        for statement in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+                .execute(store.pool())
+                .await
+                .expect(sql);
+        }
+    }
+
     async fn scalar(store: &PgStore, sql: &'static str) -> i64 {
         sqlx::query_scalar::<_, i64>(sql)
             .fetch_one(store.pool())
@@ -256,6 +265,13 @@ impl Backend for Pg {
     async fn failing_statement(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
         let dup = "INSERT INTO accounts (id, balance) VALUES ('a', 0)";
         sqlx::query(dup).execute(&mut *conn).await.map(drop)
+    }
+
+    async fn run_on(conn: &mut PgConnection, sql: &'static str) -> Result<(), sqlx::Error> {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut *conn)
+            .await
+            .map(drop)
     }
 
     async fn balance_rmw(

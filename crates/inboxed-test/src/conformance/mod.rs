@@ -18,6 +18,7 @@ mod outbox_operate;
 mod redrive;
 mod retention;
 mod stress;
+mod testkit;
 
 pub use batch::{
     batch_processes_each_key_once, concurrent_batches_commit_each_key_once,
@@ -88,6 +89,11 @@ pub use retention::{
     short_retention_window_is_refused,
 };
 pub use stress::concurrent_stress_ledger_is_exact;
+pub use testkit::{
+    testkit_catches_a_handler_that_commits_itself,
+    testkit_catches_a_handler_that_counts_deliveries, testkit_catches_a_lost_update,
+    testkit_catches_a_write_on_a_second_connection, testkit_passes_a_correct_handler,
+};
 
 use inboxed_core::{ConsumerName, Processor, ProcessorConfig};
 
@@ -130,6 +136,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@inbox $backend);
         $crate::conformance_tests!(@retention $backend);
         $crate::conformance_tests!(@outbox $backend);
+        $crate::conformance_tests!(@testkit $backend);
         $crate::conformance_tests!(@cases $backend;
             serializable_conflicts_are_retried,
             custom_namespace_keeps_tables_apart,
@@ -162,6 +169,17 @@ macro_rules! conformance_tests {
             dead_claims_are_redone_in_halves,
             dead_worker_rows_return_at_the_next_pass,
             a_worker_ignoring_the_group_limit_is_charged,
+        );
+    };
+    // The test kit's own cases (crate inboxed-testkit): it passes a correct handler and
+    // catches each known-bad one.
+    (@testkit $backend:ty) => {
+        $crate::conformance_tests!(@cases $backend;
+            testkit_passes_a_correct_handler,
+            testkit_catches_a_write_on_a_second_connection,
+            testkit_catches_a_handler_that_commits_itself,
+            testkit_catches_a_handler_that_counts_deliveries,
+            testkit_catches_a_lost_update,
         );
     };
     (@retention $backend:ty) => {

@@ -1,0 +1,62 @@
+//! The user's handler, shared by every processor a check makes, with the fault a check injects
+//! around it. The fault always comes *after* the user's handler has run and returned `Ok`: what
+//! a check then sees is what the handler's work does when its transaction does not commit.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use inboxed_core::{Envelope, Handler, HandlerError};
+use tokio::sync::Notify;
+
+/// What happens after the user's handler returns `Ok`.
+#[derive(Debug, Clone)]
+pub(crate) enum Fault {
+    /// Nothing: the processor goes on to commit.
+    None,
+    /// The task is killed there: the handler's call reports on `ran` and never returns, and
+    /// the check drops the delivery, so its transaction is rolled back by the pool, as a
+    /// process killed before its COMMIT would have it rolled back by the server.
+    Hang { ran: Arc<Notify> },
+    /// Every call fails as a transient error: the poison a message becomes when something
+    /// after the handler always fails (a commit refused, a downstream check).
+    Fail,
+    /// The first call to get here waits `hold` (while the other copies queue behind its
+    /// claim), then fails: its transaction rolls back and one of the others takes the key.
+    FirstFails {
+        first: Arc<AtomicBool>,
+        hold: Duration,
+    },
+}
+
+/// The user's handler `H` behind an `Arc`, with a [`Fault`].
+pub(crate) struct Faulty<H> {
+    pub(crate) inner: Arc<H>,
+    pub(crate) fault: Fault,
+}
+
+impl<DB: sqlx::Database, H: Handler<DB>> Handler<DB> for Faulty<H> {
+    async fn handle(&self, msg: &Envelope, conn: &mut DB::Connection) -> Result<(), HandlerError> {
+        self.inner.handle(msg, conn).await?;
+        match &self.fault {
+            Fault::None => Ok(()),
+            Fault::Hang { ran } => {
+                ran.notify_one();
+                std::future::pending().await
+            }
+            Fault::Fail => Err(HandlerError::transient(
+                "inboxed-testkit: injected failure after the handler returned Ok",
+            )),
+            Fault::FirstFails { first, hold } => {
+                if first.swap(false, Ordering::SeqCst) {
+                    tokio::time::sleep(*hold).await;
+                    Err(HandlerError::transient(
+                        "inboxed-testkit: the first holder of the key rolls back",
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+}

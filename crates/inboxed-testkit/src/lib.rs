@@ -1,0 +1,70 @@
+//! Checks that attack *your* inboxed handler on your real database.
+//!
+//! The inbox makes the library exactly-once; it cannot make a handler so. A handler that
+//! writes through a second connection, commits on its own, reads a balance and writes it back
+//! without a lock, or sends an email from inside the transaction breaks exactly-once without a
+//! word. These checks find that, from your own `#[tokio::test]`, against the engine you run
+//! (PostgreSQL, MySQL/MariaDB, SQLite), through the library's real processor: never a mock.
+//!
+//! You give the kit your store (on a test database), your handler, a `reset` that puts your
+//! business tables back as each run starts, and a `probe` that reads the business state into a
+//! comparable value. Each check then attacks one delivery of a message and compares the state
+//! the probe reads with the state one plain delivery leaves:
+//!
+//! | check | the attack |
+//! |---|---|
+//! | [`Kit::sequential_duplicates`] | the message again after it was processed, then N times |
+//! | [`Kit::concurrent_duplicates`] | N copies released together on separate connections |
+//! | [`Kit::first_holder_rolls_back`] | three copies; the first to hold the key rolls back after its handler ran |
+//! | [`Kit::crash_before_commit`] | the transaction killed after the handler returned, then redelivered |
+//! | [`Kit::crash_between_commit_and_ack`] | committed, the ack lost, redelivered |
+//! | [`Kit::poison`] | failing after the handler every time: dead-lettered, with no effect at all |
+//! | [`Kit::conflict`] | the same id with another payload: a conflict, no second effect |
+//! | [`Kit::concurrent_messages`] | distinct messages at once against one after another (lost updates) |
+//!
+//! [`Kit::check_all`] runs all but the last (which needs several messages) and reports every
+//! failure, each naming the property that broke, the two states, and the usual cause.
+//!
+//! ```no_run
+//! # async fn example(store: inboxed_sqlite::SqliteStore) -> Result<(), Box<dyn std::error::Error>> {
+//! use inboxed_core::{Envelope, Handler, HandlerError, MessageId};
+//! use inboxed_testkit::Kit;
+//! use sqlx::{Sqlite, SqliteConnection};
+//!
+//! struct Credit;
+//!
+//! impl Handler<Sqlite> for Credit {
+//!     async fn handle(&self, _msg: &Envelope, conn: &mut SqliteConnection) -> Result<(), HandlerError> {
+//!         sqlx::query("UPDATE accounts SET balance = balance + 1 WHERE id = 'a'")
+//!             .execute(&mut *conn)
+//!             .await?;
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let kit = Kit::new(
+//!     store,
+//!     Credit,
+//!     |store: inboxed_sqlite::SqliteStore| async move {
+//!         sqlx::query("UPDATE accounts SET balance = 0").execute(store.pool()).await.map(drop)
+//!     },
+//!     |store: inboxed_sqlite::SqliteStore| async move {
+//!         sqlx::query_scalar::<_, i64>("SELECT balance FROM accounts WHERE id = 'a'")
+//!             .fetch_one(store.pool())
+//!             .await
+//!     },
+//! );
+//! let msg = Envelope::new(MessageId::new("credit-1")?, br#"{"amount": 1}"#.to_vec());
+//! kit.check_all(&msg).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod checks;
+mod failure;
+mod fault;
+pub mod hooks;
+mod kit;
+
+pub use failure::{CheckFailure, Report};
+pub use kit::{Kit, KitConfig};

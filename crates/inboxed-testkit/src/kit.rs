@@ -67,6 +67,8 @@ pub struct Kit<S, H, T> {
     reset: StateFn<S, ()>,
     probe: StateFn<S, T>,
     pub(crate) config: KitConfig,
+    /// Set once the store's tables are migrated (at the first reset).
+    migrated: tokio::sync::OnceCell<()>,
 }
 
 impl<S: Debug, H, T> Debug for Kit<S, H, T> {
@@ -107,6 +109,7 @@ where
                 Box::pin(async move { f.await.map_err(Into::into) })
             }),
             config: KitConfig::default(),
+            migrated: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -117,8 +120,13 @@ where
         self
     }
 
-    /// Resets the business state, under `check`'s name when it fails.
+    /// Resets the business state, under `check`'s name when it fails; the first reset
+    /// migrates the store's tables first.
     pub(crate) async fn reset(&self, check: &'static str) -> Result<(), CheckFailure> {
+        self.migrated
+            .get_or_try_init(|| async { self.store.migrate().await.map(drop) })
+            .await
+            .map_err(|e| CheckFailure::broken(check, format!("the migrations failed: {e}")))?;
         (self.reset)(self.store.clone())
             .await
             .map_err(|e| CheckFailure::broken(check, format!("the reset failed: {e}")))

@@ -27,6 +27,9 @@ use lapin::{BasicProperties, Connection, ConnectionProperties};
 use serde::Deserialize;
 use sqlx::{PgConnection, PgPool, Postgres};
 
+#[cfg(test)]
+mod kit_tests;
+
 const QUEUE: &str = "inboxed-example-billing";
 
 #[derive(Deserialize)]

@@ -38,11 +38,7 @@ where
         add(self.crash_between_commit_and_ack(msg).await);
         add(self.poison(msg).await);
         add(self.conflict(msg).await);
-        if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(Report { failures })
-        }
+        Report::of(failures)
     }
 
     /// The same message delivered again after it was processed, then again up to

@@ -65,11 +65,23 @@ impl fmt::Display for CheckFailure {
 
 impl std::error::Error for CheckFailure {}
 
-/// Every check [`Kit::check_all`](crate::Kit::check_all) ran that failed.
+/// Every check [`Kit::check_all`](crate::Kit::check_all) or
+/// [`Kit::check_all_workers`](crate::Kit::check_all_workers) ran that failed.
 #[derive(Debug, Clone)]
 pub struct Report {
     /// The failures, in the order the checks ran.
     pub failures: Vec<CheckFailure>,
+}
+
+impl Report {
+    /// `Ok` when no check failed.
+    pub(crate) fn of(failures: Vec<CheckFailure>) -> Result<(), Self> {
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(Self { failures })
+        }
+    }
 }
 
 impl fmt::Display for Report {

@@ -18,6 +18,9 @@ pub(crate) enum Fault {
     /// the check drops the delivery, so its transaction is rolled back by the pool, as a
     /// process killed before its COMMIT would have it rolled back by the server.
     Hang { ran: Arc<Notify> },
+    /// The call reports on `ran`, then waits for `go` and returns `Ok`: a handler still running
+    /// while the check expires its lease.
+    Wait { ran: Arc<Notify>, go: Arc<Notify> },
     /// Every call fails as a transient error: the poison a message becomes when something
     /// after the handler always fails (a commit refused, a downstream check).
     Fail,
@@ -43,6 +46,11 @@ impl<DB: sqlx::Database, H: Handler<DB>> Handler<DB> for Faulty<H> {
             Fault::Hang { ran } => {
                 ran.notify_one();
                 std::future::pending().await
+            }
+            Fault::Wait { ran, go } => {
+                ran.notify_one();
+                go.notified().await;
+                Ok(())
             }
             Fault::Fail => Err(HandlerError::transient(
                 "inboxed-testkit: injected failure after the handler returned Ok",

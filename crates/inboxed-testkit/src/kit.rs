@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use inboxed_core::inbox::WorkerConfig;
 use inboxed_core::{
     BoxError, ConsumerName, Envelope, Error, Handler, Outcome, Processor, ProcessorConfig, Store,
 };
@@ -39,6 +40,9 @@ pub struct KitConfig {
     /// The processor's settings for every delivery, `max_attempts` included (which
     /// [`Kit::poison`] delivers up to). Defaults to [`ProcessorConfig::default`].
     pub processor: ProcessorConfig,
+    /// The workers' settings in the `worker_*` checks (`max_attempts` included); their retries
+    /// are never delayed there. Defaults to [`WorkerConfig::default`].
+    pub worker: WorkerConfig,
 }
 
 impl Default for KitConfig {
@@ -49,6 +53,7 @@ impl Default for KitConfig {
             rounds: 3,
             hold: Duration::from_millis(200),
             processor: ProcessorConfig::default(),
+            worker: WorkerConfig::default(),
         }
     }
 }

@@ -21,9 +21,15 @@
 //! | [`Kit::poison`] | failing after the handler every time: dead-lettered, with no effect at all |
 //! | [`Kit::conflict`] | the same id with another payload: a conflict, no second effect |
 //! | [`Kit::concurrent_messages`] | distinct messages at once against one after another (lost updates) |
+//! | [`Kit::worker_duplicates`] | stored several times, and again once done, then drained by a `Worker` |
+//! | [`Kit::worker_crash_before_commit`] | a worker killed before its commit; its row reaped and processed by another |
+//! | [`Kit::worker_lease_expires`] | a lease expiring under a running handler; the row taken by another worker, the first completion fenced |
+//! | [`Kit::worker_poison`] | a row failing after the handler every time: dead, with no effect |
 //!
-//! [`Kit::check_all`] runs all but the last (which needs several messages) and reports every
-//! failure, each naming the property that broke, the two states, and the usual cause.
+//! [`Kit::check_all`] runs the processor's checks but `concurrent_messages` (which needs several
+//! messages), [`Kit::check_all_workers`] the `worker_*` ones (for a store-then-process handler);
+//! both report every failure, each naming the property that broke, the two states, and the
+//! usual cause.
 //!
 //! ```no_run
 //! # async fn example(store: inboxed_sqlite::SqliteStore) -> Result<(), Box<dyn std::error::Error>> {
@@ -65,6 +71,7 @@ mod failure;
 mod fault;
 pub mod hooks;
 mod kit;
+mod worker_checks;
 
 pub use failure::{CheckFailure, Report};
 pub use kit::{Kit, KitConfig};

@@ -75,6 +75,9 @@ pub async fn testkit_passes_a_correct_handler<B: Backend>(_test: &str) {
     k.concurrent_messages(&msgs)
         .await
         .unwrap_or_else(|f| panic!("{f}"));
+    if let Err(report) = k.check_all_workers(&credit("kit-good-w", 5)).await {
+        panic!("{report}");
+    }
     B::drop_db(db).await;
 }
 
@@ -130,6 +133,12 @@ pub async fn testkit_catches_a_write_on_a_second_connection<B: Backend>(_test: &
         k.first_holder_rolls_back(&msg).await,
     );
     caught("poison", k.poison(&msg).await);
+    caught(
+        "worker_crash_before_commit",
+        k.worker_crash_before_commit(&msg).await,
+    );
+    caught("worker_lease_expires", k.worker_lease_expires(&msg).await);
+    caught("worker_poison", k.worker_poison(&msg).await);
     k.sequential_duplicates(&msg)
         .await
         .unwrap_or_else(|f| panic!("plain duplicates do not show it: {f}"));
@@ -188,6 +197,18 @@ pub async fn testkit_catches_a_handler_that_counts_deliveries<B: Backend>(_test:
     let msg = credit("kit-mailer", 1);
     caught("crash_before_commit", k.crash_before_commit(&msg).await);
     caught("poison", k.poison(&msg).await);
+    caught(
+        "worker_crash_before_commit",
+        k.worker_crash_before_commit(&msg).await,
+    );
+    caught("worker_poison", k.worker_poison(&msg).await);
+    let lease = k.worker_lease_expires(&msg).await;
+    if B::SERIAL_WRITERS {
+        // The running handler holds the write lock: nothing takes its row, it completes once.
+        lease.unwrap_or_else(|f| panic!("{f}"));
+    } else {
+        caught("worker_lease_expires", lease);
+    }
     B::drop_db(db).await;
 }
 

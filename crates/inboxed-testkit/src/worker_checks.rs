@@ -1,0 +1,292 @@
+//! The checks for store-then-process handlers: the same properties through the library's
+//! `Worker`, with its receipt, its fenced leases and its reaper. Each run stores the message
+//! under a consumer of its own and drains it with `run_once`.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use inboxed_core::inbox::{Inbox, InboxStore, Reaper, ReaperConfig, Worker, WorkerConfig};
+use inboxed_core::{Backoff, ConsumerName, Envelope, Handler};
+use tokio::sync::Notify;
+
+use crate::failure::{CheckFailure, Report};
+use crate::fault::{Fault, Faulty};
+use crate::kit::Kit;
+
+/// A reaper's clock far past any lease: every claim in flight is expired to it.
+const LATER: Duration = Duration::from_secs(3600);
+
+impl<S, H, T> Kit<S, H, T>
+where
+    S: InboxStore + Clone + Send + Sync + 'static,
+    H: Handler<S::Db>,
+    T: PartialEq + Debug + Send + 'static,
+{
+    /// Every `worker_*` check on `msg`, each from a reset; the failures of all of them.
+    ///
+    /// # Errors
+    /// A [`Report`] of the checks that failed.
+    pub async fn check_all_workers(&self, msg: &Envelope) -> Result<(), Report> {
+        let mut failures = Vec::new();
+        let mut add = |r: Result<(), CheckFailure>| failures.extend(r.err());
+        add(self.worker_duplicates(msg).await);
+        add(self.worker_crash_before_commit(msg).await);
+        add(self.worker_lease_expires(msg).await);
+        add(self.worker_poison(msg).await);
+        Report::of(failures)
+    }
+
+    /// The message stored [`KitConfig::deliveries`](crate::KitConfig::deliveries) times (a
+    /// producer's retries), drained by a worker, then stored again after it was done: the state
+    /// is one delivery's.
+    ///
+    /// # Errors
+    /// The state differs from one delivery's.
+    pub async fn worker_duplicates(&self, msg: &Envelope) -> Result<(), CheckFailure> {
+        const CHECK: &str = "worker_duplicates";
+        let once = self.worker_after_one(CHECK, msg).await?;
+        self.reset(CHECK).await?;
+        let consumer = self.consumer(CHECK);
+        for _ in 0..self.config.deliveries.max(2) {
+            self.receive(CHECK, &consumer, msg).await?;
+        }
+        self.drain(CHECK, &self.worker(&consumer, Fault::None))
+            .await?;
+        self.receive(CHECK, &consumer, msg).await?;
+        self.drain(CHECK, &self.worker(&consumer, Fault::None))
+            .await?;
+        let found = self.probe(CHECK).await?;
+        Self::compare(
+            CHECK,
+            "a message stored several times, and again after it was done, leaves one delivery's \
+             state",
+            &once,
+            &found,
+            "the handler's effect does not go through `conn`",
+        )
+    }
+
+    /// A worker killed after its handler returned, before the commit; the row's lease expires
+    /// (the reaper, with its clock an hour ahead), and another worker processes it.
+    ///
+    /// # Errors
+    /// The state differs from one delivery's.
+    pub async fn worker_crash_before_commit(&self, msg: &Envelope) -> Result<(), CheckFailure> {
+        const CHECK: &str = "worker_crash_before_commit";
+        let once = self.worker_after_one(CHECK, msg).await?;
+        self.reset(CHECK).await?;
+        let consumer = self.consumer(CHECK);
+        self.receive(CHECK, &consumer, msg).await?;
+        let ran = Arc::new(Notify::new());
+        let killed = self.worker(
+            &consumer,
+            Fault::Hang {
+                ran: Arc::clone(&ran),
+            },
+        );
+        let mut batch = tokio::spawn(async move { killed.run_once().await });
+        tokio::select! {
+            () = ran.notified() => {
+                batch.abort();
+                let _ = batch.await;
+            }
+            _ = &mut batch => {}
+        }
+        self.reap(CHECK).await?;
+        self.drain(CHECK, &self.worker(&consumer, Fault::None))
+            .await?;
+        let found = self.probe(CHECK).await?;
+        Self::compare(
+            CHECK,
+            "a worker killed before its commit, its row then processed by another, leaves one \
+             delivery's state",
+            &once,
+            &found,
+            "the handler writes outside the transaction it is given, so the killed worker's \
+             work stayed",
+        )
+    }
+
+    /// A worker's lease expires while its handler runs (it holds after returning `Ok`); the
+    /// reaper returns the row, another worker claims and processes it, and the first worker's
+    /// completion is fenced off: its transaction rolls back. The state is one delivery's. (On
+    /// SQLite the running handler's transaction holds the write lock, so nothing can take the
+    /// row meanwhile and the first worker simply completes.)
+    ///
+    /// # Errors
+    /// The state differs from one delivery's.
+    pub async fn worker_lease_expires(&self, msg: &Envelope) -> Result<(), CheckFailure> {
+        const CHECK: &str = "worker_lease_expires";
+        let once = self.worker_after_one(CHECK, msg).await?;
+        self.reset(CHECK).await?;
+        let consumer = self.consumer(CHECK);
+        self.receive(CHECK, &consumer, msg).await?;
+        let (ran, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let slow = self.worker(
+            &consumer,
+            Fault::Wait {
+                ran: Arc::clone(&ran),
+                go: Arc::clone(&go),
+            },
+        );
+        let first = tokio::spawn(async move { slow.run_once().await });
+        ran.notified().await;
+        let reaper = self.reaper();
+        let second = self.worker(&consumer, Fault::None);
+        let later = tokio::spawn(async move {
+            reaper.reap_once(Some(SystemTime::now() + LATER)).await?;
+            second.run_once().await
+        });
+        tokio::time::sleep(self.config.hold).await;
+        go.notify_one();
+        for (which, task) in [("first", first), ("second", later)] {
+            task.await
+                .map_err(|e| CheckFailure::broken(CHECK, format!("a worker panicked: {e}")))?
+                .map_err(|e| {
+                    CheckFailure::broken(CHECK, format!("the {which} worker's batch failed: {e}"))
+                })?;
+        }
+        self.drain(CHECK, &self.worker(&consumer, Fault::None))
+            .await?;
+        let found = self.probe(CHECK).await?;
+        Self::compare(
+            CHECK,
+            "a lease that expired under a running handler, the row processed by another worker, \
+             leaves one delivery's state",
+            &once,
+            &found,
+            "the handler writes outside the transaction it is given, so the fenced-off worker's \
+             work stayed",
+        )
+    }
+
+    /// A row that fails after the handler every time: it ends dead after the worker's
+    /// `max_attempts`, with no business effect (the reset state).
+    ///
+    /// # Errors
+    /// The row did not end dead, or the state differs from the reset state.
+    pub async fn worker_poison(&self, msg: &Envelope) -> Result<(), CheckFailure> {
+        const CHECK: &str = "worker_poison";
+        self.reset(CHECK).await?;
+        let none = self.probe(CHECK).await?;
+        let consumer = self.consumer(CHECK);
+        self.receive(CHECK, &consumer, msg).await?;
+        let failing = self.worker(&consumer, Fault::Fail);
+        let mut dead = 0;
+        for _ in 0..self.config.worker.max_attempts.saturating_add(3) {
+            let report = failing
+                .run_once()
+                .await
+                .map_err(|e| CheckFailure::broken(CHECK, format!("a batch failed: {e}")))?;
+            dead += report.dead;
+            if dead > 0 {
+                break;
+            }
+        }
+        if dead == 0 {
+            return Err(CheckFailure {
+                check: CHECK,
+                property: "a row that fails every time ends dead".to_owned(),
+                expected: "dead".to_owned(),
+                actual: "not dead after max_attempts batches".to_owned(),
+                hint: "the handler committed the row's transaction itself (a COMMIT through \
+                       `conn`)",
+            });
+        }
+        let found = self.probe(CHECK).await?;
+        Self::compare(
+            CHECK,
+            "a row dead after failing every time has no effect",
+            &none,
+            &found,
+            "the handler writes outside the transaction it is given",
+        )
+    }
+
+    /// The state one plain receipt and drain of `msg` leaves, from a reset.
+    async fn worker_after_one(
+        &self,
+        check: &'static str,
+        msg: &Envelope,
+    ) -> Result<T, CheckFailure> {
+        self.reset(check).await?;
+        let consumer = self.consumer(check);
+        self.receive(check, &consumer, msg).await?;
+        let done = self
+            .drain(check, &self.worker(&consumer, Fault::None))
+            .await?;
+        if done != 1 {
+            return Err(CheckFailure::broken(
+                check,
+                format!("one plain receipt of the message ended with {done} rows done, not 1"),
+            ));
+        }
+        self.probe(check).await
+    }
+
+    /// Stores `msg` for `consumer`, as the receipt of a delivery.
+    async fn receive(
+        &self,
+        check: &'static str,
+        consumer: &ConsumerName,
+        msg: &Envelope,
+    ) -> Result<(), CheckFailure> {
+        Inbox::new(self.store.clone(), consumer.clone())
+            .store(msg)
+            .await
+            .map(drop)
+            .map_err(|e| CheckFailure::broken(check, format!("the receipt failed: {e}")))
+    }
+
+    /// Runs batches until one claims nothing; the rows done.
+    async fn drain(
+        &self,
+        check: &'static str,
+        worker: &Worker<S, Faulty<H>>,
+    ) -> Result<u64, CheckFailure> {
+        let mut done = 0;
+        for _ in 0..self.config.worker.max_attempts.saturating_add(3) {
+            let report = worker
+                .run_once()
+                .await
+                .map_err(|e| CheckFailure::broken(check, format!("a batch failed: {e}")))?;
+            done += report.done;
+            if report.claimed == 0 {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// Returns the claims in flight to pending, as their leases' expiry would.
+    async fn reap(&self, check: &'static str) -> Result<(), CheckFailure> {
+        self.reaper()
+            .reap_once(Some(SystemTime::now() + LATER))
+            .await
+            .map(drop)
+            .map_err(|e| CheckFailure::broken(check, format!("the reaper failed: {e}")))
+    }
+
+    /// A reaper that dead-letters after the workers' `max_attempts`.
+    fn reaper(&self) -> Reaper<S> {
+        Reaper::new(
+            self.store.clone(),
+            ReaperConfig::default().max_attempts(self.config.worker.max_attempts),
+        )
+    }
+
+    /// A worker of `consumer` with the user's handler and `fault` after it; retries are not
+    /// delayed (the checks run batches back to back).
+    fn worker(&self, consumer: &ConsumerName, fault: Fault) -> Worker<S, Faulty<H>> {
+        let handler = Faulty {
+            inner: Arc::clone(&self.handler),
+            fault,
+        };
+        let config: WorkerConfig = self.config.worker.clone().backoff(Backoff {
+            base: Duration::ZERO,
+            max: Duration::ZERO,
+        });
+        Worker::new(self.store.clone(), consumer.clone(), handler, config)
+    }
+}

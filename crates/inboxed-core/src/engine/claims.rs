@@ -236,9 +236,12 @@ pub async fn not_claimed<E: Engine>(
     id: &str,
 ) -> Result<Claim, StoreError> {
     let Some(row) = lookup_key(e, conn, consumer, id).await? else {
-        // The row that blocked the insert is gone already (purged or discarded between the
-        // two statements). Nothing was written: report contention so the caller retries.
-        return Err(StoreError::Timeout(sqlx::Error::RowNotFound));
+        // The row that blocked the insert is not there for this read: gone already (purged or
+        // discarded between the two statements), or, as seen once on MariaDB under eight
+        // workers racing on copies (`concurrent_stress_ledger_is_exact`), not yet visible to
+        // it. Nothing was written: contention, which the processor retries at once in a new
+        // transaction (a timeout, reported before, went back to the broker instead).
+        return Err(StoreError::Serialization(sqlx::Error::RowNotFound));
     };
     if row.text(0)? == "dead_lettered" {
         return Ok(Claim::DeadLettered);

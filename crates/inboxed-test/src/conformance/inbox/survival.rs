@@ -247,26 +247,31 @@ pub async fn dead_worker_rows_return_at_the_next_pass<B: Backend>(test: &str) {
     let stranded = with_status(&db, "processing").await;
     assert!(stranded > 1, "the killed batch's rows are still claimed");
     let reaper = Reaper::new(db.store.clone(), ReaperConfig::default().max_attempts(50));
-    // The session may take a moment to end after the process: a few passes, well inside
-    // the lease.
+    // The session may take a moment to end after the process, and a claim whose COMMIT was
+    // on the wire at the kill commits after the count above (seen once in CI: 200 returned,
+    // 150 counted): passes until nothing is left claimed, well inside the lease.
     let mut returned = 0;
     for _ in 0..25 {
         returned += reaper.reap_once(None).await.unwrap();
-        if returned > 0 || !B::WORKER_LIVENESS {
+        if !B::WORKER_LIVENESS || (returned > 0 && with_status(&db, "processing").await == 0) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     if B::WORKER_LIVENESS {
         assert_eq!(
-            returned,
-            u64::try_from(stranded).unwrap(),
+            with_status(&db, "processing").await,
+            0,
             "every row, lease or not"
+        );
+        assert!(
+            returned >= u64::try_from(stranded).unwrap(),
+            "{returned} returned, {stranded} seen claimed"
         );
         assert_eq!(
             db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'pending' AND attempts = 0 AND group_limit IS NOT NULL")
                 .await,
-            stranded,
+            i64::try_from(returned).unwrap(),
             "held many to a claim: none charged"
         );
         assert_eq!(db.scalar("SELECT count(*) FROM inboxed_workers").await, 0);

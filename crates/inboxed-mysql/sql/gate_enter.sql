@@ -5,6 +5,8 @@
 -- One named lock per slot of the database's inbox tables, shared by the workers of every
 -- consumer (they share the server's cores): at most as many batches run at once as there are
 -- slots (engine/gate.rs says why). A session that ends frees its slot, so a worker that dies
--- holding one holds nothing back. GET_LOCK waits in whole seconds on MySQL and in fractions on
--- MariaDB; a wait of 0 only tries.
-SELECT GET_LOCK(CONCAT('inboxed/', SHA1(CONCAT('{{schema}}.{{prefix}}gate/', $1))), $2 / 1000)
+-- holding one holds nothing back. MariaDB waits in fractions of a second; MySQL takes the wait
+-- as whole seconds, so there it is rounded up (a wait rounded down to 0 would only try, and
+-- the loop would poll the server without pause). A wait of 0 only tries on both.
+SELECT GET_LOCK(CONCAT('inboxed/', SHA1(CONCAT('{{schema}}.{{prefix}}gate/', $1))),
+                IF(VERSION() LIKE '%MariaDB%', $2 / 1000, CEILING($2 / 1000)))

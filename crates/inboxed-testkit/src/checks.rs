@@ -46,14 +46,24 @@ where
     /// duplicate, and the state stays one delivery's.
     ///
     /// # Errors
-    /// The state after the second or the last delivery differs.
+    /// A later delivery was not a duplicate, or the state after the second or the last
+    /// delivery differs.
     pub async fn sequential_duplicates(&self, msg: &Envelope) -> Result<(), CheckFailure> {
         const CHECK: &str = "sequential_duplicates";
         let once = self.after_one(CHECK, msg).await?;
         let p = self.processor(CHECK, Fault::None);
         self.reset(CHECK).await?;
         for count in 1..=u32::try_from(self.config.deliveries.max(2)).unwrap_or(u32::MAX) {
-            settle(CHECK, &p, msg, count).await?;
+            let (outcome, _) = settle(CHECK, &p, msg, count).await?;
+            if count > 1 && outcome != Outcome::Duplicate {
+                return Err(CheckFailure::outcome(
+                    CHECK,
+                    &format!("delivery {count} of a processed message is a duplicate"),
+                    "Duplicate",
+                    &outcome,
+                    "the message's key was purged, or its id changes between deliveries",
+                ));
+            }
             if count == 2 || count as usize == self.config.deliveries.max(2) {
                 let found = self.probe(CHECK).await?;
                 Self::compare(

@@ -77,30 +77,37 @@ async fn enter<E: Engine>(
         }
     }
     let conn = session.as_mut()?;
+    match first_free(store, conn, slots, reply).await {
+        Ok(slot) => slot,
+        Err(()) => {
+            *session = None;
+            None
+        }
+    }
+}
+
+/// Tries each slot from a random one on, then waits on one at random, until one is taken:
+/// `Ok(None)` when the loop stopped waiting; `Err` when the session failed.
+async fn first_free<E: Engine>(
+    store: &E,
+    conn: &mut Conn<E>,
+    slots: u32,
+    reply: &tokio::sync::oneshot::Sender<Option<u32>>,
+) -> Result<Option<u32>, ()> {
     let first = fastrand::u32(0..slots);
     loop {
         for i in 0..slots {
             let slot = (first + i) % slots;
-            match take(store, conn, slot, Duration::ZERO).await {
-                Ok(true) => return Some(slot),
-                Ok(false) => {}
-                Err(()) => {
-                    *session = None;
-                    return None;
-                }
+            if take(store, conn, slot, Duration::ZERO).await? {
+                return Ok(Some(slot));
             }
         }
         if reply.is_closed() {
-            return None;
+            return Ok(None);
         }
         let slot = fastrand::u32(0..slots);
-        match take(store, conn, slot, WAIT).await {
-            Ok(true) => return Some(slot),
-            Ok(false) => {}
-            Err(()) => {
-                *session = None;
-                return None;
-            }
+        if take(store, conn, slot, WAIT).await? {
+            return Ok(Some(slot));
         }
     }
 }

@@ -5,12 +5,15 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use inboxed_core::{Envelope, Handler, Outcome, Store};
+use inboxed_core::{Envelope, Handler, Outcome, Processor, Store};
+use sqlx::Executor;
 use tokio::sync::{Barrier, Notify};
+
+use crate::contention::{self, Contending, INJECTIONS, Injection, Point};
 
 use crate::failure::{CheckFailure, Report};
 use crate::fault::Fault;
-use crate::hooks::{HookPoint, Hooked};
+use crate::hooks::{HookPoint, Hooked, Seamed};
 use crate::kit::{Kit, settle};
 
 /// Effects outside `conn` survive a transaction that does not commit.
@@ -28,7 +31,10 @@ where
     ///
     /// # Errors
     /// A [`Report`] of the checks that failed.
-    pub async fn check_all(&self, msg: &Envelope) -> Result<(), Report> {
+    pub async fn check_all(&self, msg: &Envelope) -> Result<(), Report>
+    where
+        for<'c> &'c mut <S::Db as sqlx::Database>::Connection: Executor<'c, Database = S::Db>,
+    {
         let mut failures = Vec::new();
         let mut add = |r: Result<(), CheckFailure>| failures.extend(r.err());
         add(self.sequential_duplicates(msg).await);
@@ -36,6 +42,7 @@ where
         add(self.first_holder_rolls_back(msg).await);
         add(self.crash_before_commit(msg).await);
         add(self.crash_between_commit_and_ack(msg).await);
+        add(self.contention(msg).await);
         add(self.poison(msg).await);
         add(self.conflict(msg).await);
         Report::of(failures)
@@ -212,6 +219,73 @@ where
             &found,
             OUTSIDE,
         )
+    }
+
+    /// A serialization failure and then a deadlock, raised by the engine inside the inbox
+    /// transaction at the claim, then (from a reset) inside the handler after the user's code
+    /// ran, then at commit: the processor retries the transaction in process, the delivery
+    /// processes the message, and the state is one delivery's. The conflicts are real server
+    /// errors with the codes a real conflict has (see the guide); on SQLite, where writers take
+    /// turns at `BEGIN IMMEDIATE` and no statement in a transaction meets a conflict, there is
+    /// nothing to inject and the check passes at once.
+    ///
+    /// # Errors
+    /// The delivery did not end processed, or the state differs from one delivery's.
+    pub async fn contention(&self, msg: &Envelope) -> Result<(), CheckFailure>
+    where
+        for<'c> &'c mut <S::Db as sqlx::Database>::Connection: Executor<'c, Database = S::Db>,
+    {
+        const CHECK: &str = "contention";
+        if !contention::possible(<S::Db as sqlx::Database>::NAME) {
+            return Ok(());
+        }
+        let once = self.after_one(CHECK, msg).await?;
+        for point in Point::ALL {
+            self.reset(CHECK).await?;
+            let injection = Arc::new(Injection::new(point));
+            let handler = Contending {
+                inner: Arc::clone(&self.handler),
+                injection: Arc::clone(&injection),
+            };
+            let p = Processor::with_config(
+                Seamed::wrap(self.store.clone(), Arc::clone(&injection)),
+                self.consumer(CHECK),
+                handler,
+                self.config.processor.clone(),
+            );
+            let (outcome, _) = settle(CHECK, &p, msg, 1).await?;
+            if injection.raised() < INJECTIONS {
+                return Err(CheckFailure::broken(
+                    CHECK,
+                    format!(
+                        "{} of {INJECTIONS} conflicts were raised {point}: the handler failed \
+                         before the point, or the message settled without reaching it",
+                        injection.raised()
+                    ),
+                ));
+            }
+            if outcome != Outcome::Processed {
+                return Err(CheckFailure::outcome(
+                    CHECK,
+                    &format!("a delivery that met conflicts {point} processes the message"),
+                    "Processed",
+                    &outcome,
+                    "the handler committed the claim itself (a COMMIT through `conn`)",
+                ));
+            }
+            let found = self.probe(CHECK).await?;
+            Self::compare(
+                CHECK,
+                &format!(
+                    "a delivery whose transaction met a serialization failure and a deadlock \
+                     {point}, retried in process, leaves one delivery's state"
+                ),
+                &once,
+                &found,
+                OUTSIDE,
+            )?;
+        }
+        Ok(())
     }
 
     /// A message whose delivery fails after the handler every time: it ends dead-lettered

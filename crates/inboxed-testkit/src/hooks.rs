@@ -1,6 +1,13 @@
-//! A store wrapper that parks a task at a barrier just before `begin` or `claim`, so two
-//! deliveries reach the critical statement together. Everything else is delegated.
+//! A store with seams: code a check (or a test) runs at fixed points of an inbox transaction,
+//! before it begins, before and after the claim, and after the statement that settles it (the
+//! last one before its COMMIT). Everything else is delegated to the wrapped store, so the
+//! engine's own SQL runs as it would without the wrapper.
+//!
+//! [`Hooked`] parks a task at a barrier before `begin` or the claim, so that several deliveries
+//! reach the critical statement together.
 
+use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -12,7 +19,71 @@ use inboxed_core::store::{
 };
 use inboxed_core::{ConsumerName, Envelope, MessageId, Store, StoreError};
 
-/// Where the barrier sits.
+/// What a [`Seamed`] store runs at each seam. Every method does nothing by default.
+pub trait Seams<DB: sqlx::Database>: Send + Sync + 'static {
+    /// Before the transaction begins.
+    fn before_begin(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// Inside the transaction, just before the claim.
+    fn before_claim(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// Inside the transaction, on its connection, once the claim succeeded; an `Err` is what
+    /// the claim then fails with.
+    fn after_claim(
+        &self,
+        conn: &mut DB::Connection,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = conn;
+        async { Ok(()) }
+    }
+
+    /// Inside the transaction, on its connection, after the statement that settles it (the
+    /// attempt counter's clearing, the last before COMMIT); an `Err` is what that statement
+    /// then fails with.
+    fn after_settle(
+        &self,
+        conn: &mut DB::Connection,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = conn;
+        async { Ok(()) }
+    }
+}
+
+/// `S` with the seams `K`.
+pub struct Seamed<S, K> {
+    inner: S,
+    seams: Arc<K>,
+}
+
+impl<S: Clone, K> Clone for Seamed<S, K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            seams: Arc::clone(&self.seams),
+        }
+    }
+}
+
+impl<S: fmt::Debug, K> fmt::Debug for Seamed<S, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Seamed")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, K> Seamed<S, K> {
+    /// Wraps `inner`; `seams` may be shared with whatever else reads or arms it.
+    pub fn wrap(inner: S, seams: Arc<K>) -> Self {
+        Self { inner, seams }
+    }
+}
+
+/// Where a [`Hooked`] store's barrier sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookPoint {
     /// Before the transaction begins (SQLite: writers serialize at `BEGIN IMMEDIATE`).
@@ -21,26 +92,15 @@ pub enum HookPoint {
     BeforeClaim,
 }
 
-/// `S` with a one-shot barrier at `point`.
-#[derive(Debug, Clone)]
-pub struct Hooked<S> {
-    inner: S,
+/// A one-shot barrier at a [`HookPoint`].
+#[derive(Debug)]
+pub struct AtBarrier {
     barrier: Arc<Barrier>,
     point: HookPoint,
-    armed: Arc<AtomicBool>,
+    armed: AtomicBool,
 }
 
-impl<S> Hooked<S> {
-    /// Wraps `inner`; the first `begin` or `claim` (per `point`) waits at `barrier`.
-    pub fn new(inner: S, barrier: Arc<Barrier>, point: HookPoint) -> Self {
-        Self {
-            inner,
-            barrier,
-            point,
-            armed: Arc::new(AtomicBool::new(true)),
-        }
-    }
-
+impl AtBarrier {
     async fn wait(&self, here: HookPoint) {
         if here == self.point && self.armed.swap(false, Ordering::SeqCst) {
             self.barrier.wait().await;
@@ -48,7 +108,35 @@ impl<S> Hooked<S> {
     }
 }
 
-impl<S: Store> Store for Hooked<S> {
+impl<DB: sqlx::Database> Seams<DB> for AtBarrier {
+    async fn before_begin(&self) {
+        self.wait(HookPoint::BeforeBegin).await;
+    }
+
+    async fn before_claim(&self) {
+        self.wait(HookPoint::BeforeClaim).await;
+    }
+}
+
+/// `S` with a one-shot barrier at a [`HookPoint`].
+pub type Hooked<S> = Seamed<S, AtBarrier>;
+
+impl<S> Seamed<S, AtBarrier> {
+    /// Wraps `inner`; the first `begin` or claim (per `point`) of it and its clones waits at
+    /// `barrier`.
+    pub fn new(inner: S, barrier: Arc<Barrier>, point: HookPoint) -> Self {
+        Self::wrap(
+            inner,
+            Arc::new(AtBarrier {
+                barrier,
+                point,
+                armed: AtomicBool::new(true),
+            }),
+        )
+    }
+}
+
+impl<S: Store, K: Seams<S::Db>> Store for Seamed<S, K> {
     type Db = S::Db;
 
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
@@ -67,8 +155,18 @@ impl<S: Store> Store for Hooked<S> {
         &self,
         params: &BeginParams,
     ) -> Result<sqlx::Transaction<'static, S::Db>, StoreError> {
-        self.wait(HookPoint::BeforeBegin).await;
+        self.seams.before_begin().await;
         self.inner.begin(params).await
+    }
+
+    async fn begin_claims(
+        &self,
+        params: &BeginParams,
+        consumer: &ConsumerName,
+        ids: &[&str],
+    ) -> Result<sqlx::Transaction<'static, S::Db>, StoreError> {
+        self.seams.before_begin().await;
+        self.inner.begin_claims(params, consumer, ids).await
     }
 
     async fn claim(
@@ -76,8 +174,10 @@ impl<S: Store> Store for Hooked<S> {
         conn: &mut <S::Db as sqlx::Database>::Connection,
         params: &ClaimParams<'_>,
     ) -> Result<Claim, StoreError> {
-        self.wait(HookPoint::BeforeClaim).await;
-        self.inner.claim(conn, params).await
+        self.seams.before_claim().await;
+        let claim = self.inner.claim(conn, params).await?;
+        self.seams.after_claim(conn).await?;
+        Ok(claim)
     }
 
     async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
@@ -105,7 +205,8 @@ impl<S: Store> Store for Hooked<S> {
         conn: &mut <S::Db as sqlx::Database>::Connection,
         params: &KeyParams<'_>,
     ) -> Result<(), StoreError> {
-        self.inner.clear_attempts(conn, params).await
+        self.inner.clear_attempts(conn, params).await?;
+        self.seams.after_settle(conn).await
     }
 
     async fn claim_many(

@@ -18,6 +18,7 @@
 //! | [`Kit::first_holder_rolls_back`] | three copies; the first to hold the key rolls back after its handler ran |
 //! | [`Kit::crash_before_commit`] | the transaction killed after the handler returned, then redelivered |
 //! | [`Kit::crash_between_commit_and_ack`] | committed, the ack lost, redelivered |
+//! | [`Kit::contention`] | a serialization failure and a deadlock raised by the engine at the claim, inside the handler, at commit: retried in process |
 //! | [`Kit::poison`] | failing after the handler every time: dead-lettered, with no effect at all |
 //! | [`Kit::conflict`] | the same id with another payload: a conflict, no second effect |
 //! | [`Kit::concurrent_messages`] | distinct messages at once against one after another (lost updates) |
@@ -67,6 +68,7 @@
 //! ```
 
 mod checks;
+mod contention;
 mod failure;
 mod fault;
 pub mod hooks;

@@ -65,7 +65,10 @@ fn caught(check: &str, result: Result<(), CheckFailure>) -> CheckFailure {
 
 /// The suite's ledger handler (each credit appended through `conn`) passes every check, and
 /// so does its atomic credit under concurrent messages.
-pub async fn testkit_passes_a_correct_handler<B: Backend>(_test: &str) {
+pub async fn testkit_passes_a_correct_handler<B: Backend>(_test: &str)
+where
+    for<'c> &'c mut Conn<B>: sqlx::Executor<'c, Database = <B::Store as Store>::Db>,
+{
     let db = B::create().await;
     let k = kit(&db, Ledger::<B>::default(), Arc::default());
     if let Err(report) = k.check_all(&credit("kit-good", 5)).await {
@@ -100,8 +103,12 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for SecondConnection<B> {
     }
 }
 
-/// Caught by the crash before commit, the first holder's rollback, and the poison check.
-pub async fn testkit_catches_a_write_on_a_second_connection<B: Backend>(_test: &str) {
+/// Caught by the crash before commit, the injected contention, the first holder's rollback,
+/// and the poison check.
+pub async fn testkit_catches_a_write_on_a_second_connection<B: Backend>(_test: &str)
+where
+    for<'c> &'c mut Conn<B>: sqlx::Executor<'c, Database = <B::Store as Store>::Db>,
+{
     let db = B::create().await;
     let handler = SecondConnection::<B> {
         store: db.store.clone(),
@@ -128,6 +135,7 @@ pub async fn testkit_catches_a_write_on_a_second_connection<B: Backend>(_test: &
         return;
     }
     caught("crash_before_commit", k.crash_before_commit(&msg).await);
+    caught("contention", k.contention(&msg).await);
     caught(
         "first_holder_rolls_back",
         k.first_holder_rolls_back(&msg).await,
@@ -185,8 +193,11 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Mailer<B> {
 }
 
 /// Counting the delivery (an email per call) instead of the message: caught by the crash
-/// before commit and the poison check.
-pub async fn testkit_catches_a_handler_that_counts_deliveries<B: Backend>(_test: &str) {
+/// before commit, the injected contention (not on SQLite) and the poison check.
+pub async fn testkit_catches_a_handler_that_counts_deliveries<B: Backend>(_test: &str)
+where
+    for<'c> &'c mut Conn<B>: sqlx::Executor<'c, Database = <B::Store as Store>::Db>,
+{
     let db = B::create().await;
     let sent = Arc::new(AtomicI64::new(0));
     let handler = Mailer::<B> {
@@ -196,6 +207,13 @@ pub async fn testkit_catches_a_handler_that_counts_deliveries<B: Backend>(_test:
     let k = kit(&db, handler, sent);
     let msg = credit("kit-mailer", 1);
     caught("crash_before_commit", k.crash_before_commit(&msg).await);
+    let contention = k.contention(&msg).await;
+    if B::SERIAL_WRITERS {
+        // SQLite: no conflict inside a transaction, nothing to inject, nothing to catch.
+        contention.unwrap_or_else(|f| panic!("{f}"));
+    } else {
+        caught("contention", contention);
+    }
     caught("poison", k.poison(&msg).await);
     caught(
         "worker_crash_before_commit",

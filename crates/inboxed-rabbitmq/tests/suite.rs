@@ -7,6 +7,7 @@
 
 mod acks;
 mod chain;
+mod chaos;
 mod outbox;
 mod pg_restart;
 mod rabbitmq;

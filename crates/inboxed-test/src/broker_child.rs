@@ -17,7 +17,7 @@ use inboxed_core::{
 
 use crate::backend::{Backend, TestDb};
 use crate::conformance::ledger_state;
-use crate::handler::Ledger;
+use crate::handler::{Ledger, SecondConnection};
 
 /// A delivery whose ack prints what happened, or pauses for ever (the kill point).
 #[derive(Debug)]
@@ -110,11 +110,28 @@ pub fn broker_child_locator() -> Option<String> {
 }
 
 /// The child: settles `source`'s deliveries through the `ledger` consumer one at a time until
-/// it is killed; in batches of up to `INBOXED_CONSUMER_BATCH` when that is set.
+/// it is killed; in batches of up to `INBOXED_CONSUMER_BATCH` when that is set. With
+/// `INBOXED_CHILD_HANDLER=second_connection` its handler is the known-bad
+/// [`SecondConnection`], for a harness to catch.
 pub async fn broker_child_main<B: Backend, S: DeliverySource + 'static>(locator: &str, source: S) {
     let store = B::attach(locator).await;
+    if std::env::var("INBOXED_CHILD_HANDLER").as_deref() == Ok("second_connection") {
+        let handler = SecondConnection::<B> {
+            store: store.clone(),
+        };
+        return consume(store, handler, source).await;
+    }
+    consume(store, Ledger::<B>::default(), source).await;
+}
+
+/// The child's consumer loop, with `handler`.
+async fn consume<St: Store, H: Handler<St::Db>, S: DeliverySource + 'static>(
+    store: St,
+    handler: H,
+    source: S,
+) {
     let consumer = ConsumerName::new("ledger").expect("consumer name");
-    let processor = Processor::new(store, consumer, Ledger::<B>::default());
+    let processor = Processor::new(store, consumer, handler);
     let source = AnnouncedSource {
         inner: source,
         pause_before_ack: std::env::var("INBOXED_FAULT").as_deref() == Ok("pause_before_ack"),

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use inboxed_core::store::BeginParams;
 use inboxed_core::{Envelope, Handler, HandlerError, MessageId, ResultExt, Store};
 
 use crate::backend::{Backend, Conn};
@@ -197,5 +198,32 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Ledger<B> {
             Some("panic") => panic!("scripted panic"),
             _ => Ok(()),
         }
+    }
+}
+
+/// A known-bad handler: writes its ledger row through a transaction of its own on another
+/// connection of the pool, committed at once (the classic way to step outside the inbox's
+/// transaction), then sleeps the script's `sleep_ms` inside the inbox's. A kill or a rollback
+/// after its own commit leaves the row, and the redelivery writes another.
+#[derive(Debug)]
+pub struct SecondConnection<B: Backend> {
+    /// The store whose pool the second connection comes from.
+    pub store: B::Store,
+}
+
+impl<B: Backend> Handler<<B::Store as Store>::Db> for SecondConnection<B> {
+    async fn handle(&self, msg: &Envelope, _conn: &mut Conn<B>) -> Result<(), HandlerError> {
+        let script: Script = msg.json().permanent()?;
+        let mut tx = self
+            .store
+            .begin(&BeginParams::default())
+            .await
+            .map_err(HandlerError::transient)?;
+        B::ledger_insert(&mut tx, msg.id().as_str(), &script.account, script.amount).await?;
+        tx.commit().await?;
+        if script.sleep_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(script.sleep_ms)).await;
+        }
+        Ok(())
     }
 }

@@ -31,7 +31,7 @@ pub mod tls;
 pub mod wire;
 
 pub use backend::{Backend, TestDb};
-pub use handler::{Ledger, Script, credit};
+pub use handler::{Ledger, Script, SecondConnection, credit};
 pub use lite::Lite;
 pub use my::My;
 pub use my_parted::MyParted;

@@ -67,6 +67,7 @@
 //! # }
 //! ```
 
+mod chaos;
 mod checks;
 mod contention;
 mod failure;
@@ -75,5 +76,6 @@ pub mod hooks;
 mod kit;
 mod worker_checks;
 
+pub use chaos::{Chaos, ChaosConfig, ChaosFailure, ChaosReport};
 pub use failure::{CheckFailure, Report};
 pub use kit::{Kit, KitConfig};

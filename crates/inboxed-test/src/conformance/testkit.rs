@@ -5,12 +5,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use inboxed_core::store::BeginParams;
 use inboxed_core::{Envelope, Handler, HandlerError, ProcessorConfig, Store};
 use inboxed_testkit::{CheckFailure, Kit, KitConfig};
 
 use crate::backend::{Backend, Conn, TestDb};
-use crate::handler::{Ledger, Script, credit};
+use crate::handler::{Ledger, Script, SecondConnection, credit};
 
 /// The business tables back as every run starts.
 const RESET: &str = "DELETE FROM ledger; UPDATE accounts SET balance = 0";
@@ -82,25 +81,6 @@ where
         panic!("{report}");
     }
     B::drop_db(db).await;
-}
-
-/// Writes its credit through a transaction of its own on another connection of the pool,
-/// committed at once: the classic way to step outside the inbox's transaction.
-struct SecondConnection<B: Backend> {
-    store: B::Store,
-}
-
-impl<B: Backend> Handler<<B::Store as Store>::Db> for SecondConnection<B> {
-    async fn handle(&self, msg: &Envelope, _conn: &mut Conn<B>) -> Result<(), HandlerError> {
-        let mut tx = self
-            .store
-            .begin(&BeginParams::default())
-            .await
-            .map_err(|e| HandlerError::transient(e.to_string()))?;
-        B::ledger_insert(&mut tx, msg.id().as_str(), "a", 1).await?;
-        tx.commit().await?;
-        Ok(())
-    }
 }
 
 /// Caught by the crash before commit, the injected contention, the first holder's rollback,

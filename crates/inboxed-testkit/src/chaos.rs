@@ -1,0 +1,483 @@
+//! The process-level harness: your consumer binary, killed with SIGKILL at random points and
+//! restarted, while a producer publishes through your real broker with producer retries; then
+//! a ledger audit of your own says whether every message took effect exactly once.
+//!
+//! Where the [`Kit`](crate::Kit)'s checks attack one handler call at a time inside the test
+//! process, this attacks the whole service as it runs in production: its broker client, its
+//! acks, its prefetch, its shutdown path, its startup (migrations, reconnects) under kills
+//! that land wherever they land. A kill between a commit and its ack, inside a handler, in the
+//! middle of a COMMIT or a reconnect: whatever the seed picks.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use inboxed_core::BoxError;
+use tokio::process::{Child, Command};
+
+/// How the storm runs. Every field says its default.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ChaosConfig {
+    /// Messages the producer publishes, spread evenly over the storm. Defaults to 200.
+    pub messages: usize,
+    /// How long the storm lasts: the producer publishes through it, and the consumer is killed
+    /// and restarted through it. Defaults to 10 s.
+    pub storm: Duration,
+    /// How long each consumer process runs before it is killed: uniform in this range, from
+    /// the seed. A range that starts below the consumer's start-up time kills some consumers
+    /// before they consume anything, which is a case worth having too. Defaults to 300 ms to
+    /// 1.5 s.
+    pub run_between_kills: (Duration, Duration),
+    /// The share of messages the producer publishes a second time, at a random later point of
+    /// the storm (a producer that retried a publish whose confirm it never saw). Defaults to
+    /// 0.25.
+    pub producer_retries: f64,
+    /// After the storm, how long the last consumer (never killed) has to give every message
+    /// its effect. Defaults to 60 s.
+    pub settle: Duration,
+    /// Once every message shows its effect, how long to keep the consumer running for late
+    /// duplicates (redeliveries of messages already done) to show theirs. Defaults to 2 s.
+    pub quiet: Duration,
+    /// Seeds the kill points and the retried messages; the report prints it, so a failing
+    /// run can be replayed. Defaults to one drawn from the clock.
+    pub seed: u64,
+}
+
+impl Default for ChaosConfig {
+    fn default() -> Self {
+        Self {
+            messages: 200,
+            storm: Duration::from_secs(10),
+            run_between_kills: (Duration::from_millis(300), Duration::from_millis(1500)),
+            producer_retries: 0.25,
+            settle: Duration::from_secs(60),
+            quiet: Duration::from_secs(2),
+            seed: fastrand::u64(..),
+        }
+    }
+}
+
+/// What a storm did, and what the audit found.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ChaosReport {
+    /// The seed the run used.
+    pub seed: u64,
+    /// Distinct messages published.
+    pub published: usize,
+    /// Messages published a second time (producer retries).
+    pub republished: usize,
+    /// Publishes that failed and were tried again (the broker refused or dropped them).
+    pub publish_errors: usize,
+    /// Consumer processes killed with SIGKILL.
+    pub kills: usize,
+    /// Time from the start of the storm to the final audit.
+    pub elapsed: Duration,
+    /// Published messages the audit found without an effect.
+    pub lost: Vec<String>,
+    /// Published messages the audit found with more than one effect, and how many.
+    pub doubled: Vec<(String, i64)>,
+}
+
+impl ChaosReport {
+    /// Whether every message took effect exactly once.
+    #[must_use]
+    pub fn exact(&self) -> bool {
+        self.lost.is_empty() && self.doubled.is_empty()
+    }
+}
+
+/// Lists at most the first few of `items`.
+fn some<T: fmt::Debug>(items: &[T]) -> String {
+    const SHOWN: usize = 10;
+    let more = items.len().saturating_sub(SHOWN);
+    let shown: Vec<String> = items.iter().take(SHOWN).map(|i| format!("{i:?}")).collect();
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}
+
+impl fmt::Display for ChaosReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} messages published ({} of them twice, {} publishes retried after an error), \
+             {} consumers killed, audited after {:.1} s (seed {})",
+            self.published,
+            self.republished,
+            self.publish_errors,
+            self.kills,
+            self.elapsed.as_secs_f64(),
+            self.seed
+        )?;
+        if !self.lost.is_empty() {
+            write!(
+                f,
+                "\n  lost (no effect): {} messages: {}",
+                self.lost.len(),
+                some(&self.lost)
+            )?;
+        }
+        if !self.doubled.is_empty() {
+            write!(
+                f,
+                "\n  doubled (more than one effect): {} messages: {}",
+                self.doubled.len(),
+                some(&self.doubled)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a storm failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ChaosFailure {
+    /// The audit found messages lost or doubled.
+    NotExact(ChaosReport),
+    /// The storm could not run to its audit: the consumer would not start or exited on its
+    /// own, the producer gave up, the audit failed, or not every message took effect within
+    /// [`ChaosConfig::settle`] (the report's `lost` then lists those without one).
+    Broken {
+        /// What went wrong.
+        what: String,
+        /// The storm so far.
+        report: ChaosReport,
+    },
+}
+
+impl fmt::Display for ChaosFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotExact(report) => write!(
+                f,
+                "the consumer did not take every message's effect exactly once under SIGKILLs: \
+                 {report}\n  usual cause: an ack before the commit (auto-ack, or acking on \
+                 receipt) loses messages; work outside the inbox transaction doubles them"
+            ),
+            Self::Broken { what, report } => {
+                write!(f, "the storm could not run: {what}\n  {report}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ChaosFailure {}
+
+/// The harness: a function that makes the command of your consumer (called for every start),
+/// and a [`ChaosConfig`].
+pub struct Chaos {
+    command: Box<dyn Fn() -> Command + Send + Sync>,
+    config: ChaosConfig,
+}
+
+impl fmt::Debug for Chaos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Chaos")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Chaos {
+    /// A storm for the consumer that `command` starts (its program, arguments and
+    /// environment: the database and the broker of the test). The harness gives it no stdin
+    /// and kills it with SIGKILL; its stdout and stderr are as `command` sets them (inherited
+    /// unless set).
+    pub fn new(command: impl Fn() -> Command + Send + Sync + 'static) -> Self {
+        Self {
+            command: Box::new(command),
+            config: ChaosConfig::default(),
+        }
+    }
+
+    /// Replaces the [`ChaosConfig`].
+    #[must_use]
+    pub fn with_config(mut self, config: ChaosConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Runs the storm. `publish(id, n)` publishes message number `n` under the message id
+    /// `id` on your broker (the id is what your consumer's inbox deduplicates on; the same
+    /// `(id, n)` comes again for a producer retry); a failed publish is tried again. `audit()`
+    /// reads your ledger: each message id with the number of effects it has (`SELECT
+    /// message_id, count(*) FROM ledger GROUP BY message_id`); ids the storm did not publish
+    /// are ignored, so the ledger may hold other rows.
+    ///
+    /// The consumer runs from the start; during the storm it is killed at random points and
+    /// started again at once. After the storm the last one runs until every message shows an
+    /// effect, then [`ChaosConfig::quiet`] longer; it is killed, and the ledger audited.
+    ///
+    /// # Errors
+    /// [`ChaosFailure::NotExact`] when a message has no effect or more than one;
+    /// [`ChaosFailure::Broken`] when the storm could not run to its audit.
+    pub async fn run<P, PF, PE, A, AF, AE>(
+        &self,
+        publish: P,
+        audit: A,
+    ) -> Result<ChaosReport, ChaosFailure>
+    where
+        P: Fn(String, u64) -> PF,
+        PF: Future<Output = Result<(), PE>>,
+        PE: Into<BoxError>,
+        A: Fn() -> AF,
+        AF: Future<Output = Result<Vec<(String, i64)>, AE>>,
+        AE: Into<BoxError>,
+    {
+        let config = &self.config;
+        let started = Instant::now();
+        let mut rng = fastrand::Rng::with_seed(config.seed);
+        let ids: Vec<String> = (0..config.messages)
+            .map(|n| format!("chaos-{:016x}-{n}", config.seed))
+            .collect();
+        let mut report = ChaosReport {
+            seed: config.seed,
+            published: ids.len(),
+            ..ChaosReport::default()
+        };
+        let plan = publish_plan(config, &mut rng, &mut report);
+        let errors = AtomicUsize::new(0);
+        let producer = produce(plan, &ids, &publish, &errors, started);
+        let storm = async {
+            let mut child = self.start()?;
+            let storm_end = started + config.storm;
+            loop {
+                let (low, high) = config.run_between_kills;
+                let at = Instant::now() + low + high.saturating_sub(low).mul_f64(rng.f64());
+                if at >= storm_end {
+                    return Ok(child);
+                }
+                tokio::time::sleep_until(at.into()).await;
+                if let Some(status) = exited(&mut child) {
+                    return Err(format!(
+                        "the consumer exited on its own, {status}, before it was killed"
+                    ));
+                }
+                kill(&mut child).await;
+                report.kills += 1;
+                child = self.start()?;
+            }
+        };
+        let (produced, stormed) = tokio::join!(producer, storm);
+        report.publish_errors = errors.load(Ordering::SeqCst);
+        let mut child = stormed.map_err(|what| broken(what, report.clone(), started))?;
+        if let Err(what) = produced {
+            kill(&mut child).await;
+            return Err(broken(what, report, started));
+        }
+
+        // The last consumer, never killed, settles what is left.
+        let deadline = Instant::now() + config.settle;
+        loop {
+            if let Some(status) = exited(&mut child) {
+                return Err(broken(
+                    format!("the last consumer exited on its own, {status}"),
+                    report,
+                    started,
+                ));
+            }
+            let counts = read(&audit)
+                .await
+                .map_err(|what| broken(what, report.clone(), started))?;
+            verdict(&ids, &counts, &mut report);
+            if report.lost.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                kill(&mut child).await;
+                return Err(broken(
+                    format!(
+                        "{} messages had no effect {:.0} s after the storm",
+                        report.lost.len(),
+                        config.settle.as_secs_f64()
+                    ),
+                    report,
+                    started,
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(config.quiet).await;
+        kill(&mut child).await;
+        let counts = read(&audit)
+            .await
+            .map_err(|what| broken(what, report.clone(), started))?;
+        verdict(&ids, &counts, &mut report);
+        report.elapsed = started.elapsed();
+        if report.exact() {
+            Ok(report)
+        } else {
+            Err(ChaosFailure::NotExact(report))
+        }
+    }
+
+    /// Starts a consumer.
+    fn start(&self) -> Result<Child, String> {
+        let mut command = (self.command)();
+        command
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        command
+            .spawn()
+            .map_err(|e| format!("the consumer would not start: {e}"))
+    }
+}
+
+/// When each publish happens, as an offset into the storm, with the message's number: every
+/// message once, evenly spread, and a share of them again at a random later point.
+fn publish_plan(
+    config: &ChaosConfig,
+    rng: &mut fastrand::Rng,
+    report: &mut ChaosReport,
+) -> Vec<(Duration, usize)> {
+    let step = config
+        .storm
+        .checked_div(u32::try_from(config.messages.max(1)).unwrap_or(u32::MAX))
+        .unwrap_or_default();
+    let mut plan = Vec::new();
+    for n in 0..config.messages {
+        let at = step * u32::try_from(n).unwrap_or(u32::MAX);
+        plan.push((at, n));
+        if rng.f64() < config.producer_retries {
+            let later = at + config.storm.saturating_sub(at).mul_f64(rng.f64());
+            plan.push((later, n));
+            report.republished += 1;
+        }
+    }
+    plan.sort();
+    plan
+}
+
+/// The producer: each publish of `plan` at its time, tried again after an error (up to 50
+/// times, 100 ms apart: a broker that refuses that long is not a storm's doing).
+async fn produce<P, PF, PE>(
+    plan: Vec<(Duration, usize)>,
+    ids: &[String],
+    publish: &P,
+    errors: &AtomicUsize,
+    started: Instant,
+) -> Result<(), String>
+where
+    P: Fn(String, u64) -> PF,
+    PF: Future<Output = Result<(), PE>>,
+    PE: Into<BoxError>,
+{
+    const TRIES: usize = 50;
+    for (at, n) in plan {
+        tokio::time::sleep_until((started + at).into()).await;
+        let mut tries = 0;
+        loop {
+            let published: Result<(), BoxError> =
+                publish(ids[n].clone(), n as u64).await.map_err(Into::into);
+            match published {
+                Ok(()) => break,
+                Err(_) if tries + 1 < TRIES => {
+                    tries += 1;
+                    errors.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => {
+                    return Err(format!("publishing {} failed {TRIES} times: {e}", ids[n]));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The child's exit status, if it has exited.
+fn exited(child: &mut Child) -> Option<ExitStatus> {
+    child.try_wait().ok().flatten()
+}
+
+/// SIGKILL, and the wait that reaps the process.
+async fn kill(child: &mut Child) {
+    let _ = child.kill().await;
+}
+
+/// The audit's rows, or what it failed with.
+async fn read<A, AF, AE>(audit: &A) -> Result<Vec<(String, i64)>, String>
+where
+    A: Fn() -> AF,
+    AF: Future<Output = Result<Vec<(String, i64)>, AE>>,
+    AE: Into<BoxError>,
+{
+    audit()
+        .await
+        .map_err(|e| format!("the audit failed: {}", e.into()))
+}
+
+/// Fills the report's `lost` and `doubled` from the audit's counts of the storm's `ids`.
+fn verdict(ids: &[String], counts: &[(String, i64)], report: &mut ChaosReport) {
+    let mut effects: HashMap<&str, i64> = HashMap::new();
+    for (id, n) in counts {
+        *effects.entry(id.as_str()).or_default() += n;
+    }
+    report.lost = ids
+        .iter()
+        .filter(|id| effects.get(id.as_str()).copied().unwrap_or(0) == 0)
+        .cloned()
+        .collect();
+    report.doubled = ids
+        .iter()
+        .filter_map(|id| {
+            let n = effects.get(id.as_str()).copied().unwrap_or(0);
+            (n > 1).then(|| (id.clone(), n))
+        })
+        .collect();
+}
+
+/// A [`ChaosFailure::Broken`] with the report's time so far.
+fn broken(what: String, mut report: ChaosReport, started: Instant) -> ChaosFailure {
+    report.elapsed = started.elapsed();
+    ChaosFailure::Broken { what, report }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_verdict_names_lost_and_doubled_messages() {
+        let ids: Vec<String> = ["a", "b", "c"].map(str::to_owned).to_vec();
+        let counts = vec![
+            ("a".to_owned(), 1),
+            ("c".to_owned(), 1),
+            ("c".to_owned(), 1),
+            ("other".to_owned(), 5),
+        ];
+        let mut report = ChaosReport::default();
+        verdict(&ids, &counts, &mut report);
+        assert_eq!(report.lost, ["b"]);
+        assert_eq!(report.doubled, [("c".to_owned(), 2)]);
+        assert!(!report.exact());
+    }
+
+    #[test]
+    fn the_plan_publishes_every_message_and_retries_later() {
+        let config = ChaosConfig {
+            messages: 100,
+            producer_retries: 0.5,
+            seed: 7,
+            ..ChaosConfig::default()
+        };
+        let mut report = ChaosReport::default();
+        let plan = publish_plan(&config, &mut fastrand::Rng::with_seed(7), &mut report);
+        assert_eq!(plan.len(), 100 + report.republished);
+        assert!(report.republished > 20, "{}", report.republished);
+        for n in 0..100 {
+            let times: Vec<Duration> = plan.iter().filter(|p| p.1 == n).map(|p| p.0).collect();
+            assert!(!times.is_empty() && times.len() <= 2);
+            assert!(times.iter().all(|t| *t <= config.storm));
+        }
+        assert!(plan.windows(2).all(|w| w[0].0 <= w[1].0), "in time order");
+    }
+}

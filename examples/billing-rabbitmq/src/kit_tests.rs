@@ -7,48 +7,10 @@ use std::time::Duration;
 use inboxed::postgres::PgStore;
 use inboxed::{Envelope, Handler, HandlerError, MessageId, ResultExt};
 use inboxed_testkit::Kit;
-use sqlx::{Connection, Executor, PgConnection, Postgres};
+use sqlx::{PgConnection, Postgres};
 
+use super::test_db::{database, finish};
 use super::{Billing, Charge};
-
-/// A database of its own for one test, with the accounts table; dropped by [`finish`].
-async fn database() -> (PgStore, String) {
-    let server = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@localhost:5432/postgres".to_owned());
-    let name = format!("billing_kit_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = PgConnection::connect(&server).await.expect("PostgreSQL");
-    admin
-        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .await
-        .expect("create the test database");
-    let (base, _) = server.rsplit_once('/').expect("a URL with a database");
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(8)
-        .connect(&format!("{base}/{name}"))
-        .await
-        .expect("the test database");
-    pool.execute(
-        "CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL); \
-         INSERT INTO accounts VALUES ('alice', 10000), ('bob', 10000)",
-    )
-    .await
-    .expect("the accounts table");
-    (PgStore::new(pool), server)
-}
-
-/// Drops the test's database.
-async fn finish(store: PgStore, server: &str) {
-    let name = sqlx::query_scalar::<_, String>("SELECT current_database()")
-        .fetch_one(store.pool())
-        .await
-        .expect("the database's name");
-    store.pool().close().await;
-    let mut admin = PgConnection::connect(server).await.expect("PostgreSQL");
-    admin
-        .execute(sqlx::AssertSqlSafe(format!("DROP DATABASE {name}")))
-        .await
-        .expect("drop the test database");
-}
 
 /// The kit for `handler`: the reset puts both balances back to 10,000 cents, the probe reads
 /// every balance.
@@ -57,7 +19,7 @@ fn kit<H: Handler<Postgres>>(store: &PgStore, handler: H) -> Kit<PgStore, H, Vec
         store.clone(),
         handler,
         |store: PgStore| async move {
-            sqlx::query("UPDATE accounts SET balance = 10000")
+            sqlx::raw_sql("UPDATE accounts SET balance = 10000; DELETE FROM charges")
                 .execute(store.pool())
                 .await
                 .map(drop)
@@ -81,7 +43,7 @@ fn charge(id: &str, account: &str, cents: i64) -> Envelope {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_billing_handler_passes_every_check() {
-    let (store, server) = database().await;
+    let (store, _) = database().await;
     let k = kit(&store, Billing);
     if let Err(report) = k.check_all(&charge("charge-1", "alice", 250)).await {
         panic!("{report}");
@@ -92,7 +54,7 @@ async fn the_billing_handler_passes_every_check() {
     k.concurrent_messages(&charges)
         .await
         .unwrap_or_else(|f| panic!("{f}"));
-    finish(store, &server).await;
+    finish(store).await;
 }
 
 /// The billing handler as it is often first written: read the balance, compute, write it back,
@@ -118,7 +80,7 @@ impl Handler<Postgres> for ReadThenWrite {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_handler_that_reads_then_writes_the_balance_is_caught() {
-    let (store, server) = database().await;
+    let (store, _) = database().await;
     let k = kit(&store, ReadThenWrite);
     // Alone, one message at a time, it looks right: every duplicate and crash check passes.
     if let Err(report) = k.check_all(&charge("charge-1", "alice", 250)).await {
@@ -133,5 +95,5 @@ async fn a_handler_that_reads_then_writes_the_balance_is_caught() {
         .expect_err("concurrent charges lose each other's updates");
     println!("{failure}");
     assert_eq!(failure.check, "concurrent_messages");
-    finish(store, &server).await;
+    finish(store).await;
 }

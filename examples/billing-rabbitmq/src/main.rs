@@ -11,6 +11,11 @@
 //! It publishes five charges, one of them twice (a producer retry) and one more without a
 //! message id, consumes them through the inbox and prints the balances: the retried charge is
 //! applied once, and the message without an id is dead-lettered, not applied and not lost.
+//!
+//! `cargo run -p billing-rabbitmq -- consume` runs the consumer alone, as the service would run
+//! in production: on `BILLING_QUEUE` (default `inboxed-example-billing`) until SIGINT or
+//! SIGTERM. `tests/chaos.rs` kills that process at random points while charges arrive, and
+//! audits the ledger of charges.
 
 use std::time::Duration;
 
@@ -29,6 +34,8 @@ use sqlx::{PgConnection, PgPool, Postgres};
 
 #[cfg(test)]
 mod kit_tests;
+#[cfg(test)]
+mod test_db;
 
 const QUEUE: &str = "inboxed-example-billing";
 
@@ -56,6 +63,12 @@ impl Handler<Postgres> for Billing {
                 charge.account
             )));
         }
+        sqlx::query("INSERT INTO charges (message_id, account, cents) VALUES ($1, $2, $3)")
+            .bind(msg.id().as_str())
+            .bind(&charge.account)
+            .bind(charge.cents)
+            .execute(&mut *conn)
+            .await?;
         Ok(())
     }
 }
@@ -67,23 +80,59 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|_| "postgres://postgres@localhost:5432/postgres".to_owned());
     let amqp_url = std::env::var("AMQP_URL")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
-
     let pool = PgPool::connect(&database_url)
         .await
         .with_context(|| format!("cannot reach PostgreSQL at {database_url}"))?;
-    sqlx::raw_sql(
-        "DROP TABLE IF EXISTS accounts;
-         CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL);
-         INSERT INTO accounts VALUES ('alice', 10000), ('bob', 10000);",
-    )
-    .execute(&pool)
-    .await?;
+    match std::env::args().nth(1).as_deref() {
+        None => demo(pool, &amqp_url).await,
+        Some("consume") => consume(pool, &amqp_url).await,
+        Some(other) => {
+            anyhow::bail!("unknown command {other:?}: run with no argument, or `consume`")
+        }
+    }
+}
+
+/// The consumer alone, until SIGINT or SIGTERM: the service as it runs in production.
+async fn consume(pool: PgPool, amqp_url: &str) -> anyhow::Result<()> {
+    let queue = std::env::var("BILLING_QUEUE").unwrap_or_else(|_| QUEUE.to_owned());
+    sqlx::raw_sql(include_str!("schema.sql"))
+        .execute(&pool)
+        .await?;
+    let store = PgStore::new(pool);
+    store.migrate().await?;
+    let processor = Processor::new(store, ConsumerName::new("billing")?, Billing);
+    let source = RabbitSource::connect(RabbitConfig::new(amqp_url, &queue)).await?;
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    };
+    Consumer::new(processor, ConsumerConfig::default())
+        .run(source, shutdown)
+        .await?;
+    Ok(())
+}
+
+/// Publishes the demo's charges, consumes them, and prints the balances.
+async fn demo(pool: PgPool, amqp_url: &str) -> anyhow::Result<()> {
+    sqlx::raw_sql("DROP TABLE IF EXISTS accounts, charges")
+        .execute(&pool)
+        .await?;
+    sqlx::raw_sql(include_str!("schema.sql"))
+        .execute(&pool)
+        .await?;
+    sqlx::raw_sql("INSERT INTO accounts VALUES ('alice', 10000), ('bob', 10000)")
+        .execute(&pool)
+        .await?;
     let store = PgStore::new(pool.clone());
     store.migrate().await?;
     let invalid_before = invalid_letters(&pool).await?;
 
     // The producer side: five charges, charge-2 sent twice, and one message without an id.
-    let conn = Connection::connect(&amqp_url, ConnectionProperties::default())
+    let conn = Connection::connect(amqp_url, ConnectionProperties::default())
         .await
         .with_context(|| format!("cannot reach RabbitMQ at {amqp_url}"))?;
     let channel = conn.create_channel().await?;
@@ -136,7 +185,7 @@ async fn main() -> anyhow::Result<()> {
     // The consumer: acks each delivery only after its transaction committed.
     let consumer = ConsumerName::new("billing")?;
     let processor = Processor::new(store, consumer, Billing);
-    let source = RabbitSource::connect(RabbitConfig::new(&amqp_url, QUEUE)).await?;
+    let source = RabbitSource::connect(RabbitConfig::new(amqp_url, QUEUE)).await?;
     let settled = settled_all(pool.clone(), run, invalid_before);
     Consumer::new(processor, ConsumerConfig::default())
         .run(source, settled)

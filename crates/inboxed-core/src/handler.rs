@@ -102,6 +102,18 @@ tokio::task_local! {
     static DEFAULT_BATCH: Arc<AtomicBool>;
 }
 
+/// Whether the trait's default [`Handler::handle_batch`] has just answered a store-then-process
+/// worker's probe (it did nothing, and the worker will run the rows one at a time with
+/// [`Handler::handle`]). A wrapper whose `handle_batch` forwards to another handler's and then
+/// does work of its own (a metric, a check, an injected fault) returns at once when this is
+/// `true`: the call was a question, not a batch.
+#[must_use]
+pub fn default_batch_answered() -> bool {
+    DEFAULT_BATCH
+        .try_with(|probe| probe.load(Ordering::Relaxed))
+        .unwrap_or(false)
+}
+
 /// Calls `handle_batch` with the probe set: `Ok(None)` when it is the trait's default (which
 /// then did nothing), else what the call returned.
 pub(crate) async fn probe_batch<DB: sqlx::Database, H: Handler<DB>>(

@@ -12,7 +12,7 @@ use tokio::sync::{Barrier, Notify};
 use crate::contention::{self, Contending, INJECTIONS, Injection, Point};
 
 use crate::failure::{CheckFailure, Report};
-use crate::fault::Fault;
+use crate::fault::{Fault, kill_when_ran};
 use crate::hooks::{HookPoint, Hooked, Seamed};
 use crate::kit::{Kit, settle};
 
@@ -159,15 +159,7 @@ where
             let msg = msg.clone();
             tokio::spawn(async move { killed.process(&msg, Some(1)).await })
         };
-        let mut delivery = delivery;
-        tokio::select! {
-            () = ran.notified() => {
-                delivery.abort();
-                let _ = delivery.await;
-            }
-            // The handler failed before it returned Ok: nothing to kill.
-            _ = &mut delivery => {}
-        }
+        kill_when_ran(&ran, delivery).await;
         let p = self.processor_on(self.store.clone(), &consumer, Fault::None);
         let (outcome, _) = settle(CHECK, &p, msg, 2).await?;
         if outcome != Outcome::Processed {

@@ -3,7 +3,7 @@
 //! a check then sees is what the handler's work does when its transaction does not commit.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use inboxed_core::{Envelope, Handler, HandlerError};
@@ -24,6 +24,9 @@ pub(crate) enum Fault {
     /// Every call fails as a transient error: the poison a message becomes when something
     /// after the handler always fails (a commit refused, a downstream check).
     Fail,
+    /// Every `handle_batch` call fails after the user's returned `Ok` (counted in `failed`);
+    /// `handle` does not: the processor redoes the batch a message at a time.
+    FailBatches { failed: Arc<AtomicU32> },
     /// The first call to get here waits `hold` (while the other copies queue behind its
     /// claim), then fails: its transaction rolls back and one of the others takes the key.
     FirstFails {
@@ -41,6 +44,28 @@ pub(crate) struct Faulty<H> {
 impl<DB: sqlx::Database, H: Handler<DB>> Handler<DB> for Faulty<H> {
     async fn handle(&self, msg: &Envelope, conn: &mut DB::Connection) -> Result<(), HandlerError> {
         self.inner.handle(msg, conn).await?;
+        self.after(false).await
+    }
+
+    /// The user's own `handle_batch` (their override, or the trait's default), then the fault
+    /// once for the whole batch; nothing when the call was a worker's probe that the default
+    /// answered.
+    async fn handle_batch(
+        &self,
+        msgs: &[&Envelope],
+        conn: &mut DB::Connection,
+    ) -> Result<(), HandlerError> {
+        self.inner.handle_batch(msgs, conn).await?;
+        if inboxed_core::handler::default_batch_answered() {
+            return Ok(());
+        }
+        self.after(true).await
+    }
+}
+
+impl<H> Faulty<H> {
+    /// The fault, after the user's handler returned `Ok` (from `handle_batch` when `batch`).
+    async fn after(&self, batch: bool) -> Result<(), HandlerError> {
         match &self.fault {
             Fault::None => Ok(()),
             Fault::Hang { ran } => {
@@ -55,6 +80,13 @@ impl<DB: sqlx::Database, H: Handler<DB>> Handler<DB> for Faulty<H> {
             Fault::Fail => Err(HandlerError::transient(
                 "inboxed-testkit: injected failure after the handler returned Ok",
             )),
+            Fault::FailBatches { failed } if batch => {
+                failed.fetch_add(1, Ordering::SeqCst);
+                Err(HandlerError::transient(
+                    "inboxed-testkit: injected failure after handle_batch returned Ok",
+                ))
+            }
+            Fault::FailBatches { .. } => Ok(()),
             Fault::FirstFails { first, hold } => {
                 if first.swap(false, Ordering::SeqCst) {
                     tokio::time::sleep(*hold).await;
@@ -66,5 +98,18 @@ impl<DB: sqlx::Database, H: Handler<DB>> Handler<DB> for Faulty<H> {
                 }
             }
         }
+    }
+}
+
+/// Waits until `task`'s handler reports on `ran`, then kills the task there (it is dropped, and
+/// its transaction rolled back, as a killed process's is by the server). A task that ends
+/// first (its handler failed before it returned `Ok`) has nothing to kill.
+pub(crate) async fn kill_when_ran<T>(ran: &Notify, mut task: tokio::task::JoinHandle<T>) {
+    tokio::select! {
+        () = ran.notified() => {
+            task.abort();
+            let _ = task.await;
+        }
+        _ = &mut task => {}
     }
 }

@@ -40,8 +40,9 @@ pub struct KitConfig {
     /// The processor's settings for every delivery, `max_attempts` included (which
     /// [`Kit::poison`] delivers up to). Defaults to [`ProcessorConfig::default`].
     pub processor: ProcessorConfig,
-    /// The workers' settings in the `worker_*` checks (`max_attempts` included); their retries
-    /// are never delayed there. Defaults to [`WorkerConfig::default`].
+    /// The workers' settings in the `worker_*` checks (`max_attempts` and `claim_mode`
+    /// included: set `ClaimMode::LockHeld` to check a handler run by lock-held workers); their
+    /// retries are never delayed there. Defaults to [`WorkerConfig::default`].
     pub worker: WorkerConfig,
 }
 
@@ -85,6 +86,21 @@ impl<S: Debug, H, T> Debug for Kit<S, H, T> {
     }
 }
 
+impl<S, H, T> Kit<S, H, T> {
+    /// The [`KitConfig`] in use.
+    #[must_use]
+    pub fn config(&self) -> &KitConfig {
+        &self.config
+    }
+
+    /// Replaces the [`KitConfig`].
+    #[must_use]
+    pub fn with_config(mut self, config: KitConfig) -> Self {
+        self.config = config;
+        self
+    }
+}
+
 impl<S, H, T> Kit<S, H, T>
 where
     S: Store + Clone + Send + Sync + 'static,
@@ -116,13 +132,6 @@ where
             config: KitConfig::default(),
             migrated: tokio::sync::OnceCell::new(),
         }
-    }
-
-    /// Replaces the [`KitConfig`].
-    #[must_use]
-    pub fn with_config(mut self, config: KitConfig) -> Self {
-        self.config = config;
-        self
     }
 
     /// Resets the business state, under `check`'s name when it fails; the first reset

@@ -22,9 +22,11 @@
 //! | [`Kit::poison`] | failing after the handler every time: dead-lettered, with no effect at all |
 //! | [`Kit::conflict`] | the same id with another payload: a conflict, no second effect |
 //! | [`Kit::concurrent_messages`] | distinct messages at once against one after another (lost updates) |
+//! | [`Kit::batches`] | distinct messages as one batch through `handle_batch`: each twice, killed before the commit, failing after it (redone one at a time) |
 //! | [`Kit::worker_duplicates`] | stored several times, and again once done, then drained by a `Worker` |
 //! | [`Kit::worker_crash_before_commit`] | a worker killed before its commit; its row reaped and processed by another |
 //! | [`Kit::worker_lease_expires`] | a lease expiring under a running handler; the row taken by another worker, the first completion fenced |
+//! | [`Kit::worker_batches`] | distinct messages claimed as one batch of rows (through `handle_batch` when the handler has one), the worker killed before the commit |
 //! | [`Kit::worker_poison`] | a row failing after the handler every time: dead, with no effect |
 //!
 //! [`Kit::check_all`] runs the processor's checks but `concurrent_messages` (which needs several
@@ -67,6 +69,7 @@
 //! # }
 //! ```
 
+mod batch_checks;
 mod chaos;
 mod checks;
 mod contention;

@@ -11,7 +11,7 @@ use inboxed_core::{Backoff, ConsumerName, Envelope, Handler};
 use tokio::sync::Notify;
 
 use crate::failure::{CheckFailure, Report};
-use crate::fault::{Fault, Faulty};
+use crate::fault::{Fault, Faulty, kill_when_ran};
 use crate::kit::Kit;
 
 /// A reaper's clock far past any lease: every claim in flight is expired to it.
@@ -85,14 +85,8 @@ where
                 ran: Arc::clone(&ran),
             },
         );
-        let mut batch = tokio::spawn(async move { killed.run_once().await });
-        tokio::select! {
-            () = ran.notified() => {
-                batch.abort();
-                let _ = batch.await;
-            }
-            _ = &mut batch => {}
-        }
+        let batch = tokio::spawn(async move { killed.run_once().await });
+        kill_when_ran(&ran, batch).await;
         self.reap(CHECK).await?;
         self.drain(CHECK, &self.worker(&consumer, Fault::None))
             .await?;
@@ -111,8 +105,9 @@ where
     /// A worker's lease expires while its handler runs (it holds after returning `Ok`); the
     /// reaper returns the row, another worker claims and processes it, and the first worker's
     /// completion is fenced off: its transaction rolls back. The state is one delivery's. (On
-    /// SQLite the running handler's transaction holds the write lock, so nothing can take the
-    /// row meanwhile and the first worker simply completes.)
+    /// SQLite the running handler's transaction holds the write lock, and a lock-held worker
+    /// holds the row's lock, so there nothing can take the row meanwhile and the first worker
+    /// simply completes.)
     ///
     /// # Errors
     /// The state differs from one delivery's.
@@ -158,6 +153,61 @@ where
             &found,
             "the handler writes outside the transaction it is given, so the fenced-off worker's \
              work stayed",
+        )
+    }
+
+    /// `msgs` (at least two distinct messages) stored and claimed as one batch by a worker,
+    /// which hands a batch of rows to the handler's `handle_batch` when the handler has one of
+    /// its own (one row alone goes to `handle`): the worker killed after its handler returned,
+    /// before the commit; the rows reaped and drained by another worker. The state is the one
+    /// the messages leave processed one at a time. A handler without a `handle_batch` has its
+    /// rows run one at a time, each in a transaction of its own, and is checked that way.
+    ///
+    /// # Errors
+    /// The state differs from the one-at-a-time state.
+    pub async fn worker_batches(&self, msgs: &[Envelope]) -> Result<(), CheckFailure> {
+        const CHECK: &str = "worker_batches";
+        if msgs.len() < 2 {
+            return Err(CheckFailure::broken(
+                CHECK,
+                "a batch needs at least two distinct messages",
+            ));
+        }
+        self.reset(CHECK).await?;
+        let consumer = self.consumer(CHECK);
+        for msg in msgs {
+            self.receive(CHECK, &consumer, msg).await?;
+            self.drain(CHECK, &self.worker(&consumer, Fault::None))
+                .await?;
+        }
+        let sequential = self.probe(CHECK).await?;
+
+        self.reset(CHECK).await?;
+        let consumer = self.consumer(CHECK);
+        for msg in msgs {
+            self.receive(CHECK, &consumer, msg).await?;
+        }
+        let ran = Arc::new(Notify::new());
+        let killed = self.worker(
+            &consumer,
+            Fault::Hang {
+                ran: Arc::clone(&ran),
+            },
+        );
+        let batch = tokio::spawn(async move { killed.run_once().await });
+        kill_when_ran(&ran, batch).await;
+        self.reap(CHECK).await?;
+        self.drain(CHECK, &self.worker(&consumer, Fault::None))
+            .await?;
+        let found = self.probe(CHECK).await?;
+        Self::compare(
+            CHECK,
+            "a worker killed before the commit of a batch of rows, the rows then processed by \
+             another, leaves the state the messages leave one at a time",
+            &sequential,
+            &found,
+            "the handler (its handle_batch, when it has one) writes outside the transaction it \
+             is given, so the killed worker's work stayed",
         )
     }
 

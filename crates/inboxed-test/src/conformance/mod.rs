@@ -90,6 +90,7 @@ pub use retention::{
 };
 pub use stress::concurrent_stress_ledger_is_exact;
 pub use testkit::{
+    testkit_catches_a_batch_override_on_a_second_connection,
     testkit_catches_a_handler_that_commits_itself,
     testkit_catches_a_handler_that_counts_deliveries, testkit_catches_a_lost_update,
     testkit_catches_a_write_on_a_second_connection, testkit_passes_a_correct_handler,
@@ -180,6 +181,7 @@ macro_rules! conformance_tests {
             testkit_catches_a_handler_that_commits_itself,
             testkit_catches_a_handler_that_counts_deliveries,
             testkit_catches_a_lost_update,
+            testkit_catches_a_batch_override_on_a_second_connection,
         );
     };
     (@retention $backend:ty) => {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use inboxed_core::inbox::ClaimMode;
 use inboxed_core::{Envelope, Handler, HandlerError, ProcessorConfig, Store};
 use inboxed_testkit::{CheckFailure, Kit, KitConfig};
 
@@ -48,6 +49,14 @@ fn kit<B: Backend, H: Handler<<B::Store as Store>::Db>>(
     )
 }
 
+/// `k` with lock-held workers: each row's claim and work in one transaction that holds the
+/// row's lock while the handler runs.
+fn lock_held<S, H, T>(k: Kit<S, H, T>) -> Kit<S, H, T> {
+    let mut config = k.config().clone();
+    config.worker = config.worker.claim_mode(ClaimMode::LockHeld);
+    k.with_config(config)
+}
+
 /// The named check's failure, shown in the test's output; a panic when the check passed.
 fn caught(check: &str, result: Result<(), CheckFailure>) -> CheckFailure {
     let failure = result
@@ -77,8 +86,21 @@ where
     k.concurrent_messages(&msgs)
         .await
         .unwrap_or_else(|f| panic!("{f}"));
+    k.batches(&msgs).await.unwrap_or_else(|f| panic!("{f}"));
+    k.worker_batches(&msgs)
+        .await
+        .unwrap_or_else(|f| panic!("{f}"));
     if let Err(report) = k.check_all_workers(&credit("kit-good-w", 5)).await {
         panic!("{report}");
+    }
+    if !B::SERIAL_WRITERS {
+        // The lock-held worker (SQLite has none): the row locked for the handler's length.
+        if let Err(report) = lock_held(k)
+            .check_all_workers(&credit("kit-good-l", 5))
+            .await
+        {
+            panic!("lock-held: {report}");
+        }
     }
     B::drop_db(db).await;
 }
@@ -130,6 +152,16 @@ where
     k.sequential_duplicates(&msg)
         .await
         .unwrap_or_else(|f| panic!("plain duplicates do not show it: {f}"));
+    // Lock-held workers: the killed worker's transaction rolls back, its own commit stays.
+    let k = lock_held(k);
+    caught(
+        "worker_crash_before_commit",
+        k.worker_crash_before_commit(&msg).await,
+    );
+    caught("worker_poison", k.worker_poison(&msg).await);
+    k.sequential_duplicates(&msg)
+        .await
+        .unwrap_or_else(|f| panic!("plain duplicates do not show it: {f}"));
     B::drop_db(db).await;
 }
 
@@ -173,7 +205,8 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Mailer<B> {
 }
 
 /// Counting the delivery (an email per call) instead of the message: caught by the crash
-/// before commit, the injected contention (not on SQLite) and the poison check.
+/// before commit, the injected contention (not on SQLite), the poison check and the batch
+/// check (through the trait's default `handle_batch`).
 pub async fn testkit_catches_a_handler_that_counts_deliveries<B: Backend>(_test: &str)
 where
     for<'c> &'c mut Conn<B>: sqlx::Executor<'c, Database = <B::Store as Store>::Db>,
@@ -200,6 +233,11 @@ where
         k.worker_crash_before_commit(&msg).await,
     );
     caught("worker_poison", k.worker_poison(&msg).await);
+    let msgs: Vec<Envelope> = (0..3)
+        .map(|i| credit(&format!("kit-mailer-b{i}"), 1))
+        .collect();
+    caught("batches", k.batches(&msgs).await);
+    caught("worker_batches", k.worker_batches(&msgs).await);
     let lease = k.worker_lease_expires(&msg).await;
     if B::SERIAL_WRITERS {
         // The running handler holds the write lock: nothing takes its row, it completes once.
@@ -233,5 +271,60 @@ pub async fn testkit_catches_a_lost_update<B: Backend>(_test: &str) {
     } else {
         caught("concurrent_messages", result);
     }
+    B::drop_db(db).await;
+}
+
+/// A correct `handle` and a `handle_batch` override that writes its rows through a
+/// transaction of its own on a second connection: only a check through `handle_batch` sees it.
+struct BatchOnSecondConnection<B: Backend> {
+    ledger: Ledger<B>,
+    second: SecondConnection<B>,
+}
+
+impl<B: Backend> Handler<<B::Store as Store>::Db> for BatchOnSecondConnection<B> {
+    async fn handle(&self, msg: &Envelope, conn: &mut Conn<B>) -> Result<(), HandlerError> {
+        self.ledger.handle(msg, conn).await
+    }
+
+    async fn handle_batch(
+        &self,
+        msgs: &[&Envelope],
+        conn: &mut Conn<B>,
+    ) -> Result<(), HandlerError> {
+        for msg in msgs {
+            self.second.handle(msg, conn).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The bad override passes every single-message check (they call `handle`) and is caught by
+/// the batch checks, through the processor and through a worker. Not on SQLite: there the second connection waits for the write lock the
+/// batch's own transaction holds, the batch fails, and the messages are redone by the correct
+/// `handle`, so nothing is doubled to catch.
+pub async fn testkit_catches_a_batch_override_on_a_second_connection<B: Backend>(_test: &str)
+where
+    for<'c> &'c mut Conn<B>: sqlx::Executor<'c, Database = <B::Store as Store>::Db>,
+{
+    if B::SERIAL_WRITERS {
+        return;
+    }
+    let db = B::create().await;
+    let handler = BatchOnSecondConnection::<B> {
+        ledger: Ledger::default(),
+        second: SecondConnection {
+            store: db.store.clone(),
+        },
+    };
+    let k = kit(&db, handler, Arc::default());
+    if let Err(report) = k.check_all(&credit("kit-batch", 1)).await {
+        panic!("the single-message checks do not call handle_batch: {report}");
+    }
+    let msgs: Vec<Envelope> = (0..3)
+        .map(|i| credit(&format!("kit-batch-{i}"), 1))
+        .collect();
+    caught("batches", k.batches(&msgs).await);
+    // A worker runs the override for a batch of rows it claims.
+    caught("worker_batches", k.worker_batches(&msgs).await);
     B::drop_db(db).await;
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use inboxed_core::{Envelope, Handler, Processor, Store};
-use tokio::sync::Notify;
 
 use crate::failure::CheckFailure;
 use crate::fault::{Fault, kill_when_ran};
@@ -67,14 +66,8 @@ where
 
         self.reset(CHECK).await?;
         let consumer = self.consumer(CHECK);
-        let ran = Arc::new(Notify::new());
-        let killed = self.processor_on(
-            self.store.clone(),
-            &consumer,
-            Fault::Hang {
-                ran: Arc::clone(&ran),
-            },
-        );
+        let (hang, ran) = Fault::hang();
+        let killed = self.processor_on(self.store.clone(), &consumer, hang);
         let batch = msgs.to_vec();
         let task = tokio::spawn(async move { killed.process_batch(&batch).await });
         kill_when_ran(&ran, task).await;
@@ -133,15 +126,7 @@ async fn settle_batch<S: Store, H: Handler<S::Db>>(
             Err(e) if e.is_transient() => {
                 settle(check, p, msg, 2).await?;
             }
-            Err(e) => {
-                return Err(CheckFailure::broken(
-                    check,
-                    format!(
-                        "a delivery failed for good: {}",
-                        inboxed_core::error_chain(&e)
-                    ),
-                ));
-            }
+            Err(e) => return Err(CheckFailure::failed_for_good(check, &e)),
         }
     }
     Ok(())

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 
 use inboxed_core::{Envelope, Handler, Outcome, Processor, Store};
 use sqlx::Executor;
-use tokio::sync::{Barrier, Notify};
+use tokio::sync::Barrier;
 
 use crate::contention::{self, Contending, INJECTIONS, Injection, Point};
 
@@ -147,14 +147,8 @@ where
         let once = self.after_one(CHECK, msg).await?;
         self.reset(CHECK).await?;
         let consumer = self.consumer(CHECK);
-        let ran = Arc::new(Notify::new());
-        let killed = self.processor_on(
-            self.store.clone(),
-            &consumer,
-            Fault::Hang {
-                ran: Arc::clone(&ran),
-            },
-        );
+        let (hang, ran) = Fault::hang();
+        let killed = self.processor_on(self.store.clone(), &consumer, hang);
         let delivery = {
             let msg = msg.clone();
             tokio::spawn(async move { killed.process(&msg, Some(1)).await })
@@ -162,15 +156,11 @@ where
         kill_when_ran(&ran, delivery).await;
         let p = self.processor_on(self.store.clone(), &consumer, Fault::None);
         let (outcome, _) = settle(CHECK, &p, msg, 2).await?;
-        if outcome != Outcome::Processed {
-            return Err(CheckFailure::outcome(
-                CHECK,
-                "the redelivery after a crash before commit processes the message",
-                "Processed",
-                &outcome,
-                "the handler committed the claim itself (a COMMIT through `conn`)",
-            ));
-        }
+        CheckFailure::unless_processed(
+            CHECK,
+            "the redelivery after a crash before commit processes the message",
+            &outcome,
+        )?;
         let found = self.probe(CHECK).await?;
         Self::compare(
             CHECK,
@@ -256,15 +246,11 @@ where
                     ),
                 ));
             }
-            if outcome != Outcome::Processed {
-                return Err(CheckFailure::outcome(
-                    CHECK,
-                    &format!("a delivery that met conflicts {point} processes the message"),
-                    "Processed",
-                    &outcome,
-                    "the handler committed the claim itself (a COMMIT through `conn`)",
-                ));
-            }
+            CheckFailure::unless_processed(
+                CHECK,
+                &format!("a delivery that met conflicts {point} processes the message"),
+                &outcome,
+            )?;
             let found = self.probe(CHECK).await?;
             Self::compare(
                 CHECK,

@@ -52,6 +52,38 @@ impl CheckFailure {
     }
 }
 
+impl CheckFailure {
+    /// `Ok` when a delivery of `check` settled as `Processed`, as `property` wants; else the
+    /// failure, whose usual cause is a handler that committed the claim itself.
+    pub(crate) fn unless_processed(
+        check: &'static str,
+        property: &str,
+        found: &inboxed_core::Outcome,
+    ) -> Result<(), Self> {
+        if *found == inboxed_core::Outcome::Processed {
+            return Ok(());
+        }
+        Err(Self::outcome(
+            check,
+            property,
+            "Processed",
+            found,
+            "the handler committed the claim itself (a COMMIT through `conn`)",
+        ))
+    }
+
+    /// A delivery of `check` that failed for good (not a transient failure to redeliver).
+    pub(crate) fn failed_for_good(check: &'static str, err: &inboxed_core::Error) -> Self {
+        Self::broken(
+            check,
+            format!(
+                "a delivery failed for good: {}",
+                inboxed_core::error_chain(err)
+            ),
+        )
+    }
+}
+
 impl fmt::Display for CheckFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "check `{}` failed: {}", self.check, self.property)?;

@@ -35,6 +35,19 @@ pub(crate) enum Fault {
     },
 }
 
+impl Fault {
+    /// A [`Fault::Hang`], and the `ran` it reports on.
+    pub(crate) fn hang() -> (Self, Arc<Notify>) {
+        let ran = Arc::new(Notify::new());
+        (
+            Self::Hang {
+                ran: Arc::clone(&ran),
+            },
+            ran,
+        )
+    }
+}
+
 /// The user's handler `H` behind an `Arc`, with a [`Fault`].
 pub(crate) struct Faulty<H> {
     pub(crate) inner: Arc<H>,

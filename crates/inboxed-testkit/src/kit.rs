@@ -244,15 +244,7 @@ pub(crate) async fn settle<S: Store, H: Handler<S::Db>>(
         match p.process(msg, Some(count)).await {
             Ok(outcome) => return Ok((outcome, count)),
             Err(e) if e.is_transient() => failure = Some(e),
-            Err(e) => {
-                return Err(CheckFailure::broken(
-                    check,
-                    format!(
-                        "a delivery failed for good: {}",
-                        inboxed_core::error_chain(&e)
-                    ),
-                ));
-            }
+            Err(e) => return Err(CheckFailure::failed_for_good(check, &e)),
         }
     }
     Err(CheckFailure::broken(

@@ -78,18 +78,7 @@ where
         self.reset(CHECK).await?;
         let consumer = self.consumer(CHECK);
         self.receive(CHECK, &consumer, msg).await?;
-        let ran = Arc::new(Notify::new());
-        let killed = self.worker(
-            &consumer,
-            Fault::Hang {
-                ran: Arc::clone(&ran),
-            },
-        );
-        let batch = tokio::spawn(async move { killed.run_once().await });
-        kill_when_ran(&ran, batch).await;
-        self.reap(CHECK).await?;
-        self.drain(CHECK, &self.worker(&consumer, Fault::None))
-            .await?;
+        self.kill_a_worker_then_drain(CHECK, &consumer).await?;
         let found = self.probe(CHECK).await?;
         Self::compare(
             CHECK,
@@ -187,18 +176,7 @@ where
         for msg in msgs {
             self.receive(CHECK, &consumer, msg).await?;
         }
-        let ran = Arc::new(Notify::new());
-        let killed = self.worker(
-            &consumer,
-            Fault::Hang {
-                ran: Arc::clone(&ran),
-            },
-        );
-        let batch = tokio::spawn(async move { killed.run_once().await });
-        kill_when_ran(&ran, batch).await;
-        self.reap(CHECK).await?;
-        self.drain(CHECK, &self.worker(&consumer, Fault::None))
-            .await?;
+        self.kill_a_worker_then_drain(CHECK, &consumer).await?;
         let found = self.probe(CHECK).await?;
         Self::compare(
             CHECK,
@@ -307,6 +285,23 @@ where
             }
         }
         Ok(done)
+    }
+
+    /// A worker of `consumer` killed once its handler returned, before its commit (its
+    /// transaction rolled back); then its claims reaped and the rows drained by another.
+    async fn kill_a_worker_then_drain(
+        &self,
+        check: &'static str,
+        consumer: &ConsumerName,
+    ) -> Result<(), CheckFailure> {
+        let (hang, ran) = Fault::hang();
+        let killed = self.worker(consumer, hang);
+        let batch = tokio::spawn(async move { killed.run_once().await });
+        kill_when_ran(&ran, batch).await;
+        self.reap(check).await?;
+        self.drain(check, &self.worker(consumer, Fault::None))
+            .await
+            .map(drop)
     }
 
     /// Returns the claims in flight to pending, as their leases' expiry would.

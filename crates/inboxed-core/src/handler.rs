@@ -69,8 +69,10 @@ pub trait Handler<DB: sqlx::Database>: Send + Sync + 'static {
     /// a transaction each, so that one bad message fails alone. Its batch-mates' work is
     /// therefore done twice in that case, and only the second run can commit.
     ///
-    /// Store-then-process workers run the rows of a handler that keeps this default each in a
-    /// transaction of its own: the default would otherwise hold every row's business locks
+    /// Store-then-process workers do not call this default: they run the rows of a handler
+    /// that keeps it through [`Handler::handle`], in groups that share a transaction, sized by
+    /// contention (one row more after a group commits, half after one that met a lock or a
+    /// deadlock). Calling the default for a whole batch would hold every row's business locks
     /// until the batch commits, in the order the rows arrived, and concurrent batches would
     /// deadlock on them.
     fn handle_batch(

@@ -4,8 +4,8 @@
 //!
 //! Where the [`Kit`](crate::Kit)'s checks attack one handler call at a time inside the test
 //! process, this attacks the whole service as it runs in production: its broker client, its
-//! acks, its prefetch, its shutdown path, its startup (migrations, reconnects) under kills
-//! that land wherever they land. A kill between a commit and its ack, inside a handler, in the
+//! acks, its prefetch, its start-up (migrations, connecting) under kills that land wherever
+//! they land. A kill between a commit and its ack, inside a handler, in the
 //! middle of a COMMIT or a reconnect: whatever the seed picks.
 
 use std::collections::HashMap;
@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 use inboxed_core::BoxError;
 use tokio::process::{Child, Command};
+
+/// How long one publish or one audit may take before it counts as failed.
+const LIMIT: Duration = Duration::from_secs(30);
 
 /// How the storm runs. Every field says its default.
 #[derive(Debug, Clone)]
@@ -140,11 +143,12 @@ impl fmt::Display for ChaosReport {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ChaosFailure {
-    /// The audit found messages lost or doubled.
+    /// The audit found messages doubled, or lost (without an effect when the settle time ran
+    /// out, while the others had theirs).
     NotExact(ChaosReport),
-    /// The storm could not run to its audit: the consumer would not start or exited on its
-    /// own, the producer gave up, the audit failed, or not every message took effect within
-    /// [`ChaosConfig::settle`] (the report's `lost` then lists those without one).
+    /// The storm could not run to its audit: no consumer was killed, the consumer would not
+    /// start or exited on its own, the producer gave up, the audit failed, or no message at
+    /// all took effect within [`ChaosConfig::settle`].
     Broken {
         /// What went wrong.
         what: String,
@@ -217,8 +221,11 @@ impl Chaos {
     /// effect, then [`ChaosConfig::quiet`] longer; it is killed, and the ledger audited.
     ///
     /// # Errors
-    /// [`ChaosFailure::NotExact`] when a message has no effect or more than one;
-    /// [`ChaosFailure::Broken`] when the storm could not run to its audit.
+    /// [`ChaosFailure::NotExact`] when a message has more than one effect, or none while the
+    /// others took theirs within [`ChaosConfig::settle`]; [`ChaosFailure::Broken`] when the
+    /// storm could not run to its audit (no kill happened, the consumer would not start or
+    /// exited on its own, a publish failed 50 times, the audit failed, or no message at all
+    /// took effect).
     pub async fn run<P, PF, PE, A, AF, AE>(
         &self,
         publish: P,
@@ -235,8 +242,11 @@ impl Chaos {
         let config = &self.config;
         let started = Instant::now();
         let mut rng = fastrand::Rng::with_seed(config.seed);
+        // The seed fixes the kill points and the retries; the run's own mark keeps a replay
+        // on the same database from meeting the ids of the run it replays.
+        let run = &uuid::Uuid::new_v4().simple().to_string()[..8];
         let ids: Vec<String> = (0..config.messages)
-            .map(|n| format!("chaos-{:016x}-{n}", config.seed))
+            .map(|n| format!("chaos-{:x}-{run}-{n}", config.seed))
             .collect();
         let mut report = ChaosReport {
             seed: config.seed,
@@ -245,33 +255,48 @@ impl Chaos {
         };
         let plan = publish_plan(config, &mut rng, &mut report);
         let errors = AtomicUsize::new(0);
-        let producer = produce(plan, &ids, &publish, &errors, started);
-        let storm = async {
-            let mut child = self.start()?;
-            let storm_end = started + config.storm;
+        let kills = AtomicUsize::new(0);
+        let stormed = {
+            let producer = produce(plan, &ids, &publish, &errors, started);
+            let storm = self.storm(started, &mut rng, &kills);
+            tokio::pin!(producer, storm);
+            let mut produced = false;
             loop {
-                let (low, high) = config.run_between_kills;
-                let at = Instant::now() + low + high.saturating_sub(low).mul_f64(rng.f64());
-                if at >= storm_end {
-                    return Ok(child);
+                tokio::select! {
+                    stormed = &mut storm => {
+                        // The storm is over: the producer's last publishes go out while the
+                        // last consumer runs.
+                        break match (stormed, produced) {
+                            (Err(what), _) => Err(what),
+                            (Ok(child), true) => Ok(child),
+                            (Ok(mut child), false) => match producer.await {
+                                Ok(()) => Ok(child),
+                                Err(what) => {
+                                    kill(&mut child).await;
+                                    Err(what)
+                                }
+                            },
+                        };
+                    }
+                    published = &mut producer, if !produced => match published {
+                        Ok(()) => produced = true,
+                        // The storm's consumer goes with the storm (killed on drop).
+                        Err(what) => break Err(what),
+                    },
                 }
-                tokio::time::sleep_until(at.into()).await;
-                if let Some(status) = exited(&mut child) {
-                    return Err(format!(
-                        "the consumer exited on its own, {status}, before it was killed"
-                    ));
-                }
-                kill(&mut child).await;
-                report.kills += 1;
-                child = self.start()?;
             }
         };
-        let (produced, stormed) = tokio::join!(producer, storm);
         report.publish_errors = errors.load(Ordering::SeqCst);
+        report.kills = kills.load(Ordering::SeqCst);
         let mut child = stormed.map_err(|what| broken(what, report.clone(), started))?;
-        if let Err(what) = produced {
+        if report.kills == 0 {
             kill(&mut child).await;
-            return Err(broken(what, report, started));
+            return Err(broken(
+                "the storm killed no consumer: make `storm` longer than `run_between_kills`"
+                    .to_owned(),
+                report,
+                started,
+            ));
         }
 
         // The last consumer, never killed, settles what is left.
@@ -293,15 +318,21 @@ impl Chaos {
             }
             if Instant::now() >= deadline {
                 kill(&mut child).await;
-                return Err(broken(
-                    format!(
-                        "{} messages had no effect {:.0} s after the storm",
-                        report.lost.len(),
-                        config.settle.as_secs_f64()
-                    ),
-                    report,
-                    started,
-                ));
+                report.elapsed = started.elapsed();
+                if report.lost.len() == report.published {
+                    return Err(broken(
+                        format!(
+                            "no message had an effect {:.0} s after the storm: the consumer \
+                             does not consume, or the audit does not see its ledger",
+                            config.settle.as_secs_f64()
+                        ),
+                        report,
+                        started,
+                    ));
+                }
+                // Others took effect and these did not: lost, as far as a consumer that
+                // settled the rest can tell.
+                return Err(ChaosFailure::NotExact(report));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -319,12 +350,44 @@ impl Chaos {
         }
     }
 
-    /// Starts a consumer.
+    /// The kills: a consumer started, killed at a random point, started again, until the
+    /// storm's end; the consumer then running. Counts the kills in `kills`.
+    async fn storm(
+        &self,
+        started: Instant,
+        rng: &mut fastrand::Rng,
+        kills: &AtomicUsize,
+    ) -> Result<Child, String> {
+        let config = &self.config;
+        let mut child = self.start()?;
+        let storm_end = started + config.storm;
+        loop {
+            let (low, high) = config.run_between_kills;
+            let at = Instant::now() + low + high.saturating_sub(low).mul_f64(rng.f64());
+            if at >= storm_end {
+                return Ok(child);
+            }
+            tokio::time::sleep_until(at.into()).await;
+            if let Some(status) = exited(&mut child) {
+                return Err(format!(
+                    "the consumer exited on its own, {status}, before it was killed"
+                ));
+            }
+            kill(&mut child).await;
+            kills.fetch_add(1, Ordering::SeqCst);
+            child = self.start()?;
+        }
+    }
+
+    /// Starts a consumer, in a process group of its own (Unix) so that a kill reaches the
+    /// consumer even when the command is a wrapper (a shell, a script) that started it.
     fn start(&self) -> Result<Child, String> {
         let mut command = (self.command)();
         command
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
+        #[cfg(unix)]
+        command.process_group(0);
         command
             .spawn()
             .map_err(|e| format!("the consumer would not start: {e}"))
@@ -376,7 +439,10 @@ where
         let mut tries = 0;
         loop {
             let published: Result<(), BoxError> =
-                publish(ids[n].clone(), n as u64).await.map_err(Into::into);
+                match tokio::time::timeout(LIMIT, publish(ids[n].clone(), n as u64)).await {
+                    Ok(published) => published.map_err(Into::into),
+                    Err(_) => Err(format!("no answer in {} s", LIMIT.as_secs()).into()),
+                };
             match published {
                 Ok(()) => break,
                 Err(_) if tries + 1 < TRIES => {
@@ -398,8 +464,19 @@ fn exited(child: &mut Child) -> Option<ExitStatus> {
     child.try_wait().ok().flatten()
 }
 
-/// SIGKILL, and the wait that reaps the process.
+/// SIGKILL to the consumer's process group (on Unix; the process alone elsewhere), and the
+/// wait that reaps the process.
 async fn kill(child: &mut Child) {
+    // The group is the one `start` made for this child, whose id stays reserved until the
+    // child is reaped below.
+    #[cfg(unix)]
+    if let Some(group) = child
+        .id()
+        .and_then(|pid| i32::try_from(pid).ok())
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
     let _ = child.kill().await;
 }
 
@@ -410,9 +487,10 @@ where
     AF: Future<Output = Result<Vec<(String, i64)>, AE>>,
     AE: Into<BoxError>,
 {
-    audit()
-        .await
-        .map_err(|e| format!("the audit failed: {}", e.into()))
+    match tokio::time::timeout(LIMIT, audit()).await {
+        Ok(counts) => counts.map_err(|e| format!("the audit failed: {}", e.into())),
+        Err(_) => Err(format!("the audit gave no answer in {} s", LIMIT.as_secs())),
+    }
 }
 
 /// Fills the report's `lost` and `doubled` from the audit's counts of the storm's `ids`.

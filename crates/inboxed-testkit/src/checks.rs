@@ -189,8 +189,8 @@ where
                 "a redelivery after the commit is a duplicate",
                 "Duplicate",
                 &again,
-                "the message's id changes between deliveries (derived from the delivery, \
-                       not the message), or its key was purged",
+                "the message's key was purged before its redelivery (retention shorter than \
+                 the broker's redelivery window)",
             ));
         }
         let found = self.probe(CHECK).await?;
@@ -235,7 +235,17 @@ where
                 handler,
                 self.config.processor.clone(),
             );
-            let (outcome, _) = settle(CHECK, &p, msg, 1).await?;
+            let (outcome, delivery) = settle(CHECK, &p, msg, 1).await?;
+            if injection.misfired() {
+                return Err(CheckFailure::broken(
+                    CHECK,
+                    format!(
+                        "the engine ran the statement that raises a conflict {point} without \
+                         failing ({}): the kit cannot inject contention on this server",
+                        <S::Db as sqlx::Database>::NAME
+                    ),
+                ));
+            }
             if injection.raised() < INJECTIONS {
                 return Err(CheckFailure::broken(
                     CHECK,
@@ -251,6 +261,21 @@ where
                 &format!("a delivery that met conflicts {point} processes the message"),
                 &outcome,
             )?;
+            if delivery > 1 && self.config.processor.contention_retries >= INJECTIONS {
+                return Err(CheckFailure {
+                    check: CHECK,
+                    property: format!(
+                        "a delivery that met {INJECTIONS} conflicts {point} retries them in \
+                         process (contention_retries = {}) and settles in that delivery",
+                        self.config.processor.contention_retries
+                    ),
+                    expected: "settled at delivery 1".to_owned(),
+                    actual: format!("settled at delivery {delivery}"),
+                    hint: "the engine's conflict was not taken for contention (a \
+                           serialization failure or a deadlock, retried in process): the \
+                           library's classification of this server's errors, a bug to report",
+                });
+            }
             let found = self.probe(CHECK).await?;
             Self::compare(
                 CHECK,
@@ -331,8 +356,10 @@ where
         )
     }
 
-    /// `msgs` (distinct messages) processed all at once, released at a barrier, against the
-    /// same messages processed one after another: the states are the same. This is where a
+    /// `msgs` (distinct messages whose effects commute, such as credits to one account)
+    /// processed all at once, released at a barrier, each transaction held open
+    /// [`KitConfig::hold`](crate::KitConfig::hold) after its handler, against the same messages
+    /// processed one after another: the states are the same. This is where a
     /// read-modify-write without a lock loses an update. Runs
     /// [`KitConfig::rounds`](crate::KitConfig::rounds) rounds.
     ///
@@ -348,7 +375,8 @@ where
         let sequential = self.probe(CHECK).await?;
         for _ in 0..self.config.rounds.max(1) {
             self.reset(CHECK).await?;
-            self.race(CHECK, msgs.to_vec(), &Fault::None).await?;
+            self.race(CHECK, msgs.to_vec(), &Fault::Hold(self.config.hold))
+                .await?;
             let found = self.probe(CHECK).await?;
             Self::compare(
                 CHECK,
@@ -377,7 +405,9 @@ where
     ) -> Result<(), CheckFailure> {
         let consumer = self.consumer(check);
         let barrier = Arc::new(Barrier::new(msgs.len()));
-        let mut tasks = Vec::new();
+        // Joined as they end, so that one that fails before the barrier (the others then
+        // wait there for ever) ends the race: the set aborts the rest when it is dropped.
+        let mut tasks = tokio::task::JoinSet::new();
         for msg in msgs {
             let store = Hooked::new(
                 self.store.clone(),
@@ -385,12 +415,10 @@ where
                 HookPoint::BeforeBegin,
             );
             let p = self.processor_on(store, &consumer, fault.clone());
-            tasks.push(tokio::spawn(async move {
-                settle(check, &p, &msg, 1).await.map(drop)
-            }));
+            tasks.spawn(async move { settle(check, &p, &msg, 1).await.map(drop) });
         }
-        for t in tasks {
-            t.await
+        while let Some(joined) = tasks.join_next().await {
+            joined
                 .map_err(|e| CheckFailure::broken(check, format!("a delivery panicked: {e}")))??;
         }
         Ok(())

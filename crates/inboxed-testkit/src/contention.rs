@@ -14,7 +14,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use inboxed_core::{Envelope, Handler, HandlerError, StoreError};
 use sqlx::{AssertSqlSafe, Executor};
@@ -56,6 +56,8 @@ pub(crate) fn possible(engine: &str) -> bool {
 pub(crate) struct Injection {
     point: Point,
     raised: AtomicU32,
+    /// Set when the engine ran a raising statement without failing.
+    misfired: AtomicBool,
 }
 
 impl Injection {
@@ -63,12 +65,18 @@ impl Injection {
         Self {
             point,
             raised: AtomicU32::new(0),
+            misfired: AtomicBool::new(false),
         }
     }
 
     /// How many conflicts were raised.
     pub(crate) fn raised(&self) -> u32 {
         self.raised.load(Ordering::SeqCst)
+    }
+
+    /// Whether the engine failed to raise a conflict it was asked to.
+    pub(crate) fn misfired(&self) -> bool {
+        self.misfired.load(Ordering::SeqCst)
     }
 
     /// Raises the next conflict on `conn` when `here` is the point and any is left. `Err` is
@@ -96,10 +104,13 @@ impl Injection {
         match armed {
             Err(e) => Err(e),
             Ok(_) if here == Point::Commit && DB::NAME == "PostgreSQL" => Ok(()),
-            Ok(_) => Err(sqlx::Error::Protocol(format!(
-                "inboxed-testkit: {} did not raise the injected conflict",
-                DB::NAME
-            ))),
+            Ok(_) => {
+                self.misfired.store(true, Ordering::SeqCst);
+                Err(sqlx::Error::Protocol(format!(
+                    "inboxed-testkit: {} did not raise the injected conflict",
+                    DB::NAME
+                )))
+            }
         }
     }
 }

@@ -21,6 +21,9 @@ pub(crate) enum Fault {
     /// The call reports on `ran`, then waits for `go` and returns `Ok`: a handler still running
     /// while the check expires its lease.
     Wait { ran: Arc<Notify>, go: Arc<Notify> },
+    /// The call sleeps this long, then returns `Ok`: a transaction held open after its
+    /// handler, so that concurrent ones overlap however fast the handler is.
+    Hold(Duration),
     /// Every call fails as a transient error: the poison a message becomes when something
     /// after the handler always fails (a commit refused, a downstream check).
     Fail,
@@ -88,6 +91,10 @@ impl<H> Faulty<H> {
             Fault::Wait { ran, go } => {
                 ran.notify_one();
                 go.notified().await;
+                Ok(())
+            }
+            Fault::Hold(hold) => {
+                tokio::time::sleep(*hold).await;
                 Ok(())
             }
             Fault::Fail => Err(HandlerError::transient(

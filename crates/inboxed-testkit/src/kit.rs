@@ -26,15 +26,19 @@ pub struct KitConfig {
     /// Deliveries of one message in [`Kit::sequential_duplicates`] (the state is compared
     /// after the second and after the last). Defaults to 5.
     pub deliveries: usize,
-    /// Copies of a message released together in [`Kit::concurrent_duplicates`], and messages
-    /// at once in [`Kit::concurrent_messages`]. Each takes a connection of the store's pool,
-    /// which must hold at least this many. Defaults to 4.
+    /// Copies of a message released together in [`Kit::concurrent_duplicates`]. Each takes a
+    /// connection of the store's pool, which must hold at least this many (and as many as the
+    /// messages given to [`Kit::concurrent_messages`]); a smaller pool runs them partly one
+    /// after another, and the race proves less. Defaults to 4.
     pub copies: usize,
     /// Rounds of [`Kit::concurrent_messages`]: an interleaving that loses an update does not
     /// happen every time. Defaults to 3.
     pub rounds: usize,
     /// How long the first holder of a key keeps its transaction open before it rolls back in
-    /// [`Kit::first_holder_rolls_back`], so that the other copies are waiting on its claim.
+    /// [`Kit::first_holder_rolls_back`], so that the other copies are waiting on its claim;
+    /// how long each message's transaction stays open after its handler in
+    /// [`Kit::concurrent_messages`], so that they overlap however fast the handler is; and how
+    /// long a handler runs on after its lease expired in [`Kit::worker_lease_expires`].
     /// Defaults to 200 ms.
     pub hold: Duration,
     /// The processor's settings for every delivery, `max_attempts` included (which
@@ -195,9 +199,10 @@ where
         msg: &Envelope,
     ) -> Result<T, CheckFailure> {
         self.reset(check).await?;
+        let none = self.probe(check).await?;
         let p = self.processor(check, Fault::None);
         match settle(check, &p, msg, 1).await? {
-            (Outcome::Processed, _) => self.probe(check).await,
+            (Outcome::Processed, _) => Self::seen(check, &none, self.probe(check).await?),
             (outcome, count) => Err(CheckFailure::broken(
                 check,
                 format!(
@@ -206,6 +211,22 @@ where
                 ),
             )),
         }
+    }
+
+    /// `once`, the state one plain delivery left, when it differs from `none`, the reset
+    /// state: otherwise the probe does not see the handler's effect, and no check could catch
+    /// anything.
+    pub(crate) fn seen(check: &'static str, none: &T, once: T) -> Result<T, CheckFailure> {
+        if once == *none {
+            return Err(CheckFailure::broken(
+                check,
+                format!(
+                    "one plain delivery left the state the reset leaves ({once:?}): the probe \
+                     does not see the handler's effect, so no check could catch anything"
+                ),
+            ));
+        }
+        Ok(once)
     }
 
     /// The state's comparison: `Err` naming the property when `found` differs from `expected`.
@@ -238,7 +259,9 @@ pub(crate) async fn settle<S: Store, H: Handler<S::Db>>(
     msg: &Envelope,
     from: u32,
 ) -> Result<(Outcome, u32), CheckFailure> {
-    let last = from + p.config().max_attempts + 3;
+    let last = from
+        .saturating_add(p.config().max_attempts)
+        .saturating_add(3);
     let mut failure: Option<Error> = None;
     for count in from..last {
         match p.process(msg, Some(count)).await {

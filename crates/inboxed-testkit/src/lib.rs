@@ -29,10 +29,15 @@
 //! | [`Kit::worker_batches`] | distinct messages claimed as one batch of rows (through `handle_batch` when the handler has one), the worker killed before the commit |
 //! | [`Kit::worker_poison`] | a row failing after the handler every time: dead, with no effect |
 //!
-//! [`Kit::check_all`] runs the processor's checks but `concurrent_messages` (which needs several
-//! messages), [`Kit::check_all_workers`] the `worker_*` ones (for a store-then-process handler);
-//! both report every failure, each naming the property that broke, the two states, and the
-//! usual cause.
+//! [`Kit::check_all`] runs the processor's checks on one message (all but `concurrent_messages`
+//! and `batches`, which need several), [`Kit::check_all_workers`] the `worker_*` ones on one
+//! message (all but `worker_batches`), for a store-then-process handler; both report every
+//! failure, each naming the property that broke, the two states, and the usual cause. A check
+//! fails as "could not run" (and never passes) when it could not attack: a probe that does not
+//! see the handler's effect, a fault the engine would not raise, a lease that was not fenced.
+//!
+//! [`Chaos`] is the process-level harness: your consumer binary killed with SIGKILL at random
+//! points while a producer publishes through your real broker, then your ledger audited.
 //!
 //! ```no_run
 //! # async fn example(store: inboxed_sqlite::SqliteStore) -> Result<(), Box<dyn std::error::Error>> {

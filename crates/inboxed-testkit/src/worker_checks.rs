@@ -6,7 +6,9 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use inboxed_core::inbox::{Inbox, InboxStore, Reaper, ReaperConfig, Worker, WorkerConfig};
+use inboxed_core::inbox::{
+    ClaimMode, Inbox, InboxStore, Reaper, ReaperConfig, Worker, WorkerConfig,
+};
 use inboxed_core::{Backoff, ConsumerName, Envelope, Handler};
 use tokio::sync::Notify;
 
@@ -51,10 +53,10 @@ where
         for _ in 0..self.config.deliveries.max(2) {
             self.receive(CHECK, &consumer, msg).await?;
         }
-        self.drain(CHECK, &self.worker(&consumer, Fault::None))
+        self.drain(CHECK, &self.worker(&consumer, Fault::None), 1)
             .await?;
         self.receive(CHECK, &consumer, msg).await?;
-        self.drain(CHECK, &self.worker(&consumer, Fault::None))
+        self.drain(CHECK, &self.worker(&consumer, Fault::None), 0)
             .await?;
         let found = self.probe(CHECK).await?;
         Self::compare(
@@ -78,7 +80,7 @@ where
         self.reset(CHECK).await?;
         let consumer = self.consumer(CHECK);
         self.receive(CHECK, &consumer, msg).await?;
-        self.kill_a_worker_then_drain(CHECK, &consumer).await?;
+        self.kill_a_worker_then_drain(CHECK, &consumer, 1).await?;
         let found = self.probe(CHECK).await?;
         Self::compare(
             CHECK,
@@ -114,24 +116,62 @@ where
                 go: Arc::clone(&go),
             },
         );
-        let first = tokio::spawn(async move { slow.run_once().await });
-        ran.notified().await;
-        let reaper = self.reaper();
+        let mut first = tokio::spawn(async move { slow.run_once().await });
+        tokio::select! {
+            () = ran.notified() => {}
+            ended = &mut first => {
+                return Err(CheckFailure::broken(
+                    CHECK,
+                    format!(
+                        "the first worker's batch ended before its handler returned Ok, with \
+                         nothing to expire under it: {ended:?}"
+                    ),
+                ));
+            }
+        }
+        // Where a running handler holds nothing the reaper needs (lease mode on a server
+        // with row locks), the lease expires now, while the first handler runs, and the first
+        // completion must be fenced off. On SQLite the handler's transaction holds the write
+        // lock, and a lock-held worker the row's lock: the reaper waits for the first worker.
+        let fenced = <S::Db as sqlx::Database>::NAME != "SQLite"
+            && self.config.worker.claim_mode == ClaimMode::Lease;
         let second = self.worker(&consumer, Fault::None);
-        let later = tokio::spawn(async move {
-            reaper.reap_once(Some(SystemTime::now() + LATER)).await?;
-            second.run_once().await
-        });
+        let later = if fenced {
+            self.reap(CHECK).await?;
+            tokio::spawn(async move { second.run_once().await })
+        } else {
+            let reaper = self.reaper();
+            tokio::spawn(async move {
+                reaper.reap_once(Some(SystemTime::now() + LATER)).await?;
+                second.run_once().await
+            })
+        };
         tokio::time::sleep(self.config.hold).await;
         go.notify_one();
+        let mut reports = Vec::new();
         for (which, task) in [("first", first), ("second", later)] {
-            task.await
-                .map_err(|e| CheckFailure::broken(CHECK, format!("a worker panicked: {e}")))?
-                .map_err(|e| {
-                    CheckFailure::broken(CHECK, format!("the {which} worker's batch failed: {e}"))
-                })?;
+            reports.push(
+                task.await
+                    .map_err(|e| CheckFailure::broken(CHECK, format!("a worker panicked: {e}")))?
+                    .map_err(|e| {
+                        CheckFailure::broken(
+                            CHECK,
+                            format!("the {which} worker's batch failed: {e}"),
+                        )
+                    })?,
+            );
         }
-        self.drain(CHECK, &self.worker(&consumer, Fault::None))
+        if fenced && reports[0].lost == 0 {
+            return Err(CheckFailure::broken(
+                CHECK,
+                format!(
+                    "the first worker's completion was not fenced off after its lease was \
+                     reaped (its report: {:?})",
+                    reports[0]
+                ),
+            ));
+        }
+        self.drain(CHECK, &self.worker(&consumer, Fault::None), 0)
             .await?;
         let found = self.probe(CHECK).await?;
         Self::compare(
@@ -150,7 +190,8 @@ where
     /// its own (one row alone goes to `handle`): the worker killed after its handler returned,
     /// before the commit; the rows reaped and drained by another worker. The state is the one
     /// the messages leave processed one at a time. A handler without a `handle_batch` has its
-    /// rows run one at a time, each in a transaction of its own, and is checked that way.
+    /// rows run through `handle`, in groups that share a transaction, and is checked that
+    /// way.
     ///
     /// # Errors
     /// The state differs from the one-at-a-time state.
@@ -166,7 +207,7 @@ where
         let consumer = self.consumer(CHECK);
         for msg in msgs {
             self.receive(CHECK, &consumer, msg).await?;
-            self.drain(CHECK, &self.worker(&consumer, Fault::None))
+            self.drain(CHECK, &self.worker(&consumer, Fault::None), 1)
                 .await?;
         }
         let sequential = self.probe(CHECK).await?;
@@ -176,7 +217,8 @@ where
         for msg in msgs {
             self.receive(CHECK, &consumer, msg).await?;
         }
-        self.kill_a_worker_then_drain(CHECK, &consumer).await?;
+        self.kill_a_worker_then_drain(CHECK, &consumer, msgs.len() as u64)
+            .await?;
         let found = self.probe(CHECK).await?;
         Self::compare(
             CHECK,
@@ -239,10 +281,11 @@ where
         msg: &Envelope,
     ) -> Result<T, CheckFailure> {
         self.reset(check).await?;
+        let none = self.probe(check).await?;
         let consumer = self.consumer(check);
         self.receive(check, &consumer, msg).await?;
         let done = self
-            .drain(check, &self.worker(&consumer, Fault::None))
+            .drain(check, &self.worker(&consumer, Fault::None), 1)
             .await?;
         if done != 1 {
             return Err(CheckFailure::broken(
@@ -250,7 +293,7 @@ where
                 format!("one plain receipt of the message ended with {done} rows done, not 1"),
             ));
         }
-        self.probe(check).await
+        Self::seen(check, &none, self.probe(check).await?)
     }
 
     /// Stores `msg` for `consumer`, as the receipt of a delivery.
@@ -267,24 +310,38 @@ where
             .map_err(|e| CheckFailure::broken(check, format!("the receipt failed: {e}")))
     }
 
-    /// Runs batches until one claims nothing; the rows done.
+    /// Runs batches until `expected` rows are done and a batch claims nothing (waiting, up to
+    /// 10 s, for rows still locked by a killed worker's transaction, which the pool rolls back
+    /// when it gets the connection back); the rows done.
     async fn drain(
         &self,
         check: &'static str,
         worker: &Worker<S, Faulty<H>>,
+        expected: u64,
     ) -> Result<u64, CheckFailure> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         let mut done = 0;
-        for _ in 0..self.config.worker.max_attempts.saturating_add(3) {
+        let mut batches = 0;
+        loop {
             let report = worker
                 .run_once()
                 .await
                 .map_err(|e| CheckFailure::broken(check, format!("a batch failed: {e}")))?;
             done += report.done;
-            if report.claimed == 0 {
-                break;
+            batches += 1;
+            if report.claimed > 0 {
+                // A row failing after its handler is retried at once (no backoff here), up to
+                // the worker's `max_attempts`: bounded.
+                if batches > 50 + 10 * u64::from(self.config.worker.max_attempts) {
+                    return Ok(done);
+                }
+                continue;
             }
+            if done >= expected || tokio::time::Instant::now() >= deadline {
+                return Ok(done);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Ok(done)
     }
 
     /// A worker of `consumer` killed once its handler returned, before its commit (its
@@ -293,13 +350,14 @@ where
         &self,
         check: &'static str,
         consumer: &ConsumerName,
+        rows: u64,
     ) -> Result<(), CheckFailure> {
         let (hang, ran) = Fault::hang();
         let killed = self.worker(consumer, hang);
         let batch = tokio::spawn(async move { killed.run_once().await });
         kill_when_ran(&ran, batch).await;
         self.reap(check).await?;
-        self.drain(check, &self.worker(consumer, Fault::None))
+        self.drain(check, &self.worker(consumer, Fault::None), rows)
             .await
             .map(drop)
     }

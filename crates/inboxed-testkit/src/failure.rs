@@ -5,6 +5,7 @@ use std::fmt;
 
 /// One check that failed. Its `Display` is the message a test prints.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CheckFailure {
     /// The check's name, as its method is named (`crash_before_commit`, …).
     pub check: &'static str,
@@ -100,6 +101,7 @@ impl std::error::Error for CheckFailure {}
 /// Every check [`Kit::check_all`](crate::Kit::check_all) or
 /// [`Kit::check_all_workers`](crate::Kit::check_all_workers) ran that failed.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Report {
     /// The failures, in the order the checks ran.
     pub failures: Vec<CheckFailure>,

@@ -106,6 +106,7 @@ async fn gauges_follow_the_rows_and_health_is_ok() {
     )
     .await;
     assert_eq!(http_get(&addr, "/nope").await.0, 404);
+    assert_eq!(common::http_request(&addr, "POST", "/metrics").await.0, 405);
     db.finish().await;
 }
 

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use inboxed_core::metrics::{MESSAGES_TOTAL, RECEIPTS_TOTAL};
 
@@ -31,47 +30,35 @@ impl DedupRate {
     }
 }
 
-/// The dedup hit rates in the metrics `url` serves (plain `http://host:port/path`).
+/// The dedup hit rates in the metrics `url` serves (`http://host:port/path`).
 pub(crate) async fn dedup_rates(url: &str) -> anyhow::Result<Vec<DedupRate>> {
-    let text = tokio::time::timeout(WAIT, get(url))
-        .await
-        .with_context(|| format!("--metrics-url {url}: no answer within {WAIT:?}"))??;
-    Ok(parse(&text))
+    Ok(parse(&get(url).await?))
 }
 
+/// The body `url` answers with, within [`WAIT`].
 async fn get(url: &str) -> anyhow::Result<String> {
-    let rest = url
-        .strip_prefix("http://")
-        .with_context(|| format!("--metrics-url {url}: only http:// is supported"))?;
-    let (host, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
-    let path = format!("/{path}");
-    let address = if host.contains(':') {
-        host.to_owned()
-    } else {
-        format!("{host}:80")
-    };
-    let mut conn = tokio::net::TcpStream::connect(&address)
+    if !url.starts_with("http://") {
+        bail!("--metrics-url {url}: only http:// is supported");
+    }
+    let client = reqwest::Client::builder()
+        .timeout(WAIT)
+        .build()
+        .context("--metrics-url: an HTTP client")?;
+    let answer = client.get(url).send().await.map_err(|e| {
+        if e.is_timeout() {
+            anyhow::anyhow!("--metrics-url {url}: no answer within {WAIT:?}")
+        } else {
+            anyhow::Error::new(e).context(format!("--metrics-url: cannot read {url}"))
+        }
+    })?;
+    let status = answer.status();
+    if !status.is_success() {
+        bail!("--metrics-url {url}: HTTP status {}", status.as_u16());
+    }
+    answer
+        .text()
         .await
-        .with_context(|| format!("--metrics-url: cannot connect to {host}"))?;
-    let request = format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n");
-    conn.write_all(request.as_bytes()).await?;
-    let mut answer = Vec::new();
-    conn.read_to_end(&mut answer).await?;
-    let answer = String::from_utf8_lossy(&answer);
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let status = head.split_whitespace().nth(1).unwrap_or("");
-    if status != "200" {
-        bail!("--metrics-url {url}: HTTP status {status:?}");
-    }
-    // An HTTP/1.0 request is answered whole; a chunked body would mix its chunk sizes into
-    // the samples.
-    if head.lines().any(|l| {
-        l.to_ascii_lowercase()
-            .starts_with("transfer-encoding: chunked")
-    }) {
-        bail!("--metrics-url {url}: a chunked answer to an HTTP/1.0 request");
-    }
-    Ok(body.to_owned())
+        .with_context(|| format!("--metrics-url {url}: the body"))
 }
 
 /// Sums the samples of the two settling counters by consumer.

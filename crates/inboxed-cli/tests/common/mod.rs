@@ -4,8 +4,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// `GET path` on `addr` over plain HTTP/1.0: the status code and the body.
 pub(crate) async fn http_get(addr: &str, path: &str) -> (u16, String) {
+    http_request(addr, "GET", path).await
+}
+
+/// One HTTP/1.0 request of `method` for `path`, without a body: the status and the body.
+pub(crate) async fn http_request(addr: &str, method: &str, path: &str) -> (u16, String) {
     let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    let request = format!("{method} {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
     conn.write_all(request.as_bytes()).await.unwrap();
     let mut text = String::new();
     conn.read_to_string(&mut text).await.unwrap();

@@ -2,6 +2,7 @@
 //! expired leases, dead letters, processed keys) and a health check, over HTTP.
 
 mod gauges;
+mod health;
 mod http;
 
 use std::io::Write;
@@ -11,8 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use serde_json::json;
+use metrics_exporter_prometheus::PrometheusBuilder;
 use tracing::{info, warn};
 
 use inboxed_core::ConsumerName;
@@ -20,7 +20,6 @@ use inboxed_core::ConsumerName;
 use super::AnyStore;
 use super::database::DbArgs;
 use super::duration::parse_duration;
-use http::Response;
 
 /// `inboxed serve`'s flags.
 #[derive(Debug, clap::Args)]
@@ -62,16 +61,19 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     info!(database = %args.db.shown_url(), %addr, "serving metrics and health");
 
     let refresh = tokio::spawn(refresh(store.clone(), consumers, args.interval));
-    let state = Arc::new((store, handle));
-    let server = http::serve(listener, move |path| {
-        let state = Arc::clone(&state);
-        async move { route(&path, &state.0, &state.1).await }
+    let served = Arc::new(http::Served {
+        store,
+        metrics: handle,
     });
-    tokio::select! {
-        () = server => {}
-        _ = tokio::signal::ctrl_c() => info!("shutting down"),
-    }
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+        info!("shutting down");
+    };
+    let served = axum::serve(listener, http::router(served))
+        .with_graceful_shutdown(shutdown)
+        .await;
     refresh.abort();
+    served.context("the HTTP server failed")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -102,50 +104,4 @@ async fn refresh(store: AnyStore, consumers: Vec<ConsumerName>, interval: Durati
         }
         metrics::gauge!(gauges::OBSERVE_SECONDS).set(started.elapsed().as_secs_f64());
     }
-}
-
-async fn route(path: &str, store: &AnyStore, handle: &PrometheusHandle) -> Response {
-    match path {
-        "/metrics" => Response::new(200, "text/plain; version=0.0.4", handle.render()),
-        "/health" => health(store).await,
-        _ => Response::new(404, "text/plain", "try /metrics or /health\n".to_owned()),
-    }
-}
-
-/// How long `/health` waits for the database before saying it is down.
-const HEALTH_DEADLINE: Duration = Duration::from_secs(5);
-
-/// 200 when the database answers and its migrations are current (`degraded` if claims with
-/// expired leases wait for a reaper); 503 otherwise. Read fresh on each request.
-async fn health(store: &AnyStore) -> Response {
-    let checked = tokio::time::timeout(HEALTH_DEADLINE, async {
-        // Migrations first: on tables never migrated, the observation itself would fail.
-        let pending = store.pending_migrations().await?;
-        if !pending.is_empty() {
-            return Ok((pending, None));
-        }
-        Ok::<_, anyhow::Error>((pending, Some(store.observe().await?)))
-    })
-    .await
-    .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer within {HEALTH_DEADLINE:?}")));
-    let (status, body) = match checked {
-        Err(e) => (
-            503,
-            json!({ "status": "down", "database": format!("{e:#}") }),
-        ),
-        Ok((pending, None)) => (
-            503,
-            json!({ "status": "down", "database": "ok", "migrations_pending": pending }),
-        ),
-        Ok((_, Some(seen))) => {
-            let stale: u64 = seen.backlog.iter().map(|b| b.expired_leases).sum();
-            let status = if stale > 0 { "degraded" } else { "ok" };
-            (
-                200,
-                json!({ "status": status, "database": "ok", "migrations": "current",
-                        "expired_leases": stale }),
-            )
-        }
-    };
-    Response::new(status, "application/json", format!("{body}\n"))
 }

@@ -106,6 +106,12 @@ async fn gauges_follow_the_rows_and_health_is_ok() {
     )
     .await;
     assert_eq!(http_get(&addr, "/nope").await.0, 404);
+    let (status, console) = http_get(&addr, "/").await;
+    assert_eq!(status, 200, "{console}");
+    assert!(
+        console.contains("<h1>Overview</h1>") && console.contains("billing"),
+        "the console's overview: {console}"
+    );
     assert_eq!(common::http_request(&addr, "POST", "/metrics").await.0, 405);
     db.finish().await;
 }

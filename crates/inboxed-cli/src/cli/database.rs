@@ -441,6 +441,27 @@ fn connect_timeout() -> anyhow::Result<std::time::Duration> {
     }
 }
 
+/// The console reads through the same dispatch as `inboxed stats` and `inboxed dead-letters`.
+impl inboxed_console::ConsoleStore for AnyStore {
+    async fn observe(&self) -> Result<inboxed_core::observe::Observation, inboxed_core::BoxError> {
+        Ok(Self::observe(self).await?)
+    }
+
+    async fn dead_letters(
+        &self,
+        filter: &inboxed_core::observe::DeadLetterFilter<'_>,
+    ) -> Result<Vec<inboxed_core::observe::DeadLetterSummary>, inboxed_core::BoxError> {
+        Ok(self.list_dead_letters(filter).await?)
+    }
+
+    async fn dead_letter(
+        &self,
+        id: i64,
+    ) -> Result<Option<inboxed_core::observe::DeadLetterRecord>, inboxed_core::BoxError> {
+        Ok(self.dead_letter_by_id(id).await?)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

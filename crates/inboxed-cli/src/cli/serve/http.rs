@@ -1,5 +1,5 @@
-//! The HTTP side of `inboxed serve`, on axum: `/metrics` for Prometheus and `/health` for a load
-//! balancer's probe, each request bounded in time and the requests in flight bounded in
+//! The HTTP side of `inboxed serve`, on axum: the operator's console (read-only) at `/`,
+//! `/metrics` for Prometheus and `/health` for a load balancer's probe, each request bounded in time and the requests in flight bounded in
 //! number, so that a client that trickles its request or a crowd of them cannot hold the
 //! process.
 
@@ -11,6 +11,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use inboxed_console::Console;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower::limit::ConcurrencyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
@@ -29,18 +30,20 @@ pub(crate) struct Served {
     pub(crate) metrics: PrometheusHandle,
 }
 
-/// The routes, with their bounds.
+/// The routes, with their bounds: the console's pages at `/`, beside `/metrics` and `/health`.
 pub(crate) fn router(served: Arc<Served>) -> Router {
+    let console = Console::new(served.store.clone()).router();
     Router::new()
         .route("/metrics", get(metrics))
         .route("/health", get(probe))
-        .fallback(|| async { (StatusCode::NOT_FOUND, "try /metrics or /health\n") })
+        .with_state(served)
+        .merge(console)
+        .fallback(|| async { (StatusCode::NOT_FOUND, "try /, /metrics or /health\n") })
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             REQUEST_DEADLINE,
         ))
         .layer(ConcurrencyLimitLayer::new(MAX_IN_FLIGHT))
-        .with_state(served)
 }
 
 async fn metrics(State(served): State<Arc<Served>>) -> impl IntoResponse {

@@ -12,7 +12,7 @@ use inboxed_core::observe::DeadLetterFilter;
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use crate::layout::{ago, failure, page};
+use crate::layout::{ago, failure, page, unavailable};
 use crate::overview::query;
 use crate::{Console, ConsoleConfig, ConsoleStore};
 
@@ -54,14 +54,7 @@ pub(crate) async fn list<S: ConsoleStore>(
     };
     let letters = match console.store.dead_letters(&filter).await {
         Ok(letters) => letters,
-        Err(e) => {
-            return failure(
-                prefix,
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("the dead letters could not be read: {e}"),
-            )
-            .into_response();
-        }
+        Err(e) => return unavailable(prefix, "the dead letters", &e),
     };
     let body = html! {
         form method="get" action={ (prefix) "/dead-letters" } {
@@ -114,14 +107,7 @@ pub(crate) async fn one<S: ConsoleStore>(
             )
             .into_response();
         }
-        Err(e) => {
-            return failure(
-                prefix,
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("the dead letter could not be read: {e}"),
-            )
-            .into_response();
-        }
+        Err(e) => return unavailable(prefix, "the dead letter", &e),
     };
     let body = html! {
         dl {

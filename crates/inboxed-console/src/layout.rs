@@ -45,6 +45,21 @@ pub(crate) fn failure(prefix: &str, status: StatusCode, what: &str) -> (StatusCo
     )
 }
 
+/// The 503 page for a read of `what` that failed with `err`.
+pub(crate) fn unavailable(
+    prefix: &str,
+    what: &str,
+    err: &dyn std::fmt::Display,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    failure(
+        prefix,
+        StatusCode::SERVICE_UNAVAILABLE,
+        &format!("{what} could not be read: {err}"),
+    )
+    .into_response()
+}
+
 /// How long ago `t` was, in the largest unit that fits (`42s`, `5m`, `3h`, `2d`), or `-`.
 pub(crate) fn ago(t: Option<SystemTime>) -> String {
     let Some(t) = t else {

@@ -5,25 +5,17 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::html;
 
-use crate::layout::{ago, failure, page};
+use crate::layout::{ago, page, unavailable};
 use crate::{Console, ConsoleStore};
 
 pub(crate) async fn show<S: ConsoleStore>(State(console): State<Arc<Console<S>>>) -> Response {
     let prefix = console.config.prefix.as_str();
     let seen = match console.store.observe().await {
         Ok(seen) => seen,
-        Err(e) => {
-            return failure(
-                prefix,
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("the inbox tables could not be read: {e}"),
-            )
-            .into_response();
-        }
+        Err(e) => return unavailable(prefix, "the inbox tables", &e),
     };
     let body = html! {
         h2 { "Store-then-process backlog" }

@@ -5,13 +5,13 @@
 
 use libfuzzer_sys::fuzz_target;
 
-// The CLI is a binary; its scrape module is self-contained and included as it is.
-#[path = "../../crates/inboxed-cli/src/cli/scrape.rs"]
-mod scrape;
+// The CLI is a binary; its parser of the text format is self-contained and included as it is.
+#[path = "../../crates/inboxed-cli/src/cli/prometheus_text.rs"]
+mod prometheus_text;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    for rate in scrape::parse(&text) {
+    for rate in prometheus_text::parse(&text) {
         if let Some(r) = rate.rate() {
             assert!((0.0..=1.0).contains(&r), "rate {r} of {rate:?}");
         }

@@ -7,6 +7,7 @@ mod duration;
 mod migrate;
 mod outbox;
 mod partitions;
+mod prometheus_text;
 mod purge;
 mod relay;
 mod replay;

@@ -15,7 +15,8 @@ use inboxed_core::retention::store::ProcessedStats;
 use super::AnyStore;
 use super::database::DbArgs;
 use super::duration::{age as human_age, parse_duration};
-use super::scrape::{DedupRate, dedup_rates};
+use super::prometheus_text::DedupRate;
+use super::scrape::dedup_rates;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {

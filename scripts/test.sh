@@ -82,6 +82,12 @@ apt_install() {
 
 # The PgBouncer test starts its own pgbouncer; it fails, never skips, without one.
 command -v pgbouncer >/dev/null 2>&1 || apt_install pgbouncer
+# The console's browser test drives Debian's Chromium with playwright-core (never a downloaded
+# browser); it fails, never skips, without them.
+[ -x /usr/bin/chromium ] || apt_install chromium
+if [ ! -d crates/inboxed-cli/tests/browser/node_modules/playwright-core ]; then
+  (cd crates/inboxed-cli/tests/browser && npm ci --no-audit --no-fund --silent)
+fi
 
 # Brokers for the adapters' tests: each URL variable when set, else a local server on its port,
 # started (and installed with apt) when missing. Without one the script fails.

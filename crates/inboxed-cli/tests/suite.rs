@@ -5,6 +5,7 @@
 // A test fails by panicking.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod browser;
 mod cli;
 mod common;
 mod dedup_rate;

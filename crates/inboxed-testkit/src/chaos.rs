@@ -31,8 +31,8 @@ pub struct ChaosConfig {
     /// and restarted through it. Defaults to 10 s.
     pub storm: Duration,
     /// How long each consumer process runs before it is killed: uniform in this range, from
-    /// the seed. A range that starts below the consumer's start-up time kills some consumers
-    /// before they consume anything, which is a case worth having too. Defaults to 300 ms to
+    /// the seed, and then until it has applied an effect since it started (the audit shows
+    /// one more), so that every kill interrupts a consumer at work. Defaults to 300 ms to
     /// 1.5 s.
     pub run_between_kills: (Duration, Duration),
     /// The share of messages the producer publishes a second time, at a random later point of
@@ -258,7 +258,7 @@ impl Chaos {
         let kills = AtomicUsize::new(0);
         let stormed = {
             let producer = produce(plan, &ids, &publish, &errors, started);
-            let storm = self.storm(started, &mut rng, &kills);
+            let storm = self.storm(started, &mut rng, &kills, &audit);
             tokio::pin!(producer, storm);
             let mut produced = false;
             loop {
@@ -350,17 +350,26 @@ impl Chaos {
         }
     }
 
-    /// The kills: a consumer started, killed at a random point, started again, until the
-    /// storm's end; the consumer then running. Counts the kills in `kills`.
-    async fn storm(
+    /// The kills: a consumer started, killed at a random point once it has applied an effect
+    /// since it started (so that each kill interrupts a consumer at work, not one still
+    /// connecting, which on a loaded machine can take longer than the random point), started
+    /// again, until the storm's end; the consumer then running. Counts the kills in `kills`.
+    async fn storm<A, AF, AE>(
         &self,
         started: Instant,
         rng: &mut fastrand::Rng,
         kills: &AtomicUsize,
-    ) -> Result<Child, String> {
+        audit: &A,
+    ) -> Result<Child, String>
+    where
+        A: Fn() -> AF,
+        AF: Future<Output = Result<Vec<(String, i64)>, AE>>,
+        AE: Into<BoxError>,
+    {
         let config = &self.config;
-        let mut child = self.start()?;
         let storm_end = started + config.storm;
+        let mut effects = total(&read(audit).await?);
+        let mut child = self.start()?;
         loop {
             let (low, high) = config.run_between_kills;
             let at = Instant::now() + low + high.saturating_sub(low).mul_f64(rng.f64());
@@ -368,10 +377,21 @@ impl Chaos {
                 return Ok(child);
             }
             tokio::time::sleep_until(at.into()).await;
-            if let Some(status) = exited(&mut child) {
-                return Err(format!(
-                    "the consumer exited on its own, {status}, before it was killed"
-                ));
+            loop {
+                if let Some(status) = exited(&mut child) {
+                    return Err(format!(
+                        "the consumer exited on its own, {status}, before it was killed"
+                    ));
+                }
+                let now = total(&read(audit).await?);
+                if now > effects {
+                    effects = now;
+                    break;
+                }
+                if Instant::now() >= storm_end {
+                    return Ok(child);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
             kill(&mut child).await;
             kills.fetch_add(1, Ordering::SeqCst);
@@ -491,6 +511,11 @@ where
         Ok(counts) => counts.map_err(|e| format!("the audit failed: {}", e.into())),
         Err(_) => Err(format!("the audit gave no answer in {} s", LIMIT.as_secs())),
     }
+}
+
+/// Every effect the audit counts, of any id.
+fn total(counts: &[(String, i64)]) -> i64 {
+    counts.iter().map(|(_, n)| n).sum()
 }
 
 /// Fills the report's `lost` and `doubled` from the audit's counts of the storm's `ids`.

@@ -18,18 +18,17 @@ use inboxed_test::{Backend, Pg, credit};
 
 use common::http_get;
 
-/// Starts `inboxed serve` on a free port; returns the process and its address.
+/// Starts `inboxed serve` on a free port of loopback; returns the process and its address.
 async fn serve(database_url: &str) -> (Child, String) {
+    serve_with(database_url, &["--listen", "127.0.0.1:0"]).await
+}
+
+/// Starts `inboxed serve` with `args` added; returns the process and its address.
+async fn serve_with(database_url: &str, args: &[&str]) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
         .args(["serve", "--database-url", database_url])
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--interval",
-            "1s",
-            "--consumer",
-            "billing",
-        ])
+        .args(args)
+        .args(["--interval", "1s", "--consumer", "billing"])
         .env("INBOXED_LOG", "warn")
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -134,4 +133,25 @@ async fn health_is_503_until_the_tables_are_migrated() {
     assert!(migrated.status.success());
     let (status, body) = http_get(&addr, "/health").await;
     assert_eq!(status, 200, "{body}");
+}
+
+/// The console has no access control yet: on a non-loopback address it is shown only when
+/// asked for; `/metrics` and `/health` are served there either way.
+#[tokio::test]
+async fn the_console_stays_off_beyond_loopback_unless_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("served.db").display());
+    let (_serve, addr) = serve_with(&url, &["--listen", "0.0.0.0:0"]).await;
+    assert_eq!(
+        http_get(&addr, "/").await.0,
+        404,
+        "the console beyond loopback"
+    );
+    assert_eq!(http_get(&addr, "/health").await.0, 503, "not migrated yet");
+    let (_shown, addr) = serve_with(&url, &["--listen", "0.0.0.0:0", "--console", "on"]).await;
+    let (status, page) = http_get(&addr, "/").await;
+    assert_ne!(status, 404, "asked for: {page}");
+    assert!(page.contains("<nav>"), "{page}");
+    let (_off, addr) = serve_with(&url, &["--listen", "127.0.0.1:0", "--console", "off"]).await;
+    assert_eq!(http_get(&addr, "/").await.0, 404, "turned off");
 }

@@ -30,14 +30,17 @@ pub(crate) struct Served {
     pub(crate) metrics: PrometheusHandle,
 }
 
-/// The routes, with their bounds: the console's pages at `/`, beside `/metrics` and `/health`.
-pub(crate) fn router(served: Arc<Served>) -> Router {
-    let console = Console::new(served.store.clone()).router();
-    Router::new()
+/// The routes, with their bounds: `/metrics` and `/health`, and the console's pages at `/`
+/// when `console`.
+pub(crate) fn router(served: Arc<Served>, console: bool) -> Router {
+    let mut router = Router::new()
         .route("/metrics", get(metrics))
         .route("/health", get(probe))
-        .with_state(served)
-        .merge(console)
+        .with_state(Arc::clone(&served));
+    if console {
+        router = router.merge(Console::new(served.store.clone()).router());
+    }
+    router
         .fallback(|| async { (StatusCode::NOT_FOUND, "try /, /metrics or /health\n") })
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,

@@ -36,6 +36,22 @@ pub(crate) struct Args {
     /// too. Repeat for several; the store-then-process backlog covers every consumer anyway.
     #[arg(long = "consumer")]
     consumers: Vec<String>,
+    /// The console at `/`: `auto` shows it only when `--listen` is a loopback address (the
+    /// console has no access control of its own yet, and shows dead letters' ids and errors),
+    /// `on` shows it on any address (behind a proxy that authenticates), `off` never.
+    #[arg(long, env = "INBOXED_CONSOLE", value_enum, default_value = "auto")]
+    console: ConsoleMode,
+}
+
+/// Whether `inboxed serve` shows the console.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ConsoleMode {
+    /// On a loopback address only.
+    Auto,
+    /// On any address.
+    On,
+    /// Never.
+    Off,
 }
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
@@ -69,7 +85,15 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         let _ = tokio::signal::ctrl_c().await;
         info!("shutting down");
     };
-    let served = axum::serve(listener, http::router(served))
+    let console = match args.console {
+        ConsoleMode::On => true,
+        ConsoleMode::Off => false,
+        ConsoleMode::Auto => addr.ip().is_loopback(),
+    };
+    if !console && args.console == ConsoleMode::Auto {
+        info!(%addr, "the console is not shown on a non-loopback address; --console on shows it");
+    }
+    let served = axum::serve(listener, http::router(served, console))
         .with_graceful_shutdown(shutdown)
         .await;
     refresh.abort();

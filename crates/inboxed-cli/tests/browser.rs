@@ -4,10 +4,6 @@
 //! (`target/console-screenshots/`, or `INBOXED_SCREENSHOTS`). Fails, never skips, without
 //! Chromium, Node or playwright-core: scripts/test.sh installs them.
 
-use std::process::Stdio;
-use std::time::Duration;
-
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 #[tokio::test]
@@ -24,24 +20,8 @@ async fn the_console_works_in_a_browser_on_the_demo_database() {
         String::from_utf8_lossy(&demo.stdout)
     );
 
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_inboxed"))
-        .args(["serve", "--database-url", &url, "--listen", "127.0.0.1:0"])
-        .env("INBOXED_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start inboxed serve");
-    let mut lines = BufReader::new(serve.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("serve prints its address")
-        .unwrap()
-        .unwrap();
-    let base = line
-        .split_whitespace()
-        .find_map(|w| w.strip_suffix("/metrics"))
-        .expect("an address")
-        .to_owned();
+    let (_serve, addr) = crate::common::spawn_serve(&url, &["--listen", "127.0.0.1:0"]).await;
+    let base = format!("http://{addr}");
 
     let shots = std::env::var("INBOXED_SCREENSHOTS").unwrap_or_else(|_| {
         concat!(

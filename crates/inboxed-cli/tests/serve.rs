@@ -5,11 +5,9 @@
 
 use crate::common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use inboxed_core::ConsumerName;
 use inboxed_core::EnvelopeError;
@@ -23,30 +21,12 @@ async fn serve(database_url: &str) -> (Child, String) {
     serve_with(database_url, &["--listen", "127.0.0.1:0"]).await
 }
 
-/// Starts `inboxed serve` with `args` added; returns the process and its address.
+/// Starts `inboxed serve` with `args` added, its gauges refreshed every second; returns the
+/// process and its address.
 async fn serve_with(database_url: &str, args: &[&str]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_inboxed"))
-        .args(["serve", "--database-url", database_url])
-        .args(args)
-        .args(["--interval", "1s", "--consumer", "billing"])
-        .env("INBOXED_LOG", "warn")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start inboxed serve");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("serve prints its address")
-        .unwrap()
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .expect("an address")
-        .to_owned();
-    (child, addr)
+    let mut all = args.to_vec();
+    all.extend(["--interval", "1s", "--consumer", "billing"]);
+    common::spawn_serve(database_url, &all).await
 }
 
 /// Scrapes until every line in `want` is there (the gauges refresh every second).

@@ -79,3 +79,34 @@ pub(crate) async fn terminate(mut child: tokio::process::Child) -> (bool, String
         .unwrap();
     (status.success(), out)
 }
+
+/// Starts `inboxed serve` on `database_url` with `args` added (`--listen` among them); returns
+/// the process, killed when dropped, and the `host:port` it printed it serves on.
+pub(crate) async fn spawn_serve(
+    database_url: &str,
+    args: &[&str],
+) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_inboxed"))
+        .args(["serve", "--database-url", database_url])
+        .args(args)
+        .env("INBOXED_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start inboxed serve");
+    let stdout = child.stdout.take().expect("serve's stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("serve prints its address")
+        .expect("serve's stdout")
+        .expect("a line");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .expect("an address")
+        .to_owned();
+    (child, addr)
+}

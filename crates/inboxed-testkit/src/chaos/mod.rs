@@ -8,7 +8,10 @@
 //! they land. A kill between a commit and its ack, inside a handler, in the
 //! middle of a COMMIT or a reconnect: whatever the seed picks.
 
-use std::collections::HashMap;
+mod audit;
+mod producer;
+mod report;
+
 use std::fmt;
 use std::future::Future;
 use std::process::ExitStatus;
@@ -17,6 +20,11 @@ use std::time::{Duration, Instant};
 
 use inboxed_core::BoxError;
 use tokio::process::{Child, Command};
+
+use audit::{read, total, verdict};
+use producer::{produce, publish_plan};
+use report::broken;
+pub use report::{ChaosFailure, ChaosReport};
 
 /// How long one publish or one audit may take before it counts as failed.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -63,117 +71,6 @@ impl Default for ChaosConfig {
         }
     }
 }
-
-/// What a storm did, and what the audit found.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct ChaosReport {
-    /// The seed the run used.
-    pub seed: u64,
-    /// Distinct messages published.
-    pub published: usize,
-    /// Messages published a second time (producer retries).
-    pub republished: usize,
-    /// Publishes that failed and were tried again (the broker refused or dropped them).
-    pub publish_errors: usize,
-    /// Consumer processes killed with SIGKILL.
-    pub kills: usize,
-    /// Time from the start of the storm to the final audit.
-    pub elapsed: Duration,
-    /// Published messages the audit found without an effect.
-    pub lost: Vec<String>,
-    /// Published messages the audit found with more than one effect, and how many.
-    pub doubled: Vec<(String, i64)>,
-}
-
-impl ChaosReport {
-    /// Whether every message took effect exactly once.
-    #[must_use]
-    pub fn exact(&self) -> bool {
-        self.lost.is_empty() && self.doubled.is_empty()
-    }
-}
-
-/// Lists at most the first few of `items`.
-fn some<T: fmt::Debug>(items: &[T]) -> String {
-    const SHOWN: usize = 10;
-    let more = items.len().saturating_sub(SHOWN);
-    let shown: Vec<String> = items.iter().take(SHOWN).map(|i| format!("{i:?}")).collect();
-    if more > 0 {
-        format!("{} and {more} more", shown.join(", "))
-    } else {
-        shown.join(", ")
-    }
-}
-
-impl fmt::Display for ChaosReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} messages published ({} of them twice, {} publishes retried after an error), \
-             {} consumers killed, audited after {:.1} s (seed {})",
-            self.published,
-            self.republished,
-            self.publish_errors,
-            self.kills,
-            self.elapsed.as_secs_f64(),
-            self.seed
-        )?;
-        if !self.lost.is_empty() {
-            write!(
-                f,
-                "\n  lost (no effect): {} messages: {}",
-                self.lost.len(),
-                some(&self.lost)
-            )?;
-        }
-        if !self.doubled.is_empty() {
-            write!(
-                f,
-                "\n  doubled (more than one effect): {} messages: {}",
-                self.doubled.len(),
-                some(&self.doubled)
-            )?;
-        }
-        Ok(())
-    }
-}
-
-/// Why a storm failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ChaosFailure {
-    /// The audit found messages doubled, or lost (without an effect when the settle time ran
-    /// out, while the others had theirs).
-    NotExact(ChaosReport),
-    /// The storm could not run to its audit: no consumer was killed, the consumer would not
-    /// start or exited on its own, the producer gave up, the audit failed, or no message at
-    /// all took effect within [`ChaosConfig::settle`].
-    Broken {
-        /// What went wrong.
-        what: String,
-        /// The storm so far.
-        report: ChaosReport,
-    },
-}
-
-impl fmt::Display for ChaosFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NotExact(report) => write!(
-                f,
-                "the consumer did not take every message's effect exactly once under SIGKILLs: \
-                 {report}\n  usual cause: an ack before the commit (auto-ack, or acking on \
-                 receipt) loses messages; work outside the inbox transaction doubles them"
-            ),
-            Self::Broken { what, report } => {
-                write!(f, "the storm could not run: {what}\n  {report}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for ChaosFailure {}
 
 /// The harness: a function that makes the command of your consumer (called for every start),
 /// and a [`ChaosConfig`].
@@ -414,71 +311,6 @@ impl Chaos {
     }
 }
 
-/// When each publish happens, as an offset into the storm, with the message's number: every
-/// message once, evenly spread, and a share of them again at a random later point.
-fn publish_plan(
-    config: &ChaosConfig,
-    rng: &mut fastrand::Rng,
-    report: &mut ChaosReport,
-) -> Vec<(Duration, usize)> {
-    let step = config
-        .storm
-        .checked_div(u32::try_from(config.messages.max(1)).unwrap_or(u32::MAX))
-        .unwrap_or_default();
-    let mut plan = Vec::new();
-    for n in 0..config.messages {
-        let at = step * u32::try_from(n).unwrap_or(u32::MAX);
-        plan.push((at, n));
-        if rng.f64() < config.producer_retries {
-            let later = at + config.storm.saturating_sub(at).mul_f64(rng.f64());
-            plan.push((later, n));
-            report.republished += 1;
-        }
-    }
-    plan.sort();
-    plan
-}
-
-/// The producer: each publish of `plan` at its time, tried again after an error (up to 50
-/// times, 100 ms apart: a broker that refuses that long is not a storm's doing).
-async fn produce<P, PF, PE>(
-    plan: Vec<(Duration, usize)>,
-    ids: &[String],
-    publish: &P,
-    errors: &AtomicUsize,
-    started: Instant,
-) -> Result<(), String>
-where
-    P: Fn(String, u64) -> PF,
-    PF: Future<Output = Result<(), PE>>,
-    PE: Into<BoxError>,
-{
-    const TRIES: usize = 50;
-    for (at, n) in plan {
-        tokio::time::sleep_until((started + at).into()).await;
-        let mut tries = 0;
-        loop {
-            let published: Result<(), BoxError> =
-                match tokio::time::timeout(LIMIT, publish(ids[n].clone(), n as u64)).await {
-                    Ok(published) => published.map_err(Into::into),
-                    Err(_) => Err(format!("no answer in {} s", LIMIT.as_secs()).into()),
-                };
-            match published {
-                Ok(()) => break,
-                Err(_) if tries + 1 < TRIES => {
-                    tries += 1;
-                    errors.fetch_add(1, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => {
-                    return Err(format!("publishing {} failed {TRIES} times: {e}", ids[n]));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// The child's exit status, if it has exited.
 fn exited(child: &mut Child) -> Option<ExitStatus> {
     child.try_wait().ok().flatten()
@@ -498,89 +330,4 @@ async fn kill(child: &mut Child) {
         let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
     }
     let _ = child.kill().await;
-}
-
-/// The audit's rows, or what it failed with.
-async fn read<A, AF, AE>(audit: &A) -> Result<Vec<(String, i64)>, String>
-where
-    A: Fn() -> AF,
-    AF: Future<Output = Result<Vec<(String, i64)>, AE>>,
-    AE: Into<BoxError>,
-{
-    match tokio::time::timeout(LIMIT, audit()).await {
-        Ok(counts) => counts.map_err(|e| format!("the audit failed: {}", e.into())),
-        Err(_) => Err(format!("the audit gave no answer in {} s", LIMIT.as_secs())),
-    }
-}
-
-/// Every effect the audit counts, of any id.
-fn total(counts: &[(String, i64)]) -> i64 {
-    counts.iter().map(|(_, n)| n).sum()
-}
-
-/// Fills the report's `lost` and `doubled` from the audit's counts of the storm's `ids`.
-fn verdict(ids: &[String], counts: &[(String, i64)], report: &mut ChaosReport) {
-    let mut effects: HashMap<&str, i64> = HashMap::new();
-    for (id, n) in counts {
-        *effects.entry(id.as_str()).or_default() += n;
-    }
-    report.lost = ids
-        .iter()
-        .filter(|id| effects.get(id.as_str()).copied().unwrap_or(0) == 0)
-        .cloned()
-        .collect();
-    report.doubled = ids
-        .iter()
-        .filter_map(|id| {
-            let n = effects.get(id.as_str()).copied().unwrap_or(0);
-            (n > 1).then(|| (id.clone(), n))
-        })
-        .collect();
-}
-
-/// A [`ChaosFailure::Broken`] with the report's time so far.
-fn broken(what: String, mut report: ChaosReport, started: Instant) -> ChaosFailure {
-    report.elapsed = started.elapsed();
-    ChaosFailure::Broken { what, report }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_verdict_names_lost_and_doubled_messages() {
-        let ids: Vec<String> = ["a", "b", "c"].map(str::to_owned).to_vec();
-        let counts = vec![
-            ("a".to_owned(), 1),
-            ("c".to_owned(), 1),
-            ("c".to_owned(), 1),
-            ("other".to_owned(), 5),
-        ];
-        let mut report = ChaosReport::default();
-        verdict(&ids, &counts, &mut report);
-        assert_eq!(report.lost, ["b"]);
-        assert_eq!(report.doubled, [("c".to_owned(), 2)]);
-        assert!(!report.exact());
-    }
-
-    #[test]
-    fn the_plan_publishes_every_message_and_retries_later() {
-        let config = ChaosConfig {
-            messages: 100,
-            producer_retries: 0.5,
-            seed: 7,
-            ..ChaosConfig::default()
-        };
-        let mut report = ChaosReport::default();
-        let plan = publish_plan(&config, &mut fastrand::Rng::with_seed(7), &mut report);
-        assert_eq!(plan.len(), 100 + report.republished);
-        assert!(report.republished > 20, "{}", report.republished);
-        for n in 0..100 {
-            let times: Vec<Duration> = plan.iter().filter(|p| p.1 == n).map(|p| p.0).collect();
-            assert!(!times.is_empty() && times.len() <= 2);
-            assert!(times.iter().all(|t| *t <= config.storm));
-        }
-        assert!(plan.windows(2).all(|w| w[0].0 <= w[1].0), "in time order");
-    }
 }

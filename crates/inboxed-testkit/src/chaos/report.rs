@@ -87,7 +87,7 @@ pub enum ChaosFailure {
     NotExact(ChaosReport),
     /// The storm could not run to its audit: no consumer was killed, the consumer would not
     /// start or exited on its own, the producer gave up, the audit failed, or no message at
-    /// all took effect within [`ChaosConfig::settle`].
+    /// all took effect within [`ChaosConfig::settle`](super::ChaosConfig::settle).
     Broken {
         /// What went wrong.
         what: String,

@@ -1,60 +1,33 @@
 //! `/dead-letters`: the newest dead letters, filtered by consumer, reason, message type and
-//! error text, at most [`ConsoleConfig::page_rows`](crate::ConsoleConfig::page_rows) of them;
-//! `/dead-letters/{id}`: one in full.
+//! error text, at most [`ConsoleConfig::page_rows`](crate::ConsoleConfig::page_rows) of them,
+//! with the actions on all that match; `/dead-letters/{id}`: one in full, with its own.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use inboxed_core::observe::DeadLetterFilter;
 use maud::{Markup, html};
-use serde::Deserialize;
 
-use crate::layout::{ago, failure, page, unavailable};
-use crate::overview::query;
-use crate::{Console, ConsoleConfig, ConsoleStore};
+use crate::access::{Role, Viewer};
+use crate::forms::{LetterFilters, query};
+use crate::layout::{ago, failure, page, payload, unavailable};
+use crate::{Console, ConsoleStore};
 
 /// The most rows a list reads, whatever the configuration says.
-const MOST_ROWS: u32 = 1000;
-
-/// The list's filters, from the query string; an empty field filters nothing.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct Filters {
-    #[serde(default)]
-    consumer: String,
-    #[serde(default)]
-    reason: String,
-    #[serde(default, rename = "type")]
-    message_type: String,
-    #[serde(default)]
-    error: String,
-}
-
-/// `Some(s)` unless `s` is blank.
-fn given(s: &str) -> Option<&str> {
-    let s = s.trim();
-    (!s.is_empty()).then_some(s)
-}
+pub(crate) const MOST_ROWS: u32 = 1000;
 
 pub(crate) async fn list<S: ConsoleStore>(
     State(console): State<Arc<Console<S>>>,
-    Query(filters): Query<Filters>,
+    Extension(viewer): Extension<Viewer>,
+    Query(filters): Query<LetterFilters>,
 ) -> Response {
     let prefix = console.config.prefix.as_str();
     let limit = console.config.page_rows.clamp(1, MOST_ROWS);
-    let filter = DeadLetterFilter {
-        consumer: given(&filters.consumer),
-        reason: given(&filters.reason),
-        message_type: given(&filters.message_type),
-        error_contains: given(&filters.error),
-        limit,
-        ..DeadLetterFilter::default()
-    };
-    let letters = match console.store.dead_letters(&filter).await {
+    let letters = match console.store.dead_letters(&filters.filter(limit)).await {
         Ok(letters) => letters,
-        Err(e) => return unavailable(prefix, "the dead letters", &e),
+        Err(e) => return unavailable(prefix, &viewer, "the dead letters", &e),
     };
     let body = html! {
         form method="get" action={ (prefix) "/dead-letters" } {
@@ -64,12 +37,15 @@ pub(crate) async fn list<S: ConsoleStore>(
             input name="error" placeholder="error contains" value=(filters.error);
             button type="submit" { "Filter" }
         }
-        p {
+        p.summary {
             (letters.len()) " shown, newest first"
             @if letters.len() as u64 == u64::from(limit) {
                 " (the newest " (limit) " that match: narrow the filter to see older ones)"
             }
             "."
+        }
+        @if !letters.is_empty() {
+            (act_links(prefix, &viewer, &filters, "all that match"))
         }
         div.scroll { table {
             thead { tr {
@@ -88,11 +64,32 @@ pub(crate) async fn list<S: ConsoleStore>(
             } } }
         } }
     };
-    page(prefix, "Dead letters", body).into_response()
+    page(prefix, &viewer, "Dead letters", false, body).into_response()
+}
+
+/// The links to the confirmations of a retry and a discard of what `filters` select; for
+/// operators only (a read-only user sees why there is none).
+fn act_links(prefix: &str, viewer: &Viewer, filters: &LetterFilters, what: &str) -> Markup {
+    if viewer.role < Role::Operator {
+        return html! { p.note { "Read-only: retrying and discarding need the operator role." } };
+    }
+    let q = filters.query_string();
+    let sep = if q.is_empty() { "" } else { "&" };
+    html! {
+        div.actions {
+            a href={ (prefix) "/dead-letters/act?action=retry" (sep) (q) } {
+                "Retry " (what) " into the inbox…"
+            }
+            a.danger href={ (prefix) "/dead-letters/act?action=discard" (sep) (q) } {
+                "Discard " (what) "…"
+            }
+        }
+    }
 }
 
 pub(crate) async fn one<S: ConsoleStore>(
     State(console): State<Arc<Console<S>>>,
+    Extension(viewer): Extension<Viewer>,
     Path(id): Path<i64>,
 ) -> Response {
     let config = &console.config;
@@ -102,14 +99,19 @@ pub(crate) async fn one<S: ConsoleStore>(
         Ok(None) => {
             return failure(
                 prefix,
+                &viewer,
                 StatusCode::NOT_FOUND,
                 &format!("no dead letter {id}"),
-            )
-            .into_response();
+            );
         }
-        Err(e) => return unavailable(prefix, "the dead letter", &e),
+        Err(e) => return unavailable(prefix, &viewer, "the dead letter", &e),
+    };
+    let this = LetterFilters {
+        id: Some(id),
+        ..LetterFilters::default()
     };
     let body = html! {
+        (act_links(prefix, &viewer, &this, "this one"))
         dl {
             dt { "Consumer" } dd {
                 a href={ (prefix) "/dead-letters?consumer=" (query(&letter.consumer)) } {
@@ -128,40 +130,7 @@ pub(crate) async fn one<S: ConsoleStore>(
         h2 { "Error" }
         pre { (letter.error) }
         h2 { "Payload" }
-        (payload(config, &letter.payload))
+        (payload(config, &viewer, &letter.payload))
     };
-    page(prefix, &format!("Dead letter {id}"), body).into_response()
-}
-
-/// The payload as JSON when it parses, hex otherwise, cut at the configured size; or why it is
-/// not shown.
-fn payload(config: &ConsoleConfig, bytes: &[u8]) -> Markup {
-    if !config.show_payloads {
-        return html! { p { "Hidden (the console's show_payloads is off)." } };
-    }
-    if bytes.is_empty() {
-        return html! { p { "None kept (empty, or redacted)." } };
-    }
-    let shown = &bytes[..bytes.len().min(config.payload_bytes)];
-    let cut = shown.len() < bytes.len();
-    let text = match serde_json::from_slice::<serde_json::Value>(bytes) {
-        Ok(json) if !cut => serde_json::to_string_pretty(&json).unwrap_or_default(),
-        _ => hex(shown),
-    };
-    html! {
-        pre { (text) }
-        @if cut { p { "The first " (shown.len()) " of " (bytes.len()) " bytes." } }
-    }
-}
-
-/// `bytes` as hex, 32 to a line.
-fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 3);
-    for (i, b) in bytes.iter().enumerate() {
-        if i > 0 {
-            out.push(if i % 32 == 0 { '\n' } else { ' ' });
-        }
-        let _ = write!(out, "{b:02x}");
-    }
-    out
+    page(prefix, &viewer, &format!("Dead letter {id}"), false, body).into_response()
 }

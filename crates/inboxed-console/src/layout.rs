@@ -1,13 +1,24 @@
 //! The page around every view: the navigation, a stylesheet small enough to inline, readable at
 //! a phone's width (tables scroll sideways rather than squeeze), and the times every view shows.
 
+use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use axum::http::StatusCode;
 use maud::{DOCTYPE, Markup, html};
 
-/// A whole page titled `title`, with `body`; links start at `prefix`.
-pub(crate) fn page(prefix: &str, title: &str, body: Markup) -> Markup {
+use crate::ConsoleConfig;
+use crate::access::Viewer;
+
+/// A whole page titled `title`, with `body`, for `viewer`; links start at `prefix`. A page
+/// with `refresh` reloads its `main` every few seconds while its tab is shown.
+pub(crate) fn page(
+    prefix: &str,
+    viewer: &Viewer,
+    title: &str,
+    refresh: bool,
+    body: Markup,
+) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -16,11 +27,15 @@ pub(crate) fn page(prefix: &str, title: &str, body: Markup) -> Markup {
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · inboxed" }
                 style { (STYLE) }
+                script src={ (prefix) "/assets/console.js" } defer {}
             }
-            body {
+            body data-refresh=[refresh.then_some("5000")] {
                 nav {
                     a href=(home(prefix)) { "Overview" }
+                    a href={ (prefix) "/rows" } { "Rows" }
                     a href={ (prefix) "/dead-letters" } { "Dead letters" }
+                    a href={ (prefix) "/audit" } { "Audit" }
+                    span.who { (viewer.name) " · " (viewer.role.as_str()) }
                 }
                 main {
                     h1 { (title) }
@@ -37,27 +52,40 @@ pub(crate) fn home(prefix: &str) -> &str {
     if prefix.is_empty() { "/" } else { prefix }
 }
 
-/// A page saying what could not be read; its status is the caller's.
-pub(crate) fn failure(prefix: &str, status: StatusCode, what: &str) -> (StatusCode, Markup) {
+/// A page saying what went wrong; its status is the caller's.
+pub(crate) fn failure(
+    prefix: &str,
+    viewer: &Viewer,
+    status: StatusCode,
+    what: &str,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
     (
         status,
-        page(prefix, "Not available", html! { p.failure { (what) } }),
+        page(
+            prefix,
+            viewer,
+            "Not available",
+            false,
+            html! { p.failure { (what) } },
+        ),
     )
+        .into_response()
 }
 
-/// The 503 page for a read of `what` that failed with `err`.
+/// The 503 page for a read (or change) of `what` that failed with `err`.
 pub(crate) fn unavailable(
     prefix: &str,
+    viewer: &Viewer,
     what: &str,
     err: &dyn std::fmt::Display,
 ) -> axum::response::Response {
-    use axum::response::IntoResponse;
     failure(
         prefix,
+        viewer,
         StatusCode::SERVICE_UNAVAILABLE,
-        &format!("{what} could not be read: {err}"),
+        &format!("{what} could not be read or changed: {err}"),
     )
-    .into_response()
 }
 
 /// How long ago `t` was, in the largest unit that fits (`42s`, `5m`, `3h`, `2d`), or `-`.
@@ -81,6 +109,15 @@ const STYLE: &str = "
 body { font-family: system-ui, sans-serif; margin: 0; color: #1b1b1b; }
 nav { display: flex; gap: 1rem; padding: .75rem 1rem; background: #24324a; }
 nav a { color: #fff; text-decoration: none; }
+nav .who { color: #c8d3e6; margin-left: auto; font-size: .9rem; }
+nav { flex-wrap: wrap; }
+.actions { display: flex; flex-wrap: wrap; gap: .5rem; margin: .5rem 0 1rem; }
+.actions a, button { padding: .35rem .7rem; border: 1px solid #24324a; border-radius: 4px;
+  background: #fff; color: #24324a; text-decoration: none; font: inherit; cursor: pointer; }
+button.danger, .actions a.danger { border-color: #a33; color: #a33; }
+.confirm { border: 2px solid #24324a; padding: 1rem; max-width: 40rem; }
+.note { color: #555; font-size: .9rem; }
+textarea { width: 100%; max-width: 36rem; min-height: 3rem; }
 main { padding: 1rem; }
 h1 { font-size: 1.3rem; margin-top: 0; }
 h2 { font-size: 1.1rem; }
@@ -97,3 +134,39 @@ dl { display: grid; grid-template-columns: max-content 1fr; gap: .3rem 1rem; }
 dt { font-weight: 600; }
 dd { margin: 0; word-break: break-word; }
 ";
+
+/// The payload as JSON when it parses, hex otherwise, cut at the configured size; or why it is
+/// not shown.
+pub(crate) fn payload(config: &ConsoleConfig, viewer: &Viewer, bytes: &[u8]) -> Markup {
+    if !config.show_payloads {
+        return html! { p { "Hidden (the console's show_payloads is off)." } };
+    }
+    if !viewer.payloads {
+        return html! { p { "Hidden (this user may not see payloads)." } };
+    }
+    if bytes.is_empty() {
+        return html! { p { "None kept (empty, or redacted)." } };
+    }
+    let shown = &bytes[..bytes.len().min(config.payload_bytes)];
+    let cut = shown.len() < bytes.len();
+    let text = match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(json) if !cut => serde_json::to_string_pretty(&json).unwrap_or_default(),
+        _ => hex(shown),
+    };
+    html! {
+        pre.payload { (text) }
+        @if cut { p { "The first " (shown.len()) " of " (bytes.len()) " bytes." } }
+    }
+}
+
+/// `bytes` as hex, 32 to a line.
+fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 3);
+    for (i, b) in bytes.iter().enumerate() {
+        if i > 0 {
+            out.push(if i % 32 == 0 { '\n' } else { ' ' });
+        }
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}

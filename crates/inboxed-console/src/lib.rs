@@ -17,13 +17,24 @@
 //! # }
 //! ```
 //!
-//! This version reads only: it has no action, and nothing in it changes a row. Every page
-//! escapes what it shows (ids, errors and payloads come from producers), and payloads are
-//! hidden unless [`ConsoleConfig::show_payloads`] says otherwise.
+//! Nobody gets in by default: configure [`ConsoleConfig::users`] (HTTP Basic with a user's
+//! name and token, or the token as a bearer token), each read-only or an operator, or an
+//! [`ConsoleConfig::anonymous`] role for a console behind an authenticating proxy. Operators
+//! act on dead letters and rows (one, or all that match the filter, after a confirmation that
+//! states how many), through the library's own operations, each audited with who, when, why
+//! and the filter. Every page escapes what it shows (ids, errors and payloads come from
+//! producers), runs no script but its own, and shows payloads only where
+//! [`ConsoleConfig::show_payloads`] and the user allow.
 
+mod access;
+mod actions;
+mod assets;
+mod audit;
 mod dead_letters;
+mod forms;
 mod layout;
 mod overview;
+mod rows;
 mod store;
 
 use std::sync::Arc;
@@ -31,6 +42,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::get;
 
+pub use access::{AccessError, ConsoleUser, Role, SHORTEST_TOKEN};
 pub use store::ConsoleStore;
 
 /// How the console shows what it reads. Every field says its default.
@@ -50,6 +62,12 @@ pub struct ConsoleConfig {
     pub show_payloads: bool,
     /// The most of a payload a page shows. Defaults to 64 KiB.
     pub payload_bytes: usize,
+    /// Who may sign in, and as what. Defaults to none.
+    pub users: Vec<ConsoleUser>,
+    /// The role of a request without credentials; `None` asks for them (401). Set it only
+    /// where something in front of the console has authenticated the request, or for a
+    /// console on a loopback address of a machine you trust. Defaults to `None`.
+    pub anonymous: Option<Role>,
 }
 
 impl Default for ConsoleConfig {
@@ -59,15 +77,26 @@ impl Default for ConsoleConfig {
             page_rows: 100,
             show_payloads: false,
             payload_bytes: 64 * 1024,
+            users: Vec::new(),
+            anonymous: None,
         }
     }
 }
 
 /// The console of one database.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Console<S> {
     store: S,
     config: ConsoleConfig,
+    csrf: access::CsrfKey,
+}
+
+impl<S> std::fmt::Debug for Console<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Console")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<S: ConsoleStore> Console<S> {
@@ -76,6 +105,7 @@ impl<S: ConsoleStore> Console<S> {
         Self {
             store,
             config: ConsoleConfig::default(),
+            csrf: access::CsrfKey::random(),
         }
     }
 
@@ -87,12 +117,32 @@ impl<S: ConsoleStore> Console<S> {
     }
 
     /// The pages: `/` (the overview), `/dead-letters` (filtered by `consumer`, `reason`,
-    /// `type`, `error` in the query string) and `/dead-letters/{id}`.
+    /// `type`, `error` in the query string) and `/dead-letters/{id}`, `/rows` (by
+    /// `consumer`, `status`, `aggregate`, `message_id`, `within`, `payload`) and `/rows/{id}`,
+    /// `/audit`; the actions' confirmations and their POSTs at `/dead-letters/act` and
+    /// `/rows/replay`. Every route asks for credentials first.
     pub fn router(self) -> Router {
+        let state = Arc::new(self);
         Router::new()
             .route("/", get(overview::show::<S>))
             .route("/dead-letters", get(dead_letters::list::<S>))
             .route("/dead-letters/{id}", get(dead_letters::one::<S>))
-            .with_state(Arc::new(self))
+            .route(
+                "/dead-letters/act",
+                get(actions::confirm_letters::<S>).post(actions::act_on_letters::<S>),
+            )
+            .route("/rows", get(rows::list::<S>))
+            .route("/rows/{id}", get(rows::one::<S>))
+            .route(
+                "/rows/replay",
+                get(actions::confirm_replay::<S>).post(actions::replay::<S>),
+            )
+            .route("/audit", get(audit::list::<S>))
+            .route("/assets/console.js", get(assets::script))
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::clone(&state),
+                access::authenticate::<S>,
+            ))
+            .with_state(state)
     }
 }

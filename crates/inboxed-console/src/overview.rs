@@ -4,18 +4,24 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use maud::html;
 
+use crate::access::Viewer;
+use crate::forms::query;
 use crate::layout::{ago, page, unavailable};
 use crate::{Console, ConsoleStore};
 
-pub(crate) async fn show<S: ConsoleStore>(State(console): State<Arc<Console<S>>>) -> Response {
+pub(crate) async fn show<S: ConsoleStore>(
+    State(console): State<Arc<Console<S>>>,
+    Extension(viewer): Extension<Viewer>,
+) -> Response {
     let prefix = console.config.prefix.as_str();
     let seen = match console.store.observe().await {
         Ok(seen) => seen,
-        Err(e) => return unavailable(prefix, "the inbox tables", &e),
+        Err(e) => return unavailable(prefix, &viewer, "the inbox tables", &e),
     };
     let body = html! {
         h2 { "Store-then-process backlog" }
@@ -28,13 +34,17 @@ pub(crate) async fn show<S: ConsoleStore>(State(console): State<Arc<Console<S>>>
                     th { "Oldest pending" } th { "Expired leases" } th { "Parked aggregates" }
                 } }
                 tbody { @for b in &seen.backlog { tr {
-                    td { (b.consumer) }
+                    td { a href={ (prefix) "/rows?consumer=" (query(&b.consumer)) } { (b.consumer) } }
                     td { (b.pending) }
                     td { (b.processing) }
-                    td { (b.dead) }
+                    td {
+                        a href={ (prefix) "/rows?consumer=" (query(&b.consumer)) "&status=dead" } {
+                            (b.dead)
+                        }
+                    }
                     td { (ago(b.oldest_pending)) }
                     td class=[(b.expired_leases > 0).then_some("warn")] { (b.expired_leases) }
-                    td { (b.parked_aggregates) }
+                    td class=[(b.parked_aggregates > 0).then_some("warn")] { (b.parked_aggregates) }
                 } } }
             } }
         }
@@ -74,10 +84,5 @@ pub(crate) async fn show<S: ConsoleStore>(State(console): State<Arc<Console<S>>>
             } }
         }
     };
-    page(prefix, "Overview", body).into_response()
-}
-
-/// `value` escaped for a query string (maud escapes it again for the attribute).
-pub(crate) fn query(value: &str) -> String {
-    form_urlencoded::byte_serialize(value.as_bytes()).collect()
+    page(prefix, &viewer, "Overview", true, body).into_response()
 }

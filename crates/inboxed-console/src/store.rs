@@ -1,15 +1,19 @@
-//! What the console reads: one small seam, so that the console serves any engine's store, and
-//! a program that picks its engine at run time (the CLI) can serve its own dispatching store.
+//! What the console reads and changes: one small seam, so that the console serves any engine's
+//! store, and a program that picks its engine at run time (the CLI) can serve its own
+//! dispatching store. Every change goes through the library's own operations, the ones the
+//! CLI's commands run, each audited in the transaction of the change.
 
 use std::future::Future;
 
-use inboxed_core::BoxError;
+use inboxed_core::inbox::{Inbox, InboxStore, Replayed, Selector};
 use inboxed_core::observe::{
-    DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, Observation, ObserveStore,
+    AuditRecord, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, InboxEntry,
+    LetterActParams, LettersActed, Observation, ObserveStore, RowFilter,
 };
+use inboxed_core::{BoxError, ConsumerName};
 
-/// The reads behind the console's views. Implemented for every store of the library (through
-/// [`ObserveStore`]); the same queries as `inboxed stats` and `inboxed dead-letters`.
+/// The reads and actions behind the console's views. Implemented for every store of the
+/// library (through [`ObserveStore`] and [`InboxStore`]).
 pub trait ConsoleStore: Clone + Send + Sync + 'static {
     /// The backlog of every consumer, the dead letters kept, and the outbox's backlog.
     fn observe(&self) -> impl Future<Output = Result<Observation, BoxError>> + Send;
@@ -25,9 +29,43 @@ pub trait ConsoleStore: Clone + Send + Sync + 'static {
         &self,
         id: i64,
     ) -> impl Future<Output = Result<Option<DeadLetterRecord>, BoxError>> + Send;
+
+    /// Retries (into the inbox) or discards dead letters, audited; or says what it would do.
+    fn act_on_dead_letters(
+        &self,
+        params: &LetterActParams<'_>,
+    ) -> impl Future<Output = Result<LettersActed, BoxError>> + Send;
+
+    /// Store-then-process rows matching `filter`, newest first, without payloads.
+    fn rows(
+        &self,
+        filter: &RowFilter<'_>,
+    ) -> impl Future<Output = Result<Vec<InboxEntry>, BoxError>> + Send;
+
+    /// One store-then-process row in full; `None` when there is no such id.
+    fn row(&self, id: i64) -> impl Future<Output = Result<Option<InboxEntry>, BoxError>> + Send;
+
+    /// The newest records of the audit trail, of one consumer or all.
+    fn audit_trail(
+        &self,
+        consumer: Option<&str>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<AuditRecord>, BoxError>> + Send;
+
+    /// Resets a consumer's dead rows (and done ones, with `include_done`: a re-drive) to
+    /// pending, audited, as `inboxed replay` does; with `apply` false, only finds them.
+    fn replay(
+        &self,
+        consumer: &ConsumerName,
+        selector: &Selector,
+        include_done: bool,
+        actor: &str,
+        reason: &str,
+        apply: bool,
+    ) -> impl Future<Output = Result<Replayed, BoxError>> + Send;
 }
 
-impl<S: ObserveStore + Clone + Send + Sync + 'static> ConsoleStore for S {
+impl<S: ObserveStore + InboxStore + Clone + Send + Sync + 'static> ConsoleStore for S {
     async fn observe(&self) -> Result<Observation, BoxError> {
         Ok(ObserveStore::observe(self).await?)
     }
@@ -41,5 +79,45 @@ impl<S: ObserveStore + Clone + Send + Sync + 'static> ConsoleStore for S {
 
     async fn dead_letter(&self, id: i64) -> Result<Option<DeadLetterRecord>, BoxError> {
         Ok(self.dead_letter_by_id(id).await?)
+    }
+
+    async fn act_on_dead_letters(
+        &self,
+        params: &LetterActParams<'_>,
+    ) -> Result<LettersActed, BoxError> {
+        Ok(ObserveStore::act_on_dead_letters(self, params).await?)
+    }
+
+    async fn rows(&self, filter: &RowFilter<'_>) -> Result<Vec<InboxEntry>, BoxError> {
+        Ok(self.list_rows(filter).await?)
+    }
+
+    async fn row(&self, id: i64) -> Result<Option<InboxEntry>, BoxError> {
+        Ok(self.row_by_id(id).await?)
+    }
+
+    async fn audit_trail(
+        &self,
+        consumer: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<AuditRecord>, BoxError> {
+        Ok(ObserveStore::audit_trail(self, consumer, limit).await?)
+    }
+
+    async fn replay(
+        &self,
+        consumer: &ConsumerName,
+        selector: &Selector,
+        include_done: bool,
+        actor: &str,
+        reason: &str,
+        apply: bool,
+    ) -> Result<Replayed, BoxError> {
+        let inbox = Inbox::new(self.clone(), consumer.clone());
+        Ok(if apply {
+            inbox.replay(selector, include_done, actor, reason).await?
+        } else {
+            inbox.replay_preview(selector, include_done).await?
+        })
     }
 }

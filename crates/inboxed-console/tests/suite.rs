@@ -4,76 +4,18 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use inboxed_console::{Console, ConsoleConfig};
-use inboxed_core::{
-    ConsumerName, Envelope, Handler, HandlerError, MessageId, Outcome, Processor, Store,
-};
-use inboxed_sqlite::SqliteStore;
-use sqlx::{Sqlite, SqliteConnection};
+mod common;
 
-/// Fails every message permanently: each ends dead-lettered.
-struct Refuses;
-
-impl Handler<Sqlite> for Refuses {
-    async fn handle(
-        &self,
-        _msg: &Envelope,
-        _conn: &mut SqliteConnection,
-    ) -> Result<(), HandlerError> {
-        Err(HandlerError::permanent(
-            "refused: <b>not</b> a valid charge",
-        ))
-    }
-}
-
-/// A migrated store in `dir`, with two dead letters of consumer `billing`: one whose id and
-/// payload carry markup, one with a JSON payload.
-async fn store_with_dead_letters(dir: &tempfile::TempDir) -> SqliteStore {
-    let store = SqliteStore::open(dir.path().join("console.db"))
-        .await
-        .unwrap();
-    store.migrate().await.unwrap();
-    let processor = Processor::new(
-        store.clone(),
-        ConsumerName::new("billing").unwrap(),
-        Refuses,
-    );
-    let markup = Envelope::new(
-        MessageId::new("<script>alert(1)</script>").unwrap(),
-        b"<img src=x onerror=alert(2)>".to_vec(),
-    );
-    let json = Envelope::new(
-        MessageId::new("charge-7").unwrap(),
-        br#"{"cents":250}"#.to_vec(),
-    );
-    for msg in [&markup, &json] {
-        let outcome = processor.process(msg, Some(1)).await.unwrap();
-        assert!(
-            matches!(outcome, Outcome::DeadLettered { .. }),
-            "{outcome:?}"
-        );
-    }
-    store
-}
-
-/// Serves `router` on a free port of loopback; its base URL.
-async fn serve(router: axum::Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    format!("http://{addr}")
-}
-
-async fn get(url: &str) -> (u16, String) {
-    let answer = reqwest::get(url).await.unwrap();
-    (answer.status().as_u16(), answer.text().await.unwrap())
-}
+use common::{OPS, get, get_as, serve, store_with_dead_letters};
+use inboxed_console::{Console, ConsoleConfig, ConsoleUser, Role};
 
 #[tokio::test]
 async fn the_pages_show_the_dead_letters_and_never_render_what_a_producer_sent() {
     let dir = tempfile::tempdir().unwrap();
     let store = store_with_dead_letters(&dir).await;
-    let base = serve(Console::new(store.clone()).router()).await;
+    let mut config = ConsoleConfig::default();
+    config.anonymous = Some(Role::ReadOnly);
+    let base = serve(Console::new(store.clone()).with_config(config).router()).await;
 
     let (status, overview) = get(&format!("{base}/")).await;
     assert_eq!(status, 200, "{overview}");
@@ -124,10 +66,15 @@ async fn payloads_show_as_json_or_hex_when_allowed_and_links_keep_the_prefix() {
     let mut config = ConsoleConfig::default();
     config.prefix = "/ops/inboxed".to_owned();
     config.show_payloads = true;
+    config.users = vec![
+        ConsoleUser::with_token(OPS.0, Role::Operator, OPS.1)
+            .unwrap()
+            .with_payloads(true),
+    ];
     let console = Console::new(store.clone()).with_config(config).router();
     let base = serve(axum::Router::new().nest("/ops/inboxed", console)).await;
 
-    let (status, overview) = get(&format!("{base}/ops/inboxed")).await;
+    let (status, overview) = get_as(&format!("{base}/ops/inboxed"), OPS).await;
     assert_eq!(status, 200, "{overview}");
     assert!(
         overview
@@ -139,10 +86,18 @@ async fn payloads_show_as_json_or_hex_when_allowed_and_links_keep_the_prefix() {
             .fetch_all(store.pool())
             .await
             .unwrap();
-    let (_, markup) = get(&format!("{base}/ops/inboxed/dead-letters/{}", ids[0].0)).await;
+    let (_, markup) = get_as(
+        &format!("{base}/ops/inboxed/dead-letters/{}", ids[0].0),
+        OPS,
+    )
+    .await;
     assert!(markup.contains("3c 69 6d 67"), "not JSON: hex ({markup})");
     assert!(!markup.contains("<img"), "{markup}");
-    let (_, json) = get(&format!("{base}/ops/inboxed/dead-letters/{}", ids[1].0)).await;
+    let (_, json) = get_as(
+        &format!("{base}/ops/inboxed/dead-letters/{}", ids[1].0),
+        OPS,
+    )
+    .await;
     assert!(
         json.contains("&quot;cents&quot;: 250"),
         "pretty JSON: {json}"

@@ -171,4 +171,10 @@ operations!(
     outbox_hold,
     outbox_settle,
     outbox_reap_unsettled,
+    letters_select,
+    letters_delete,
+    letters_audit,
+    rows_list,
+    row_load,
+    audit_list,
 );

@@ -153,6 +153,19 @@ fn mysql_database(url: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// `$body` with `$s` bound to the store inside `$store`, whichever its backend: one line per
+/// operation instead of a `match` with three copies.
+macro_rules! on_store {
+    ($store:expr, $s:ident => $body:expr) => {
+        match $store {
+            $crate::cli::database::AnyStore::Postgres($s) => $body,
+            $crate::cli::database::AnyStore::Sqlite($s) => $body,
+            $crate::cli::database::AnyStore::MySql($s) => $body,
+        }
+    };
+}
+pub(crate) use on_store;
+
 /// A store of any backend.
 #[derive(Debug, Clone)]
 pub(crate) enum AnyStore {
@@ -315,16 +328,6 @@ impl AnyStore {
         })
     }
 
-    /// Deletes one dead letter; whether it was there.
-    pub(crate) async fn delete_dead_letter_by_id(&self, id: i64) -> anyhow::Result<bool> {
-        use inboxed_core::observe::ObserveStore;
-        Ok(match self {
-            Self::Postgres(s) => s.delete_dead_letter_by_id(id).await?,
-            Self::Sqlite(s) => s.delete_dead_letter_by_id(id).await?,
-            Self::MySql(s) => s.delete_dead_letter_by_id(id).await?,
-        })
-    }
-
     /// Outbox rows matching `filter`, oldest first, without payloads.
     pub(crate) async fn list_outbox(
         &self,
@@ -438,27 +441,6 @@ fn connect_timeout() -> anyhow::Result<std::time::Duration> {
         Ok(text) => super::duration::parse_duration(&text)
             .map_err(|e| anyhow::anyhow!("INBOXED_CONNECT_TIMEOUT: {e}")),
         Err(_) => Ok(std::time::Duration::from_secs(10)),
-    }
-}
-
-/// The console reads through the same dispatch as `inboxed stats` and `inboxed dead-letters`.
-impl inboxed_console::ConsoleStore for AnyStore {
-    async fn observe(&self) -> Result<inboxed_core::observe::Observation, inboxed_core::BoxError> {
-        Ok(Self::observe(self).await?)
-    }
-
-    async fn dead_letters(
-        &self,
-        filter: &inboxed_core::observe::DeadLetterFilter<'_>,
-    ) -> Result<Vec<inboxed_core::observe::DeadLetterSummary>, inboxed_core::BoxError> {
-        Ok(self.list_dead_letters(filter).await?)
-    }
-
-    async fn dead_letter(
-        &self,
-        id: i64,
-    ) -> Result<Option<inboxed_core::observe::DeadLetterRecord>, inboxed_core::BoxError> {
-        Ok(self.dead_letter_by_id(id).await?)
     }
 }
 

@@ -9,8 +9,7 @@ use std::time::{Duration, SystemTime};
 use inboxed_core::ConsumerName;
 use inboxed_core::inbox::{Inbox, Selector};
 
-use super::AnyStore;
-use super::database::DbArgs;
+use super::database::{DbArgs, on_store};
 use super::duration::parse_duration;
 
 #[derive(Debug, clap::Args)]
@@ -62,41 +61,29 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         "dead rows"
     };
     if !args.yes {
-        let dead = store
-            .observe()
-            .await?
-            .backlog
-            .iter()
-            .find(|b| b.consumer == consumer.as_str())
-            .map_or(0, |b| b.dead);
+        let found = on_store!(&store, s => {
+            Inbox::new(s.clone(), consumer.clone())
+                .replay_preview(&selector, args.include_done)
+                .await?
+        });
         writeln!(
             out,
-            "would reset `{consumer}`'s {what} matching {selector:?} to pending; the consumer has {dead} dead rows in all, before the selector narrows them{}; --yes to do it",
-            if args.include_done {
-                ", and every matching done row would run again"
+            "would reset {} {what} of `{consumer}` matching {selector:?} to pending{}: {:?}; --yes to do it",
+            found.ids.len(),
+            if found.done_rows > 0 {
+                format!(", {} of them done, which would run again", found.done_rows)
             } else {
-                ""
-            }
+                String::new()
+            },
+            found.ids
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let replayed = match &store {
-        AnyStore::Postgres(s) => {
-            Inbox::new(s.clone(), consumer.clone())
-                .replay(&selector, args.include_done, &args.actor, &args.reason)
-                .await?
-        }
-        AnyStore::Sqlite(s) => {
-            Inbox::new(s.clone(), consumer.clone())
-                .replay(&selector, args.include_done, &args.actor, &args.reason)
-                .await?
-        }
-        AnyStore::MySql(s) => {
-            Inbox::new(s.clone(), consumer.clone())
-                .replay(&selector, args.include_done, &args.actor, &args.reason)
-                .await?
-        }
-    };
+    let replayed = on_store!(&store, s => {
+        Inbox::new(s.clone(), consumer.clone())
+            .replay(&selector, args.include_done, &args.actor, &args.reason)
+            .await?
+    });
     writeln!(
         out,
         "reset {} row(s) of `{consumer}` to pending ({} of them done), audited as `{}`: {:?}",

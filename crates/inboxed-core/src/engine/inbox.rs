@@ -162,7 +162,8 @@ pub async fn replay<E: Engine>(e: &E, p: &ReplayParams<'_>) -> Result<Replayed, 
         out.ids.push(row.int(0)?);
         out.done_rows += u64::from(row.flag(1)?);
     }
-    if out.ids.is_empty() {
+    if out.ids.is_empty() || !p.apply {
+        // Dropped: rolled back, nothing changed.
         return Ok(out);
     }
     E::execute(e.query(&qs.replay_reset).ids(&out.ids), &mut tx).await?;

@@ -21,6 +21,7 @@ pub mod keys;
 pub mod liveness;
 pub mod migrate;
 pub mod observe;
+pub mod operate;
 pub mod outbox;
 pub mod retention;
 

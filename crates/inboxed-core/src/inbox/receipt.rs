@@ -259,6 +259,29 @@ impl<S: InboxStore> Inbox<S> {
             include_done,
             actor,
             reason,
+            apply: true,
+        };
+        Ok(self.store.replay(&params).await?)
+    }
+
+    /// The rows [`Inbox::replay`] would reset with these arguments, and how many of them are
+    /// done, for a confirmation that states what it will touch; nothing changes and nothing
+    /// is audited.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub async fn replay_preview(
+        &self,
+        selector: &Selector,
+        include_done: bool,
+    ) -> Result<Replayed, Error> {
+        let params = ReplayParams {
+            consumer: &self.consumer,
+            selector,
+            include_done,
+            actor: "",
+            reason: "",
+            apply: false,
         };
         Ok(self.store.replay(&params).await?)
     }

@@ -68,6 +68,8 @@ pub struct ReplayParams<'a> {
     pub actor: &'a str,
     /// Why, for the audit record.
     pub reason: &'a str,
+    /// `false`: only find the rows (a preview); nothing changes and nothing is audited.
+    pub apply: bool,
 }
 
 /// What a replay reset.

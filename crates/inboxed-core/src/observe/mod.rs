@@ -8,9 +8,13 @@ use std::time::{Duration, SystemTime};
 use crate::engine::Engine;
 use crate::error::StoreError;
 
+mod act;
+mod browse;
 mod letters;
 pub mod rows;
 
+pub use act::{Kept, LetterActParams, LetterAction, LettersActed, MOST_LETTERS_ACTED};
+pub use browse::{AuditRecord, InboxEntry, RowFilter, SEARCH_WINDOW};
 pub use letters::{DeadLetterFilter, DeadLetterRecord, DeadLetterSummary};
 
 /// One consumer's store-then-process rows that are not done.
@@ -225,6 +229,42 @@ pub trait ObserveStore: Engine {
         id: i64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         crate::engine::observe::delete_dead_letter_by_id(self, id)
+    }
+
+    /// Retries (into the consumer's store-then-process inbox) or discards the dead letters
+    /// selected, with the audit record, in one transaction; or, with `apply` false, says what
+    /// would happen to each.
+    fn act_on_dead_letters(
+        &self,
+        params: &LetterActParams<'_>,
+    ) -> impl Future<Output = Result<LettersActed, StoreError>> + Send {
+        crate::engine::operate::act_on_dead_letters(self, params)
+    }
+
+    /// Store-then-process rows matching `filter`, newest first, without their payloads.
+    fn list_rows(
+        &self,
+        filter: &RowFilter<'_>,
+    ) -> impl Future<Output = Result<Vec<InboxEntry>, StoreError>> + Send {
+        crate::engine::operate::list_rows(self, filter)
+    }
+
+    /// One store-then-process row in full; `None` when there is no such id.
+    fn row_by_id(
+        &self,
+        id: i64,
+    ) -> impl Future<Output = Result<Option<InboxEntry>, StoreError>> + Send {
+        crate::engine::operate::load_row(self, id)
+    }
+
+    /// The newest records of the audit trail (replays, re-drives, operators' actions on dead
+    /// letters and outbox rows), of one consumer or all.
+    fn audit_trail(
+        &self,
+        consumer: Option<&str>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<AuditRecord>, StoreError>> + Send {
+        crate::engine::operate::list_audit(self, consumer, limit)
     }
 }
 

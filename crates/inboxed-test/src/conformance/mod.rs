@@ -54,14 +54,16 @@ pub use inbox::{
     batch_receipt_stores_each_key_once, batch_whose_commit_fails_isolates_the_culprit,
     claim_batch_skips_rows_locked_by_another_worker, complete_after_reclaim_is_fenced,
     concurrent_claims_never_share_a_row, dead_claims_are_redone_in_halves,
+    dead_letters_are_retried_into_the_inbox_and_discarded,
     dead_worker_rows_return_at_the_next_pass, graceful_shutdown_loses_nothing,
     killed_worker_process_loses_nothing, lock_held_mode_processes_exactly_once,
     observation_counts_backlog_and_dead_letters, ordered_mode_can_skip_dead_events,
     ordered_mode_keeps_order_and_parks_dead_aggregates, poison_rows_go_dead_after_max_attempts,
     process_killing_row_spares_its_batch_mates, purge_removes_only_old_done_rows,
     reaper_returns_expired_claims, receipt_stores_once_and_reports_conflicts,
-    replay_and_audited_redrive, sigterm_to_a_worker_process_loses_nothing,
-    stored_rows_wake_idle_workers, workers_process_each_row_exactly_once,
+    replay_and_audited_redrive, rows_and_the_audit_trail_are_listed,
+    sigterm_to_a_worker_process_loses_nothing, stored_rows_wake_idle_workers,
+    workers_process_each_row_exactly_once,
 };
 pub use input::{
     custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written,
@@ -170,6 +172,8 @@ macro_rules! conformance_tests {
             dead_claims_are_redone_in_halves,
             dead_worker_rows_return_at_the_next_pass,
             a_worker_ignoring_the_group_limit_is_charged,
+            dead_letters_are_retried_into_the_inbox_and_discarded,
+            rows_and_the_audit_trail_are_listed,
         );
     };
     // The test kit's own cases (crate inboxed-testkit): it passes a correct handler and

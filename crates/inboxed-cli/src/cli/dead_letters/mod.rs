@@ -1,4 +1,5 @@
-//! `inboxed dead-letters`: list, show, retry and discard dead letters by id.
+//! `inboxed dead-letters`: list, show, retry and discard dead letters by id; a retry into the
+//! inbox and a discard are audited, through the operation the console runs.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -7,10 +8,12 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use serde_json::json;
 
-use inboxed_core::observe::{DeadLetterFilter, DeadLetterRecord};
+use inboxed_core::observe::{
+    DeadLetterFilter, DeadLetterRecord, LetterActParams, LetterAction, ObserveStore,
+};
 
 use super::AnyStore;
-use super::database::DbArgs;
+use super::database::{DbArgs, on_store};
 use super::duration::{age, parse_duration};
 
 mod broker;
@@ -80,6 +83,8 @@ enum Action {
         into_inbox: bool,
         #[command(flatten)]
         broker: BrokerArgs,
+        #[command(flatten)]
+        audit: AuditArgs,
         /// Do it (otherwise only say what would happen).
         #[arg(long)]
         yes: bool,
@@ -92,10 +97,24 @@ enum Action {
         /// The ids from `list`.
         #[arg(required = true)]
         ids: Vec<i64>,
+        #[command(flatten)]
+        audit: AuditArgs,
         /// Do it (otherwise only say what would happen).
         #[arg(long)]
         yes: bool,
     },
+}
+
+/// Who retries or discards, and why: the audit record a retry into the inbox or a discard
+/// writes in its transaction (`inboxed serve`'s console writes the same).
+#[derive(Debug, clap::Args)]
+struct AuditArgs {
+    /// Who is doing this, for the audit record.
+    #[arg(long, env = "USER", default_value = "inboxed-cli")]
+    actor: String,
+    /// Why, for the audit record.
+    #[arg(long, default_value = "")]
+    why: String,
 }
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
@@ -200,14 +219,20 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             ids,
             into_inbox,
             broker,
+            audit,
             yes,
         } => {
             let store = db.connect_existing(2).await?;
             let mut to = Destination::new(into_inbox, &broker)?;
             let mut refused = false;
-            for id in ids {
-                let d = load(&store, id).await?;
-                refused |= !retry(&store, &d, &mut to, yes, out).await?;
+            if matches!(to, Destination::Inbox) {
+                refused =
+                    !retry::into_inbox(&store, &ids, (&audit.actor, &audit.why), yes, out).await?;
+            } else {
+                for id in ids {
+                    let d = load(&store, id).await?;
+                    refused |= !retry(&d, &mut to, yes, out).await?;
+                }
             }
             Ok(if refused {
                 ExitCode::from(1)
@@ -215,20 +240,48 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
                 ExitCode::SUCCESS
             })
         }
-        Action::Discard { db, ids, yes } => {
+        Action::Discard {
+            db,
+            ids,
+            audit,
+            yes,
+        } => {
             let store = db.connect_existing(2).await?;
-            for id in ids {
-                let d = load(&store, id).await?;
+            let mut consumers = std::collections::BTreeMap::new();
+            for &id in &ids {
+                consumers.insert(id, load(&store, id).await?.consumer);
+            }
+            let filter = DeadLetterFilter {
+                limit: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+                ..DeadLetterFilter::default()
+            };
+            let params = LetterActParams {
+                filter: &filter,
+                ids: Some(&ids),
+                action: LetterAction::Discard,
+                actor: &audit.actor,
+                reason: &audit.why,
+                apply: yes,
+            };
+            let done = on_store!(&store, s => s.act_on_dead_letters(&params).await?);
+            for id in &done.acted {
+                let consumer = &consumers[id];
                 if yes {
-                    store.delete_dead_letter_by_id(id).await?;
-                    writeln!(out, "dead letter {id} of `{}` discarded", d.consumer)?;
+                    writeln!(out, "dead letter {id} of `{consumer}` discarded")?;
                 } else {
                     writeln!(
                         out,
-                        "would discard dead letter {id} of `{}` (--yes to do it)",
-                        d.consumer
+                        "would discard dead letter {id} of `{consumer}` (--yes to do it)"
                     )?;
                 }
+            }
+            if yes {
+                writeln!(
+                    out,
+                    "{} dead letter(s) discarded, audited as `{}`",
+                    done.acted.len(),
+                    audit.actor
+                )?;
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -3,21 +3,20 @@
 
 use std::io::Write;
 
-use anyhow::bail;
-
-use inboxed_core::inbox::{Enqueued, Inbox};
-use inboxed_core::observe::DeadLetterRecord;
-use inboxed_core::{ConsumerName, Envelope, KeySource, MessageId};
+use inboxed_core::observe::{
+    DeadLetterFilter, DeadLetterRecord, LetterActParams, LetterAction, ObserveStore,
+};
+use inboxed_core::{ConsumerName, KeySource, MessageId};
 
 use super::super::AnyStore;
-use super::super::database::redact;
+use super::super::database::{on_store, redact};
 use super::broker::{BrokerArgs, Publisher, check, key_rule};
 
 /// Where `retry` sends dead letters.
 pub(super) enum Destination<'a> {
     /// No destination was named: say which to name.
     Unnamed,
-    /// The store-then-process inbox of the letter's consumer.
+    /// The store-then-process inbox of the letter's consumer (see [`into_inbox`]).
     Inbox,
     /// Back to a broker; connected at the first publish.
     Broker {
@@ -51,7 +50,6 @@ impl<'a> Destination<'a> {
 
 /// Retries dead letter `d`; false when it cannot be retried where `to` says.
 pub(super) async fn retry(
-    store: &AnyStore,
     d: &DeadLetterRecord,
     to: &mut Destination<'_>,
     yes: bool,
@@ -139,77 +137,67 @@ pub(super) async fn retry(
                 }
             }
         }
-        Destination::Inbox => into_inbox(store, d, consumer, key, yes, out).await,
+        // Stored by `into_inbox`, all at once, with their audit record.
+        Destination::Inbox => Ok(true),
     }
 }
 
-/// Stores the letter into its consumer's inbox and deletes it.
-async fn into_inbox(
+/// Stores the letters `ids` into their consumers' inboxes and deletes them, with one audit
+/// record, in one transaction: the library's operation that the console's retry runs too.
+/// False when some could not be retried.
+pub(super) async fn into_inbox(
     store: &AnyStore,
-    d: &DeadLetterRecord,
-    consumer: ConsumerName,
-    key: MessageId,
+    ids: &[i64],
+    audit: (&str, &str),
     yes: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<bool> {
-    let (id, message_id) = (d.id, key.as_str().to_owned());
-    if !yes {
-        writeln!(
-            out,
-            "would store dead letter {id} ({message_id}) into the inbox of `{consumer}` for its workers (--yes to do it)"
-        )?;
-        return Ok(true);
+    let mut letters = std::collections::BTreeMap::new();
+    for &id in ids {
+        let d = super::load(store, id).await?;
+        letters.insert(id, (d.message_id.unwrap_or_default(), d.consumer));
     }
-    let mut envelope = Envelope::new(key, d.payload.clone());
-    if let Some(t) = &d.message_type {
-        envelope = envelope.with_type(t.clone());
-    }
-    if let Some(c) = &d.correlation_id {
-        envelope = envelope.with_correlation_id(c.clone());
-    }
-    let stored = match store {
-        AnyStore::Postgres(s) => {
-            Inbox::new(s.clone(), consumer.clone())
-                .store(&envelope)
-                .await?
-        }
-        AnyStore::Sqlite(s) => {
-            Inbox::new(s.clone(), consumer.clone())
-                .store(&envelope)
-                .await?
-        }
-        AnyStore::MySql(s) => {
-            Inbox::new(s.clone(), consumer.clone())
-                .store(&envelope)
-                .await?
-        }
+    let filter = DeadLetterFilter {
+        limit: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+        ..DeadLetterFilter::default()
     };
-    match stored {
-        Enqueued::Stored { id: row } => {
-            store.delete_dead_letter_by_id(id).await?;
-            writeln!(
+    let params = LetterActParams {
+        filter: &filter,
+        ids: Some(ids),
+        action: LetterAction::Retry,
+        actor: audit.0,
+        reason: audit.1,
+        apply: yes,
+    };
+    let done = on_store!(store, s => s.act_on_dead_letters(&params).await?);
+    for (id, row) in &done.rows {
+        let (message_id, consumer) = &letters[id];
+        match (yes, row) {
+            (false, _) => writeln!(
+                out,
+                "would store dead letter {id} ({message_id}) into the inbox of `{consumer}` for its workers (--yes to do it)"
+            )?,
+            (true, Some(row)) => writeln!(
                 out,
                 "dead letter {id} ({message_id}) -> inbox row {row} of `{consumer}`, pending for its workers"
-            )?;
-            Ok(true)
-        }
-        Enqueued::Duplicate => {
-            // The same message is already a row (an earlier retry stored it and stopped before
-            // deleting the letter): finish that retry.
-            store.delete_dead_letter_by_id(id).await?;
-            writeln!(
+            )?,
+            // An earlier retry stored it and stopped before deleting the letter: finished.
+            (true, None) => writeln!(
                 out,
                 "dead letter {id} ({message_id}): already in the inbox of `{consumer}` with this payload; dead letter removed"
-            )?;
-            Ok(true)
+            )?,
         }
-        Enqueued::Conflict { .. } => {
-            writeln!(
-                out,
-                "dead letter {id} ({message_id}): the inbox holds this key with another payload; kept"
-            )?;
-            Ok(false)
-        }
-        _ => bail!("unexpected receipt outcome"),
     }
+    for (id, why) in &done.kept {
+        writeln!(out, "dead letter {id}: {why}; kept")?;
+    }
+    if yes && !done.acted.is_empty() {
+        writeln!(
+            out,
+            "{} dead letter(s) retried, audited as `{}`",
+            done.acted.len(),
+            audit.0
+        )?;
+    }
+    Ok(done.kept.is_empty())
 }

@@ -1,4 +1,5 @@
-//! The HTTP side of `inboxed serve`, on axum: the operator's console (read-only) at `/`,
+//! The HTTP side of `inboxed serve`, on axum: the operator's console at `/` (its own access
+//! control in front of it),
 //! `/metrics` for Prometheus and `/health` for a load balancer's probe, each request bounded in time and the requests in flight bounded in
 //! number, so that a client that trickles its request or a crowd of them cannot hold the
 //! process.
@@ -11,7 +12,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use inboxed_console::Console;
+use inboxed_console::{Console, ConsoleConfig};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower::limit::ConcurrencyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
@@ -31,14 +32,18 @@ pub(crate) struct Served {
 }
 
 /// The routes, with their bounds: `/metrics` and `/health`, and the console's pages at `/`
-/// when `console`.
-pub(crate) fn router(served: Arc<Served>, console: bool) -> Router {
+/// when it is configured.
+pub(crate) fn router(served: Arc<Served>, console: Option<ConsoleConfig>) -> Router {
     let mut router = Router::new()
         .route("/metrics", get(metrics))
         .route("/health", get(probe))
         .with_state(Arc::clone(&served));
-    if console {
-        router = router.merge(Console::new(served.store.clone()).router());
+    if let Some(config) = console {
+        router = router.merge(
+            Console::new(served.store.clone())
+                .with_config(config)
+                .router(),
+        );
     }
     router
         .fallback(|| async { (StatusCode::NOT_FOUND, "try /, /metrics or /health\n") })

@@ -1,6 +1,7 @@
 //! `inboxed serve`: Prometheus metrics derived from the database (backlog, oldest pending age,
 //! expired leases, dead letters, processed keys) and a health check, over HTTP.
 
+mod console;
 mod gauges;
 mod health;
 mod http;
@@ -36,11 +37,20 @@ pub(crate) struct Args {
     /// too. Repeat for several; the store-then-process backlog covers every consumer anyway.
     #[arg(long = "consumer")]
     consumers: Vec<String>,
-    /// The console at `/`: `auto` shows it only when `--listen` is a loopback address (the
-    /// console has no access control of its own yet, and shows dead letters' ids and errors),
-    /// `on` shows it on any address (behind a proxy that authenticates), `off` never.
+    /// The console at `/`. With `--console-users`, shown on any address to those users only.
+    /// Without: `auto` shows it read-only to anyone, on a loopback address only; `on` shows
+    /// it read-only to anyone on any address (behind a proxy that authenticates); `off` never.
     #[arg(long, env = "INBOXED_CONSOLE", value_enum, default_value = "auto")]
     console: ConsoleMode,
+    /// TOML file of the console's users: `[[user]]` tables with `name`, `role` (`read-only` or
+    /// `operator`), `token` (16 characters at least) or `token_sha256`, and `payloads` (true
+    /// to let the user see payloads where --console-payloads allows). They sign in with
+    /// HTTP Basic (name and token) or the token as a bearer token.
+    #[arg(long, env = "INBOXED_CONSOLE_USERS")]
+    console_users: Option<std::path::PathBuf>,
+    /// Let the console show payloads, to the users whose entry allows it.
+    #[arg(long, env = "INBOXED_CONSOLE_PAYLOADS")]
+    console_payloads: bool,
 }
 
 /// Whether `inboxed serve` shows the console.
@@ -61,6 +71,8 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         .map(|c| ConsumerName::new(c.clone()))
         .collect::<Result<Vec<_>, _>>()
         .context("--consumer")?;
+    // Fails before connecting: a wrong users file is found at once.
+    console_config(&args, "127.0.0.1:0".parse()?)?;
     let store = args.db.connect(4).await?;
     let handle = PrometheusBuilder::new()
         .install_recorder()
@@ -85,20 +97,35 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         let _ = tokio::signal::ctrl_c().await;
         info!("shutting down");
     };
-    let console = match args.console {
-        ConsoleMode::On => true,
-        ConsoleMode::Off => false,
-        ConsoleMode::Auto => addr.ip().is_loopback(),
-    };
-    if !console && args.console == ConsoleMode::Auto {
-        info!(%addr, "the console is not shown on a non-loopback address; --console on shows it");
-    }
+    let console = console_config(&args, addr)?;
     let served = axum::serve(listener, http::router(served, console))
         .with_graceful_shutdown(shutdown)
         .await;
     refresh.abort();
     served.context("the HTTP server failed")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The console's configuration, or `None` when it is not shown (see `--console`).
+fn console_config(
+    args: &Args,
+    addr: SocketAddr,
+) -> anyhow::Result<Option<inboxed_console::ConsoleConfig>> {
+    let mut config = inboxed_console::ConsoleConfig::default();
+    config.show_payloads = args.console_payloads;
+    if args.console == ConsoleMode::Off {
+        return Ok(None);
+    }
+    if let Some(path) = &args.console_users {
+        config.users = console::users(path)?;
+        return Ok(Some(config));
+    }
+    if args.console == ConsoleMode::Auto && !addr.ip().is_loopback() {
+        info!(%addr, "the console is not shown on a non-loopback address without --console-users");
+        return Ok(None);
+    }
+    config.anonymous = Some(inboxed_console::Role::ReadOnly);
+    Ok(Some(config))
 }
 
 /// Reads the database every `interval` and sets the gauges; a failed read sets

@@ -4,6 +4,7 @@
 mod batches;
 mod claims;
 mod observe;
+mod operate;
 mod ordering;
 mod processing;
 mod receipt;
@@ -16,6 +17,9 @@ pub use claims::{
     dead_claims_are_redone_in_halves, reaper_returns_expired_claims,
 };
 pub use observe::observation_counts_backlog_and_dead_letters;
+pub use operate::{
+    dead_letters_are_retried_into_the_inbox_and_discarded, rows_and_the_audit_trail_are_listed,
+};
 pub use ordering::{
     ordered_mode_can_skip_dead_events, ordered_mode_keeps_order_and_parks_dead_aggregates,
 };

@@ -1,0 +1,129 @@
+//! The console of `inboxed serve`: its store (the CLI's dispatching one, reaching each
+//! engine's own operations, the ones `inboxed dead-letters` and `inboxed replay` run) and its
+//! users, read from a TOML file.
+
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use inboxed_console::{ConsoleStore, ConsoleUser, Role};
+use inboxed_core::inbox::{Inbox, Replayed, Selector};
+use inboxed_core::observe::{
+    AuditRecord, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, InboxEntry,
+    LetterActParams, LettersActed, Observation, ObserveStore, RowFilter,
+};
+use inboxed_core::{BoxError, ConsumerName};
+use serde::Deserialize;
+
+use crate::cli::database::{AnyStore, on_store};
+
+impl ConsoleStore for AnyStore {
+    async fn observe(&self) -> Result<Observation, BoxError> {
+        Ok(on_store!(self, s => ObserveStore::observe(s).await?))
+    }
+
+    async fn dead_letters(
+        &self,
+        filter: &DeadLetterFilter<'_>,
+    ) -> Result<Vec<DeadLetterSummary>, BoxError> {
+        Ok(on_store!(self, s => s.list_dead_letters(filter).await?))
+    }
+
+    async fn dead_letter(&self, id: i64) -> Result<Option<DeadLetterRecord>, BoxError> {
+        Ok(on_store!(self, s => s.dead_letter_by_id(id).await?))
+    }
+
+    async fn act_on_dead_letters(
+        &self,
+        params: &LetterActParams<'_>,
+    ) -> Result<LettersActed, BoxError> {
+        Ok(on_store!(self, s => ObserveStore::act_on_dead_letters(s, params).await?))
+    }
+
+    async fn rows(&self, filter: &RowFilter<'_>) -> Result<Vec<InboxEntry>, BoxError> {
+        Ok(on_store!(self, s => s.list_rows(filter).await?))
+    }
+
+    async fn row(&self, id: i64) -> Result<Option<InboxEntry>, BoxError> {
+        Ok(on_store!(self, s => s.row_by_id(id).await?))
+    }
+
+    async fn audit_trail(
+        &self,
+        consumer: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<AuditRecord>, BoxError> {
+        Ok(on_store!(self, s => ObserveStore::audit_trail(s, consumer, limit).await?))
+    }
+
+    async fn replay(
+        &self,
+        consumer: &ConsumerName,
+        selector: &Selector,
+        include_done: bool,
+        actor: &str,
+        reason: &str,
+        apply: bool,
+    ) -> Result<Replayed, BoxError> {
+        Ok(on_store!(self, s => {
+            let inbox = Inbox::new(s.clone(), consumer.clone());
+            if apply {
+                inbox.replay(selector, include_done, actor, reason).await?
+            } else {
+                inbox.replay_preview(selector, include_done).await?
+            }
+        }))
+    }
+}
+
+/// The users file: one `[[user]]` table each.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UsersFile {
+    #[serde(default)]
+    user: Vec<UserEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserEntry {
+    name: String,
+    role: Role,
+    /// The token itself (16 characters at least), or:
+    token: Option<String>,
+    /// its SHA-256 digest in hex (`printf %s TOKEN | sha256sum`).
+    token_sha256: Option<String>,
+    #[serde(default)]
+    payloads: bool,
+}
+
+/// The users of `path`.
+pub(crate) fn users(path: &Path) -> anyhow::Result<Vec<ConsoleUser>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let file: UsersFile =
+        toml::from_str(&text).with_context(|| format!("invalid users in {}", path.display()))?;
+    let mut users = Vec::new();
+    for u in file.user {
+        let user = match (&u.token, &u.token_sha256) {
+            (Some(token), None) => ConsoleUser::with_token(&u.name, u.role, token)?,
+            (None, Some(digest)) => ConsoleUser::with_digest(&u.name, u.role, digest)?,
+            _ => bail!(
+                "console user {:?} in {}: give token or token_sha256, one of them",
+                u.name,
+                path.display()
+            ),
+        };
+        if users.iter().any(|o: &ConsoleUser| o.name == user.name) {
+            bail!(
+                "console user {:?} appears twice in {}",
+                u.name,
+                path.display()
+            );
+        }
+        users.push(user.with_payloads(u.payloads));
+    }
+    if users.is_empty() {
+        bail!("{} names no [[user]]", path.display());
+    }
+    Ok(users)
+}

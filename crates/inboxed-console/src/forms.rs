@@ -1,0 +1,224 @@
+//! The filters of the lists, as query strings and form fields: one struct per list, so that a
+//! list, its links, its confirmation and its action all read the same fields the same way
+//! and "all that match" means what the operator saw listed.
+
+use std::time::{Duration, SystemTime};
+
+use inboxed_core::observe::{DeadLetterFilter, RowFilter};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+/// `Some(s)` unless `s` is blank.
+pub(crate) fn given(s: &str) -> Option<&str> {
+    let s = s.trim();
+    (!s.is_empty()).then_some(s)
+}
+
+/// `value` escaped for a query string (maud escapes it again for the attribute).
+pub(crate) fn query(value: &str) -> String {
+    form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+/// `name=value&…` of the fields given.
+fn query_string(fields: &[(&str, &str)]) -> String {
+    let mut out = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in fields {
+        if given(value).is_some() {
+            out.append_pair(name, value.trim());
+        }
+    }
+    out.finish()
+}
+
+/// Hidden inputs carrying the fields given into a form.
+fn hidden(fields: &[(&str, &str)]) -> Markup {
+    html! {
+        @for (name, value) in fields {
+            @if given(value).is_some() { input type="hidden" name=(name) value=(value.trim()); }
+        }
+    }
+}
+
+/// The dead-letter list's filters; an empty field filters nothing.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(crate) struct LetterFilters {
+    #[serde(default)]
+    pub(crate) consumer: String,
+    #[serde(default)]
+    pub(crate) reason: String,
+    #[serde(default, rename = "type")]
+    pub(crate) message_type: String,
+    #[serde(default)]
+    pub(crate) error: String,
+    /// One letter only (its page's buttons).
+    #[serde(default)]
+    pub(crate) id: Option<i64>,
+}
+
+impl LetterFilters {
+    pub(crate) fn filter(&self, limit: u32) -> DeadLetterFilter<'_> {
+        DeadLetterFilter {
+            consumer: given(&self.consumer),
+            reason: given(&self.reason),
+            message_type: given(&self.message_type),
+            error_contains: given(&self.error),
+            limit,
+            ..DeadLetterFilter::default()
+        }
+    }
+
+    fn fields(&self) -> [(&str, &str); 4] {
+        [
+            ("consumer", &self.consumer),
+            ("reason", &self.reason),
+            ("type", &self.message_type),
+            ("error", &self.error),
+        ]
+    }
+
+    pub(crate) fn query_string(&self) -> String {
+        let mut q = query_string(&self.fields());
+        if let Some(id) = self.id {
+            q = format!("{q}{}id={id}", if q.is_empty() { "" } else { "&" });
+        }
+        q
+    }
+
+    pub(crate) fn hidden(&self) -> Markup {
+        html! {
+            (hidden(&self.fields()))
+            @if let Some(id) = self.id { input type="hidden" name="id" value=(id); }
+        }
+    }
+
+    /// In words, for a confirmation.
+    pub(crate) fn describe(&self) -> String {
+        if let Some(id) = self.id {
+            return format!("dead letter {id}");
+        }
+        describe(&self.fields(), "every dead letter")
+    }
+}
+
+/// The row list's filters; an empty field filters nothing.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(crate) struct RowFilters {
+    #[serde(default)]
+    pub(crate) consumer: String,
+    #[serde(default)]
+    pub(crate) status: String,
+    #[serde(default)]
+    pub(crate) aggregate: String,
+    #[serde(default)]
+    pub(crate) message_id: String,
+    /// Received within this long: `90s`, `15m`, `2h`, `7d`.
+    #[serde(default)]
+    pub(crate) within: String,
+    /// Text the payload contains.
+    #[serde(default)]
+    pub(crate) payload: String,
+    /// One row only (its page's buttons).
+    #[serde(default)]
+    pub(crate) id: Option<i64>,
+}
+
+impl RowFilters {
+    /// The filter, or what is wrong with `within`.
+    pub(crate) fn filter(&self, limit: u32) -> Result<RowFilter<'_>, String> {
+        Ok(RowFilter {
+            consumer: given(&self.consumer),
+            status: given(&self.status),
+            aggregate_id: given(&self.aggregate),
+            message_id: given(&self.message_id),
+            received_from: self.received_from()?,
+            payload_contains: given(&self.payload).map(str::as_bytes),
+            limit,
+            ..RowFilter::default()
+        })
+    }
+
+    pub(crate) fn received_from(&self) -> Result<Option<SystemTime>, String> {
+        given(&self.within)
+            .map(|w| parse_within(w).map(|d| SystemTime::now() - d))
+            .transpose()
+    }
+
+    fn fields(&self) -> [(&str, &str); 6] {
+        [
+            ("consumer", &self.consumer),
+            ("status", &self.status),
+            ("aggregate", &self.aggregate),
+            ("message_id", &self.message_id),
+            ("within", &self.within),
+            ("payload", &self.payload),
+        ]
+    }
+
+    pub(crate) fn query_string(&self) -> String {
+        let mut q = query_string(&self.fields());
+        if let Some(id) = self.id {
+            q = format!("{q}{}id={id}", if q.is_empty() { "" } else { "&" });
+        }
+        q
+    }
+
+    pub(crate) fn hidden(&self) -> Markup {
+        html! {
+            (hidden(&self.fields()))
+            @if let Some(id) = self.id { input type="hidden" name="id" value=(id); }
+        }
+    }
+}
+
+fn describe(fields: &[(&str, &str)], all: &str) -> String {
+    let parts: Vec<String> = fields
+        .iter()
+        .filter_map(|(name, value)| given(value).map(|v| format!("{name} = {v:?}")))
+        .collect();
+    if parts.is_empty() {
+        all.to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// `90s`, `15m`, `2h`, `7d`.
+fn parse_within(text: &str) -> Result<Duration, String> {
+    let bad = || format!("`within` takes a number and s, m, h or d (2h, 7d), not {text:?}");
+    let (number, unit) = text.split_at(text.len().saturating_sub(1));
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(bad()),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn within_reads_each_unit_and_refuses_others() {
+        assert_eq!(parse_within("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_within("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_within("7d"), Ok(Duration::from_secs(604_800)));
+        assert!(parse_within("2w").is_err());
+        assert!(parse_within("h").is_err());
+        assert!(parse_within("").is_err());
+    }
+
+    #[test]
+    fn query_strings_keep_only_given_fields_escaped() {
+        let f = LetterFilters {
+            consumer: "a&b".into(),
+            reason: " ".into(),
+            id: Some(7),
+            ..LetterFilters::default()
+        };
+        assert_eq!(f.query_string(), "consumer=a%26b&id=7");
+    }
+}

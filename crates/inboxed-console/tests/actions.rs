@@ -1,0 +1,269 @@
+//! Who gets in, and what an operator's actions do, against a real SQLite database: nobody
+//! without credentials, a read-only user refused every action, an action refused without its
+//! form's token, from another site, or when the selection changed since its confirmation; an
+//! operator's retry, replay and discard changing exactly what was confirmed, each audited.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use common::{OPS, VIEWER, get, get_as, serve, store_with_dead_letters};
+use inboxed_console::{Console, ConsoleConfig, ConsoleUser, Role};
+use inboxed_sqlite::SqliteStore;
+
+/// The console with an operator and a read-only user, and nobody else.
+async fn console(store: &SqliteStore) -> String {
+    let mut config = ConsoleConfig::default();
+    config.users = vec![
+        ConsoleUser::with_token(OPS.0, Role::Operator, OPS.1).unwrap(),
+        ConsoleUser::with_token(VIEWER.0, Role::ReadOnly, VIEWER.1).unwrap(),
+    ];
+    serve(Console::new(store.clone()).with_config(config).router()).await
+}
+
+/// A form POST as `user`, with extra headers; status and body.
+async fn post_as(
+    url: &str,
+    user: (&str, &str),
+    fields: &[(&str, &str)],
+    headers: &[(&str, &str)],
+) -> (u16, String) {
+    let mut body = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in fields {
+        body.append_pair(k, v);
+    }
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .basic_auth(user.0, Some(user.1))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body.finish());
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let answer = request.send().await.unwrap();
+    (answer.status().as_u16(), answer.text().await.unwrap())
+}
+
+/// The CSRF token a confirmation page's form carries.
+fn csrf(page: &str) -> String {
+    let start = page
+        .find(r#"name="csrf" value=""#)
+        .expect("a form with a token")
+        + 19;
+    page[start..start + page[start..].find('"').unwrap()].to_owned()
+}
+
+async fn count(store: &SqliteStore, sql: &'static str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+}
+
+const LETTERS: &str = "SELECT count(*) FROM inboxed_dead_letters";
+const PENDING: &str = "SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'pending'";
+
+#[tokio::test]
+async fn nobody_gets_in_without_credentials_and_a_read_only_user_cannot_act() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_dead_letters(&dir).await;
+    let base = console(&store).await;
+
+    let answer = reqwest::get(format!("{base}/")).await.unwrap();
+    assert_eq!(answer.status().as_u16(), 401);
+    assert!(
+        answer.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with("Basic")
+    );
+    assert_eq!(get(&format!("{base}/dead-letters")).await.0, 401);
+    assert_eq!(
+        get_as(&format!("{base}/"), (OPS.0, "0123456789abcdef-bad"))
+            .await
+            .0,
+        401
+    );
+    assert_eq!(
+        get_as(&format!("{base}/"), (OPS.0, VIEWER.1)).await.0,
+        401,
+        "a token signs in only its own user"
+    );
+    let bearer = reqwest::Client::new()
+        .get(format!("{base}/dead-letters"))
+        .bearer_auth(VIEWER.1)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bearer.status().as_u16(), 200);
+    let csp = bearer.headers()["content-security-policy"]
+        .to_str()
+        .unwrap();
+    assert!(csp.contains("script-src 'self'"), "{csp}");
+    let list = bearer.text().await.unwrap();
+    assert!(list.contains("Read-only"), "{list}");
+    assert!(
+        !list.contains("/dead-letters/act"),
+        "no action offered: {list}"
+    );
+
+    let (status, page) = get_as(
+        &format!("{base}/dead-letters/act?action=discard&consumer=billing"),
+        VIEWER,
+    )
+    .await;
+    assert_eq!(status, 403, "{page}");
+    // Even with an operator's token for the form, a read-only user is refused.
+    let (_, confirm) = get_as(
+        &format!("{base}/dead-letters/act?action=discard&consumer=billing"),
+        OPS,
+    )
+    .await;
+    let fields = [
+        ("action", "discard"),
+        ("consumer", "billing"),
+        ("expected", "2"),
+        ("why", "cleanup"),
+        ("csrf", &csrf(&confirm)),
+    ];
+    let url = format!("{base}/dead-letters/act");
+    assert_eq!(post_as(&url, VIEWER, &fields, &[]).await.0, 403);
+    assert_eq!(count(&store, LETTERS).await, 2, "nothing discarded");
+    assert_eq!(
+        get_as(
+            &format!("{base}/rows/replay?consumer=billing&status=dead"),
+            VIEWER
+        )
+        .await
+        .0,
+        403
+    );
+}
+
+#[tokio::test]
+async fn an_action_needs_its_token_its_site_and_the_count_confirmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_dead_letters(&dir).await;
+    let base = console(&store).await;
+    let (status, confirm) = get_as(
+        &format!("{base}/dead-letters/act?action=discard&consumer=billing"),
+        OPS,
+    )
+    .await;
+    assert_eq!(status, 200, "{confirm}");
+    assert!(
+        confirm.contains("<strong>2</strong> dead letter(s) match"),
+        "{confirm}"
+    );
+    let token = csrf(&confirm);
+    let url = format!("{base}/dead-letters/act");
+    let form = |token: &'static str, expected: &'static str| {
+        vec![
+            ("action", "discard"),
+            ("consumer", "billing"),
+            ("expected", expected),
+            ("why", "test traffic"),
+            ("csrf", token),
+        ]
+    };
+    let token: &'static str = Box::leak(token.into_boxed_str());
+
+    assert_eq!(post_as(&url, OPS, &form("", "2"), &[]).await.0, 403);
+    assert_eq!(
+        post_as(&url, OPS, &form("AAAA", "2"), &[]).await.0,
+        403,
+        "a forged token"
+    );
+    assert_eq!(
+        post_as(
+            &url,
+            OPS,
+            &form(token, "2"),
+            &[("sec-fetch-site", "cross-site")]
+        )
+        .await
+        .0,
+        403,
+        "a form submitted from another site"
+    );
+    let (status, again) = post_as(&url, OPS, &form(token, "1"), &[]).await;
+    assert_eq!(status, 409, "one confirmed, two match now: {again}");
+    assert!(again.contains("changed"), "{again}");
+    assert_eq!(count(&store, LETTERS).await, 2, "nothing discarded yet");
+
+    let (status, done) = post_as(&url, OPS, &form(token, "2"), &[]).await;
+    assert_eq!(status, 200, "{done}");
+    assert!(done.contains("Discarded <strong>2</strong>"), "{done}");
+    assert_eq!(count(&store, LETTERS).await, 0);
+    let (_, audit) = get_as(&format!("{base}/audit"), VIEWER).await;
+    assert!(
+        audit.contains("letter discard") && audit.contains("test traffic"),
+        "{audit}"
+    );
+    assert!(audit.contains("<td>ops</td>"), "who: {audit}");
+}
+
+#[tokio::test]
+async fn an_operator_retries_letters_into_the_inbox_and_replays_a_dead_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_dead_letters(&dir).await;
+    let base = console(&store).await;
+
+    let (_, confirm) = get_as(&format!("{base}/dead-letters/act?action=retry"), OPS).await;
+    assert!(
+        confirm.contains("<strong>2</strong> will be stored"),
+        "{confirm}"
+    );
+    let token = csrf(&confirm);
+    let fields = [
+        ("action", "retry"),
+        ("expected", "2"),
+        ("why", "fixed the charge parser"),
+        ("csrf", &token),
+    ];
+    let (status, done) = post_as(&format!("{base}/dead-letters/act"), OPS, &fields, &[]).await;
+    assert_eq!(status, 200, "{done}");
+    assert!(done.contains("Retried <strong>2</strong>"), "{done}");
+    assert_eq!(count(&store, LETTERS).await, 0);
+    assert_eq!(count(&store, PENDING).await, 2, "both wait for workers");
+
+    let (_, rows) = get_as(&format!("{base}/rows?consumer=billing"), VIEWER).await;
+    assert!(
+        rows.contains("charge-7") && rows.contains("2 shown"),
+        "{rows}"
+    );
+    assert!(!rows.contains("<script>alert"), "{rows}");
+
+    sqlx::query("UPDATE inboxed_inbox_messages SET status = 'dead' WHERE message_id = 'charge-7'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let (status, confirm) = get_as(
+        &format!("{base}/rows/replay?consumer=billing&status=dead"),
+        OPS,
+    )
+    .await;
+    assert_eq!(status, 200, "{confirm}");
+    assert!(confirm.contains("<strong>1</strong> row(s)"), "{confirm}");
+    let token = csrf(&confirm);
+    let fields = [
+        ("consumer", "billing"),
+        ("status", "dead"),
+        ("expected", "1"),
+        ("why", "after the fix"),
+        ("csrf", &token),
+    ];
+    let (status, done) = post_as(&format!("{base}/rows/replay"), OPS, &fields, &[]).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(
+        count(&store, PENDING).await,
+        2,
+        "the dead row is pending again"
+    );
+
+    let (_, audit) = get_as(&format!("{base}/audit?consumer=billing"), OPS).await;
+    assert!(
+        audit.contains("replay") && audit.contains("letter retry"),
+        "{audit}"
+    );
+}

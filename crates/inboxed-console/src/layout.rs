@@ -116,6 +116,8 @@ nav { flex-wrap: wrap; }
   background: #fff; color: #24324a; text-decoration: none; font: inherit; cursor: pointer; }
 button.danger, .actions a.danger { border-color: #a33; color: #a33; }
 .confirm { border: 2px solid #24324a; padding: 1rem; max-width: 40rem; }
+.confirm form { flex-direction: column; align-items: flex-start; }
+label { display: block; width: 100%; }
 .note { color: #555; font-size: .9rem; }
 textarea { width: 100%; max-width: 36rem; min-height: 3rem; }
 main { padding: 1rem; }

@@ -68,7 +68,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         });
         writeln!(
             out,
-            "would reset {} {what} of `{consumer}` matching {selector:?} to pending{}: {:?}; --yes to do it",
+            "would reset {} {what} of `{consumer}` matching {selector} to pending{}: {:?}; --yes to do it",
             found.ids.len(),
             if found.done_rows > 0 {
                 format!(", {} of them done, which would run again", found.done_rows)

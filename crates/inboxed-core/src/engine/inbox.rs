@@ -172,7 +172,7 @@ pub async fn replay<E: Engine>(e: &E, p: &ReplayParams<'_>) -> Result<Replayed, 
         .text(p.actor)
         .text(p.reason)
         .text(p.consumer.as_str())
-        .text(&format!("{sel:?}"))
+        .text(&sel.to_string())
         .int(i64::try_from(out.ids.len()).unwrap_or(i64::MAX))
         .int(i64::try_from(out.done_rows).unwrap_or(i64::MAX))
         .ids(&out.ids);

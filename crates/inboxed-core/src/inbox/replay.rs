@@ -55,6 +55,37 @@ impl Selector {
     }
 }
 
+/// As the audit record keeps it: each part given, by name (`ids=[3, 4] aggregate="acct-1"`),
+/// or `all`.
+impl std::fmt::Display for Selector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(ids) = &self.ids {
+            parts.push(format!("ids={ids:?}"));
+        }
+        if let Some(a) = &self.aggregate_id {
+            parts.push(format!("aggregate={a:?}"));
+        }
+        if let Some(t) = self.received_from {
+            parts.push(format!(
+                "received_from_ms={}",
+                crate::inbox::store::millis(t)
+            ));
+        }
+        if let Some(t) = self.received_before {
+            parts.push(format!(
+                "received_before_ms={}",
+                crate::inbox::store::millis(t)
+            ));
+        }
+        if parts.is_empty() {
+            f.write_str("all")
+        } else {
+            f.write_str(&parts.join(" "))
+        }
+    }
+}
+
 /// Parameters of [`InboxStore::replay`](super::store::InboxStore::replay).
 #[derive(Debug, Clone, Copy)]
 pub struct ReplayParams<'a> {

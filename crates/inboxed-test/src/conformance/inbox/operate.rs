@@ -292,6 +292,7 @@ pub async fn rows_and_the_audit_trail_are_listed<B: Backend>(_test: &str) {
         ("replay", "ledger")
     );
     assert!(trail[0].ids.contains(&full.id.to_string()));
+    assert_eq!(trail[0].selector, format!("ids=[{}]", full.id));
     assert!(
         db.store
             .audit_trail(Some("someone-else"), 10)

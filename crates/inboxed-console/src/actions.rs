@@ -145,10 +145,7 @@ async fn letters_confirmation<S: ConsoleStore>(
     let n = dry.selected.len();
     let body = html! {
         div.confirm {
-            @if let Some(before) = changed {
-                p.warn { "The selection changed since it was confirmed (" (before)
-                    " then, " (n) " now): confirm again." }
-            }
+            (changed_note(changed, n))
             p { "Selected: " (filters.describe()) "." }
             p.count {
                 strong { (n) } " dead letter(s) match"
@@ -175,12 +172,7 @@ async fn letters_confirmation<S: ConsoleStore>(
         }
     };
     let title = format!("{verb} dead letters");
-    let status = if changed.is_some() {
-        StatusCode::CONFLICT
-    } else {
-        StatusCode::OK
-    };
-    (status, page(prefix, viewer, &title, false, body)).into_response()
+    (shown(changed), page(prefix, viewer, &title, false, body)).into_response()
 }
 
 fn kept_list(acted: &LettersActed) -> Markup {
@@ -192,9 +184,39 @@ fn kept_list(acted: &LettersActed) -> Markup {
     }
 }
 
-/// Form fields read twice: the filters, and the confirmation's own.
-fn read_form<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> T {
-    serde_urlencoded::from_bytes(body).unwrap_or_default()
+/// A POSTed confirmation: its filters and its own fields (the form read twice), or the
+/// refusal of a viewer who may not act or a form without its token.
+fn posted<S, F: serde::de::DeserializeOwned + Default>(
+    console: &Console<S>,
+    viewer: &Viewer,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(F, Confirmed), Box<Response>> {
+    let filters = serde_urlencoded::from_bytes(body).unwrap_or_default();
+    let form: Confirmed = serde_urlencoded::from_bytes(body).unwrap_or_default();
+    match refused(console, viewer, Some((headers, &form))) {
+        Some(refusal) => Err(Box::new(refusal)),
+        None => Ok((filters, form)),
+    }
+}
+
+/// A confirmation's status: 409 when shown again because the selection changed.
+fn shown(changed: Option<usize>) -> StatusCode {
+    if changed.is_some() {
+        StatusCode::CONFLICT
+    } else {
+        StatusCode::OK
+    }
+}
+
+/// The warning of a confirmation shown again.
+fn changed_note(changed: Option<usize>, now: usize) -> Markup {
+    html! {
+        @if let Some(before) = changed {
+            p.warn { "The selection changed since it was confirmed (" (before)
+                " then, " (now) " now): confirm again." }
+        }
+    }
 }
 
 pub(crate) async fn act_on_letters<S: ConsoleStore>(
@@ -203,11 +225,11 @@ pub(crate) async fn act_on_letters<S: ConsoleStore>(
     headers: HeaderMap,
     RawForm(body): RawForm,
 ) -> Response {
-    let filters: LetterFilters = read_form(&body);
-    let form: Confirmed = read_form(&body);
-    if let Some(refusal) = refused(&console, &viewer, Some((&headers, &form))) {
-        return refusal;
-    }
+    let (filters, form): (LetterFilters, Confirmed) =
+        match posted(&console, &viewer, &headers, &body) {
+            Ok(posted) => posted,
+            Err(refusal) => return *refusal,
+        };
     let prefix = console.config.prefix.as_str();
     let (Some(action), Some(expected), Some(reason)) =
         (letter_action(&form.action), form.expected, given(&form.why))
@@ -334,10 +356,7 @@ async fn replay_confirmation<S: ConsoleStore>(
     let n = found.ids.len();
     let body = html! {
         div.confirm {
-            @if let Some(before) = changed {
-                p.warn { "The selection changed since it was confirmed (" (before)
-                    " then, " (n) " now): confirm again." }
-            }
+            (changed_note(changed, n))
             p { "Consumer " strong { (consumer) } "; "
                 @if let Some(id) = filters.id { "row " (id) } @else { "the rows the filter selects" } "." }
             p.count { strong { (n) } " row(s) will be set pending again"
@@ -361,12 +380,11 @@ async fn replay_confirmation<S: ConsoleStore>(
             }
         }
     };
-    let status = if changed.is_some() {
-        StatusCode::CONFLICT
-    } else {
-        StatusCode::OK
-    };
-    (status, page(prefix, viewer, "Replay rows", false, body)).into_response()
+    (
+        shown(changed),
+        page(prefix, viewer, "Replay rows", false, body),
+    )
+        .into_response()
 }
 
 pub(crate) async fn replay<S: ConsoleStore>(
@@ -375,11 +393,11 @@ pub(crate) async fn replay<S: ConsoleStore>(
     headers: HeaderMap,
     RawForm(body): RawForm,
 ) -> Response {
-    let filters: RowFilters = read_form(&body);
-    let form: Confirmed = read_form(&body);
-    if let Some(refusal) = refused(&console, &viewer, Some((&headers, &form))) {
-        return refusal;
-    }
+    let (filters, form): (RowFilters, Confirmed) = match posted(&console, &viewer, &headers, &body)
+    {
+        Ok(posted) => posted,
+        Err(refusal) => return *refusal,
+    };
     let prefix = console.config.prefix.as_str();
     let (Some(expected), Some(reason)) = (form.expected, given(&form.why)) else {
         return failure(

@@ -6,13 +6,12 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
 use crate::access::{Role, Viewer};
 use crate::forms::{LetterFilters, query};
-use crate::layout::{ago, failure, page, payload, unavailable};
+use crate::layout::{ago, found, page, payload, unavailable};
 use crate::{Console, ConsoleStore};
 
 /// The most rows a list reads, whatever the configuration says.
@@ -94,17 +93,15 @@ pub(crate) async fn one<S: ConsoleStore>(
 ) -> Response {
     let config = &console.config;
     let prefix = config.prefix.as_str();
-    let letter = match console.store.dead_letter(id).await {
-        Ok(Some(letter)) => letter,
-        Ok(None) => {
-            return failure(
-                prefix,
-                &viewer,
-                StatusCode::NOT_FOUND,
-                &format!("no dead letter {id}"),
-            );
-        }
-        Err(e) => return unavailable(prefix, &viewer, "the dead letter", &e),
+    let letter = match found(
+        prefix,
+        &viewer,
+        "dead letter",
+        id,
+        console.store.dead_letter(id).await,
+    ) {
+        Ok(letter) => letter,
+        Err(page) => return *page,
     };
     let this = LetterFilters {
         id: Some(id),

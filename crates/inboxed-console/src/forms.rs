@@ -30,12 +30,23 @@ fn query_string(fields: &[(&str, &str)]) -> String {
     out.finish()
 }
 
-/// Hidden inputs carrying the fields given into a form.
-fn hidden(fields: &[(&str, &str)]) -> Markup {
+/// `query_string` of the fields, and of `id` when given.
+fn query_with_id(fields: &[(&str, &str)], id: Option<i64>) -> String {
+    let q = query_string(fields);
+    match id {
+        Some(id) if q.is_empty() => format!("id={id}"),
+        Some(id) => format!("{q}&id={id}"),
+        None => q,
+    }
+}
+
+/// Hidden inputs carrying the fields given, and `id` when given, into a form.
+fn hidden(fields: &[(&str, &str)], id: Option<i64>) -> Markup {
     html! {
         @for (name, value) in fields {
             @if given(value).is_some() { input type="hidden" name=(name) value=(value.trim()); }
         }
+        @if let Some(id) = id { input type="hidden" name="id" value=(id); }
     }
 }
 
@@ -77,18 +88,11 @@ impl LetterFilters {
     }
 
     pub(crate) fn query_string(&self) -> String {
-        let mut q = query_string(&self.fields());
-        if let Some(id) = self.id {
-            q = format!("{q}{}id={id}", if q.is_empty() { "" } else { "&" });
-        }
-        q
+        query_with_id(&self.fields(), self.id)
     }
 
     pub(crate) fn hidden(&self) -> Markup {
-        html! {
-            (hidden(&self.fields()))
-            @if let Some(id) = self.id { input type="hidden" name="id" value=(id); }
-        }
+        hidden(&self.fields(), self.id)
     }
 
     /// In words, for a confirmation.
@@ -155,18 +159,11 @@ impl RowFilters {
     }
 
     pub(crate) fn query_string(&self) -> String {
-        let mut q = query_string(&self.fields());
-        if let Some(id) = self.id {
-            q = format!("{q}{}id={id}", if q.is_empty() { "" } else { "&" });
-        }
-        q
+        query_with_id(&self.fields(), self.id)
     }
 
     pub(crate) fn hidden(&self) -> Markup {
-        html! {
-            (hidden(&self.fields()))
-            @if let Some(id) = self.id { input type="hidden" name="id" value=(id); }
-        }
+        hidden(&self.fields(), self.id)
     }
 }
 

@@ -88,6 +88,32 @@ pub(crate) fn unavailable(
     )
 }
 
+/// What a read of one `what` by `id` found, or the page saying it is not there (404) or
+/// could not be read (503).
+pub(crate) fn found<T>(
+    prefix: &str,
+    viewer: &Viewer,
+    what: &str,
+    id: i64,
+    read: Result<Option<T>, inboxed_core::BoxError>,
+) -> Result<T, Box<axum::response::Response>> {
+    match read {
+        Ok(Some(found)) => Ok(found),
+        Ok(None) => Err(Box::new(failure(
+            prefix,
+            viewer,
+            StatusCode::NOT_FOUND,
+            &format!("no {what} {id}"),
+        ))),
+        Err(e) => Err(Box::new(unavailable(
+            prefix,
+            viewer,
+            &format!("the {what}"),
+            &e,
+        ))),
+    }
+}
+
 /// How long ago `t` was, in the largest unit that fits (`42s`, `5m`, `3h`, `2d`), or `-`.
 pub(crate) fn ago(t: Option<SystemTime>) -> String {
     let Some(t) = t else {

@@ -15,7 +15,7 @@ use maud::{Markup, html};
 use crate::access::{Role, Viewer};
 use crate::dead_letters::MOST_ROWS;
 use crate::forms::{RowFilters, query};
-use crate::layout::{ago, failure, page, payload, unavailable};
+use crate::layout::{ago, failure, found, page, payload, unavailable};
 use crate::{Console, ConsoleStore};
 
 pub(crate) async fn list<S: ConsoleStore>(
@@ -98,17 +98,9 @@ pub(crate) async fn one<S: ConsoleStore>(
 ) -> Response {
     let config = &console.config;
     let prefix = config.prefix.as_str();
-    let row = match console.store.row(id).await {
-        Ok(Some(row)) => row,
-        Ok(None) => {
-            return failure(
-                prefix,
-                &viewer,
-                StatusCode::NOT_FOUND,
-                &format!("no row {id}"),
-            );
-        }
-        Err(e) => return unavailable(prefix, &viewer, "the row", &e),
+    let row = match found(prefix, &viewer, "row", id, console.store.row(id).await) {
+        Ok(row) => row,
+        Err(page) => return *page,
     };
     let this = RowFilters {
         consumer: row.consumer.clone(),

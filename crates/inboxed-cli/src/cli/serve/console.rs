@@ -6,45 +6,47 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 use inboxed_console::{ConsoleStore, ConsoleUser, Role};
-use inboxed_core::inbox::{Inbox, Replayed, Selector};
+use inboxed_core::inbox::{Replayed, Selector};
 use inboxed_core::observe::{
     AuditRecord, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, InboxEntry,
-    LetterActParams, LettersActed, Observation, ObserveStore, RowFilter,
+    LetterActParams, LettersActed, Observation, RowFilter,
 };
 use inboxed_core::{BoxError, ConsumerName};
 use serde::Deserialize;
 
 use crate::cli::database::{AnyStore, on_store};
 
+/// Each engine's store is a console store already (the console's own implementation over
+/// the library's operations): this only picks the engine.
 impl ConsoleStore for AnyStore {
     async fn observe(&self) -> Result<Observation, BoxError> {
-        Ok(on_store!(self, s => ObserveStore::observe(s).await?))
+        on_store!(self, s => ConsoleStore::observe(s).await)
     }
 
     async fn dead_letters(
         &self,
         filter: &DeadLetterFilter<'_>,
     ) -> Result<Vec<DeadLetterSummary>, BoxError> {
-        Ok(on_store!(self, s => s.list_dead_letters(filter).await?))
+        on_store!(self, s => s.dead_letters(filter).await)
     }
 
     async fn dead_letter(&self, id: i64) -> Result<Option<DeadLetterRecord>, BoxError> {
-        Ok(on_store!(self, s => s.dead_letter_by_id(id).await?))
+        on_store!(self, s => s.dead_letter(id).await)
     }
 
     async fn act_on_dead_letters(
         &self,
         params: &LetterActParams<'_>,
     ) -> Result<LettersActed, BoxError> {
-        Ok(on_store!(self, s => ObserveStore::act_on_dead_letters(s, params).await?))
+        on_store!(self, s => ConsoleStore::act_on_dead_letters(s, params).await)
     }
 
     async fn rows(&self, filter: &RowFilter<'_>) -> Result<Vec<InboxEntry>, BoxError> {
-        Ok(on_store!(self, s => s.list_rows(filter).await?))
+        on_store!(self, s => s.rows(filter).await)
     }
 
     async fn row(&self, id: i64) -> Result<Option<InboxEntry>, BoxError> {
-        Ok(on_store!(self, s => s.row_by_id(id).await?))
+        on_store!(self, s => s.row(id).await)
     }
 
     async fn audit_trail(
@@ -52,7 +54,7 @@ impl ConsoleStore for AnyStore {
         consumer: Option<&str>,
         limit: u32,
     ) -> Result<Vec<AuditRecord>, BoxError> {
-        Ok(on_store!(self, s => ObserveStore::audit_trail(s, consumer, limit).await?))
+        on_store!(self, s => ConsoleStore::audit_trail(s, consumer, limit).await)
     }
 
     async fn replay(
@@ -64,14 +66,9 @@ impl ConsoleStore for AnyStore {
         reason: &str,
         apply: bool,
     ) -> Result<Replayed, BoxError> {
-        Ok(on_store!(self, s => {
-            let inbox = Inbox::new(s.clone(), consumer.clone());
-            if apply {
-                inbox.replay(selector, include_done, actor, reason).await?
-            } else {
-                inbox.replay_preview(selector, include_done).await?
-            }
-        }))
+        on_store!(self, s => {
+            ConsoleStore::replay(s, consumer, selector, include_done, actor, reason, apply).await
+        })
     }
 }
 

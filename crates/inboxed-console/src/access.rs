@@ -19,6 +19,10 @@ use sha2::{Digest, Sha256};
 
 use crate::{Console, ConsoleStore};
 
+/// The name of a request without credentials, where [`ConsoleConfig::anonymous`](crate::ConsoleConfig::anonymous)
+/// lets it in; no user may take it.
+const ANONYMOUS: &str = "anonymous";
+
 /// What a user may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -80,8 +84,11 @@ pub enum AccessError {
     /// A digest is not 64 hex digits.
     #[error("the token_sha256 of console user {0:?} is not 64 hex digits")]
     BadDigest(String),
-    /// A name is empty or holds `:` (Basic auth splits on it) or a control character.
-    #[error("console user name {0:?} is empty or holds ':' or a control character")]
+    /// A name is empty, holds `:` (Basic auth splits on it) or a control character, or is
+    /// `anonymous` (the audit trail's name for requests without credentials).
+    #[error(
+        "console user name {0:?} is empty, holds ':' or a control character, or is `anonymous`"
+    )]
     BadName(String),
 }
 
@@ -103,7 +110,11 @@ impl ConsoleUser {
     /// # Errors
     /// A bad name, or a digest that is not 64 hex digits.
     pub fn with_digest(name: &str, role: Role, sha256_hex: &str) -> Result<Self, AccessError> {
-        if name.is_empty() || name.contains(':') || name.chars().any(char::is_control) {
+        if name.is_empty()
+            || name.contains(':')
+            || name.chars().any(char::is_control)
+            || name == ANONYMOUS
+        {
             return Err(AccessError::BadName(name.to_owned()));
         }
         let mut digest = [0u8; 32];
@@ -115,6 +126,13 @@ impl ConsoleUser {
             payloads: false,
             digest,
         })
+    }
+
+    /// Whether `other` signs in with the same token: two users must not (a bearer token would
+    /// sign in as whichever comes first).
+    #[must_use]
+    pub fn shares_token_with(&self, other: &Self) -> bool {
+        subtle::ConstantTimeEq::ct_eq(&self.digest[..], &other.digest[..]).into()
     }
 
     /// Lets this user see payloads (see [`ConsoleUser::payloads`]).
@@ -180,6 +198,22 @@ pub(crate) async fn authenticate<S: ConsoleStore>(
     next: Next,
 ) -> Response {
     let config = &console.config;
+    if !config.hosts.is_empty() && !known_host(request.headers(), &config.hosts) {
+        // A page of another site whose name was rebound to this address (DNS rebinding)
+        // reaches the console under that name: refused before anything is read.
+        let mut refusal = (StatusCode::MISDIRECTED_REQUEST, "unknown host").into_response();
+        harden(refusal.headers_mut());
+        return refusal;
+    }
+    if foreign(request.headers(), request.method()) {
+        let mut refusal = (
+            StatusCode::FORBIDDEN,
+            "the console answers another site's page only to a link followed",
+        )
+            .into_response();
+        harden(refusal.headers_mut());
+        return refusal;
+    }
     let viewer = match credentials(request.headers()) {
         Some((name, token)) => {
             let digest = digest(&token);
@@ -197,13 +231,15 @@ pub(crate) async fn authenticate<S: ConsoleStore>(
                 })
         }
         None => config.anonymous.map(|role| Viewer {
-            name: "anonymous".to_owned(),
+            name: ANONYMOUS.to_owned(),
             role,
             payloads: false,
         }),
     };
     let Some(viewer) = viewer else {
-        return refused();
+        let mut refusal = refused();
+        harden(refusal.headers_mut());
+        return refusal;
     };
     request.extensions_mut().insert(viewer);
     let mut response = next.run(request).await;
@@ -260,6 +296,31 @@ fn harden(headers: &mut HeaderMap) {
         HeaderValue::from_static("no-referrer"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+}
+
+/// Whether the `Host` header names one of `hosts` (compared without its port, ignoring case).
+fn known_host(headers: &HeaderMap, hosts: &[String]) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let name = if host.starts_with('[') {
+        host.split_inclusive(']').next().unwrap_or(host)
+    } else {
+        host.rsplit_once(':').map_or(host, |(name, _)| name)
+    };
+    hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
+/// Whether a page of another site sent this request, other than by a link followed (a top-
+/// level GET navigation, which an alert's link into the console is): an image, a script or a
+/// form of another site never reaches a page, not even a confirmation's dry run.
+fn foreign(headers: &HeaderMap, method: &axum::http::Method) -> bool {
+    let navigated = method == axum::http::Method::GET
+        && headers
+            .get("sec-fetch-mode")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v == "navigate");
+    cross_site(headers) && !navigated
 }
 
 /// Whether a state-changing request came from a page of another site (browsers say so in

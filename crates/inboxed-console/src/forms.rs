@@ -143,7 +143,12 @@ impl RowFilters {
 
     pub(crate) fn received_from(&self) -> Result<Option<SystemTime>, String> {
         given(&self.within)
-            .map(|w| parse_within(w).map(|d| SystemTime::now() - d))
+            .map(|w| {
+                let within = parse_within(w)?;
+                SystemTime::now()
+                    .checked_sub(within)
+                    .ok_or_else(|| format!("`within` {w:?} reaches back before any clock"))
+            })
             .transpose()
     }
 
@@ -179,19 +184,23 @@ fn describe(fields: &[(&str, &str)], all: &str) -> String {
     }
 }
 
-/// `90s`, `15m`, `2h`, `7d`.
+/// `90s`, `15m`, `2h`, `7d`; never panics, whatever a query string holds.
 fn parse_within(text: &str) -> Result<Duration, String> {
     let bad = || format!("`within` takes a number and s, m, h or d (2h, 7d), not {text:?}");
-    let (number, unit) = text.split_at(text.len().saturating_sub(1));
-    let n: u64 = number.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n.saturating_mul(60),
-        "h" => n.saturating_mul(3600),
-        "d" => n.saturating_mul(86_400),
+    let unit = text.chars().last().ok_or_else(bad)?;
+    let n: u64 = text[..text.len() - unit.len_utf8()]
+        .parse()
+        .map_err(|_| bad())?;
+    let scale = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
         _ => return Err(bad()),
     };
-    Ok(Duration::from_secs(secs))
+    n.checked_mul(scale)
+        .map(Duration::from_secs)
+        .ok_or_else(bad)
 }
 
 #[cfg(test)]
@@ -206,6 +215,16 @@ mod tests {
         assert!(parse_within("2w").is_err());
         assert!(parse_within("h").is_err());
         assert!(parse_within("").is_err());
+        // What a query string can hold must never panic: a multi-byte unit, an overflow.
+        assert!(parse_within("é").is_err());
+        assert!(parse_within("1é").is_err());
+        assert!(parse_within("99999999999999999999d").is_err());
+        assert!(parse_within("9999999999999999d").is_err());
+        let far = RowFilters {
+            within: "199999999999999d".into(),
+            ..RowFilters::default()
+        };
+        assert!(far.received_from().is_err());
     }
 
     #[test]

@@ -68,6 +68,12 @@ pub struct ConsoleConfig {
     /// where something in front of the console has authenticated the request, or for a
     /// console on a loopback address of a machine you trust. Defaults to `None`.
     pub anonymous: Option<Role>,
+    /// The host names the console answers to (the `Host` header without its port); any other
+    /// gets 421. A console open without credentials on a loopback address should list only
+    /// loopback names (`127.0.0.1`, `localhost`, `[::1]`): a page of another site whose name
+    /// is rebound to 127.0.0.1 (DNS rebinding) then reads nothing. Empty: any host. Defaults to
+    /// empty.
+    pub hosts: Vec<String>,
 }
 
 impl Default for ConsoleConfig {
@@ -79,6 +85,7 @@ impl Default for ConsoleConfig {
             payload_bytes: 64 * 1024,
             users: Vec::new(),
             anonymous: None,
+            hosts: Vec::new(),
         }
     }
 }
@@ -129,13 +136,13 @@ impl<S: ConsoleStore> Console<S> {
             .route("/dead-letters/{id}", get(dead_letters::one::<S>))
             .route(
                 "/dead-letters/act",
-                get(actions::confirm_letters::<S>).post(actions::act_on_letters::<S>),
+                get(actions::letters::confirm::<S>).post(actions::letters::act::<S>),
             )
             .route("/rows", get(rows::list::<S>))
             .route("/rows/{id}", get(rows::one::<S>))
             .route(
                 "/rows/replay",
-                get(actions::confirm_replay::<S>).post(actions::replay::<S>),
+                get(actions::replay::confirm::<S>).post(actions::replay::replay::<S>),
             )
             .route("/audit", get(audit::list::<S>))
             .route("/assets/console.js", get(assets::script))

@@ -44,13 +44,16 @@ async fn post_as(
     (answer.status().as_u16(), answer.text().await.unwrap())
 }
 
+/// The value of the hidden field `name` of a confirmation page's form.
+fn field(page: &str, name: &str) -> String {
+    let marker = format!(r#"name="{name}" value=""#);
+    let start = page.find(&marker).expect("a form with the field") + marker.len();
+    page[start..start + page[start..].find('"').unwrap()].to_owned()
+}
+
 /// The CSRF token a confirmation page's form carries.
 fn csrf(page: &str) -> String {
-    let start = page
-        .find(r#"name="csrf" value=""#)
-        .expect("a form with a token")
-        + 19;
-    page[start..start + page[start..].find('"').unwrap()].to_owned()
+    field(page, "csrf")
 }
 
 async fn count(store: &SqliteStore, sql: &'static str) -> i64 {
@@ -76,6 +79,10 @@ async fn nobody_gets_in_without_credentials_and_a_read_only_user_cannot_act() {
             .to_str()
             .unwrap()
             .starts_with("Basic")
+    );
+    assert!(
+        answer.headers().contains_key("content-security-policy"),
+        "a refusal is hardened too"
     );
     assert_eq!(get(&format!("{base}/dead-letters")).await.0, 401);
     assert_eq!(
@@ -122,7 +129,7 @@ async fn nobody_gets_in_without_credentials_and_a_read_only_user_cannot_act() {
     let fields = [
         ("action", "discard"),
         ("consumer", "billing"),
-        ("expected", "2"),
+        ("ids", &field(&confirm, "ids")),
         ("why", "cleanup"),
         ("csrf", &csrf(&confirm)),
     ];
@@ -155,22 +162,22 @@ async fn an_action_needs_its_token_its_site_and_the_count_confirmed() {
         confirm.contains("<strong>2</strong> dead letter(s) match"),
         "{confirm}"
     );
-    let token = csrf(&confirm);
+    let token: &'static str = Box::leak(csrf(&confirm).into_boxed_str());
+    let both: &'static str = Box::leak(field(&confirm, "ids").into_boxed_str());
     let url = format!("{base}/dead-letters/act");
-    let form = |token: &'static str, expected: &'static str| {
+    let form = |token: &'static str, ids: &'static str| {
         vec![
             ("action", "discard"),
             ("consumer", "billing"),
-            ("expected", expected),
+            ("ids", ids),
             ("why", "test traffic"),
             ("csrf", token),
         ]
     };
-    let token: &'static str = Box::leak(token.into_boxed_str());
 
-    assert_eq!(post_as(&url, OPS, &form("", "2"), &[]).await.0, 403);
+    assert_eq!(post_as(&url, OPS, &form("", both), &[]).await.0, 403);
     assert_eq!(
-        post_as(&url, OPS, &form("AAAA", "2"), &[]).await.0,
+        post_as(&url, OPS, &form("AAAA", both), &[]).await.0,
         403,
         "a forged token"
     );
@@ -178,7 +185,7 @@ async fn an_action_needs_its_token_its_site_and_the_count_confirmed() {
         post_as(
             &url,
             OPS,
-            &form(token, "2"),
+            &form(token, both),
             &[("sec-fetch-site", "cross-site")]
         )
         .await
@@ -186,12 +193,22 @@ async fn an_action_needs_its_token_its_site_and_the_count_confirmed() {
         403,
         "a form submitted from another site"
     );
-    let (status, again) = post_as(&url, OPS, &form(token, "1"), &[]).await;
-    assert_eq!(status, 409, "one confirmed, two match now: {again}");
+    let mut malformed = form(token, both);
+    malformed.push(("id", "abc"));
+    assert_eq!(
+        post_as(&url, OPS, &malformed, &[]).await.0,
+        400,
+        "a filter that does not read is never read as no filter"
+    );
+    let (status, again) = post_as(&url, OPS, &form(token, "999999"), &[]).await;
+    assert_eq!(
+        status, 409,
+        "an id confirmed that no longer matches: {again}"
+    );
     assert!(again.contains("changed"), "{again}");
     assert_eq!(count(&store, LETTERS).await, 2, "nothing discarded yet");
 
-    let (status, done) = post_as(&url, OPS, &form(token, "2"), &[]).await;
+    let (status, done) = post_as(&url, OPS, &form(token, both), &[]).await;
     assert_eq!(status, 200, "{done}");
     assert!(done.contains("Discarded <strong>2</strong>"), "{done}");
     assert_eq!(count(&store, LETTERS).await, 0);
@@ -217,7 +234,7 @@ async fn an_operator_retries_letters_into_the_inbox_and_replays_a_dead_row() {
     let token = csrf(&confirm);
     let fields = [
         ("action", "retry"),
-        ("expected", "2"),
+        ("ids", &field(&confirm, "ids")),
         ("why", "fixed the charge parser"),
         ("csrf", &token),
     ];
@@ -246,14 +263,39 @@ async fn an_operator_retries_letters_into_the_inbox_and_replays_a_dead_row() {
     assert_eq!(status, 200, "{confirm}");
     assert!(confirm.contains("<strong>1</strong> row(s)"), "{confirm}");
     let token = csrf(&confirm);
+    let charge7 = field(&confirm, "ids");
+    // Before the POST, charge-7 is replayed by someone else and the other row dies: the count
+    // is still one, but not the row confirmed.
+    let swap = |dead: &'static str| {
+        let pool = store.pool().clone();
+        async move {
+            sqlx::query(
+                "UPDATE inboxed_inbox_messages \
+                 SET status = CASE WHEN message_id = ?1 THEN 'dead' ELSE 'pending' END",
+            )
+            .bind(dead)
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+    };
+    swap("<script>alert(1)</script>").await;
     let fields = [
         ("consumer", "billing"),
         ("status", "dead"),
-        ("expected", "1"),
+        ("ids", &charge7),
         ("why", "after the fix"),
         ("csrf", &token),
     ];
-    let (status, done) = post_as(&format!("{base}/rows/replay"), OPS, &fields, &[]).await;
+    let url = format!("{base}/rows/replay");
+    let (status, again) = post_as(&url, OPS, &fields, &[]).await;
+    assert_eq!(
+        status, 409,
+        "a row nobody confirmed is not replayed: {again}"
+    );
+    assert_eq!(count(&store, PENDING).await, 1, "the other row stays dead");
+    swap("charge-7").await;
+    let (status, done) = post_as(&url, OPS, &fields, &[]).await;
     assert_eq!(status, 200, "{done}");
     assert_eq!(
         count(&store, PENDING).await,
@@ -266,4 +308,52 @@ async fn an_operator_retries_letters_into_the_inbox_and_replays_a_dead_row() {
         audit.contains("replay") && audit.contains("letter retry"),
         "{audit}"
     );
+}
+
+#[tokio::test]
+async fn an_open_console_answers_only_its_own_names_and_never_another_sites_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_dead_letters(&dir).await;
+    let mut config = ConsoleConfig::default();
+    config.anonymous = Some(Role::ReadOnly);
+    config.hosts = vec!["127.0.0.1".to_owned(), "localhost".to_owned()];
+    let base = serve(Console::new(store.clone()).with_config(config).router()).await;
+    let client = reqwest::Client::new();
+    let status = |host: Option<&'static str>, site: Option<(&'static str, &'static str)>| {
+        let mut request = client.get(format!("{base}/dead-letters"));
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        if let Some((site, mode)) = site {
+            request = request
+                .header("sec-fetch-site", site)
+                .header("sec-fetch-mode", mode);
+        }
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(status(None, None).await, 200, "its own address");
+    assert_eq!(status(Some("localhost:9464"), None).await, 200);
+    assert_eq!(
+        status(Some("rebound.example:9464"), None).await,
+        421,
+        "a name rebound to loopback (DNS rebinding)"
+    );
+    assert_eq!(
+        status(None, Some(("cross-site", "no-cors"))).await,
+        403,
+        "an image or script of another site"
+    );
+    assert_eq!(
+        status(None, Some(("cross-site", "navigate"))).await,
+        200,
+        "a link from another site (an alert's) is followed"
+    );
+    let refused = reqwest::get(format!("{base}/")).await.unwrap();
+    assert_eq!(refused.status().as_u16(), 200);
+
+    assert!(
+        ConsoleUser::with_token("anonymous", Role::Operator, OPS.1).is_err(),
+        "no user takes the name of requests without credentials"
+    );
+    assert!(ConsoleUser::with_token("short", Role::Operator, "0123456789").is_err());
 }

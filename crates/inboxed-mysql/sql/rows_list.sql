@@ -2,7 +2,8 @@
 -- payloads (only their size).
 -- $1 consumer_name, $2 status, $3 aggregate_id, $4 message_id, $5 received from (ms),
 -- $6 received before (ms), $7 bytes the payload contains (each NULL: any), $8 limit,
--- $9 window: only the newest this many ids are searched
+-- $9 window: only the newest this many ids are searched (the caller passes the largest
+-- bigint for a consumer's message id, a unique key)
 --
 -- The window keeps a search bounded however large the table grows (see the PostgreSQL
 -- version); a message id with its consumer is looked up through the unique key instead.
@@ -21,7 +22,6 @@ WHERE ($1 IS NULL OR consumer_name = $1)
   AND ($5 IS NULL OR received_at >= $5)
   AND ($6 IS NULL OR received_at < $6)
   AND ($7 IS NULL OR LOCATE($7, payload) > 0)
-  AND (($1 IS NOT NULL AND $4 IS NOT NULL)
-       OR id > (SELECT COALESCE(MAX(id), 0) FROM {{schema}}.`{{prefix}}inbox_messages`) - $9)
+  AND id > (SELECT COALESCE(MAX(id), 0) FROM {{schema}}.`{{prefix}}inbox_messages`) - $9
 ORDER BY id DESC
 LIMIT $8

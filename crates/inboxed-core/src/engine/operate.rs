@@ -80,16 +80,20 @@ pub async fn act_on_dead_letters<E: Engine>(
             .await?
             .first()
         {
-            Some(Enqueued::Stored { id: row }) => Some(*row),
-            // An earlier retry stored it and stopped before deleting the letter: finish it.
-            Some(Enqueued::Duplicate) => None,
+            Some(Enqueued::Stored { id: row }) => *row,
+            // The inbox has the message already (perhaps done, perhaps dead): deleting the
+            // letter would hide it; replaying that row is the operator's call.
+            Some(Enqueued::Duplicate) => {
+                out.kept.push((id, Kept::AlreadyInInbox));
+                continue;
+            }
             _ => {
                 out.kept.push((id, Kept::InboxHoldsAnother));
                 continue;
             }
         };
         out.acted.push(id);
-        out.rows.push((id, row));
+        out.rows.push((id, Some(row)));
         consumers.insert(consumer.as_str().to_owned());
     }
     if !p.apply || out.acted.is_empty() {
@@ -178,7 +182,12 @@ pub async fn list_rows<E: Engine>(e: &E, f: &RowFilter<'_>) -> Result<Vec<InboxE
         .opt_int(f.received_before.map(millis))
         .opt_bytes(f.payload_contains)
         .int(i64::from(f.limit.max(1)))
-        .int(i64::try_from(f.window.max(1)).unwrap_or(i64::MAX));
+        .int(if f.consumer.is_some() && f.message_id.is_some() {
+            // A unique key: found wherever it is.
+            i64::MAX
+        } else {
+            i64::try_from(f.window.max(1)).unwrap_or(i64::MAX)
+        });
     e.fetch_alone(q)
         .await?
         .iter()

@@ -14,8 +14,8 @@ pub const MOST_LETTERS_ACTED: u32 = 10_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LetterAction {
-    /// Store each into the store-then-process inbox of its consumer, as pending (a key stored
-    /// there already with the same payload finishes an earlier retry), and delete the letter:
+    /// Store each into the store-then-process inbox of its consumer, as pending, and delete the
+    /// letter (one whose key the inbox holds already is kept, saying so):
     /// its consumer's workers process it again. For consumers that run workers; a letter of a
     /// consumer that reads a broker directly is sent back to the broker with `inboxed
     /// dead-letters retry --to-broker`.
@@ -70,6 +70,9 @@ pub enum Kept {
     Redacted,
     /// The inbox holds its key with another payload (found only when applied).
     InboxHoldsAnother,
+    /// The inbox holds its key with this payload already (done, or dead, or on its way; found
+    /// only when applied): replay that row instead.
+    AlreadyInInbox,
 }
 
 impl std::fmt::Display for Kept {
@@ -86,6 +89,9 @@ impl std::fmt::Display for Kept {
             Self::InboxHoldsAnother => {
                 f.write_str("the inbox holds this key with another payload")
             }
+            Self::AlreadyInInbox => f.write_str(
+                "the inbox holds this message already; replay its row instead",
+            ),
         }
     }
 }
@@ -99,7 +105,7 @@ pub struct LettersActed {
     /// The letters retried or discarded (in a dry run: those that would be, as far as can be
     /// told without writing).
     pub acted: Vec<i64>,
-    /// For a retry, the inbox row each retried letter went to (a duplicate: the row it found).
+    /// For a retry, the inbox row each retried letter went to (`None` in a dry run).
     pub rows: Vec<(i64, Option<i64>)>,
     /// The letters left as they are, and why.
     pub kept: Vec<(i64, Kept)>,

@@ -172,19 +172,14 @@ pub(super) async fn into_inbox(
     let done = on_store!(store, s => s.act_on_dead_letters(&params).await?);
     for (id, row) in &done.rows {
         let (message_id, consumer) = &letters[id];
-        match (yes, row) {
-            (false, _) => writeln!(
+        match row {
+            None => writeln!(
                 out,
                 "would store dead letter {id} ({message_id}) into the inbox of `{consumer}` for its workers (--yes to do it)"
             )?,
-            (true, Some(row)) => writeln!(
+            Some(row) => writeln!(
                 out,
                 "dead letter {id} ({message_id}) -> inbox row {row} of `{consumer}`, pending for its workers"
-            )?,
-            // An earlier retry stored it and stopped before deleting the letter: finished.
-            (true, None) => writeln!(
-                out,
-                "dead letter {id} ({message_id}): already in the inbox of `{consumer}` with this payload; dead letter removed"
             )?,
         }
     }

@@ -117,10 +117,44 @@ pub(crate) fn users(path: &Path) -> anyhow::Result<Vec<ConsoleUser>> {
                 path.display()
             );
         }
+        if let Some(o) = users.iter().find(|o| o.shares_token_with(&user)) {
+            bail!(
+                "console users {:?} and {:?} in {} have the same token",
+                o.name,
+                u.name,
+                path.display()
+            );
+        }
         users.push(user.with_payloads(u.payloads));
     }
     if users.is_empty() {
         bail!("{} names no [[user]]", path.display());
     }
     Ok(users)
+}
+
+#[cfg(test)]
+mod tests {
+    fn users_of(text: &str) -> anyhow::Result<Vec<inboxed_console::ConsoleUser>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("users.toml");
+        std::fs::write(&path, text)?;
+        super::users(&path)
+    }
+
+    #[test]
+    fn a_users_file_is_read_and_its_mistakes_refused() {
+        let one = "[[user]]\nname = \"ops\"\nrole = \"operator\"\ntoken = \"0123456789abcdef\"\n";
+        let users = users_of(one).unwrap();
+        assert_eq!(users[0].name, "ops");
+        let twice = format!("{one}{}", one.replace("\"ops\"", "\"dev\""));
+        let err = users_of(&twice).unwrap_err().to_string();
+        assert!(err.contains("same token"), "{err}");
+        assert!(users_of(&one.replace("\"ops\"", "\"anonymous\"")).is_err());
+        assert!(users_of(&one.replace("0123456789abcdef", "short")).is_err());
+        assert!(users_of(&one.replace("operator", "admin")).is_err());
+        assert!(users_of("").is_err(), "no user at all");
+        let both = one.replace("token = ", "token_sha256 = \"00\"\ntoken = ");
+        assert!(users_of(&both).is_err(), "a token and a digest");
+    }
 }

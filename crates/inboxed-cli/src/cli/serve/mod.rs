@@ -118,6 +118,9 @@ fn console_config(
     }
     if let Some(path) = &args.console_users {
         config.users = console::users(path)?;
+        if !addr.ip().is_loopback() {
+            warn!(%addr, "the console's users sign in over plain HTTP beyond loopback: put TLS in front of it");
+        }
         return Ok(Some(config));
     }
     if args.console == ConsoleMode::Auto && !addr.ip().is_loopback() {
@@ -125,6 +128,13 @@ fn console_config(
         return Ok(None);
     }
     config.anonymous = Some(inboxed_console::Role::ReadOnly);
+    if args.console == ConsoleMode::Auto {
+        // Open without credentials on loopback: only under loopback names, so that a page of
+        // another site whose name is rebound to 127.0.0.1 reads nothing (DNS rebinding).
+        config.hosts = ["127.0.0.1", "localhost", "[::1]"]
+            .map(str::to_owned)
+            .to_vec();
+    }
     Ok(Some(config))
 }
 

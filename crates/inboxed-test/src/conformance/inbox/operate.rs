@@ -36,9 +36,10 @@ fn act<'a>(
 }
 
 /// Three messages dead-lettered while the handler was broken, and a keyless delivery; the
-/// inbox already holds m-3's key with another payload. A dry run says what a retry would do and
-/// changes nothing; the retry (after the fix) stores m-1 and m-2 into the inbox, where workers
-/// process them once, keeps the keyless letter and m-3 with their reasons, and is audited; a
+/// inbox already holds m-3's key with another payload, and m-2 itself. A dry run says what a
+/// retry would do and changes nothing; the retry (after the fix) stores m-1 into the inbox,
+/// where workers process it (and m-2's row) once, keeps the keyless letter, m-3 and m-2 with
+/// their reasons (deleting m-2's letter would hide a row that may be dead), and is audited; a
 /// second retry finds nothing to do and writes no record; a discard by reason removes the
 /// keyless letter, audited too.
 pub async fn dead_letters_are_retried_into_the_inbox_and_discarded<B: Backend>(_test: &str) {
@@ -66,6 +67,14 @@ pub async fn dead_letters_are_retried_into_the_inbox_and_discarded<B: Backend>(_
         .unwrap();
     inbox.store(&credit("m-3", 99)).await.unwrap();
     assert_eq!(db.scalar(PARK_M3).await, 1);
+    // m-2 as it was sent reached the inbox too (a relay stored it after all).
+    let m2 = Script {
+        amount: 20,
+        fail_while_broken: true,
+        ..Script::default()
+    }
+    .message("m-2");
+    inbox.store(&m2).await.unwrap();
     assert_eq!(db.scalar(LETTERS).await, 4);
 
     let mine = DeadLetterFilter {
@@ -87,7 +96,7 @@ pub async fn dead_letters_are_retried_into_the_inbox_and_discarded<B: Backend>(_
             db.scalar(ROWS).await,
             db.scalar(AUDITS).await
         ),
-        (4, 1, 0),
+        (4, 2, 0),
         "a dry run changes nothing"
     );
 
@@ -99,18 +108,25 @@ pub async fn dead_letters_are_retried_into_the_inbox_and_discarded<B: Backend>(_
         .act_on_dead_letters(&act(&mine, LetterAction::Retry, true))
         .await
         .unwrap();
-    assert_eq!(retried.acted.len(), 2, "{retried:?}");
+    assert_eq!(retried.acted.len(), 1, "{retried:?}");
     assert!(retried.rows.iter().all(|(_, row)| row.is_some()));
     let mut kept: Vec<_> = retried.kept.iter().map(|(_, k)| k.clone()).collect();
     kept.sort_by_key(|k| format!("{k:?}"));
-    assert_eq!(kept, [Kept::InboxHoldsAnother, Kept::NoMessageId]);
+    assert_eq!(
+        kept,
+        [
+            Kept::AlreadyInInbox,
+            Kept::InboxHoldsAnother,
+            Kept::NoMessageId
+        ]
+    );
     assert_eq!(
         (
             db.scalar(LETTERS).await,
             db.scalar(ROWS).await,
             db.scalar(AUDITS).await
         ),
-        (2, 3, 1)
+        (3, 3, 1)
     );
     let again = db
         .store
@@ -125,7 +141,7 @@ pub async fn dead_letters_are_retried_into_the_inbox_and_discarded<B: Backend>(_
     assert_eq!(
         ledger_state(&db).await,
         (2, 30),
-        "m-1 and m-2 processed once"
+        "m-1 (retried) and m-2 (stored before) processed once"
     );
 
     let invalid = DeadLetterFilter {
@@ -139,7 +155,7 @@ pub async fn dead_letters_are_retried_into_the_inbox_and_discarded<B: Backend>(_
         .await
         .unwrap();
     assert_eq!(discarded.acted.len(), 1, "{discarded:?}");
-    assert_eq!(db.scalar(LETTERS).await, 1, "m-3's letter stays");
+    assert_eq!(db.scalar(LETTERS).await, 2, "m-2's and m-3's letters stay");
 
     let trail = db.store.audit_trail(Some("ledger"), 10).await.unwrap();
     assert_eq!(
@@ -147,7 +163,7 @@ pub async fn dead_letters_are_retried_into_the_inbox_and_discarded<B: Backend>(_
             .iter()
             .map(|a| (a.action.as_str(), a.rows))
             .collect::<Vec<_>>(),
-        [("letter discard", 1), ("letter retry", 2)],
+        [("letter discard", 1), ("letter retry", 1)],
         "{trail:?}"
     );
     assert_eq!(trail[1].actor, "ops@example");

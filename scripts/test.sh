@@ -182,6 +182,10 @@ if [ -n "${INBOXED_BENCH_QUICK:-}" ]; then
   done
 fi
 mark "benchmarks done"
+# The console's searches under PostgreSQL's generic plans, on a million rows: each stays within
+# its window (about 20 s, most of it filling the tables).
+INBOXED="$CARGO_TARGET_DIR/debug/inboxed" scripts/console-plans.sh
+mark "console plans checked"
 AMQP_URL="${INBOXED_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}" \
   "$CARGO_TARGET_DIR/debug/billing-rabbitmq"
 AMQP_URL="${INBOXED_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}" \

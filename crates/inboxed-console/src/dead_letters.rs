@@ -6,12 +6,14 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use inboxed_core::observe::SEARCH_WINDOW;
 use maud::{Markup, html};
 
 use crate::access::{Role, Viewer};
 use crate::forms::{LetterFilters, query};
-use crate::layout::{ago, found, page, payload, unavailable};
+use crate::layout::{ago, failure, found, page, payload, unavailable};
 use crate::{Console, ConsoleStore};
 
 /// The most rows a list reads, whatever the configuration says.
@@ -24,7 +26,11 @@ pub(crate) async fn list<S: ConsoleStore>(
 ) -> Response {
     let prefix = console.config.prefix.as_str();
     let limit = console.config.page_rows.clamp(1, MOST_ROWS);
-    let letters = match console.store.dead_letters(&filters.filter(limit)).await {
+    let filter = match filters.filter(limit) {
+        Ok(filter) => filter,
+        Err(e) => return failure(prefix, &viewer, StatusCode::BAD_REQUEST, &e),
+    };
+    let letters = match console.store.dead_letters(&filter).await {
         Ok(letters) => letters,
         Err(e) => return unavailable(prefix, &viewer, "the dead letters", &e),
     };
@@ -34,6 +40,8 @@ pub(crate) async fn list<S: ConsoleStore>(
             input name="reason" placeholder="reason" value=(filters.reason);
             input name="type" placeholder="message type" value=(filters.message_type);
             input name="error" placeholder="error contains" value=(filters.error);
+            input name="message_id" placeholder="message id" value=(filters.message_id);
+            input name="within" placeholder="failed within (2h)" value=(filters.within);
             button type="submit" { "Filter" }
         }
         p.summary {
@@ -41,6 +49,7 @@ pub(crate) async fn list<S: ConsoleStore>(
             @if letters.len() as u64 == u64::from(limit) {
                 " (the newest " (limit) " that match: narrow the filter to see older ones)"
             }
+            "; searched within the newest " (SEARCH_WINDOW) " dead letters"
             "."
         }
         @if !letters.is_empty() {

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use inboxed_core::observe::{DeadLetterFilter, RowFilter};
+use inboxed_core::observe::{DeadLetterFilter, RowFilter, SEARCH_WINDOW};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -61,29 +61,40 @@ pub(crate) struct LetterFilters {
     pub(crate) message_type: String,
     #[serde(default)]
     pub(crate) error: String,
+    #[serde(default)]
+    pub(crate) message_id: String,
+    /// Failed last within this long: `90s`, `15m`, `2h`, `7d`.
+    #[serde(default)]
+    pub(crate) within: String,
     /// One letter only (its page's buttons).
     #[serde(default)]
     pub(crate) id: Option<i64>,
 }
 
 impl LetterFilters {
-    pub(crate) fn filter(&self, limit: u32) -> DeadLetterFilter<'_> {
-        DeadLetterFilter {
+    /// The filter (searching the newest [`SEARCH_WINDOW`] ids), or what is wrong with
+    /// `within`.
+    pub(crate) fn filter(&self, limit: u32) -> Result<DeadLetterFilter<'_>, String> {
+        Ok(DeadLetterFilter {
             consumer: given(&self.consumer),
             reason: given(&self.reason),
             message_type: given(&self.message_type),
             error_contains: given(&self.error),
+            message_id: given(&self.message_id),
+            since: since(&self.within)?,
             limit,
-            ..DeadLetterFilter::default()
-        }
+            window: Some(SEARCH_WINDOW),
+        })
     }
 
-    fn fields(&self) -> [(&str, &str); 4] {
+    fn fields(&self) -> [(&str, &str); 6] {
         [
             ("consumer", &self.consumer),
             ("reason", &self.reason),
             ("type", &self.message_type),
             ("error", &self.error),
+            ("message_id", &self.message_id),
+            ("within", &self.within),
         ]
     }
 
@@ -121,6 +132,9 @@ pub(crate) struct RowFilters {
     /// Text the payload contains.
     #[serde(default)]
     pub(crate) payload: String,
+    /// `path=value`: the payload is JSON with this value at this path (`order.id=42`).
+    #[serde(default)]
+    pub(crate) json: String,
     /// One row only (its page's buttons).
     #[serde(default)]
     pub(crate) id: Option<i64>,
@@ -136,23 +150,17 @@ impl RowFilters {
             message_id: given(&self.message_id),
             received_from: self.received_from()?,
             payload_contains: given(&self.payload).map(str::as_bytes),
+            payload_json: json_path(&self.json)?,
             limit,
             ..RowFilter::default()
         })
     }
 
     pub(crate) fn received_from(&self) -> Result<Option<SystemTime>, String> {
-        given(&self.within)
-            .map(|w| {
-                let within = parse_within(w)?;
-                SystemTime::now()
-                    .checked_sub(within)
-                    .ok_or_else(|| format!("`within` {w:?} reaches back before any clock"))
-            })
-            .transpose()
+        since(&self.within)
     }
 
-    fn fields(&self) -> [(&str, &str); 6] {
+    fn fields(&self) -> [(&str, &str); 7] {
         [
             ("consumer", &self.consumer),
             ("status", &self.status),
@@ -160,6 +168,7 @@ impl RowFilters {
             ("message_id", &self.message_id),
             ("within", &self.within),
             ("payload", &self.payload),
+            ("json", &self.json),
         ]
     }
 
@@ -182,6 +191,43 @@ fn describe(fields: &[(&str, &str)], all: &str) -> String {
     } else {
         parts.join(", ")
     }
+}
+
+/// `order.id=42` as its path and value; blank: none. Keys are what a JSON object's keys
+/// usually are: letters, digits, `_` and `-`.
+fn json_path(text: &str) -> Result<Option<(&str, &str)>, String> {
+    let Some(text) = given(text) else {
+        return Ok(None);
+    };
+    let bad = || {
+        format!(
+            "`json` takes path=value, the path's keys (letters, digits, _ and -) joined by \
+             dots (order.id=42), not {text:?}"
+        )
+    };
+    let (path, value) = text.split_once('=').ok_or_else(bad)?;
+    let path = path.trim();
+    let keys_ok = path.split('.').all(|k| {
+        !k.is_empty()
+            && k.chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+    });
+    if !keys_ok {
+        return Err(bad());
+    }
+    Ok(Some((path, value.trim())))
+}
+
+/// The time `within` (`2h`, `7d`; blank: none) reaches back to.
+fn since(within: &str) -> Result<Option<SystemTime>, String> {
+    given(within)
+        .map(|w| {
+            let within = parse_within(w)?;
+            SystemTime::now()
+                .checked_sub(within)
+                .ok_or_else(|| format!("`within` {w:?} reaches back before any clock"))
+        })
+        .transpose()
 }
 
 /// `90s`, `15m`, `2h`, `7d`; never panics, whatever a query string holds.
@@ -225,6 +271,23 @@ mod tests {
             ..RowFilters::default()
         };
         assert!(far.received_from().is_err());
+    }
+
+    #[test]
+    fn json_paths_are_keys_and_dots_and_a_value() {
+        assert_eq!(json_path("order.id=42"), Ok(Some(("order.id", "42"))));
+        assert_eq!(json_path(" a = x=y "), Ok(Some(("a", "x=y"))));
+        assert_eq!(json_path(""), Ok(None));
+        for bad in [
+            "order.id",
+            "order..id=1",
+            "=1",
+            "a\"b=1",
+            "a.b c=1",
+            "$.a=1",
+        ] {
+            assert!(json_path(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

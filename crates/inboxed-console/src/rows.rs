@@ -48,6 +48,7 @@ pub(crate) async fn list<S: ConsoleStore>(
             input name="message_id" placeholder="message id" value=(filters.message_id);
             input name="within" placeholder="received within (2h)" value=(filters.within);
             input name="payload" placeholder="payload contains" value=(filters.payload);
+            input name="json" placeholder="json path=value (order.id=42)" value=(filters.json);
             button type="submit" { "Filter" }
         }
         p.summary {

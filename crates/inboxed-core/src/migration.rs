@@ -45,6 +45,7 @@ macro_rules! migrations {
             $crate::migration!(11, "0011_outbox", "outbox"),
             $crate::migration!(12, "0012_outbox_operations", "outbox_operations"),
             $crate::migration!(13, "0013_outbox_lock_held", "outbox_lock_held"),
+            $crate::migration!(14, "0014_payload_json", "payload_json"),
         ]
     };
 }

@@ -177,4 +177,5 @@ operations!(
     rows_list,
     row_load,
     audit_list,
+    rows_by_key,
 );

@@ -3,7 +3,7 @@
 -- of letters stays small).
 -- $1 ids (a JSON array; NULL: any), $2 consumer_name, $3 reason, $4 failed since (ms since the
 -- epoch), $5 text the error contains (case-insensitively), $6 message type (each NULL: any),
--- $7 limit
+-- $7 limit, $8 message id (NULL: any)
 --
 -- The same filters as list_dead_letters, so that "all that match" acts on what the operator
 -- saw listed; locked until the change and its audit record commit.
@@ -17,6 +17,7 @@ WHERE ($1 IS NULL OR JSON_CONTAINS($1, CAST(id AS CHAR)))
   AND ($4 IS NULL OR last_failed_at >= FROM_UNIXTIME($4 / 1000))
   AND ($5 IS NULL OR LOCATE(LOWER(CONVERT($5 USING utf8mb4)), LOWER(CONVERT(error USING utf8mb4))) > 0)
   AND ($6 IS NULL OR message_type = $6)
+  AND ($8 IS NULL OR message_id = $8)
 ORDER BY id
 LIMIT $7
 FOR UPDATE

@@ -1,7 +1,8 @@
 -- list_dead_letters: dead letters for an operator, newest failure first, filtered.
 -- $1 consumer_name (NULL: any), $2 reason (NULL: any), $3 failed since (ms since the epoch;
 -- NULL: any time), $4 text the error contains, case-insensitively (NULL: any), $5 limit,
--- $6 message type (NULL: any)
+-- $6 message type (NULL: any), $7 message id (NULL: any), $8 window: only the newest this
+-- many ids are searched (the largest bigint: all; see the PostgreSQL version)
 --
 -- The payload itself is left out (only its size); load_dead_letter_by_id returns it. The error
 -- column compares in a binary collation: the search lowers both sides.
@@ -16,5 +17,7 @@ WHERE ($1 IS NULL OR consumer_name = $1)
   AND ($3 IS NULL OR last_failed_at >= FROM_UNIXTIME($3 / 1000))
   AND ($4 IS NULL OR LOCATE(LOWER(CONVERT($4 USING utf8mb4)), LOWER(CONVERT(error USING utf8mb4))) > 0)
   AND ($6 IS NULL OR message_type = $6)
+  AND ($7 IS NULL OR message_id = $7)
+  AND id > (SELECT COALESCE(MAX(id), 0) FROM {{schema}}.`{{prefix}}dead_letters`) - $8
 ORDER BY last_failed_at DESC, id DESC
 LIMIT $5

@@ -2,11 +2,11 @@
 -- payloads (only their size).
 -- $1 consumer_name, $2 status, $3 aggregate_id, $4 message_id, $5 received from (ms),
 -- $6 received before (ms), $7 bytes the payload contains (each NULL: any), $8 limit,
--- $9 window: only the newest this many ids are searched (the caller passes the largest
--- bigint for a consumer's message id, a unique key)
+-- $9 window: only the newest this many ids are searched, $10 a JSON path (a JSON array of
+-- keys; NULL: any) whose value, as text, is $11
 --
 -- The window keeps a search bounded however large the table grows (see the PostgreSQL
--- version); a message id with its consumer is looked up through the unique key instead.
+-- version); a consumer's message id is looked up by rows_by_key instead.
 SELECT id, CONVERT(consumer_name USING utf8mb4) AS consumer_name,
        CONVERT(message_id USING utf8mb4) AS message_id,
        CONVERT(aggregate_id USING utf8mb4) AS aggregate_id, message_type,
@@ -23,5 +23,12 @@ WHERE ($1 IS NULL OR consumer_name = $1)
   AND ($6 IS NULL OR received_at < $6)
   AND ($7 IS NULL OR LOCATE($7, payload) > 0)
   AND id > (SELECT COALESCE(MAX(id), 0) FROM {{schema}}.`{{prefix}}inbox_messages`) - $9
+  AND ($10 IS NULL
+       OR (JSON_VALID(CONVERT(payload USING utf8mb4))
+           AND JSON_UNQUOTE(JSON_EXTRACT(CONVERT(payload USING utf8mb4), CONCAT('$',
+                 (SELECT GROUP_CONCAT(CONCAT('."', j.k, '"') ORDER BY j.n SEPARATOR '')
+                  FROM JSON_TABLE($10, '$[*]' COLUMNS (n FOR ORDINALITY,
+                                                       k VARCHAR(255) PATH '$')) AS j))))
+               = $11))
 ORDER BY id DESC
 LIMIT $8

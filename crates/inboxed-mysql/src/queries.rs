@@ -35,7 +35,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox,
     outbox_lock, outbox_hold, outbox_settle, outbox_reap_unsettled,
-    letters_select, letters_delete, letters_audit, rows_list, row_load, audit_list,
+    letters_select, letters_delete, letters_audit, rows_list, row_load, audit_list, rows_by_key,
     claim_partitioned, list_partitions, create_partitions, partition_consumers, lock_maintenance,
     drop_partition, purge_untimed;
     absent:

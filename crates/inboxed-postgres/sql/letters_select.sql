@@ -3,7 +3,7 @@
 -- a dry run over thousands of letters stays small).
 -- $1 ids (bigint[]; NULL: any), $2 consumer_name, $3 reason, $4 failed since (ms since the
 -- epoch), $5 text the error contains (case-insensitively), $6 message type (each NULL: any),
--- $7 limit
+-- $7 limit, $8 message id (NULL: any)
 --
 -- The same filters as list_dead_letters, so that "all that match" acts on what the operator
 -- saw listed. FOR UPDATE holds them against a concurrent operator (or a redrive's consumer
@@ -16,6 +16,7 @@ WHERE ($1::bigint[] IS NULL OR id = ANY($1))
   AND ($4::bigint IS NULL OR last_failed_at >= to_timestamp($4::float8 / 1000))
   AND ($5::text IS NULL OR strpos(lower(error), lower($5)) > 0)
   AND ($6::text IS NULL OR message_type = $6)
+  AND ($8::text IS NULL OR message_id = $8)
 ORDER BY id
 LIMIT $7
 FOR UPDATE

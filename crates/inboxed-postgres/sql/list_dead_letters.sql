@@ -1,7 +1,12 @@
 -- list_dead_letters: dead letters for an operator, newest failure first, filtered.
 -- $1 consumer_name (NULL: any), $2 reason (NULL: any), $3 failed since (ms since the epoch;
 -- NULL: any time), $4 text the error contains, case-insensitively (NULL: any), $5 limit,
--- $6 message type (NULL: any)
+-- $6 message type (NULL: any), $7 message id (NULL: any), $8 window: only the newest this
+-- many ids are searched (the largest bigint: all)
+--
+-- The window keeps a search bounded however large the table grows: a range on the primary key
+-- below the newest id, so that a filter matching nothing reads at most $8 rows before the
+-- sort (the console passes 100,000; `inboxed dead-letters list` searches all).
 --
 -- The payload itself is left out (only its size): a listing must stay small however large
 -- the messages are; `load_dead_letter_by_id` returns it.
@@ -15,5 +20,7 @@ WHERE ($1::text IS NULL OR consumer_name = $1)
   AND ($3::bigint IS NULL OR last_failed_at >= to_timestamp($3::float8 / 1000))
   AND ($4::text IS NULL OR strpos(lower(error), lower($4)) > 0)
   AND ($6::text IS NULL OR message_type = $6)
+  AND ($7::text IS NULL OR message_id = $7)
+  AND id > (SELECT coalesce(max(id), 0) FROM {{schema}}."{{prefix}}dead_letters") - $8
 ORDER BY last_failed_at DESC, id DESC
 LIMIT $5

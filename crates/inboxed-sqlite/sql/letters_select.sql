@@ -4,7 +4,7 @@
 -- other writer changes them before the change and its audit record commit.
 -- ?1 ids (JSON array; NULL: any), ?2 consumer_name, ?3 reason, ?4 failed since (ms since the
 -- epoch), ?5 text the error contains (case-insensitively for ASCII), ?6 message type (each
--- NULL: any), ?7 limit
+-- NULL: any), ?7 limit, ?8 message id (NULL: any)
 SELECT id, consumer_name, message_id, reason, length(payload) AS payload_bytes
 FROM {{schema}}."{{prefix}}dead_letters"
 WHERE (?1 IS NULL OR id IN (SELECT value FROM json_each(?1)))
@@ -13,5 +13,6 @@ WHERE (?1 IS NULL OR id IN (SELECT value FROM json_each(?1)))
   AND (?4 IS NULL OR (julianday(last_failed_at) - 2440587.5) * 86400000 >= ?4)
   AND (?5 IS NULL OR instr(lower(error), lower(?5)) > 0)
   AND (?6 IS NULL OR message_type = ?6)
+  AND (?8 IS NULL OR message_id = ?8)
 ORDER BY id
 LIMIT ?7

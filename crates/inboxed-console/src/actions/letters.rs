@@ -38,7 +38,7 @@ async fn on_letters<S: ConsoleStore>(
     let limit = pinned.map_or(MOST_LETTERS_ACTED, |p| {
         u32::try_from(p.len()).unwrap_or(MOST_LETTERS_ACTED)
     });
-    let filter = filters.filter(limit);
+    let filter = filters.filter(limit)?;
     let one = filters.id.map(|id| [id]);
     let params = LetterActParams {
         filter: &filter,

@@ -37,7 +37,10 @@ async fn selection<S: ConsoleStore>(
         selector.ids = Some(pinned);
     } else if let Some(id) = filters.id {
         selector.ids = Some(vec![id]);
-    } else if given(&filters.message_id).is_some() || given(&filters.payload).is_some() {
+    } else if [&filters.message_id, &filters.payload, &filters.json]
+        .iter()
+        .any(|f| given(f).is_some())
+    {
         // What the selector cannot say, the list finds: the matching rows' ids.
         let limit = u32::try_from(MOST_ACTED + 1).unwrap_or(u32::MAX);
         let mut f: RowFilter<'_> = filters.filter(limit)?;

@@ -110,7 +110,13 @@ pub async fn list_dead_letters<E: Engine>(
         .opt_int(filter.since.map(millis))
         .opt_text(filter.error_contains)
         .int(i64::from(filter.limit.max(1)))
-        .opt_text(filter.message_type);
+        .opt_text(filter.message_type)
+        .opt_text(filter.message_id)
+        .int(
+            filter
+                .window
+                .map_or(i64::MAX, |w| i64::try_from(w.max(1)).unwrap_or(i64::MAX)),
+        );
     e.fetch_alone(q)
         .await?
         .iter()

@@ -36,7 +36,8 @@ pub async fn act_on_dead_letters<E: Engine>(
         .opt_int(f.since.map(millis))
         .opt_text(f.error_contains)
         .opt_text(f.message_type)
-        .int(i64::from(f.limit.clamp(1, MOST_LETTERS_ACTED)));
+        .int(i64::from(f.limit.clamp(1, MOST_LETTERS_ACTED)))
+        .opt_text(f.message_id);
     let mut out = LettersActed::default();
     let mut retries = Vec::new();
     let mut consumers = BTreeSet::new();
@@ -149,6 +150,7 @@ fn describe(f: &DeadLetterFilter<'_>, ids: Option<&[i64]>) -> String {
     }
     for (name, v) in [
         ("consumer", f.consumer),
+        ("message_id", f.message_id),
         ("reason", f.reason),
         ("type", f.message_type),
         ("error", f.error_contains),
@@ -167,13 +169,20 @@ fn describe(f: &DeadLetterFilter<'_>, ids: Option<&[i64]>) -> String {
     }
 }
 
-/// The rows a filter selects, newest first, without payloads (`rows_list.sql`).
+/// The rows a filter selects, newest first, without payloads (`rows_list.sql`, or
+/// `rows_by_key.sql` for a consumer's message id: a unique key, found wherever it is).
 ///
 /// # Errors
 /// The statement failed, or a row does not read.
 pub async fn list_rows<E: Engine>(e: &E, f: &RowFilter<'_>) -> Result<Vec<InboxEntry>, StoreError> {
+    let keyed = f.consumer.is_some() && f.message_id.is_some();
+    let qs = e.queries();
     let q = e
-        .query(&e.queries().rows_list)
+        .query(if keyed {
+            &qs.rows_by_key
+        } else {
+            &qs.rows_list
+        })
         .opt_text(f.consumer)
         .opt_text(f.status)
         .opt_text(f.aggregate_id)
@@ -181,13 +190,20 @@ pub async fn list_rows<E: Engine>(e: &E, f: &RowFilter<'_>) -> Result<Vec<InboxE
         .opt_int(f.received_from.map(millis))
         .opt_int(f.received_before.map(millis))
         .opt_bytes(f.payload_contains)
-        .int(i64::from(f.limit.max(1)))
-        .int(if f.consumer.is_some() && f.message_id.is_some() {
-            // A unique key: found wherever it is.
-            i64::MAX
-        } else {
-            i64::try_from(f.window.max(1)).unwrap_or(i64::MAX)
-        });
+        .int(i64::from(f.limit.max(1)));
+    let q = if keyed {
+        q
+    } else {
+        q.int(i64::try_from(f.window.max(1)).unwrap_or(i64::MAX))
+    };
+    // The path as a JSON array of its keys: each engine builds its own path syntax from it in
+    // SQL, so that no key is ever spliced into a path string here.
+    let path = f
+        .payload_json
+        .map(|(keys, _)| serde_json::Value::from(keys.split('.').collect::<Vec<_>>()).to_string());
+    let q = q
+        .opt_text(path.as_deref())
+        .opt_text(f.payload_json.map(|(_, value)| value));
     e.fetch_alone(q)
         .await?
         .iter()

@@ -26,10 +26,14 @@ pub struct RowFilter<'a> {
     pub received_before: Option<SystemTime>,
     /// Whose payload contains these bytes.
     pub payload_contains: Option<&'a [u8]>,
+    /// Whose payload is JSON with this value (compared as text: `42`, `eur`, `true`) at this
+    /// path of object keys joined by `.` (`order.id`); a payload that is not JSON never
+    /// matches.
+    pub payload_json: Option<(&'a str, &'a str)>,
     /// At most this many, newest first.
     pub limit: u32,
     /// Only the newest this many ids are searched (unless `consumer` and `message_id` are
-    /// both given); [`SEARCH_WINDOW`] by default.
+    /// both given: a unique key, looked up wherever it is); [`SEARCH_WINDOW`] by default.
     pub window: u64,
 }
 
@@ -43,6 +47,7 @@ impl Default for RowFilter<'_> {
             received_from: None,
             received_before: None,
             payload_contains: None,
+            payload_json: None,
             limit: 100,
             window: SEARCH_WINDOW,
         }

@@ -17,8 +17,13 @@ pub struct DeadLetterFilter<'a> {
     pub error_contains: Option<&'a str>,
     /// Of this message type (exactly).
     pub message_type: Option<&'a str>,
+    /// With this message id.
+    pub message_id: Option<&'a str>,
     /// At most this many, newest failure first.
     pub limit: u32,
+    /// Only the newest this many ids are searched (a list's bound on a big table); `None`:
+    /// all. Actions ignore it: they count what they touch.
+    pub window: Option<u64>,
 }
 
 /// One dead letter in a listing: everything but the payload.

@@ -157,6 +157,44 @@ pub async fn dead_letters_are_retried_into_the_inbox_and_discarded<B: Backend>(_
     assert_eq!(discarded.acted.len(), 1, "{discarded:?}");
     assert_eq!(db.scalar(LETTERS).await, 2, "m-2's and m-3's letters stay");
 
+    // The list's window: the newest id only reaches m-3's letter; without it, both.
+    let listed = |f: DeadLetterFilter<'static>| {
+        let store = db.store.clone();
+        async move {
+            store
+                .list_dead_letters(&f)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|d| d.message_id.unwrap_or_default())
+                .collect::<Vec<_>>()
+        }
+    };
+    let windowed = DeadLetterFilter {
+        limit: 10,
+        window: Some(1),
+        ..DeadLetterFilter::default()
+    };
+    assert_eq!(listed(windowed).await, ["m-3"]);
+    assert_eq!(
+        listed(DeadLetterFilter {
+            message_id: Some("m-2"),
+            window: None,
+            ..windowed
+        })
+        .await,
+        ["m-2"]
+    );
+    assert_eq!(
+        listed(DeadLetterFilter {
+            window: None,
+            ..windowed
+        })
+        .await
+        .len(),
+        2
+    );
+
     let trail = db.store.audit_trail(Some("ledger"), 10).await.unwrap();
     assert_eq!(
         trail
@@ -279,6 +317,41 @@ pub async fn rows_and_the_audit_trail_are_listed<B: Backend>(_test: &str) {
         .await
         .is_empty()
     );
+    // By JSON path: payloads that are not JSON (or not UTF-8) never match and fail nothing.
+    for (id, payload) in [
+        ("r-6", b"\xff\x00 not json".to_vec()),
+        ("r-7", b"{broken".to_vec()),
+        ("r-8", br#"{"order":{"id":42,"paid":true}}"#.to_vec()),
+    ] {
+        let msg = inboxed_core::Envelope::new(inboxed_core::MessageId::new(id).unwrap(), payload);
+        inbox.store(&msg).await.unwrap();
+    }
+    let json = |path: &'static str, value: &'static str| RowFilter {
+        payload_json: Some((path, value)),
+        ..all
+    };
+    assert_eq!(listed_ids(&db, json("account", "needle")).await, ["r-5"]);
+    assert_eq!(listed_ids(&db, json("amount", "1")).await.len(), 5);
+    assert_eq!(listed_ids(&db, json("order.id", "42")).await, ["r-8"]);
+    assert_eq!(
+        listed_ids(&db, json("order.paid", "true")).await,
+        ["r-8"],
+        "a boolean reads as true or false on every engine"
+    );
+    assert!(listed_ids(&db, json("order.id", "43")).await.is_empty());
+    assert_eq!(
+        listed_ids(
+            &db,
+            RowFilter {
+                message_id: Some("r-8"),
+                ..json("order.id", "42")
+            }
+        )
+        .await,
+        ["r-8"],
+        "through the key lookup too"
+    );
+
     let listed = db.store.list_rows(&dead).await.unwrap();
     assert!(listed[0].payload.is_empty() && listed[0].payload_bytes > 0);
     let full = db.store.row_by_id(listed[0].id).await.unwrap().unwrap();

@@ -10,7 +10,6 @@ use maud::html;
 use serde::Deserialize;
 
 use crate::access::Viewer;
-use crate::dead_letters::MOST_ROWS;
 use crate::forms::given;
 use crate::layout::{ago, page, unavailable};
 use crate::{Console, ConsoleStore};
@@ -27,7 +26,7 @@ pub(crate) async fn list<S: ConsoleStore>(
     Query(filters): Query<AuditFilters>,
 ) -> Response {
     let prefix = console.config.prefix.as_str();
-    let limit = console.config.page_rows.clamp(1, MOST_ROWS);
+    let limit = console.config.list_limit();
     let trail = match console
         .store
         .audit_trail(given(&filters.consumer), limit)

@@ -16,16 +16,13 @@ use crate::forms::{LetterFilters, query};
 use crate::layout::{ago, failure, found, page, payload, unavailable};
 use crate::{Console, ConsoleStore};
 
-/// The most rows a list reads, whatever the configuration says.
-pub(crate) const MOST_ROWS: u32 = 1000;
-
 pub(crate) async fn list<S: ConsoleStore>(
     State(console): State<Arc<Console<S>>>,
     Extension(viewer): Extension<Viewer>,
     Query(filters): Query<LetterFilters>,
 ) -> Response {
     let prefix = console.config.prefix.as_str();
-    let limit = console.config.page_rows.clamp(1, MOST_ROWS);
+    let limit = console.config.list_limit();
     let filter = match filters.filter(limit) {
         Ok(filter) => filter,
         Err(e) => return failure(prefix, &viewer, StatusCode::BAD_REQUEST, &e),

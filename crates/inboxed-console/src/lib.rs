@@ -76,6 +76,13 @@ pub struct ConsoleConfig {
     pub hosts: Vec<String>,
 }
 
+impl ConsoleConfig {
+    /// The rows a list reads: [`ConsoleConfig::page_rows`] within 1 ..= 1,000.
+    pub(crate) fn list_limit(&self) -> u32 {
+        self.page_rows.clamp(1, 1000)
+    }
+}
+
 impl Default for ConsoleConfig {
     fn default() -> Self {
         Self {

@@ -13,7 +13,6 @@ use inboxed_core::observe::SEARCH_WINDOW;
 use maud::{Markup, html};
 
 use crate::access::{Role, Viewer};
-use crate::dead_letters::MOST_ROWS;
 use crate::forms::{RowFilters, query};
 use crate::layout::{ago, failure, found, page, payload, unavailable};
 use crate::{Console, ConsoleStore};
@@ -24,7 +23,7 @@ pub(crate) async fn list<S: ConsoleStore>(
     Query(filters): Query<RowFilters>,
 ) -> Response {
     let prefix = console.config.prefix.as_str();
-    let limit = console.config.page_rows.clamp(1, MOST_ROWS);
+    let limit = console.config.list_limit();
     let filter = match filters.filter(limit) {
         Ok(filter) => filter,
         Err(e) => return failure(prefix, &viewer, StatusCode::BAD_REQUEST, &e),
@@ -33,7 +32,6 @@ pub(crate) async fn list<S: ConsoleStore>(
         Ok(rows) => rows,
         Err(e) => return unavailable(prefix, &viewer, "the inbox rows", &e),
     };
-    let keyed = filter.consumer.is_some() && filter.message_id.is_some();
     let body = html! {
         form method="get" action={ (prefix) "/rows" } {
             input name="consumer" placeholder="consumer" value=(filters.consumer);
@@ -54,7 +52,7 @@ pub(crate) async fn list<S: ConsoleStore>(
         p.summary {
             (rows.len()) " shown, newest first"
             @if rows.len() as u64 == u64::from(limit) { " (the newest " (limit) " that match)" }
-            @if !keyed { "; searched within the newest " (SEARCH_WINDOW) " rows" }
+            @if !filter.is_keyed() { "; searched within the newest " (SEARCH_WINDOW) " rows" }
             "."
         }
         @if filters.status == "dead" && !filters.consumer.trim().is_empty() && !rows.is_empty() {

@@ -348,8 +348,12 @@ async fn an_open_console_answers_only_its_own_names_and_never_another_sites_requ
         200,
         "a link from another site (an alert's) is followed"
     );
-    let refused = reqwest::get(format!("{base}/")).await.unwrap();
-    assert_eq!(refused.status().as_u16(), 200);
+    let open = reqwest::get(format!("{base}/")).await.unwrap();
+    assert_eq!(
+        open.status().as_u16(),
+        200,
+        "without credentials: the anonymous role"
+    );
 
     assert!(
         ConsoleUser::with_token("anonymous", Role::Operator, OPS.1).is_err(),

@@ -175,7 +175,7 @@ fn describe(f: &DeadLetterFilter<'_>, ids: Option<&[i64]>) -> String {
 /// # Errors
 /// The statement failed, or a row does not read.
 pub async fn list_rows<E: Engine>(e: &E, f: &RowFilter<'_>) -> Result<Vec<InboxEntry>, StoreError> {
-    let keyed = f.consumer.is_some() && f.message_id.is_some();
+    let keyed = f.is_keyed();
     let qs = e.queries();
     let q = e
         .query(if keyed {

@@ -37,6 +37,15 @@ pub struct RowFilter<'a> {
     pub window: u64,
 }
 
+impl RowFilter<'_> {
+    /// Whether it names a consumer and a message id: a unique key, looked up wherever the row
+    /// is, outside the window.
+    #[must_use]
+    pub fn is_keyed(&self) -> bool {
+        self.consumer.is_some() && self.message_id.is_some()
+    }
+}
+
 impl Default for RowFilter<'_> {
     fn default() -> Self {
         Self {

@@ -1,6 +1,7 @@
 //! `inboxed dead-letters`: list, show, retry and discard dead letters by id; a retry into the
 //! inbox and a discard are audited, through the operation the console runs.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
@@ -9,7 +10,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use inboxed_core::observe::{
-    DeadLetterFilter, DeadLetterRecord, LetterActParams, LetterAction, ObserveStore,
+    DeadLetterFilter, DeadLetterRecord, LetterActParams, LetterAction, LettersActed, ObserveStore,
 };
 
 use super::AnyStore;
@@ -228,8 +229,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             let mut to = Destination::new(into_inbox, &broker)?;
             let mut refused = false;
             if matches!(to, Destination::Inbox) {
-                refused =
-                    !retry::into_inbox(&store, &ids, (&audit.actor, &audit.why), yes, out).await?;
+                refused = !retry::into_inbox(&store, &ids, &audit, yes, out).await?;
             } else {
                 for id in ids {
                     let d = load(&store, id).await?;
@@ -249,25 +249,9 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             yes,
         } => {
             let store = db.connect_existing(2).await?;
-            let mut consumers = std::collections::BTreeMap::new();
-            for &id in &ids {
-                consumers.insert(id, load(&store, id).await?.consumer);
-            }
-            let filter = DeadLetterFilter {
-                limit: u32::try_from(ids.len()).unwrap_or(u32::MAX),
-                ..DeadLetterFilter::default()
-            };
-            let params = LetterActParams {
-                filter: &filter,
-                ids: Some(&ids),
-                action: LetterAction::Discard,
-                actor: &audit.actor,
-                reason: &audit.why,
-                apply: yes,
-            };
-            let done = on_store!(&store, s => s.act_on_dead_letters(&params).await?);
+            let (done, letters) = act_on(&store, &ids, LetterAction::Discard, &audit, yes).await?;
             for id in &done.acted {
-                let consumer = &consumers[id];
+                let (_, consumer) = &letters[id];
                 if yes {
                     writeln!(out, "dead letter {id} of `{consumer}` discarded")?;
                 } else {
@@ -288,6 +272,40 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Each letter of `ids` as `(message id, consumer)`, for the lines printed: read first, since
+/// an applied action deletes them.
+type Named = BTreeMap<i64, (String, String)>;
+
+/// `action` on the letters `ids` through the library's audited operation (the console's), or
+/// its dry run; what it did, and each letter named.
+async fn act_on(
+    store: &AnyStore,
+    ids: &[i64],
+    action: LetterAction,
+    audit: &AuditArgs,
+    yes: bool,
+) -> anyhow::Result<(LettersActed, Named)> {
+    let mut letters = Named::new();
+    for &id in ids {
+        let d = load(store, id).await?;
+        letters.insert(id, (d.message_id.unwrap_or_default(), d.consumer));
+    }
+    let filter = DeadLetterFilter {
+        limit: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+        ..DeadLetterFilter::default()
+    };
+    let params = LetterActParams {
+        filter: &filter,
+        ids: Some(ids),
+        action,
+        actor: &audit.actor,
+        reason: &audit.why,
+        apply: yes,
+    };
+    let done = on_store!(store, s => s.act_on_dead_letters(&params).await?);
+    Ok((done, letters))
 }
 
 async fn load(store: &AnyStore, id: i64) -> anyhow::Result<DeadLetterRecord> {

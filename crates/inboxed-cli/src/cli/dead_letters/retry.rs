@@ -3,13 +3,11 @@
 
 use std::io::Write;
 
-use inboxed_core::observe::{
-    DeadLetterFilter, DeadLetterRecord, LetterActParams, LetterAction, ObserveStore,
-};
+use inboxed_core::observe::{DeadLetterRecord, LetterAction};
 use inboxed_core::{ConsumerName, KeySource, MessageId};
 
 use super::super::AnyStore;
-use super::super::database::{on_store, redact};
+use super::super::database::redact;
 use super::broker::{BrokerArgs, Publisher, check, key_rule};
 
 /// Where `retry` sends dead letters.
@@ -148,28 +146,11 @@ pub(super) async fn retry(
 pub(super) async fn into_inbox(
     store: &AnyStore,
     ids: &[i64],
-    audit: (&str, &str),
+    audit: &super::AuditArgs,
     yes: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<bool> {
-    let mut letters = std::collections::BTreeMap::new();
-    for &id in ids {
-        let d = super::load(store, id).await?;
-        letters.insert(id, (d.message_id.unwrap_or_default(), d.consumer));
-    }
-    let filter = DeadLetterFilter {
-        limit: u32::try_from(ids.len()).unwrap_or(u32::MAX),
-        ..DeadLetterFilter::default()
-    };
-    let params = LetterActParams {
-        filter: &filter,
-        ids: Some(ids),
-        action: LetterAction::Retry,
-        actor: audit.0,
-        reason: audit.1,
-        apply: yes,
-    };
-    let done = on_store!(store, s => s.act_on_dead_letters(&params).await?);
+    let (done, letters) = super::act_on(store, ids, LetterAction::Retry, audit, yes).await?;
     for (id, row) in &done.rows {
         let (message_id, consumer) = &letters[id];
         match row {
@@ -191,7 +172,7 @@ pub(super) async fn into_inbox(
             out,
             "{} dead letter(s) retried, audited as `{}`",
             done.acted.len(),
-            audit.0
+            audit.actor
         )?;
     }
     Ok(done.kept.is_empty())

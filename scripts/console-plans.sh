@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The console's searches on a million rows: fills a scratch schema of PostgreSQL with 1,000,000
-# store-then-process rows and 1,000,000 dead letters, then runs each list statement the console
+# store-then-process rows, 1,000,000 dead letters and 1,000,000 outbox rows, then runs each list statement the console
 # runs (the files themselves, from crates/inboxed-postgres/sql) under EXPLAIN ANALYZE, with the
 # generic plan PostgreSQL falls back to for a prepared statement (plan_cache_mode =
 # force_generic_plan: no parameter folded in), for filters that match a lot, little and nothing.
@@ -48,11 +48,20 @@ INSERT INTO inboxed_redrive_audit
     (actor, reason, consumer_name, selector, row_count, done_count, ids, action)
 SELECT 'ops', 'replayed ' || g, 'consumer-' || (g % 10), 'all', 1, 0, ARRAY[g]::bigint[], 'replay'
 FROM generate_series(1, $rows / 10) g;
+INSERT INTO inboxed_outbox_messages
+    (message_id, destination, ordering_key, payload, status, sent_at, attempts, last_error)
+SELECT 'o-' || g, 'dest-' || (g % 10), CASE WHEN g % 7 = 0 THEN 'acct-' || (g % 5000) END,
+       convert_to('{"order":{"id":' || g || ',"cents":' || (g % 997) || '}}', 'UTF8'),
+       CASE WHEN g % 1000 = 0 THEN 'dead' WHEN g > $rows - 50 THEN 'pending' ELSE 'sent' END,
+       CASE WHEN g % 1000 = 0 OR g > $rows - 50 THEN NULL ELSE now() END, 1,
+       CASE WHEN g % 1000 = 0 THEN 'NOT_ROUTED' END
+FROM generate_series(1, $rows) g;
+ANALYZE inboxed_outbox_messages;
 ANALYZE inboxed_inbox_messages;
 ANALYZE inboxed_dead_letters;
 ANALYZE inboxed_redrive_audit;
 SQL
-echo "filled $rows rows, $rows dead letters and $(( rows / 10 )) audit records in $(( $(date +%s) - started ))s"
+echo "filled $rows rows, $rows dead letters, $rows outbox rows and $(( rows / 10 )) audit records in $(( $(date +%s) - started ))s"
 
 failed=0
 # plan NAME FILE ARGS: EXPLAIN ANALYZE of FILE's statement with ARGS, under a generic plan.
@@ -99,6 +108,13 @@ plan "letters: newest failures"        list_dead_letters "NULL, NULL, NULL, NULL
 plan "letters: a reason (1 in 100)"    list_dead_letters "NULL, 'conflict', NULL, NULL, 100, NULL, NULL, $window"
 plan "letters: error text, nothing"    list_dead_letters "NULL, NULL, NULL, 'no such text', 100, NULL, NULL, $window"
 plan "letters: a message id"           list_dead_letters "NULL, NULL, NULL, NULL, 100, NULL, 'm-999999', $window"
+plan "outbox: newest, any status"      outbox_browse "NULL, NULL, NULL, NULL, NULL, 100, $window, NULL, NULL"
+plan "outbox: dead (1 in 1000)"        outbox_browse "'dead', NULL, NULL, NULL, NULL, 100, $window, NULL, NULL"
+plan "outbox: a destination, nothing"  outbox_browse "NULL, 'nowhere', NULL, NULL, NULL, 100, $window, NULL, NULL"
+plan "outbox: payload contains, nothing" outbox_browse "NULL, NULL, NULL, NULL, '\\x6e6f7468696e67'::bytea, 100, $window, NULL, NULL"
+plan "outbox: json path, 1 in 997"     outbox_browse "NULL, 'dest-1', NULL, NULL, NULL, 100, $window, '[\"order\",\"cents\"]', '5'"
+plan "outbox: a message id"            outbox_load "NULL, 'o-999999'"
+plan "outbox: dead of a destination"   outbox_select_dead "NULL, NULL, 'dest-3', NULL"
 plan "audit: newest"                   audit_list "NULL, 100"
 plan "audit: one consumer"             audit_list "'consumer-3', 100"
 exit $failed

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use inboxed_core::observe::SEARCH_WINDOW;
 use maud::{Markup, html};
 
-use crate::access::{Role, Viewer};
+use crate::access::Viewer;
 use crate::forms::{LetterFilters, query};
 use crate::layout::{ago, failure, found, page, payload, unavailable};
 use crate::{Console, ConsoleStore};
@@ -72,24 +72,16 @@ pub(crate) async fn list<S: ConsoleStore>(
     page(prefix, &viewer, "Dead letters", false, body).into_response()
 }
 
-/// The links to the confirmations of a retry and a discard of what `filters` select; for
-/// operators only (a read-only user sees why there is none).
+/// The links to the confirmations of a retry and a discard of what `filters` select.
 fn act_links(prefix: &str, viewer: &Viewer, filters: &LetterFilters, what: &str) -> Markup {
-    if viewer.role < Role::Operator {
-        return html! { p.note { "Read-only: retrying and discarding need the operator role." } };
-    }
-    let q = filters.query_string();
-    let sep = if q.is_empty() { "" } else { "&" };
-    html! {
-        div.actions {
-            a href={ (prefix) "/dead-letters/act?action=retry" (sep) (q) } {
-                "Retry " (what) " into the inbox…"
-            }
-            a.danger href={ (prefix) "/dead-letters/act?action=discard" (sep) (q) } {
-                "Discard " (what) "…"
-            }
-        }
-    }
+    crate::actions::act_links(
+        prefix,
+        viewer,
+        "/dead-letters/act",
+        &filters.query_string(),
+        &format!("Retry {what} into the inbox…"),
+        &format!("Discard {what}…"),
+    )
 }
 
 pub(crate) async fn one<S: ConsoleStore>(

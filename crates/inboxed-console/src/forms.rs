@@ -5,6 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use inboxed_core::observe::{DeadLetterFilter, RowFilter, SEARCH_WINDOW};
+use inboxed_core::outbox::{OutboxBrowse, OutboxFilter, OutboxStatus};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -178,6 +179,104 @@ impl RowFilters {
 
     pub(crate) fn hidden(&self) -> Markup {
         hidden(&self.fields(), self.id)
+    }
+}
+
+/// The outbox list's filters; an empty field filters nothing.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(crate) struct OutboxFilters {
+    #[serde(default)]
+    pub(crate) status: String,
+    #[serde(default)]
+    pub(crate) destination: String,
+    #[serde(default)]
+    pub(crate) key: String,
+    /// The id a row is published under: that row wherever it is, the other fields ignored.
+    #[serde(default)]
+    pub(crate) message_id: String,
+    /// Written within this long: `90s`, `15m`, `2h`, `7d`.
+    #[serde(default)]
+    pub(crate) within: String,
+    /// Text the payload contains.
+    #[serde(default)]
+    pub(crate) payload: String,
+    /// `path=value`: the payload is JSON with this value at this path.
+    #[serde(default)]
+    pub(crate) json: String,
+    /// One row only (its page's buttons).
+    #[serde(default)]
+    pub(crate) id: Option<i64>,
+}
+
+impl OutboxFilters {
+    /// The search (within the newest [`SEARCH_WINDOW`] ids), or what is wrong with a field.
+    pub(crate) fn browse(&self, limit: u32) -> Result<OutboxBrowse<'_>, String> {
+        let status = given(&self.status)
+            .map(str::parse::<OutboxStatus>)
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        let mut browse = OutboxBrowse::default();
+        browse.status = status;
+        browse.destination = given(&self.destination);
+        browse.ordering_key = given(&self.key);
+        browse.message_id = given(&self.message_id);
+        browse.created_from = since(&self.within)?;
+        browse.payload_contains = given(&self.payload).map(str::as_bytes);
+        browse.payload_json = json_path(&self.json)?;
+        browse.limit = limit;
+        Ok(browse)
+    }
+
+    /// Whether the retry and discard of "all dead rows that match" can select what the list
+    /// selects: they filter by destination, ordering key and message id only, so a search by
+    /// age or payload acts on one row at a time instead.
+    pub(crate) fn actionable(&self) -> bool {
+        [&self.within, &self.payload, &self.json]
+            .iter()
+            .all(|f| given(f).is_none())
+    }
+
+    /// The dead rows a retry or discard selects: these fields, and only `pinned` when given
+    /// (the ids a confirmation counted), or the one row of `id`.
+    pub(crate) fn dead(&self, pinned: Option<&[i64]>) -> OutboxFilter {
+        let mut filter = OutboxFilter::all();
+        filter.destination = given(&self.destination).map(str::to_owned);
+        filter.ordering_key = given(&self.key).map(str::to_owned);
+        filter.message_id = given(&self.message_id).map(str::to_owned);
+        filter.ids = match (pinned, self.id) {
+            (Some(pinned), _) => pinned.to_vec(),
+            (None, Some(id)) => vec![id],
+            (None, None) => Vec::new(),
+        };
+        filter
+    }
+
+    fn fields(&self) -> [(&str, &str); 7] {
+        [
+            ("status", &self.status),
+            ("destination", &self.destination),
+            ("key", &self.key),
+            ("message_id", &self.message_id),
+            ("within", &self.within),
+            ("payload", &self.payload),
+            ("json", &self.json),
+        ]
+    }
+
+    pub(crate) fn query_string(&self) -> String {
+        query_with_id(&self.fields(), self.id)
+    }
+
+    pub(crate) fn hidden(&self) -> Markup {
+        hidden(&self.fields(), self.id)
+    }
+
+    /// In words, for a confirmation: the fields a retry or discard selects by.
+    pub(crate) fn describe(&self) -> String {
+        if let Some(id) = self.id {
+            return format!("outbox row {id}");
+        }
+        describe(&self.fields()[1..4], "every dead outbox row")
     }
 }
 

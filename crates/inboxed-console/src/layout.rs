@@ -34,6 +34,7 @@ pub(crate) fn page(
                     a href=(home(prefix)) { "Overview" }
                     a href={ (prefix) "/rows" } { "Rows" }
                     a href={ (prefix) "/dead-letters" } { "Dead letters" }
+                    a href={ (prefix) "/outbox" } { "Outbox" }
                     a href={ (prefix) "/audit" } { "Audit" }
                     span.who { (viewer.name) " · " (viewer.role.as_str()) }
                 }

@@ -1,7 +1,7 @@
 //! The operator's console: what is stuck, and where, without writing SQL. The consumers'
 //! backlog (pending, claimed, dead, the oldest waiting, expired leases, parked aggregates), the
-//! dead letters by consumer and reason, the outbox's backlog; the dead letters listed and
-//! filtered, and each one in full.
+//! dead letters by consumer and reason, the outbox's backlog; the rows, the dead letters and
+//! the outbox's rows listed, searched and shown in full; the audit trail.
 //!
 //! It is an axum [`Router`]: `inboxed serve` serves it, and an application nests
 //! it under a path of its own, as River UI and Oban Web are mounted:
@@ -20,7 +20,7 @@
 //! Nobody gets in by default: configure [`ConsoleConfig::users`] (HTTP Basic with a user's
 //! name and token, or the token as a bearer token), each read-only or an operator, or an
 //! [`ConsoleConfig::anonymous`] role for a console behind an authenticating proxy. Operators
-//! act on dead letters and rows (one, or all that match the filter, after a confirmation that
+//! act on dead letters, rows and dead outbox rows (one, or all that match the filter, after a confirmation that
 //! states how many), through the library's own operations, each audited with who, when, why
 //! and the filter. Every page escapes what it shows (ids, errors and payloads come from
 //! producers), runs no script but its own, and shows payloads only where
@@ -33,6 +33,7 @@ mod audit;
 mod dead_letters;
 mod forms;
 mod layout;
+mod outbox;
 mod overview;
 mod rows;
 mod store;
@@ -131,10 +132,12 @@ impl<S: ConsoleStore> Console<S> {
     }
 
     /// The pages: `/` (the overview), `/dead-letters` (filtered by `consumer`, `reason`,
-    /// `type`, `error` in the query string) and `/dead-letters/{id}`, `/rows` (by
-    /// `consumer`, `status`, `aggregate`, `message_id`, `within`, `payload`) and `/rows/{id}`,
-    /// `/audit`; the actions' confirmations and their POSTs at `/dead-letters/act` and
-    /// `/rows/replay`. Every route asks for credentials first.
+    /// `type`, `error`, `message_id`, `within` in the query string) and `/dead-letters/{id}`,
+    /// `/rows` (by `consumer`, `status`, `aggregate`, `message_id`, `within`, `payload`,
+    /// `json`) and `/rows/{id}`, `/outbox` (by `status`, `destination`, `key`, `message_id`,
+    /// `within`, `payload`, `json`) and `/outbox/{id}`, `/audit`; the actions' confirmations
+    /// and their POSTs at `/dead-letters/act`, `/rows/replay` and `/outbox/act`. Every route
+    /// asks for credentials first.
     pub fn router(self) -> Router {
         let state = Arc::new(self);
         Router::new()
@@ -150,6 +153,12 @@ impl<S: ConsoleStore> Console<S> {
             .route(
                 "/rows/replay",
                 get(actions::replay::confirm::<S>).post(actions::replay::replay::<S>),
+            )
+            .route("/outbox", get(outbox::list::<S>))
+            .route("/outbox/{id}", get(outbox::one::<S>))
+            .route(
+                "/outbox/act",
+                get(actions::outbox::confirm::<S>).post(actions::outbox::act::<S>),
             )
             .route("/audit", get(audit::list::<S>))
             .route("/assets/console.js", get(assets::script))

@@ -75,10 +75,17 @@ pub(crate) async fn show<S: ConsoleStore>(
                     th { "Oldest unsent" }
                 } }
                 tbody { @for o in &seen.outbox { tr {
-                    td { (o.destination) }
+                    td { a href={ (prefix) "/outbox?destination=" (query(&o.destination)) } {
+                        (o.destination)
+                    } }
                     td { (o.pending) }
                     td { (o.sending) }
-                    td class=[(o.dead > 0).then_some("warn")] { (o.dead) }
+                    td class=[(o.dead > 0).then_some("warn")] {
+                        @if o.dead > 0 {
+                            a href={ (prefix) "/outbox?status=dead&destination="
+                                     (query(&o.destination)) } { (o.dead) }
+                        } @else { (o.dead) }
+                    }
                     td { (ago(o.oldest_unsent)) }
                 } } }
             } }

@@ -10,10 +10,12 @@ use inboxed_core::observe::{
     AuditRecord, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, InboxEntry,
     LetterActParams, LettersActed, Observation, ObserveStore, RowFilter,
 };
+use inboxed_core::outbox::store::OutboxStore;
+use inboxed_core::outbox::{DeadParams, OutboxBrowse, OutboxEntry};
 use inboxed_core::{BoxError, ConsumerName};
 
 /// The reads and actions behind the console's views. Implemented for every store of the
-/// library (through [`ObserveStore`] and [`InboxStore`]).
+/// library (through [`ObserveStore`], [`InboxStore`] and [`OutboxStore`]).
 pub trait ConsoleStore: Clone + Send + Sync + 'static {
     /// The backlog of every consumer, the dead letters kept, and the outbox's backlog.
     fn observe(&self) -> impl Future<Output = Result<Observation, BoxError>> + Send;
@@ -52,6 +54,25 @@ pub trait ConsoleStore: Clone + Send + Sync + 'static {
         limit: u32,
     ) -> impl Future<Output = Result<Vec<AuditRecord>, BoxError>> + Send;
 
+    /// Outbox rows `browse` selects, newest first, without payloads.
+    fn outbox(
+        &self,
+        browse: &OutboxBrowse<'_>,
+    ) -> impl Future<Output = Result<Vec<OutboxEntry>, BoxError>> + Send;
+
+    /// One outbox row in full; `None` when there is no such id.
+    fn outbox_row(
+        &self,
+        id: i64,
+    ) -> impl Future<Output = Result<Option<OutboxEntry>, BoxError>> + Send;
+
+    /// Retries or discards dead outbox rows, audited, as `inboxed outbox retry|discard` do;
+    /// or, with `apply` false, only finds them. The ids, in insert order.
+    fn act_on_outbox(
+        &self,
+        params: &DeadParams<'_>,
+    ) -> impl Future<Output = Result<Vec<i64>, BoxError>> + Send;
+
     /// Resets a consumer's dead rows (and done ones, with `include_done`: a re-drive) to
     /// pending, audited, as `inboxed replay` does; with `apply` false, only finds them.
     fn replay(
@@ -65,7 +86,9 @@ pub trait ConsoleStore: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Replayed, BoxError>> + Send;
 }
 
-impl<S: ObserveStore + InboxStore + Clone + Send + Sync + 'static> ConsoleStore for S {
+impl<S: ObserveStore + InboxStore + OutboxStore + Clone + Send + Sync + 'static> ConsoleStore
+    for S
+{
     async fn observe(&self) -> Result<Observation, BoxError> {
         Ok(ObserveStore::observe(self).await?)
     }
@@ -102,6 +125,18 @@ impl<S: ObserveStore + InboxStore + Clone + Send + Sync + 'static> ConsoleStore 
         limit: u32,
     ) -> Result<Vec<AuditRecord>, BoxError> {
         Ok(ObserveStore::audit_trail(self, consumer, limit).await?)
+    }
+
+    async fn outbox(&self, browse: &OutboxBrowse<'_>) -> Result<Vec<OutboxEntry>, BoxError> {
+        Ok(self.browse_outbox(browse).await?)
+    }
+
+    async fn outbox_row(&self, id: i64) -> Result<Option<OutboxEntry>, BoxError> {
+        Ok(self.load_outbox(Some(id), None).await?)
+    }
+
+    async fn act_on_outbox(&self, params: &DeadParams<'_>) -> Result<Vec<i64>, BoxError> {
+        Ok(self.act_on_dead(params).await?)
     }
 
     async fn replay(

@@ -160,6 +160,7 @@ operations!(
     outbox_release,
     outbox_purge_sent,
     outbox_list,
+    outbox_browse,
     outbox_load,
     outbox_select_dead,
     outbox_retry,

@@ -32,7 +32,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     delete_dead_letter_by_id, purge_processed, count_expired, processed_stats, purge_dead_letters,
     purge_redrive_audit, redact_done_payloads, lock_batch, finish_locked,
     outbox_write, outbox_write_many, outbox_claim, outbox_claim_stamp, outbox_sent, outbox_delete_sent, outbox_fail,
-    outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
+    outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_browse, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox,
     outbox_lock, outbox_hold, outbox_settle, outbox_reap_unsettled,
     letters_select, letters_delete, letters_audit, rows_list, row_load, audit_list, rows_by_key,

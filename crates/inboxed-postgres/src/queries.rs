@@ -23,7 +23,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     lock_maintenance, detach_partition, drop_partition, migrate_lock, schema_exists,
     create_schema, migrations_table, migrations_applied, migration_record, migrations_exist,
     outbox_write, outbox_write_many, outbox_claim, outbox_sent, outbox_delete_sent, outbox_fail,
-    outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
+    outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_browse, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox, outbox_lock,
     outbox_lock_plan, outbox_hold, outbox_settle, outbox_reap_unsettled,
     letters_select, letters_delete, letters_audit, rows_list, row_load, audit_list, rows_by_key;

@@ -19,7 +19,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     purge_redrive_audit, redact_done_payloads, migrations_table, migrations_applied,
     migration_record, migrations_exist,
     outbox_write, outbox_claim, outbox_sent, outbox_delete_sent, outbox_fail,
-    outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_load,
+    outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_browse, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox,
     letters_select, letters_delete, letters_audit, rows_list, row_load, audit_list, rows_by_key;
     absent:

@@ -8,6 +8,7 @@
 //! confirmed. The change and its audit record (who, when, why, the filter) commit together.
 
 pub(crate) mod letters;
+pub(crate) mod outbox;
 pub(crate) mod replay;
 
 use axum::http::{HeaderMap, StatusCode};
@@ -138,5 +139,27 @@ fn form_tail(console_token: &str, ids: &[i64], button: &str) -> Markup {
         input type="hidden" name="csrf" value=(console_token);
         label { "Why (kept in the audit trail)" textarea name="why" required {} }
         button.danger type="submit" { (button) }
+    }
+}
+
+/// The links to the confirmations of a retry and a discard at `path` of what `query` selects;
+/// for operators only (a read-only user sees why there is none).
+pub(crate) fn act_links(
+    prefix: &str,
+    viewer: &Viewer,
+    path: &str,
+    query: &str,
+    retry: &str,
+    discard: &str,
+) -> Markup {
+    if viewer.role < Role::Operator {
+        return html! { p.note { "Read-only: retrying and discarding need the operator role." } };
+    }
+    let sep = if query.is_empty() { "" } else { "&" };
+    html! {
+        div.actions {
+            a href={ (prefix) (path) "?action=retry" (sep) (query) } { (retry) }
+            a.danger href={ (prefix) (path) "?action=discard" (sep) (query) } { (discard) }
+        }
     }
 }

@@ -196,11 +196,7 @@ pub async fn list_rows<E: Engine>(e: &E, f: &RowFilter<'_>) -> Result<Vec<InboxE
     } else {
         q.int(i64::try_from(f.window.max(1)).unwrap_or(i64::MAX))
     };
-    // The path as a JSON array of its keys: each engine builds its own path syntax from it in
-    // SQL, so that no key is ever spliced into a path string here.
-    let path = f
-        .payload_json
-        .map(|(keys, _)| serde_json::Value::from(keys.split('.').collect::<Vec<_>>()).to_string());
+    let path = f.payload_json.map(|(keys, _)| json_keys(keys));
     let q = q
         .opt_text(path.as_deref())
         .opt_text(f.payload_json.map(|(_, value)| value));
@@ -209,6 +205,13 @@ pub async fn list_rows<E: Engine>(e: &E, f: &RowFilter<'_>) -> Result<Vec<InboxE
         .iter()
         .map(|r| entry(r, false))
         .collect()
+}
+
+/// A payload search's path (`order.id`) as a JSON array of its keys (`["order","id"]`): each
+/// engine builds its own path syntax from it in SQL, so that no key is ever spliced into a
+/// path string here.
+pub(crate) fn json_keys(path: &str) -> String {
+    serde_json::Value::from(path.split('.').collect::<Vec<_>>()).to_string()
 }
 
 /// One row in full, payload included (`row_load.sql`).

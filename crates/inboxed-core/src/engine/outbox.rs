@@ -10,7 +10,9 @@ use crate::observe::from_millis;
 use crate::outbox::store::{
     ClaimOutboxParams, ClaimToken, LockOutboxParams, OutboxRow, WriteParams,
 };
-use crate::outbox::{DeadAction, DeadParams, OutboxEntry, OutboxFilter, OutboxStatus};
+use crate::outbox::{
+    DeadAction, DeadParams, OutboxBrowse, OutboxEntry, OutboxFilter, OutboxStatus,
+};
 
 /// Inserts one outgoing message in the caller's transaction (`outbox_write.sql`).
 ///
@@ -285,6 +287,42 @@ pub async fn list<E: Engine>(
     e.fetch_alone(q).await?.iter().map(entry).collect()
 }
 
+/// Rows an operator's search selects, newest first, without payloads (`outbox_browse.sql`, or
+/// `outbox_load.sql` for a message id: a unique key, found wherever it is).
+///
+/// # Errors
+/// The statement failed, or a row does not read.
+pub async fn browse<E: Engine>(
+    e: &E,
+    b: &OutboxBrowse<'_>,
+) -> Result<Vec<OutboxEntry>, StoreError> {
+    if let Some(message_id) = b.message_id {
+        return Ok(load(e, None, Some(message_id))
+            .await?
+            .map(|mut row| {
+                row.payload = Vec::new();
+                row
+            })
+            .into_iter()
+            .collect());
+    }
+    let path = b
+        .payload_json
+        .map(|(keys, _)| super::operate::json_keys(keys));
+    let q = e
+        .query(&e.queries().outbox_browse)
+        .opt_text(b.status.map(OutboxStatus::as_str))
+        .opt_text(b.destination)
+        .opt_text(b.ordering_key)
+        .opt_int(b.created_from.map(millis))
+        .opt_bytes(b.payload_contains)
+        .int(i64::from(b.limit.max(1)))
+        .int(i64::try_from(b.window.max(1)).unwrap_or(i64::MAX))
+        .opt_text(path.as_deref())
+        .opt_text(b.payload_json.map(|(_, value)| value));
+    e.fetch_alone(q).await?.iter().map(entry).collect()
+}
+
 /// One row in full, by row id or message id (`outbox_load.sql`).
 ///
 /// # Errors
@@ -336,7 +374,7 @@ pub async fn act_on_dead<E: Engine>(e: &E, p: &DeadParams<'_>) -> Result<Vec<i64
         .text(p.actor)
         .text(p.reason)
         .text(p.action.audit_name())
-        .text(&format!("{f:?}"))
+        .text(&f.to_string())
         .int(i64::try_from(ids.len()).unwrap_or(i64::MAX))
         .ids(&ids);
     E::execute(q, &mut tx).await?;

@@ -20,7 +20,9 @@ pub mod store;
 
 pub use config::OutboxRelayConfig;
 pub use message::{MAX_DESTINATION_BYTES, MAX_ORDERING_KEY_BYTES, OutgoingError, OutgoingMessage};
-pub use operate::{DeadAction, DeadParams, OutboxEntry, OutboxFilter, OutboxStatus, UnknownStatus};
+pub use operate::{
+    DeadAction, DeadParams, OutboxBrowse, OutboxEntry, OutboxFilter, OutboxStatus, UnknownStatus,
+};
 pub use publish::{CORRELATION_HEADER, Outcome, Publisher, TYPE_HEADER};
 pub use relay::{OutboxRelay, RelayReport};
 pub use store::{OutboxFate, OutboxRow};

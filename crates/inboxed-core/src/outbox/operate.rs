@@ -125,6 +125,78 @@ impl OutboxFilter {
     }
 }
 
+/// How the audit trail records the filter: `destination="orders" ids=[3, 4]`, or `all`.
+impl std::fmt::Display for OutboxFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        for (name, value) in [
+            ("message_id", &self.message_id),
+            ("destination", &self.destination),
+            ("ordering_key", &self.ordering_key),
+        ] {
+            if let Some(v) = value {
+                parts.push(format!("{name}={v:?}"));
+            }
+        }
+        if let Some(status) = self.status {
+            parts.push(format!("status={status}"));
+        }
+        if !self.ids.is_empty() {
+            parts.push(format!("ids={:?}", self.ids));
+        }
+        if parts.is_empty() {
+            f.write_str("all")
+        } else {
+            f.write_str(&parts.join(" "))
+        }
+    }
+}
+
+/// Which rows [`OutboxStore::browse_outbox`](super::store::OutboxStore::browse_outbox) returns,
+/// newest first: what an operator searches, bounded however large the table grows. Every
+/// field narrows; `None` leaves it open.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct OutboxBrowse<'a> {
+    /// In this state.
+    pub status: Option<OutboxStatus>,
+    /// To this destination.
+    pub destination: Option<&'a str>,
+    /// Of this ordering key.
+    pub ordering_key: Option<&'a str>,
+    /// Published under this id: a unique key, looked up wherever the row is (outside the
+    /// window); the other fields still narrow it.
+    pub message_id: Option<&'a str>,
+    /// Written at or after.
+    pub created_from: Option<SystemTime>,
+    /// Whose payload contains these bytes.
+    pub payload_contains: Option<&'a [u8]>,
+    /// Whose payload is JSON with this value (compared as text) at this path of object keys
+    /// joined by `.`, as [`RowFilter::payload_json`](crate::observe::RowFilter::payload_json).
+    pub payload_json: Option<(&'a str, &'a str)>,
+    /// At most this many. Defaults to 100.
+    pub limit: u32,
+    /// Only the newest this many ids are searched (unless `message_id` is given).
+    /// Defaults to [`SEARCH_WINDOW`](crate::observe::SEARCH_WINDOW).
+    pub window: u64,
+}
+
+impl Default for OutboxBrowse<'_> {
+    fn default() -> Self {
+        Self {
+            status: None,
+            destination: None,
+            ordering_key: None,
+            message_id: None,
+            created_from: None,
+            payload_contains: None,
+            payload_json: None,
+            limit: 100,
+            window: crate::observe::SEARCH_WINDOW,
+        }
+    }
+}
+
 /// One outbox row as an operator sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

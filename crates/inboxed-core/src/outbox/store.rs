@@ -6,7 +6,7 @@ use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use super::OutgoingMessage;
-use super::operate::{DeadParams, OutboxEntry, OutboxFilter};
+use super::operate::{DeadParams, OutboxBrowse, OutboxEntry, OutboxFilter};
 use crate::engine::Engine;
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::StoreError;
@@ -276,6 +276,15 @@ pub trait OutboxStore: Engine {
         limit: u32,
     ) -> impl Future<Output = Result<Vec<OutboxEntry>, StoreError>> + Send {
         crate::engine::outbox::list(self, filter, limit)
+    }
+
+    /// Rows `browse` selects, newest first, without their payloads (their size only),
+    /// searched within the newest ids ([`OutboxBrowse::window`]): what the console lists.
+    fn browse_outbox(
+        &self,
+        browse: &OutboxBrowse<'_>,
+    ) -> impl Future<Output = Result<Vec<OutboxEntry>, StoreError>> + Send {
+        crate::engine::outbox::browse(self, browse)
     }
 
     /// One row in full, payload included, by its row id or the id it is published under;

@@ -83,7 +83,10 @@ pub use outbox_crash::{
     a_row_that_kills_its_relay_is_cornered_alone, rows_past_a_batch_limit_are_left_to_other_relays,
 };
 pub use outbox_delete::outbox_delete_sent_is_fenced_and_frees_the_key;
-pub use outbox_operate::outbox_operator_lists_retries_and_discards_dead_rows;
+pub use outbox_operate::{
+    outbox_operator_lists_retries_and_discards_dead_rows,
+    outbox_rows_are_searched_newest_first_within_a_window,
+};
 pub use redrive::redrive_lifts_the_dead_letter_once;
 pub use retention::{
     other_tables_have_their_own_windows, processed_stats_report_age_growth_and_size,
@@ -205,6 +208,7 @@ macro_rules! conformance_tests {
             outbox_failures_park_only_their_key,
             outbox_purge_deletes_only_old_sent_rows,
             outbox_operator_lists_retries_and_discards_dead_rows,
+            outbox_rows_are_searched_newest_first_within_a_window,
             outbox_write_many_keeps_order_and_commits_with_the_transaction,
             worker_batches_announce_each_message_once,
             outbox_delete_sent_is_fenced_and_frees_the_key,

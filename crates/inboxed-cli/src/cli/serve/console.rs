@@ -11,6 +11,7 @@ use inboxed_core::observe::{
     AuditRecord, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, InboxEntry,
     LetterActParams, LettersActed, Observation, RowFilter,
 };
+use inboxed_core::outbox::{DeadParams, OutboxBrowse, OutboxEntry};
 use inboxed_core::{BoxError, ConsumerName};
 use serde::Deserialize;
 
@@ -55,6 +56,18 @@ impl ConsoleStore for AnyStore {
         limit: u32,
     ) -> Result<Vec<AuditRecord>, BoxError> {
         on_store!(self, s => ConsoleStore::audit_trail(s, consumer, limit).await)
+    }
+
+    async fn outbox(&self, browse: &OutboxBrowse<'_>) -> Result<Vec<OutboxEntry>, BoxError> {
+        on_store!(self, s => s.outbox(browse).await)
+    }
+
+    async fn outbox_row(&self, id: i64) -> Result<Option<OutboxEntry>, BoxError> {
+        on_store!(self, s => s.outbox_row(id).await)
+    }
+
+    async fn act_on_outbox(&self, params: &DeadParams<'_>) -> Result<Vec<i64>, BoxError> {
+        on_store!(self, s => s.act_on_outbox(params).await)
     }
 
     async fn replay(

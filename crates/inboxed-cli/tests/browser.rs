@@ -5,15 +5,18 @@
 //! screenshots (`target/console-screenshots/`, or `INBOXED_SCREENSHOTS`), and acts: the
 //! read-only user is refused, the operator retries one dead letter and sees it processed by
 //! the worker this test runs, retries a second that fails again and replays its dead row, and
-//! discards the rest after a confirmation that counts them. The business state is then
-//! checked here: each retried transfer settled once. Fails, never skips, without Chromium,
+//! discards the rest after a confirmation that counts them; it searches the rows by a JSON
+//! path, and retries the outbox's three dead rows from their list. The business state is then
+//! checked here: each retried transfer settled once, the outbox rows pending again. Fails, never skips, without Chromium,
 //! Node or playwright-core: scripts/test.sh installs them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use inboxed_core::inbox::{Worker, WorkerConfig};
-use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError};
+use inboxed_core::outbox::{Outbox, OutgoingMessage};
+use inboxed_core::store::BeginParams;
+use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, Store};
 use inboxed_sqlite::SqliteStore;
 use sqlx::{Sqlite, SqliteConnection};
 use tokio::process::Command;
@@ -88,6 +91,21 @@ async fn the_console_works_in_a_browser_on_the_demo_database() {
     let [(first, _), (second, second_key)] = &letters[..] else {
         panic!("the demo leaves permanent dead letters: {letters:?}");
     };
+    // The retried rows whose payload holds "acct-unknown" at `to`: a poison transfer of the
+    // demo is either that or JSON cut short, which a JSON path never matches.
+    let payloads: Vec<Vec<u8>> =
+        sqlx::query_scalar("SELECT payload FROM inboxed_dead_letters WHERE id IN (?, ?)")
+            .bind(first)
+            .bind(second)
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    let by_path = payloads
+        .iter()
+        .filter(|p| {
+            serde_json::from_slice::<serde_json::Value>(p).is_ok_and(|v| v["to"] == "acct-unknown")
+        })
+        .count();
     let worker = Worker::new(
         store.clone(),
         ConsumerName::new("demo").unwrap(),
@@ -105,6 +123,25 @@ async fn the_console_works_in_a_browser_on_the_demo_database() {
             })
             .await
     });
+
+    // Six receipts the service announces through its outbox; the broker refused the first
+    // three for good (no queue bound), as a relay records it.
+    let outbox = Outbox::new(store.clone());
+    let mut tx = store.begin(&BeginParams::default()).await.unwrap();
+    for n in 1..=6 {
+        let receipt = format!(r#"{{"receipt":{{"transfer":{n}}},"currency":"eur"}}"#);
+        let m =
+            OutgoingMessage::new("receipts", receipt.into_bytes()).with_key(format!("acct-{n}"));
+        outbox.write(&mut tx, &m).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    sqlx::query(
+        "UPDATE inboxed_outbox_messages SET status = 'dead', attempts = 1, \
+         last_error = 'NOT_ROUTED: no queue bound to receipts' WHERE id <= 3",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
 
     let viewer_digest = hex::encode(sha2::Sha256::digest("browser-test-viewer-token"));
     let users = dir.path().join("users.toml");
@@ -132,6 +169,7 @@ async fn the_console_works_in_a_browser_on_the_demo_database() {
             &shots,
             &first.to_string(),
             &second.to_string(),
+            &by_path.to_string(),
         ])
         .env("OPERATOR", "ops:browser-test-operator-token")
         .env("VIEWER", "viewer:browser-test-viewer-token")
@@ -172,9 +210,27 @@ async fn the_console_works_in_a_browser_on_the_demo_database() {
         scalar(
             "SELECT count(*) FROM inboxed_redrive_audit WHERE actor = 'ops' AND \
              ((action = 'letter retry' AND row_count = 1) OR (action = 'replay' AND row_count = 1) \
-              OR (action = 'letter discard' AND row_count = 38))"
+              OR (action = 'letter discard' AND row_count = 38) \
+              OR (action = 'outbox retry' AND row_count = 3))"
         )
         .await,
-        4
+        5
+    );
+    assert_eq!(
+        scalar(
+            "SELECT count(*) FROM inboxed_outbox_messages \
+             WHERE status = 'pending' AND attempts = 0 AND last_error IS NULL"
+        )
+        .await,
+        6,
+        "the three dead receipts retried, the other three untouched"
+    );
+    assert_eq!(
+        scalar(
+            "SELECT count(*) FROM inboxed_redrive_audit WHERE actor = 'ops' \
+             AND action = 'outbox retry' AND row_count = 3"
+        )
+        .await,
+        1
     );
 }

@@ -3,18 +3,20 @@
 // width, and is refused an action; then, as an operator, retries dead letter FIRST and waits
 // for its row to be processed, retries SECOND (which fails once more), replays its dead row
 // and waits for it, and discards the remaining permanent letters after a confirmation that
-// counts them; checks that live refresh runs while the tab is shown and pauses while hidden.
-// Takes a screenshot of each view.
+// counts them; searches the rows by a value at a JSON path; retries the outbox's three dead
+// rows from their list; checks that live refresh runs while the tab is shown and pauses while
+// hidden. Takes a screenshot of each view.
 //
-// OPERATOR=name:token VIEWER=name:token node console.mjs BASE_URL SCREENSHOT_DIR FIRST SECOND
+// OPERATOR=name:token VIEWER=name:token node console.mjs BASE_URL SCREENSHOT_DIR FIRST SECOND BY_PATH
+// (BY_PATH: how many of the two retried rows hold "acct-unknown" at the JSON path `to`)
 // (exits non-zero, saying why, on any failure)
 
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 
-const [base, shots, first, second] = process.argv.slice(2);
-if (!base || !shots || !first || !second) {
-  console.error('usage: node console.mjs BASE_URL SCREENSHOT_DIR FIRST_LETTER SECOND_LETTER');
+const [base, shots, first, second, byPath] = process.argv.slice(2);
+if (!base || !shots || !first || !second || !byPath) {
+  console.error('usage: node console.mjs BASE_URL SCREENSHOT_DIR FIRST_LETTER SECOND_LETTER BY_PATH');
   process.exit(2);
 }
 mkdirSync(shots, { recursive: true });
@@ -159,11 +161,37 @@ try {
   await confirm(page, 38, 'test transfers to closed accounts');
   expect('38 discarded', (await page.locator('p.done').innerText()).startsWith('Discarded 38'));
 
+  // The rows by a value at a JSON path of their payload: the retried transfers to the unknown
+  // account (a payload cut short is not JSON and never matches).
+  await page.goto(`${base}/rows?consumer=demo`);
+  await page.fill('input[name=json]', 'to=acct-unknown');
+  await page.click('form[method=get] button[type=submit]');
+  const found = await page.locator('p.summary').innerText();
+  expect(`${byPath} row(s) by JSON path, found "${found}"`, found.startsWith(`${byPath} shown`));
+  await page.fill('input[name=json]', 'to=acct-000');
+  await page.click('form[method=get] button[type=submit]');
+  const noPath = await page.locator('p.summary').innerText();
+  expect(`no row to acct-000, found "${noPath}"`, noPath.startsWith('0 shown'));
+
+  // The outbox: from the overview's dead count to the list, then retry all three.
+  await page.goto(`${base}/`);
+  const receipts = page.locator('tr', { hasText: 'receipts' });
+  await receipts.locator('a', { hasText: '3' }).click();
+  await page.waitForURL(/outbox\?status=dead&destination=receipts/);
+  expect('three dead receipts', (await page.locator('p.summary').innerText()).startsWith('3 shown'));
+  await page.screenshot({ path: `${shots}/outbox-desktop.png`, fullPage: true });
+  await page.click('text=Retry all dead rows that match');
+  await confirm(page, 3, 'queue bound to receipts now');
+  expect('three retried', (await page.locator('p.done').innerText()).startsWith('Retried 3'));
+  await page.locator('main li a', { hasText: 'outbox row ' }).first().click();
+  await waitForStatus(page, 'pending');
+  await page.screenshot({ path: `${shots}/outbox-row-desktop.png`, fullPage: true });
+
   for (const [name, width] of [['desktop', 1280], ['phone', 375]]) {
     await page.setViewportSize({ width, height: 900 });
     await page.goto(`${base}/audit`);
     const records = await page.locator('tbody tr').count();
-    expect(`four records on the audit trail, found ${records}`, records === 4);
+    expect(`five records on the audit trail, found ${records}`, records === 5);
     await fitsThePhone(page, width);
     await page.screenshot({ path: `${shots}/audit-${name}.png`, fullPage: true });
     await page.goto(`${base}/rows?consumer=demo`);

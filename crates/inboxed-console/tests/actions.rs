@@ -200,6 +200,15 @@ async fn an_action_needs_its_token_its_site_and_the_count_confirmed() {
         400,
         "a filter that does not read is never read as no filter"
     );
+    let mut long = form(token, both);
+    let essay = "x".repeat(1001);
+    long.retain(|(k, _)| *k != "why");
+    long.push(("why", Box::leak(essay.into_boxed_str())));
+    assert_eq!(
+        post_as(&url, OPS, &long, &[]).await.0,
+        400,
+        "a reason longer than the audit trail keeps"
+    );
     let (status, again) = post_as(&url, OPS, &form(token, "999999"), &[]).await;
     assert_eq!(
         status, 409,
@@ -503,5 +512,40 @@ async fn an_operator_retries_and_discards_dead_outbox_rows_as_confirmed() {
             && audit.contains("queue bound now")
             && audit.contains("destination=&quot;orders&quot; ids=[1, 2]"),
         "{audit}"
+    );
+}
+
+#[tokio::test]
+async fn a_retry_into_the_inbox_stops_at_what_one_request_finishes_and_a_discard_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_dead_letters(&dir).await;
+    sqlx::query(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2001) \
+         INSERT INTO inboxed_dead_letters \
+             (consumer_name, message_id, payload, payload_hash, reason, error, attempts) \
+         SELECT 'bulk', 'b-' || i, CAST('{}' AS BLOB), NULL, 'permanent', 'refused', 1 FROM n",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let base = console(&store).await;
+    let (status, retry) = get_as(
+        &format!("{base}/dead-letters/act?action=retry&consumer=bulk"),
+        OPS,
+    )
+    .await;
+    assert_eq!(status, 200, "{retry}");
+    assert!(
+        retry.contains("<strong>2000</strong> dead letter(s) match (the most one action"),
+        "{retry}"
+    );
+    let (_, discard) = get_as(
+        &format!("{base}/dead-letters/act?action=discard&consumer=bulk"),
+        OPS,
+    )
+    .await;
+    assert!(
+        discard.contains("<strong>2001</strong> dead letter(s) match."),
+        "{discard}"
     );
 }

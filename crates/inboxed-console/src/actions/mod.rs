@@ -24,6 +24,10 @@ use crate::layout::failure;
 /// filter (or, for dead letters, to run it again for the rest).
 pub(crate) const MOST_ACTED: usize = inboxed_core::observe::MOST_LETTERS_ACTED as usize;
 
+/// The longest reason an action keeps in its audit record: a sentence or a ticket's link,
+/// not a document (the audit trail lists them all).
+pub(crate) const LONGEST_WHY: usize = 1_000;
+
 /// The fields of a confirmation's form besides the filters.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct Confirmed {
@@ -110,6 +114,11 @@ fn posted<S, F: serde::de::DeserializeOwned>(
     if ids.is_empty() || ids.len() > MOST_ACTED || form.why.trim().is_empty() {
         return Err(bad("the confirmed ids and a reason are needed"));
     }
+    if form.why.chars().count() > LONGEST_WHY {
+        return Err(bad(&format!(
+            "the reason is kept in the audit trail, {LONGEST_WHY} characters at most"
+        )));
+    }
     Ok((filters, form, ids))
 }
 
@@ -137,7 +146,8 @@ fn form_tail(console_token: &str, ids: &[i64], button: &str) -> Markup {
     html! {
         input type="hidden" name="ids" value=(joined(ids));
         input type="hidden" name="csrf" value=(console_token);
-        label { "Why (kept in the audit trail)" textarea name="why" required {} }
+        label { "Why (kept in the audit trail)"
+            textarea name="why" required maxlength=(LONGEST_WHY) {} }
         button.danger type="submit" { (button) }
     }
 }

@@ -1,5 +1,5 @@
-//! `/dead-letters`: the newest dead letters, filtered by consumer, reason, message type and
-//! error text, at most [`ConsoleConfig::page_rows`](crate::ConsoleConfig::page_rows) of them,
+//! `/dead-letters`: the newest dead letters, filtered by consumer, reason, message type,
+//! error text, message id, age and payload (text, or a value at a JSON path), at most [`ConsoleConfig::page_rows`](crate::ConsoleConfig::page_rows) of them,
 //! with the actions on all that match; `/dead-letters/{id}`: one in full, with its own.
 
 use std::sync::Arc;
@@ -39,6 +39,8 @@ pub(crate) async fn list<S: ConsoleStore>(
             input name="error" placeholder="error contains" value=(filters.error);
             input name="message_id" placeholder="message id" value=(filters.message_id);
             input name="within" placeholder="failed within (2h)" value=(filters.within);
+            input name="payload" placeholder="payload contains" value=(filters.payload);
+            input name="json" placeholder="json path=value (order.id=42)" value=(filters.json);
             button type="submit" { "Filter" }
         }
         p.summary {

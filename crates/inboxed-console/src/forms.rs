@@ -67,6 +67,12 @@ pub(crate) struct LetterFilters {
     /// Failed last within this long: `90s`, `15m`, `2h`, `7d`.
     #[serde(default)]
     pub(crate) within: String,
+    /// Text the payload contains.
+    #[serde(default)]
+    pub(crate) payload: String,
+    /// `path=value`: the payload is JSON with this value at this path.
+    #[serde(default)]
+    pub(crate) json: String,
     /// One letter only (its page's buttons).
     #[serde(default)]
     pub(crate) id: Option<i64>,
@@ -83,12 +89,14 @@ impl LetterFilters {
             error_contains: given(&self.error),
             message_id: given(&self.message_id),
             since: since(&self.within)?,
+            payload_contains: given(&self.payload).map(str::as_bytes),
+            payload_json: json_path(&self.json)?,
             limit,
             window: Some(SEARCH_WINDOW),
         })
     }
 
-    fn fields(&self) -> [(&str, &str); 6] {
+    fn fields(&self) -> [(&str, &str); 8] {
         [
             ("consumer", &self.consumer),
             ("reason", &self.reason),
@@ -96,6 +104,8 @@ impl LetterFilters {
             ("error", &self.error),
             ("message_id", &self.message_id),
             ("within", &self.within),
+            ("payload", &self.payload),
+            ("json", &self.json),
         ]
     }
 

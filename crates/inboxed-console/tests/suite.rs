@@ -43,6 +43,20 @@ async fn the_pages_show_the_dead_letters_and_never_render_what_a_producer_sent()
 
     let (_, none) = get(&format!("{base}/dead-letters?consumer=nobody")).await;
     assert!(none.contains("0 shown"), "{none}");
+    for (search, shown) in [
+        ("json=cents%3D250", "1 shown"),
+        ("json=cents%3D251", "0 shown"),
+        ("payload=onerror", "1 shown"),
+        ("payload=nowhere", "0 shown"),
+    ] {
+        let (_, found) = get(&format!("{base}/dead-letters?{search}")).await;
+        assert!(found.contains(shown), "{search}: {found}");
+    }
+    assert_eq!(
+        get(&format!("{base}/dead-letters?json=cents")).await.0,
+        400,
+        "a JSON search without a value"
+    );
 
     let id: i64 =
         sqlx::query_scalar("SELECT id FROM inboxed_dead_letters WHERE message_id = 'charge-7'")

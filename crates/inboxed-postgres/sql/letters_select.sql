@@ -3,7 +3,9 @@
 -- a dry run over thousands of letters stays small).
 -- $1 ids (bigint[]; NULL: any), $2 consumer_name, $3 reason, $4 failed since (ms since the
 -- epoch), $5 text the error contains (case-insensitively), $6 message type (each NULL: any),
--- $7 limit, $8 message id (NULL: any)
+-- $7 limit, $8 message id (NULL: any),
+-- $9 bytes the payload contains (NULL: any), $10 a JSON path (a JSON array of keys;
+-- NULL: any) whose value, as text, is $11
 --
 -- The same filters as list_dead_letters, so that "all that match" acts on what the operator
 -- saw listed. FOR UPDATE holds them against a concurrent operator (or a redrive's consumer
@@ -17,6 +19,10 @@ WHERE ($1::bigint[] IS NULL OR id = ANY($1))
   AND ($5::text IS NULL OR strpos(lower(error), lower($5)) > 0)
   AND ($6::text IS NULL OR message_type = $6)
   AND ($8::text IS NULL OR message_id = $8)
+  AND ($9::bytea IS NULL OR position($9::bytea IN payload) > 0)
+  AND ($10::text IS NULL
+       OR {{schema}}."{{prefix}}payload_json"(payload)
+          #>> ARRAY(SELECT jsonb_array_elements_text($10::jsonb)) = $11)
 ORDER BY id
 LIMIT $7
 FOR UPDATE

@@ -116,7 +116,15 @@ pub async fn list_dead_letters<E: Engine>(
             filter
                 .window
                 .map_or(i64::MAX, |w| i64::try_from(w.max(1)).unwrap_or(i64::MAX)),
-        );
+        )
+        .opt_bytes(filter.payload_contains)
+        .opt_text(
+            filter
+                .payload_json
+                .map(|(keys, _)| super::operate::json_keys(keys))
+                .as_deref(),
+        )
+        .opt_text(filter.payload_json.map(|(_, value)| value));
     e.fetch_alone(q)
         .await?
         .iter()

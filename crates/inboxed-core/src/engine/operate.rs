@@ -37,7 +37,10 @@ pub async fn act_on_dead_letters<E: Engine>(
         .opt_text(f.error_contains)
         .opt_text(f.message_type)
         .int(i64::from(f.limit.clamp(1, MOST_LETTERS_ACTED)))
-        .opt_text(f.message_id);
+        .opt_text(f.message_id)
+        .opt_bytes(f.payload_contains)
+        .opt_text(f.payload_json.map(|(keys, _)| json_keys(keys)).as_deref())
+        .opt_text(f.payload_json.map(|(_, value)| value));
     let mut out = LettersActed::default();
     let mut retries = Vec::new();
     let mut consumers = BTreeSet::new();
@@ -158,6 +161,12 @@ fn describe(f: &DeadLetterFilter<'_>, ids: Option<&[i64]>) -> String {
         if let Some(v) = v {
             parts.push(format!("{name}={v:?}"));
         }
+    }
+    if let Some(bytes) = f.payload_contains {
+        parts.push(format!("payload={:?}", String::from_utf8_lossy(bytes)));
+    }
+    if let Some((path, value)) = f.payload_json {
+        parts.push(format!("json={:?}", format!("{path}={value}")));
     }
     if let Some(since) = f.since {
         parts.push(format!("since_ms={}", millis(since)));

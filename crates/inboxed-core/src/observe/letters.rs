@@ -19,6 +19,11 @@ pub struct DeadLetterFilter<'a> {
     pub message_type: Option<&'a str>,
     /// With this message id.
     pub message_id: Option<&'a str>,
+    /// Whose payload contains these bytes.
+    pub payload_contains: Option<&'a [u8]>,
+    /// Whose payload is JSON with this value (compared as text) at this path of object keys
+    /// joined by `.`, as [`RowFilter::payload_json`](super::RowFilter::payload_json).
+    pub payload_json: Option<(&'a str, &'a str)>,
     /// At most this many, newest failure first.
     pub limit: u32,
     /// Only the newest this many ids are searched (a list's bound on a big table); `None`:

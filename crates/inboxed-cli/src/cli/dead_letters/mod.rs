@@ -137,9 +137,8 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
                 since: since.map(|d| SystemTime::now() - d),
                 error_contains: grep.as_deref(),
                 message_type: message_type.as_deref(),
-                message_id: None,
                 limit,
-                window: None,
+                ..DeadLetterFilter::default()
             };
             let letters = store.list_dead_letters(&filter).await?;
             let now = SystemTime::now();

@@ -195,6 +195,37 @@ pub async fn dead_letters_are_retried_into_the_inbox_and_discarded<B: Backend>(_
         2
     );
 
+    // By payload: text, and a value at a JSON path; an action selects by them too.
+    assert_eq!(
+        listed(DeadLetterFilter {
+            window: None,
+            payload_contains: Some(br#""amount":20"#),
+            ..windowed
+        })
+        .await,
+        ["m-2"]
+    );
+    let thirty = DeadLetterFilter {
+        payload_json: Some(("amount", "30")),
+        ..windowed
+    };
+    assert_eq!(listed(thirty).await, ["m-3"]);
+    let dry = db
+        .store
+        .act_on_dead_letters(&act(&thirty, LetterAction::Discard, false))
+        .await
+        .unwrap();
+    assert_eq!(dry.selected.len(), 1, "{dry:?}");
+    assert_eq!(
+        listed(DeadLetterFilter {
+            payload_json: Some(("account.name", "a")),
+            ..windowed
+        })
+        .await,
+        Vec::<String>::new(),
+        "a path that is not there matches nothing"
+    );
+
     let trail = db.store.audit_trail(Some("ledger"), 10).await.unwrap();
     assert_eq!(
         trail

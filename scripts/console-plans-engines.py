@@ -8,40 +8,44 @@
 #
 #   python3 scripts/console-plans-engines.py [rows]      (default 1000000; Python 3.11, stdlib)
 #   MYSQL_URL=mysql://user:password@host:port  (default mysql://root@localhost:3306)
-#   INBOXED=target/debug/inboxed  ENGINES=mariadb,sqlite
+#   INBOXED=target/debug/inboxed  ENGINES=mariadb,sqlite  MYSQL_SQL_DIR=…  SQLITE_SQL_DIR=…
 #
-# Each engine is filled twice: first a tenth of the rows, measured, then the rest, measured
-# again. A bounded search reads no more at the full size than at a tenth (its window holds the
-# whole small table), so one that reads several times more grows with the table, even when it
-# stays under the window at this size (a consumer's rows read through its index: 100,000 of a
-# million is exactly the window, but a million of ten). That growth fails a windowed statement
-# once it reads more than a tenth of the window; a rare value read through an index (the dead
-# rows, 1 in 1000) grows with the table as PostgreSQL's partial-index reads do, and passes
-# there too.
+# Each engine is filled twice: a tenth of the rows first, measured, then the rest, measured
+# again. A bounded search does no more at the full size than at a tenth (its window holds the
+# whole small table), so one that does several times more (x3) grows with the table even when it
+# stays under the window at this size: a consumer's rows read through its index are 100,000 of
+# a million, exactly the window, but a million of ten. Growth fails a statement once it reads
+# more than a tenth of the window; a rare value read through an index (the dead rows, 1 in 1000)
+# grows with the table as PostgreSQL's partial-index reads do, and passes there too. At fewer
+# than ten windows of rows the comparison allows what a growing window explains, and means
+# little.
 #
-# MariaDB, through the `mariadb` client, one session per statement: PREPARE of the text with
-# `?` (each `$n` becomes a `?` bound with argument n, as crates/inboxed-mysql/src/script.rs does),
-# EXECUTE … USING user variables, once to warm the buffer pool and once measured between FLUSH
-# STATUS and SHOW SESSION STATUS. Rows read are the sum of the Handler_read_ counters that each
-# fetch a row from a table: _key (the first row of each index lookup), _next and _prev (each
-# further row of an index range, either way), _first and _last (the start of an index scan, or
-# a MIN/MAX), _rnd_next (each row of a table scan, internal temporary tables included) and _rnd
-# (a row fetched again by position after a sort). Left out: _retry and _rnd_deleted, which
-# count no new row. MariaDB optimizes a prepared statement at each EXECUTE with its arguments'
-# values (it has no generic plan), so `$1 IS NULL OR …` folds away as with literals: the plan
-# shown is the prepared statement's own (ANALYZE FORMAT=JSON prepared with `?` and executed
-# with the same variables), not an approximation.
+# MariaDB, through the `mariadb` client (FLUSH STATUS needs the RELOAD privilege), one session
+# per statement, set as sqlx sets its connections: PREPARE of the text with `?` (each `$n` a `?`
+# bound with argument n, as crates/inboxed-mysql/src/script.rs rewrites it), EXECUTE … USING
+# user variables, once to warm the buffer pool and once measured between FLUSH STATUS and SHOW
+# SESSION STATUS. Rows read are the sum of the Handler_read_ counters that each fetch a row
+# from a table: _key (the first row of each index lookup), _next and _prev (each further row
+# of an index range, either way), _first and _last (the start of an index scan, or a MIN/MAX),
+# _rnd_next (each row of a table scan, internal temporary tables included) and _rnd (a row
+# fetched again by position after a sort); _retry and _rnd_deleted count no new row. MariaDB
+# optimizes a prepared statement at each EXECUTE with its arguments' values (it has no generic
+# plan), so `$1 IS NULL OR …` folds away there as a literal would: the plan shown is the
+# prepared statement's own, ANALYZE FORMAT=JSON prepared with `?` and executed with the same
+# variables. A table read with access ALL is read whole.
 #
 # SQLite, through Python's sqlite3, the arguments bound to `?1`, `?2` …: EXPLAIN QUERY PLAN
-# with them bound (a SCAN of an inboxed_ table other than through a partial index reads it
-# whole), and the work done counted in virtual-machine instructions (a progress handler every
-# 1,000), which is exact where a time is not: on two busy cores a 20 ms statement can take 60,
-# so the growth check compares instructions, and the times are only reported. Python's SQLite
-# is the system's, not the one bundled into the library (libsqlite3-sys, with STAT4): the plan
-# can differ between versions; the line "sqlite <version>" says which one ran.
+# with them bound, and the work counted in virtual-machine instructions (a progress handler),
+# exact where a time is not: on two busy cores a 20 ms statement can take 60, so growth is
+# judged on instructions and the times (the best of three) are only reported. A SCAN of an
+# inboxed_ table reads it whole unless it goes through a partial index, or lists the rows in
+# the order it reads them under a LIMIT (and stops there, as PostgreSQL's backward scan of a
+# primary key does; the growth check judges how far). Python's SQLite is the system's, not the
+# one libsqlite3-sys bundles into the library (a newer one, with STAT4); to run that one, build
+# its sqlite3.c into a libsqlite3.so.0 and put its directory in LD_LIBRARY_PATH.
 #
-# The database `console_plans` (MariaDB) and a temporary directory (SQLite) are removed at the
-# start and at the end.
+# The database `console_plans` (MariaDB) is dropped at the start and at the end; SQLite's file
+# lives in a temporary directory, removed at the end.
 import json
 import os
 import re
@@ -63,52 +67,62 @@ ENGINES = os.environ.get("ENGINES", "mariadb,sqlite").split(",")
 DB = "console_plans"
 URL = urllib.parse.urlsplit(os.environ.get("MYSQL_URL", "mysql://root@localhost:3306"))
 NOW_MS = int(time.time() * 1000)
-# A windowed statement's growth counts once it reads this much (rows on MariaDB); on SQLite the
-# same share of what reading the whole window costs, measured at the full size.
+# Growth counts once a statement reads this many rows (MariaDB); on SQLite, once it costs this
+# share of what the search through the whole window costs ("rows: matching nothing").
 GROWTH_FLOOR = WINDOW // 10
 GROWTH_MAX = 3.0
+STEP = 100  # SQLite's progress handler runs every this many instructions
 
 W = WINDOW
 N = None
 NOTHING = b"nothing"
 PATH = '["order","cents"]'
-# name, file, windowed, arguments in the order of their numbers ($1 / ?1 …)
+# name, file, arguments in the order of their numbers ($1 / ?1 …)
 STATEMENTS = [
-    ("rows: one consumer, any status", "rows_list", True,
+    ("rows: one consumer, any status", "rows_list",
      ["consumer-3", N, N, N, N, N, N, LIMIT, W, N, N]),
-    ("rows: dead (1 in 1000)", "rows_list", True, [N, "dead", N, N, N, N, N, LIMIT, W, N, N]),
-    ("rows: matching nothing", "rows_list", True, ["nobody", N, N, N, N, N, N, LIMIT, W, N, N]),
-    ("rows: payload contains, nothing", "rows_list", True,
+    ("rows: dead (1 in 1000)", "rows_list", [N, "dead", N, N, N, N, N, LIMIT, W, N, N]),
+    ("rows: matching nothing", "rows_list", ["nobody", N, N, N, N, N, N, LIMIT, W, N, N]),
+    ("rows: payload contains, nothing", "rows_list",
      [N, N, N, N, N, N, NOTHING, LIMIT, W, N, N]),
-    ("rows: json path, 1 in 997", "rows_list", True,
+    ("rows: json path, 1 in 997", "rows_list",
      ["consumer-1", N, N, N, N, N, N, LIMIT, W, PATH, "5"]),
-    ("rows: an aggregate", "rows_list", True,
+    ("rows: an aggregate", "rows_list",
      ["consumer-1", N, "acct-11", N, N, N, N, LIMIT, W, N, N]),
-    ("rows: a consumer's message id", "rows_by_key", False,
+    ("rows: a consumer's message id", "rows_by_key",
      ["consumer-1", N, N, "m-11", N, N, N, LIMIT, N, N]),
-    ("letters: newest failures", "list_dead_letters", True, [N, N, N, N, LIMIT, N, N, W]),
-    ("letters: a reason (1 in 100)", "list_dead_letters", True,
-     [N, "conflict", N, N, LIMIT, N, N, W]),
-    ("letters: error text, nothing", "list_dead_letters", True,
-     [N, N, N, "no such text", LIMIT, N, N, W]),
-    ("letters: a message id", "list_dead_letters", True, [N, N, N, N, LIMIT, N, "m-999999", W]),
-    ("outbox: newest, any status", "outbox_browse", True, [N, N, N, N, N, LIMIT, W, N, N]),
-    ("outbox: dead (1 in 1000)", "outbox_browse", True, ["dead", N, N, N, N, LIMIT, W, N, N]),
-    ("outbox: a destination, nothing", "outbox_browse", True,
+    ("letters: newest failures", "list_dead_letters",
+     [N, N, N, N, LIMIT, N, N, W, N, N, N]),
+    ("letters: a reason (1 in 100)", "list_dead_letters",
+     [N, "conflict", N, N, LIMIT, N, N, W, N, N, N]),
+    ("letters: error text, nothing", "list_dead_letters",
+     [N, N, N, "no such text", LIMIT, N, N, W, N, N, N]),
+    ("letters: payload contains, nothing", "list_dead_letters",
+     [N, N, N, N, LIMIT, N, N, W, NOTHING, N, N]),
+    ("letters: json path, 1 in 1000", "list_dead_letters",
+     [N, N, N, N, LIMIT, N, N, W, N, '["n"]', "5000"]),
+    ("letters: a message id", "list_dead_letters",
+     [N, N, N, N, LIMIT, N, "m-999999", W, N, N, N]),
+    ("outbox: newest, any status", "outbox_browse", [N, N, N, N, N, LIMIT, W, N, N]),
+    ("outbox: dead (1 in 1000)", "outbox_browse", ["dead", N, N, N, N, LIMIT, W, N, N]),
+    ("outbox: a destination, nothing", "outbox_browse",
      [N, "nowhere", N, N, N, LIMIT, W, N, N]),
-    ("outbox: payload contains, nothing", "outbox_browse", True,
+    ("outbox: payload contains, nothing", "outbox_browse",
      [N, N, N, N, NOTHING, LIMIT, W, N, N]),
-    ("outbox: json path, 1 in 997", "outbox_browse", True,
+    ("outbox: json path, 1 in 997", "outbox_browse",
      [N, "dest-1", N, N, N, LIMIT, W, PATH, "5"]),
-    ("outbox: a message id", "outbox_load", False, [N, "o-999999"]),
-    ("outbox: dead of a destination", "outbox_select_dead", False, [N, N, "dest-3", N]),
-    ("audit: newest", "audit_list", False, [N, LIMIT]),
-    ("audit: one consumer", "audit_list", False, ["consumer-3", LIMIT]),
+    ("outbox: a message id", "outbox_load", [N, "o-999999"]),
+    ("outbox: dead of a destination", "outbox_select_dead", [N, N, "dest-3", N]),
+    ("audit: newest", "audit_list", [N, LIMIT]),
+    ("audit: one consumer", "audit_list", ["consumer-3", LIMIT]),
 ]
 
 
 def read_sql(engine_dir, name, schema):
-    with open(os.path.join(HERE, "crates", engine_dir, "sql", name + ".sql")) as f:
+    # MYSQL_SQL_DIR / SQLITE_SQL_DIR: another copy of the files (to try a change to one).
+    env = {"inboxed-mysql": "MYSQL_SQL_DIR", "inboxed-sqlite": "SQLITE_SQL_DIR"}[engine_dir]
+    folder = os.environ.get(env, os.path.join(HERE, "crates", engine_dir, "sql"))
+    with open(os.path.join(folder, name + ".sql")) as f:
         return f.read().replace("{{schema}}", schema).replace("{{prefix}}", "inboxed_")
 
 
@@ -153,8 +167,21 @@ def mysql_placeholders(sql):
     return text, order
 
 
+def arity(file, takes, args):
+    if takes != len(args):
+        raise SystemExit(f"{file}.sql takes {takes} arguments, the script gives {len(args)}:"
+                         " its parameters changed, update STATEMENTS")
+
+
+def grows(big, small, floor):
+    """Whether a statement does much more at the full size than at a tenth, beyond what a
+    window growing with a table smaller than it allows."""
+    expected = min(ROWS, WINDOW) / min(SMALL, WINDOW)
+    return big > floor and big / max(small, 1) > GROWTH_MAX * expected
+
+
 def fmt_growth(big, small):
-    return "x%.1f" % (big / small) if small else ("x0" if not big else "new")
+    return "x%.1f" % (big / small) if small else ("x1.0" if not big else "x>%d" % big)
 
 
 # ---------------------------------------------------------------------------------- MariaDB
@@ -253,12 +280,15 @@ def my_tables(plan):
 
 def mariadb_measure(file, args):
     sql, order = mysql_placeholders(read_sql("inboxed-mysql", file, f"`{DB}`"))
+    arity(file, max(order), args)
     quoted = sql.replace("\\", "\\\\").replace("'", "\\'")
     sets = "SET " + ", ".join(f"@a{n} = {my_literal(v)}" for n, v in enumerate(args, 1)) + ";"
     using = ", ".join(f"@a{n}" for n in order)
     locks = "FOR UPDATE" in sql.upper()
+    # The session as sqlx opens it, and as the store sets it (time_zone).
     out = mariadb(f"""
-SET time_zone = '+00:00';
+SET sql_mode = (SELECT CONCAT(@@sql_mode, ',PIPES_AS_CONCAT,NO_ENGINE_SUBSTITUTION')),
+    time_zone = '+00:00', NAMES utf8mb4;
 {"START TRANSACTION;" if locks else ""}
 PREPARE q FROM '{quoted}';
 PREPARE a FROM 'ANALYZE FORMAT=JSON {quoted}';
@@ -310,21 +340,19 @@ def run_mariadb():
             print(f"mariadb: filled rows {lo}..{hi} of each table (and a tenth as audit"
                   f" records) in {time.monotonic() - started:.1f}s", flush=True)
             full = hi == ROWS
-            for name, file, windowed, args in STATEMENTS:
+            for name, file, args in STATEMENTS:
                 read, ms, tables = mariadb_measure(file, args)
                 if not full:
                     small[name] = read
                     continue
-                plan = "; ".join(f"{t.replace('inboxed_', '')} {acc}{'(' + k.replace('inboxed_', '') + ')' if k else ''}"
-                                 f": {r}" for t, acc, k, r in tables)
+                plan = "; ".join(f"{t} {acc}{'(' + k + ')' if k else ''}: {r}".replace(
+                    "inboxed_", "") for t, acc, k, r in tables)
                 growth = fmt_growth(read, small[name])
                 print(f"mariadb  {name:<35} {read:>9} rows read {ms:>9.1f} ms  {growth:>6}"
                       f" vs {SMALL} rows  {plan}", flush=True)
                 whole = [t.replace("inboxed_", "") for t, acc, _, _ in tables
                          if acc == "ALL" and t.startswith("inboxed_")]
-                grows = (windowed and read > GROWTH_FLOOR and small[name]
-                         and read / small[name] > GROWTH_MAX)
-                if read > WINDOW + 1000 or whole or grows:
+                if read > WINDOW + 1000 or whole or grows(read, small[name], GROWTH_FLOOR):
                     why = ("scans " + ", ".join(whole) + " whole") if whole else \
                         ("grows with the table" if read <= WINDOW + 1000 else "")
                     print(f"  ^ reads past the window{' (' + why + ')' if why else ''}",
@@ -392,9 +420,30 @@ def sqlite_partial_indexes(conn):
         if re.search(r"\bWHERE\b", sql, re.I)}
 
 
+def sqlite_whole_scans(plan, partial, file):
+    """The inboxed_ tables a plan scans whole. A SCAN through a partial index reads that
+    index's rows only; a SCAN at the top of the statement in the order it lists (no temporary
+    B-tree sorting it), under a LIMIT, stops at the limit, as PostgreSQL's backward index scan
+    of the primary key does: the growth check judges how far it goes. Any other SCAN reads the
+    table whole."""
+    limited = re.search(r"\bLIMIT\b", read_sql("inboxed-sqlite", file, '"main"'))
+    sorted_top = any(p == 0 and "TEMP B-TREE FOR ORDER BY" in d for p, d in plan)
+    whole = []
+    for parent, detail in plan:
+        m = re.match(r"SCAN (?:\w+\.)?(inboxed_\w+)(?: USING (?:COVERING )?INDEX (\w+))?", detail)
+        if not m or m.group(2) in partial:
+            continue
+        if parent == 0 and limited and not sorted_top:
+            continue
+        whole.append(m.group(1).replace("inboxed_", ""))
+    return whole
+
+
 def sqlite_measure(conn, file, args):
     sql = read_sql("inboxed-sqlite", file, '"main"')
-    plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args)]
+    code = re.sub(r"--[^\n]*|'[^']*'", "", sql)
+    arity(file, max(int(n) for n in re.findall(r"\?(\d+)", code)), args)
+    plan = [(row[1], row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args)]
     steps = [0]
 
     def tick():
@@ -403,7 +452,7 @@ def sqlite_measure(conn, file, args):
     writes = file == "outbox_select_dead"  # runs in the caller's write transaction
     best = None
     for run in range(3):
-        conn.set_progress_handler(tick if run == 0 else None, 1000)
+        conn.set_progress_handler(tick if run == 0 else None, STEP)
         if writes:
             conn.execute("BEGIN IMMEDIATE")
         started = time.perf_counter()
@@ -413,7 +462,7 @@ def sqlite_measure(conn, file, args):
             conn.execute("ROLLBACK")
         best = ms if best is None else min(best, ms)
     conn.set_progress_handler(None, 0)
-    return plan, steps[0] * 1000, best
+    return plan, steps[0] * STEP, best
 
 
 def run_sqlite():
@@ -439,7 +488,7 @@ def run_sqlite():
             conn = sqlite3.connect(path, isolation_level=None)
             full = hi == ROWS
             measured = {}
-            for name, file, windowed, args in STATEMENTS:
+            for name, file, args in STATEMENTS:
                 measured[name] = sqlite_measure(conn, file, args)
             conn.close()
             if not full:
@@ -447,23 +496,18 @@ def run_sqlite():
                 continue
             # What reading the whole window costs here: the floor of the growth check.
             floor = measured["rows: matching nothing"][1] // 10
-            for name, file, windowed, args in STATEMENTS:
+            for name, file, args in STATEMENTS:
                 plan, steps, ms = measured[name]
                 _, small_steps, small_ms = small[name]
                 growth = fmt_growth(steps, small_steps)
-                shown = "; ".join(p.replace("inboxed_", "") for p in plan
-                                  if "inboxed_" in p or "TEMP B-TREE" in p)
-                print(f"sqlite   {name:<35} {steps:>9} vm steps {ms:>9.1f} ms  {growth:>6}"
+                shown = "; ".join(d.replace("main.", "").replace("inboxed_", "")
+                                  for _, d in plan if "inboxed_" in d or "TEMP B-TREE" in d)
+                shown_steps = steps if steps else f"<{STEP}"
+                print(f"sqlite   {name:<35} {shown_steps:>9} vm steps {ms:>9.1f} ms  {growth:>6}"
                       f" (time {fmt_growth(ms, small_ms)}) vs {SMALL} rows  {shown}",
                       flush=True)
-                whole = []
-                for p in plan:
-                    m = re.match(r"SCAN (inboxed_\w+)(?: USING (?:COVERING )?INDEX (\w+))?", p)
-                    if m and m.group(2) not in partial:
-                        whole.append(m.group(1).replace("inboxed_", ""))
-                grows = (windowed and steps > floor and small_steps
-                         and steps / small_steps > GROWTH_MAX)
-                if whole or grows:
+                whole = sqlite_whole_scans(plan, partial, file)
+                if whole or grows(steps, small_steps, floor):
                     why = ("scans " + ", ".join(whole) + " whole") if whole else \
                         "grows with the table"
                     print(f"  ^ reads past the window ({why})", flush=True)

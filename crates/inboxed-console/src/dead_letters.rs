@@ -12,7 +12,7 @@ use inboxed_core::observe::SEARCH_WINDOW;
 use maud::{Markup, html};
 
 use crate::access::Viewer;
-use crate::forms::{LetterFilters, query};
+use crate::forms::{Filters as _, LetterFilters, query};
 use crate::layout::{ago, failure, found, page, payload, unavailable};
 use crate::{Console, ConsoleStore};
 

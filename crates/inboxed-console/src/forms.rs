@@ -96,7 +96,7 @@ impl LetterFilters {
         })
     }
 
-    fn fields(&self) -> [(&str, &str); 8] {
+    fn named(&self) -> [(&str, &str); 8] {
         [
             ("consumer", &self.consumer),
             ("reason", &self.reason),
@@ -109,20 +109,12 @@ impl LetterFilters {
         ]
     }
 
-    pub(crate) fn query_string(&self) -> String {
-        query_with_id(&self.fields(), self.id)
-    }
-
-    pub(crate) fn hidden(&self) -> Markup {
-        hidden(&self.fields(), self.id)
-    }
-
     /// In words, for a confirmation.
     pub(crate) fn describe(&self) -> String {
         if let Some(id) = self.id {
             return format!("dead letter {id}");
         }
-        describe(&self.fields(), "every dead letter")
+        describe(&self.named(), "every dead letter")
     }
 }
 
@@ -171,7 +163,7 @@ impl RowFilters {
         since(&self.within)
     }
 
-    fn fields(&self) -> [(&str, &str); 7] {
+    fn named(&self) -> [(&str, &str); 7] {
         [
             ("consumer", &self.consumer),
             ("status", &self.status),
@@ -181,14 +173,6 @@ impl RowFilters {
             ("payload", &self.payload),
             ("json", &self.json),
         ]
-    }
-
-    pub(crate) fn query_string(&self) -> String {
-        query_with_id(&self.fields(), self.id)
-    }
-
-    pub(crate) fn hidden(&self) -> Markup {
-        hidden(&self.fields(), self.id)
     }
 }
 
@@ -261,7 +245,7 @@ impl OutboxFilters {
         filter
     }
 
-    fn fields(&self) -> [(&str, &str); 7] {
+    fn named(&self) -> [(&str, &str); 7] {
         [
             ("status", &self.status),
             ("destination", &self.destination),
@@ -273,22 +257,48 @@ impl OutboxFilters {
         ]
     }
 
-    pub(crate) fn query_string(&self) -> String {
-        query_with_id(&self.fields(), self.id)
-    }
-
-    pub(crate) fn hidden(&self) -> Markup {
-        hidden(&self.fields(), self.id)
-    }
-
     /// In words, for a confirmation: the fields a retry or discard selects by.
     pub(crate) fn describe(&self) -> String {
         if let Some(id) = self.id {
             return format!("outbox row {id}");
         }
-        describe(&self.fields()[1..4], "every dead outbox row")
+        describe(&self.named()[1..4], "every dead outbox row")
     }
 }
+
+/// A list's filters, as a query string and as a form's hidden fields: the same fields, read
+/// back by the same struct, so that a link and a confirmation select what the list showed.
+pub(crate) trait Filters {
+    /// Each field's name in the query string, and its value (blank: not given).
+    fn fields(&self) -> Vec<(&str, &str)>;
+
+    /// The one row or letter of its page's buttons.
+    fn id(&self) -> Option<i64>;
+
+    fn query_string(&self) -> String {
+        query_with_id(&self.fields(), self.id())
+    }
+
+    fn hidden(&self) -> Markup {
+        hidden(&self.fields(), self.id())
+    }
+}
+
+macro_rules! filters {
+    ($($t:ty),*) => {$(
+        impl Filters for $t {
+            fn fields(&self) -> Vec<(&str, &str)> {
+                self.named().to_vec()
+            }
+
+            fn id(&self) -> Option<i64> {
+                self.id
+            }
+        }
+    )*};
+}
+
+filters!(LetterFilters, RowFilters, OutboxFilters);
 
 fn describe(fields: &[(&str, &str)], all: &str) -> String {
     let parts: Vec<String> = fields

@@ -14,7 +14,7 @@ use inboxed_core::outbox::OutboxStatus;
 use maud::{Markup, html};
 
 use crate::access::Viewer;
-use crate::forms::{OutboxFilters, query};
+use crate::forms::{Filters as _, OutboxFilters, query};
 use crate::layout::{ago, failure, found, page, payload, unavailable};
 use crate::{Console, ConsoleStore};
 

@@ -13,7 +13,7 @@ use inboxed_core::observe::SEARCH_WINDOW;
 use maud::{Markup, html};
 
 use crate::access::{Role, Viewer};
-use crate::forms::{RowFilters, query};
+use crate::forms::{Filters as _, RowFilters, query};
 use crate::layout::{ago, failure, found, page, payload, unavailable};
 use crate::{Console, ConsoleStore};
 

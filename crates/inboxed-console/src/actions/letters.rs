@@ -12,7 +12,7 @@ use maud::{Markup, html};
 
 use super::{Confirmed, changed_note, form_tail, posted, refused, shown};
 use crate::access::Viewer;
-use crate::forms::LetterFilters;
+use crate::forms::{Filters as _, LetterFilters};
 use crate::layout::{failure, page, unavailable};
 use crate::{Console, ConsoleStore};
 

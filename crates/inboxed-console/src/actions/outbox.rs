@@ -14,7 +14,7 @@ use maud::html;
 
 use super::{Confirmed, MOST_ACTED, changed_note, form_tail, posted, refused, shown};
 use crate::access::Viewer;
-use crate::forms::OutboxFilters;
+use crate::forms::{Filters as _, OutboxFilters};
 use crate::layout::{failure, page, unavailable};
 use crate::{Console, ConsoleStore};
 

@@ -16,7 +16,7 @@ use maud::html;
 
 use super::{MOST_ACTED, changed_note, form_tail, posted, refused, shown};
 use crate::access::Viewer;
-use crate::forms::{RowFilters, given};
+use crate::forms::{Filters as _, RowFilters, given};
 use crate::layout::{failure, page, unavailable};
 use crate::{Console, ConsoleStore};
 

@@ -1,6 +1,6 @@
-//! `inboxed stats --metrics-url`: the dedup hit rate, which only counters know, read from a real
-//! `inboxed relay`'s Prometheus endpoint after it stored RabbitMQ messages with producer
-//! retries among them.
+//! `inboxed stats --metrics-url` and the console of `inboxed serve --metrics-url`: the dedup
+//! hit rate, which only counters know, read from a real `inboxed relay`'s Prometheus endpoint
+//! after it stored RabbitMQ messages with producer retries among them.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -93,6 +93,46 @@ async fn stats_reads_the_dedup_hit_rate_from_a_relays_counters() {
             .any(|l| l.contains("billing") && l.contains("30.0%")),
         "{out}"
     );
+
+    // The console's overview shows the same rate beside billing's processed keys, and says
+    // so when the endpoint cannot be read.
+    let (_serve, addr) = common::spawn_serve(
+        &db.locator,
+        &["--listen", "127.0.0.1:0", "--metrics-url", &url],
+    )
+    .await;
+    let overview = reqwest::get(format!("http://{addr}/"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let billing = overview
+        .split("<tr>")
+        .find(|row| row.contains("<td>billing</td>") && row.contains('%'))
+        .unwrap_or_else(|| panic!("billing's processed keys: {overview}"));
+    assert!(billing.contains("30.0% (3 of 10)"), "{billing}");
+    let (_serve, addr) = common::spawn_serve(
+        &db.locator,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-url",
+            "http://127.0.0.1:1/metrics",
+        ],
+    )
+    .await;
+    let overview = reqwest::get(format!("http://{addr}/"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        overview.contains("the counters could not be read"),
+        "{overview}"
+    );
+
     let (code, _) = inboxed(&[
         "stats",
         "--database-url",

@@ -132,6 +132,22 @@ pub(crate) fn ago(t: Option<SystemTime>) -> String {
     }
 }
 
+/// A size in bytes in the largest unit that keeps it at one or more (`512 B`, `3.4 MiB`).
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
 const STYLE: &str = "
 body { font-family: system-ui, sans-serif; margin: 0; color: #1b1b1b; }
 nav { display: flex; gap: 1rem; padding: .75rem 1rem; background: #24324a; }
@@ -198,4 +214,18 @@ fn hex(bytes: &[u8]) -> String {
         let _ = write!(out, "{b:02x}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bytes;
+
+    #[test]
+    fn sizes_read_in_the_largest_unit_that_fits() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(1024), "1.0 KiB");
+        assert_eq!(bytes(5 * 1024 * 1024 + 512 * 1024), "5.5 MiB");
+        assert_eq!(bytes(u64::MAX), "16777216.0 TiB");
+    }
 }

@@ -44,7 +44,7 @@ use axum::Router;
 use axum::routing::get;
 
 pub use access::{AccessError, ConsoleUser, Role, SHORTEST_TOKEN};
-pub use store::ConsoleStore;
+pub use store::{ConsoleStore, DedupRate};
 
 /// How the console shows what it reads. Every field says its default.
 #[derive(Debug, Clone)]
@@ -69,6 +69,10 @@ pub struct ConsoleConfig {
     /// where something in front of the console has authenticated the request, or for a
     /// console on a loopback address of a machine you trust. Defaults to `None`.
     pub anonymous: Option<Role>,
+    /// Consumers whose processed keys the overview shows besides those it finds with rows or
+    /// dead letters (a consumer whose processor reads a broker has neither while all is well).
+    /// Defaults to none.
+    pub consumers: Vec<String>,
     /// The host names the console answers to (the `Host` header without its port); any other
     /// gets 421. A console open without credentials on a loopback address should list only
     /// loopback names (`127.0.0.1`, `localhost`, `[::1]`): a page of another site whose name
@@ -93,6 +97,7 @@ impl Default for ConsoleConfig {
             payload_bytes: 64 * 1024,
             users: Vec::new(),
             anonymous: None,
+            consumers: Vec::new(),
             hosts: Vec::new(),
         }
     }

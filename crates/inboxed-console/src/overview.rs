@@ -1,18 +1,23 @@
-//! `/`: every consumer's backlog, the dead letters by consumer and reason, the outbox's
-//! backlog. Read through the partial indexes of rows not done, so the page costs what the
-//! backlog is, not what the tables hold.
+//! `/`: every consumer's backlog, its processed keys (how many, their growth and age, the
+//! table's size, and the dedup hit rate where a process's counters are at hand), the dead
+//! letters by consumer and reason, the outbox's backlog. Read through the partial indexes of
+//! rows not done and the planner's statistics, so the page costs what the backlog is, not what
+//! the tables hold.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use axum::Extension;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use maud::html;
+use inboxed_core::ConsumerName;
+use inboxed_core::retention::store::ProcessedStats;
+use maud::{Markup, html};
 
 use crate::access::Viewer;
 use crate::forms::query;
-use crate::layout::{ago, page, unavailable};
-use crate::{Console, ConsoleStore};
+use crate::layout::{ago, bytes, page, unavailable};
+use crate::{Console, ConsoleStore, DedupRate};
 
 pub(crate) async fn show<S: ConsoleStore>(
     State(console): State<Arc<Console<S>>>,
@@ -23,6 +28,22 @@ pub(crate) async fn show<S: ConsoleStore>(
         Ok(seen) => seen,
         Err(e) => return unavailable(prefix, &viewer, "the inbox tables", &e),
     };
+    let mut names: BTreeSet<&str> = seen.backlog.iter().map(|b| b.consumer.as_str()).collect();
+    names.extend(seen.dead_letters.iter().map(|d| d.consumer.as_str()));
+    names.extend(console.config.consumers.iter().map(String::as_str));
+    let mut processed = Vec::new();
+    for name in names {
+        let stats = match ConsumerName::new(name) {
+            Ok(consumer) => console
+                .store
+                .processed(&consumer)
+                .await
+                .map_err(|e| inboxed_core::error_chain(&*e)),
+            Err(e) => Err(e.to_string()),
+        };
+        processed.push((name, stats));
+    }
+    let dedup = console.store.dedup_rates().await;
     let body = html! {
         h2 { "Store-then-process backlog" }
         @if seen.backlog.is_empty() {
@@ -48,6 +69,7 @@ pub(crate) async fn show<S: ConsoleStore>(
                 } } }
             } }
         }
+        (processed_keys(&processed, &dedup))
         h2 { "Dead letters" }
         @if seen.dead_letters.is_empty() {
             p { "None." }
@@ -92,4 +114,56 @@ pub(crate) async fn show<S: ConsoleStore>(
         }
     };
     page(prefix, &viewer, "Overview", true, body).into_response()
+}
+
+/// The processed keys of each consumer, with its dedup hit rate where it is known.
+fn processed_keys(
+    processed: &[(&str, Result<ProcessedStats, String>)],
+    dedup: &Result<Option<Vec<DedupRate>>, inboxed_core::BoxError>,
+) -> Markup {
+    let rates: BTreeMap<&str, &DedupRate> = match dedup {
+        Ok(Some(rates)) => rates.iter().map(|r| (r.consumer.as_str(), r)).collect(),
+        _ => BTreeMap::new(),
+    };
+    html! {
+        h2 { "Processed keys" }
+        @if processed.is_empty() {
+            p { "No consumer found (none has rows or dead letters, and none is configured)." }
+        } @else {
+            div.scroll { table {
+                thead { tr {
+                    th { "Consumer" } th { "Keys (estimated)" } th { "Last minute" }
+                    th { "Oldest key" } th { "Table and indexes" } th { "Dedup hit rate" }
+                } }
+                tbody { @for (name, stats) in processed { tr {
+                    td { (name) }
+                    @match stats {
+                        Ok(s) => {
+                            td { (s.estimated_rows.map_or("-".to_owned(), |n| n.to_string())) }
+                            td { (s.last_minute) }
+                            td { (ago(s.oldest)) }
+                            td { (bytes(s.table_bytes + s.index_bytes)) }
+                        }
+                        Err(e) => { td.failure colspan="4" { "unreadable: " (e) } }
+                    }
+                    td { @match rates.get(name).and_then(|r| r.rate().map(|x| (x, r))) {
+                        Some((rate, r)) => {
+                            (format!("{:.1}%", rate * 100.0)) " ("
+                            (r.duplicates) " of " (r.settled) ")"
+                        }
+                        None => "-",
+                    } }
+                } } }
+            } }
+            p.note { @match dedup {
+                Ok(Some(_)) => "Dedup hit rate: the duplicates a process's counters settled, of \
+                    all it settled, since it started.",
+                Ok(None) => "Dedup hit rate: not known here. Only a process's counters know it \
+                    (a duplicate writes nothing to the database): inboxed serve --metrics-url \
+                    reads them from a consumer's Prometheus endpoint.",
+                Err(e) => { "Dedup hit rate: the counters could not be read: "
+                    (inboxed_core::error_chain(&**e)) }
+            } }
+        }
+    }
 }

@@ -12,13 +12,62 @@ use inboxed_core::observe::{
 };
 use inboxed_core::outbox::store::OutboxStore;
 use inboxed_core::outbox::{DeadParams, OutboxBrowse, OutboxEntry};
+use inboxed_core::retention::RetentionStore;
+use inboxed_core::retention::store::ProcessedStats;
 use inboxed_core::{BoxError, ConsumerName};
 
+/// How many deliveries a consumer settled as duplicates, of all it settled: what its
+/// process's counters say (`inboxed_messages_total`, or `inboxed_receipts_total` for
+/// receipts), since the process started.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct DedupRate {
+    /// The consumer.
+    pub consumer: String,
+    /// Deliveries settled as duplicates.
+    pub duplicates: f64,
+    /// Duplicates and first deliveries.
+    pub settled: f64,
+}
+
+impl DedupRate {
+    /// The counts of `consumer`.
+    #[must_use]
+    pub fn new(consumer: impl Into<String>, duplicates: f64, settled: f64) -> Self {
+        Self {
+            consumer: consumer.into(),
+            duplicates,
+            settled,
+        }
+    }
+
+    /// `duplicates / settled`, or `None` before anything was settled.
+    #[must_use]
+    pub fn rate(&self) -> Option<f64> {
+        (self.settled > 0.0).then(|| self.duplicates / self.settled)
+    }
+}
+
 /// The reads and actions behind the console's views. Implemented for every store of the
-/// library (through [`ObserveStore`], [`InboxStore`] and [`OutboxStore`]).
+/// library (through [`ObserveStore`], [`InboxStore`], [`OutboxStore`] and
+/// [`RetentionStore`]).
 pub trait ConsoleStore: Clone + Send + Sync + 'static {
     /// The backlog of every consumer, the dead letters kept, and the outbox's backlog.
     fn observe(&self) -> impl Future<Output = Result<Observation, BoxError>> + Send;
+
+    /// The size, growth and age of a consumer's processed keys.
+    fn processed(
+        &self,
+        consumer: &ConsumerName,
+    ) -> impl Future<Output = Result<ProcessedStats, BoxError>> + Send;
+
+    /// The dedup hit rate of each consumer, where something knows it; `None`: nothing does.
+    /// Only the processes' counters know it (a duplicate writes nothing to the database), so
+    /// the library's stores answer `None`; a store wrapped with a process's counters (as
+    /// `inboxed serve --metrics-url` wraps its store with a scrape of them) answers.
+    fn dedup_rates(&self) -> impl Future<Output = Result<Option<Vec<DedupRate>>, BoxError>> + Send {
+        async { Ok(None) }
+    }
 
     /// Dead letters matching `filter`, newest failure first, without payloads.
     fn dead_letters(
@@ -86,9 +135,14 @@ pub trait ConsoleStore: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Replayed, BoxError>> + Send;
 }
 
-impl<S: ObserveStore + InboxStore + OutboxStore + Clone + Send + Sync + 'static> ConsoleStore
-    for S
+impl<S> ConsoleStore for S
+where
+    S: ObserveStore + InboxStore + OutboxStore + RetentionStore + Clone + Send + Sync + 'static,
 {
+    async fn processed(&self, consumer: &ConsumerName) -> Result<ProcessedStats, BoxError> {
+        Ok(self.processed_stats(consumer).await?)
+    }
+
     async fn observe(&self) -> Result<Observation, BoxError> {
         Ok(ObserveStore::observe(self).await?)
     }

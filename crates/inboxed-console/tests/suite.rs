@@ -15,6 +15,7 @@ async fn the_pages_show_the_dead_letters_and_never_render_what_a_producer_sent()
     let store = store_with_dead_letters(&dir).await;
     let mut config = ConsoleConfig::default();
     config.anonymous = Some(Role::ReadOnly);
+    config.consumers = vec!["quiet".to_owned(), "Not A Name!".to_owned()];
     let base = serve(Console::new(store.clone()).with_config(config).router()).await;
 
     let (status, overview) = get(&format!("{base}/")).await;
@@ -23,6 +24,16 @@ async fn the_pages_show_the_dead_letters_and_never_render_what_a_producer_sent()
     assert!(
         overview.contains("<td>2</td>"),
         "two dead letters counted: {overview}"
+    );
+    // Processed keys: billing (it has dead letters) and the configured quiet consumer; a
+    // configured name that is not one says so in its row instead of failing the page.
+    let keys = &overview[overview.find("Processed keys").expect("the section")..];
+    assert!(keys.contains("<td>billing</td>"), "{keys}");
+    assert!(keys.contains("<td>quiet</td>"), "{keys}");
+    assert!(keys.contains("unreadable"), "{keys}");
+    assert!(
+        keys.contains("not known here"),
+        "no counters at hand: {keys}"
     );
 
     let (status, list) = get(&format!("{base}/dead-letters?consumer=billing")).await;

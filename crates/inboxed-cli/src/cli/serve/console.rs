@@ -5,49 +5,75 @@
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use inboxed_console::{ConsoleStore, ConsoleUser, Role};
+use inboxed_console::{ConsoleStore, ConsoleUser, DedupRate, Role};
 use inboxed_core::inbox::{Replayed, Selector};
 use inboxed_core::observe::{
     AuditRecord, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, InboxEntry,
     LetterActParams, LettersActed, Observation, RowFilter,
 };
 use inboxed_core::outbox::{DeadParams, OutboxBrowse, OutboxEntry};
+use inboxed_core::retention::store::ProcessedStats;
 use inboxed_core::{BoxError, ConsumerName};
 use serde::Deserialize;
 
 use crate::cli::database::{AnyStore, on_store};
 
+/// The console's store in `inboxed serve`: the database's, and where `--metrics-url` names a
+/// consumer's Prometheus endpoint, its counters for the dedup hit rate.
+#[derive(Debug, Clone)]
+pub(crate) struct ServeStore {
+    pub(crate) store: AnyStore,
+    pub(crate) metrics_url: Option<String>,
+}
+
 /// Each engine's store is a console store already (the console's own implementation over
 /// the library's operations): this only picks the engine.
-impl ConsoleStore for AnyStore {
+impl ConsoleStore for ServeStore {
+    async fn processed(&self, consumer: &ConsumerName) -> Result<ProcessedStats, BoxError> {
+        on_store!(&self.store, s => ConsoleStore::processed(s, consumer).await)
+    }
+
+    async fn dedup_rates(&self) -> Result<Option<Vec<DedupRate>>, BoxError> {
+        let Some(url) = &self.metrics_url else {
+            return Ok(None);
+        };
+        let rates = crate::cli::scrape::dedup_rates(url).await?;
+        Ok(Some(
+            rates
+                .into_iter()
+                .map(|r| DedupRate::new(r.consumer, r.duplicates, r.settled))
+                .collect(),
+        ))
+    }
+
     async fn observe(&self) -> Result<Observation, BoxError> {
-        on_store!(self, s => ConsoleStore::observe(s).await)
+        on_store!(&self.store, s => ConsoleStore::observe(s).await)
     }
 
     async fn dead_letters(
         &self,
         filter: &DeadLetterFilter<'_>,
     ) -> Result<Vec<DeadLetterSummary>, BoxError> {
-        on_store!(self, s => s.dead_letters(filter).await)
+        on_store!(&self.store, s => s.dead_letters(filter).await)
     }
 
     async fn dead_letter(&self, id: i64) -> Result<Option<DeadLetterRecord>, BoxError> {
-        on_store!(self, s => s.dead_letter(id).await)
+        on_store!(&self.store, s => s.dead_letter(id).await)
     }
 
     async fn act_on_dead_letters(
         &self,
         params: &LetterActParams<'_>,
     ) -> Result<LettersActed, BoxError> {
-        on_store!(self, s => ConsoleStore::act_on_dead_letters(s, params).await)
+        on_store!(&self.store, s => ConsoleStore::act_on_dead_letters(s, params).await)
     }
 
     async fn rows(&self, filter: &RowFilter<'_>) -> Result<Vec<InboxEntry>, BoxError> {
-        on_store!(self, s => s.rows(filter).await)
+        on_store!(&self.store, s => s.rows(filter).await)
     }
 
     async fn row(&self, id: i64) -> Result<Option<InboxEntry>, BoxError> {
-        on_store!(self, s => s.row(id).await)
+        on_store!(&self.store, s => s.row(id).await)
     }
 
     async fn audit_trail(
@@ -55,19 +81,19 @@ impl ConsoleStore for AnyStore {
         consumer: Option<&str>,
         limit: u32,
     ) -> Result<Vec<AuditRecord>, BoxError> {
-        on_store!(self, s => ConsoleStore::audit_trail(s, consumer, limit).await)
+        on_store!(&self.store, s => ConsoleStore::audit_trail(s, consumer, limit).await)
     }
 
     async fn outbox(&self, browse: &OutboxBrowse<'_>) -> Result<Vec<OutboxEntry>, BoxError> {
-        on_store!(self, s => s.outbox(browse).await)
+        on_store!(&self.store, s => s.outbox(browse).await)
     }
 
     async fn outbox_row(&self, id: i64) -> Result<Option<OutboxEntry>, BoxError> {
-        on_store!(self, s => s.outbox_row(id).await)
+        on_store!(&self.store, s => s.outbox_row(id).await)
     }
 
     async fn act_on_outbox(&self, params: &DeadParams<'_>) -> Result<Vec<i64>, BoxError> {
-        on_store!(self, s => s.act_on_outbox(params).await)
+        on_store!(&self.store, s => s.act_on_outbox(params).await)
     }
 
     async fn replay(
@@ -79,7 +105,7 @@ impl ConsoleStore for AnyStore {
         reason: &str,
         apply: bool,
     ) -> Result<Replayed, BoxError> {
-        on_store!(self, s => {
+        on_store!(&self.store, s => {
             ConsoleStore::replay(s, consumer, selector, include_done, actor, reason, apply).await
         })
     }

@@ -33,17 +33,16 @@ pub(crate) struct Served {
 
 /// The routes, with their bounds: `/metrics` and `/health`, and the console's pages at `/`
 /// when it is configured.
-pub(crate) fn router(served: Arc<Served>, console: Option<ConsoleConfig>) -> Router {
+pub(crate) fn router(
+    served: Arc<Served>,
+    console: Option<(super::console::ServeStore, ConsoleConfig)>,
+) -> Router {
     let mut router = Router::new()
         .route("/metrics", get(metrics))
         .route("/health", get(probe))
         .with_state(Arc::clone(&served));
-    if let Some(config) = console {
-        router = router.merge(
-            Console::new(served.store.clone())
-                .with_config(config)
-                .router(),
-        );
+    if let Some((store, config)) = console {
+        router = router.merge(Console::new(store).with_config(config).router());
     }
     router
         .fallback(|| async { (StatusCode::NOT_FOUND, "try /, /metrics or /health\n") })

@@ -48,6 +48,11 @@ pub(crate) struct Args {
     /// HTTP Basic (name and token) or the token as a bearer token.
     #[arg(long, env = "INBOXED_CONSOLE_USERS")]
     console_users: Option<std::path::PathBuf>,
+    /// A consumer's Prometheus endpoint (http://host:port/metrics: the service's exporter, or
+    /// `inboxed relay --metrics-addr`), read for the console's dedup hit rate, which only its
+    /// counters know (a duplicate writes nothing to the database).
+    #[arg(long, env = "INBOXED_METRICS_URL", value_name = "URL")]
+    metrics_url: Option<String>,
     /// Let the console show payloads, to the users whose entry allows it.
     #[arg(long, env = "INBOXED_CONSOLE_PAYLOADS")]
     console_payloads: bool,
@@ -97,7 +102,13 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         let _ = tokio::signal::ctrl_c().await;
         info!("shutting down");
     };
-    let console = console_config(&args, addr)?;
+    let console = console_config(&args, addr)?.map(|config| {
+        let store = console::ServeStore {
+            store: served.store.clone(),
+            metrics_url: args.metrics_url.clone(),
+        };
+        (store, config)
+    });
     let served = axum::serve(listener, http::router(served, console))
         .with_graceful_shutdown(shutdown)
         .await;
@@ -113,6 +124,7 @@ fn console_config(
 ) -> anyhow::Result<Option<inboxed_console::ConsoleConfig>> {
     let mut config = inboxed_console::ConsoleConfig::default();
     config.show_payloads = args.console_payloads;
+    config.consumers.clone_from(&args.consumers);
     if args.console == ConsoleMode::Off {
         return Ok(None);
     }

@@ -6,6 +6,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod acks;
+mod ambiguous_commit;
 mod chain;
 mod chaos;
 mod outbox;

@@ -11,6 +11,7 @@ pub mod backend;
 pub mod broker_child;
 pub mod chain;
 pub mod child;
+pub mod commit_cut;
 pub mod conformance;
 pub mod handler;
 pub use inboxed_testkit::hooks;

@@ -128,6 +128,26 @@ where
         ConsumerName::new("ledger").expect("name"),
         Ledger::<Pg>::default(),
     );
+    audit_processing(ledger_url, processor, source, fault).await
+}
+
+/// [`audit_through`] with a processor of the caller's (consumer `ledger`, a handler that
+/// writes the ledger as [`Ledger`] does, wrapped to observe it).
+///
+/// # Panics
+/// When the audit fails or the stream stalls for 150 s.
+pub async fn audit_processing<S, H, F, Fut, T>(
+    ledger_url: &str,
+    processor: Processor<PgStore, H>,
+    source: S,
+    fault: F,
+) -> (i64, T)
+where
+    S: DeliverySource + 'static,
+    H: inboxed_core::Handler<sqlx::Postgres> + 'static,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = T>,
+{
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let consuming = tokio::spawn(async move {
         Consumer::new(processor, ConsumerConfig::default().concurrency(16))

@@ -78,6 +78,12 @@ impl ThrowawayPg {
         pg
     }
 
+    /// The server's port on 127.0.0.1.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The server's URL (database `postgres`).
     #[must_use]
     pub fn url(&self) -> String {

@@ -102,7 +102,17 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         let _ = tokio::signal::ctrl_c().await;
         info!("shutting down");
     };
-    let console = console_config(&args, addr)?.map(|config| {
+    let console = console_config(&args, addr)?;
+    if let Some(config) = &console {
+        let who = if config.users.is_empty() {
+            "read-only, without signing in"
+        } else {
+            "to the users of --console-users"
+        };
+        writeln!(out, "the console: http://{addr}/ ({who})")?;
+        out.flush()?;
+    }
+    let console = console.map(|config| {
         let store = console::ServeStore {
             store: served.store.clone(),
             metrics_url: args.metrics_url.clone(),

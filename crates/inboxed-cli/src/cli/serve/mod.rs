@@ -86,10 +86,19 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
-    writeln!(
-        out,
-        "serving http://{addr}/metrics and http://{addr}/health"
-    )?;
+    let console = console_config(&args, addr)?;
+    // One write: a reader that takes the first line and closes (a test, `| head -1`) must not
+    // make a second write fail.
+    let mut banner = format!("serving http://{addr}/metrics and http://{addr}/health\n");
+    if let Some(config) = &console {
+        let who = if config.users.is_empty() {
+            "read-only, without signing in"
+        } else {
+            "to the users of --console-users"
+        };
+        banner.push_str(&format!("the console: http://{addr}/ ({who})\n"));
+    }
+    out.write_all(banner.as_bytes())?;
     out.flush()?;
     info!(database = %args.db.shown_url(), %addr, "serving metrics and health");
 
@@ -102,16 +111,6 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         let _ = tokio::signal::ctrl_c().await;
         info!("shutting down");
     };
-    let console = console_config(&args, addr)?;
-    if let Some(config) = &console {
-        let who = if config.users.is_empty() {
-            "read-only, without signing in"
-        } else {
-            "to the users of --console-users"
-        };
-        writeln!(out, "the console: http://{addr}/ ({who})")?;
-        out.flush()?;
-    }
     let console = console.map(|config| {
         let store = console::ServeStore {
             store: served.store.clone(),

@@ -194,6 +194,10 @@ pub struct DeadLetter {
 pub struct DurabilityReport {
     /// `(setting, value)` pairs as read from the database.
     pub settings: Vec<(&'static str, String)>,
+    /// What can still lose an acknowledged commit, though the server itself keeps it: a
+    /// failover to a standby that had not received it (asynchronous replication). Logged at
+    /// start, not refused: asynchronous standbys are a common and deliberate trade.
+    pub warnings: Vec<String>,
 }
 
 /// Database operations the inbox engine needs.

@@ -89,6 +89,7 @@ pub fn judge(s: &Server) -> Result<DurabilityReport, StoreError> {
             ("sync_binlog", s.sync_binlog.to_string()),
             ("sql_mode", s.sql_mode.clone()),
         ],
+        warnings: Vec::new(),
     })
 }
 

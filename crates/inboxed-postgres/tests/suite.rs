@@ -17,3 +17,4 @@ mod pace;
 mod partitions;
 mod pgbouncer;
 mod purge_metrics;
+mod replication;

@@ -143,6 +143,7 @@ impl Store for SqliteStore {
         }
         Ok(DurabilityReport {
             settings: vec![("synchronous", sync.to_string()), ("journal_mode", journal)],
+            warnings: Vec::new(),
         })
     }
 

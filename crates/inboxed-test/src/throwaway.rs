@@ -35,7 +35,50 @@ impl ThrowawayPg {
         Self::start_with(Some(ca))
     }
 
-    fn start_with(ca: Option<&crate::tls::TestCa>) -> Self {
+    /// A streaming standby of `primary`, made with `pg_basebackup -R` and started: it
+    /// replicates as `name` (its `application_name`, what `synchronous_standby_names` lists).
+    ///
+    /// # Panics
+    /// When the base backup or the start fails.
+    #[must_use]
+    pub fn standby_of(primary: &Self, name: &str) -> Self {
+        let pg = Self::empty();
+        let made = pg.as_owner(&format!(
+            "{}/pg_basebackup -D {dir}/data -R -X stream \
+             -d 'host=127.0.0.1 port={port} user=postgres application_name={name}' \
+             >{dir}/basebackup.log 2>&1",
+            pg.bin.display(),
+            dir = pg.path(),
+            port = primary.port,
+        ));
+        assert!(
+            made,
+            "pg_basebackup failed; see {}/basebackup.log",
+            pg.path()
+        );
+        pg.restart();
+        pg
+    }
+
+    /// Promotes a standby to a primary, waiting until it is one.
+    ///
+    /// # Panics
+    /// When the promotion fails.
+    pub fn promote(&self) {
+        let promoted = self.as_owner(&format!(
+            "{}/pg_ctl -D {}/data -w promote >/dev/null",
+            self.bin.display(),
+            self.path()
+        ));
+        assert!(
+            promoted,
+            "pg_ctl promote failed; see {}/server.log",
+            self.path()
+        );
+    }
+
+    /// A new directory and port, with the newest installed binaries; no cluster yet.
+    fn empty() -> Self {
         let bin = std::fs::read_dir("/usr/lib/postgresql")
             .expect("PostgreSQL binaries under /usr/lib/postgresql")
             .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
@@ -43,13 +86,20 @@ impl ThrowawayPg {
             .max()
             .expect("an initdb under /usr/lib/postgresql/*/bin");
         let dir = tempfile::tempdir().expect("temporary directory");
-        let port = crate::free_port();
-        let mut pg = Self {
+        let pg = Self {
             dir,
             bin,
-            port,
+            port: crate::free_port(),
             options: String::new(),
         };
+        if is_root() {
+            run("chown", &["-R", "postgres", &pg.path()]);
+        }
+        pg
+    }
+
+    fn start_with(ca: Option<&crate::tls::TestCa>) -> Self {
+        let mut pg = Self::empty();
         if let Some(ca) = ca {
             // The server reads its key only when it is private to the server's user.
             for (from, to) in [
@@ -59,13 +109,13 @@ impl ThrowawayPg {
                 std::fs::copy(from, pg.dir.path().join(to)).unwrap();
             }
             run("chmod", &["600", &format!("{}/server.key", pg.path())]);
+            if is_root() {
+                run("chown", &["-R", "postgres", &pg.path()]);
+            }
             pg.options = format!(
                 " -c ssl=on -c ssl_cert_file={dir}/server.pem -c ssl_key_file={dir}/server.key",
                 dir = pg.path()
             );
-        }
-        if is_root() {
-            run("chown", &["-R", "postgres", &pg.path()]);
         }
         let made = pg.as_owner(&format!(
             "{}/initdb -D {}/data -A trust -U postgres >{}/initdb.log 2>&1",

@@ -159,7 +159,10 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             .ready
             .get_or_try_init(|| async {
                 if !inner.config.allow_non_durable_commits {
-                    inner.store.check_durability().await?;
+                    let report = inner.store.check_durability().await?;
+                    for warning in &report.warnings {
+                        tracing::warn!(consumer = %inner.consumer, "{warning}");
+                    }
                 }
                 inner.store.register_consumer(&inner.consumer).await?;
                 Ok::<(), Error>(())

@@ -1,0 +1,105 @@
+//! The durability check on a primary with a streaming standby (two clusters of the test's own):
+//! an asynchronous standby can lose commits the consumers acknowledged if it is promoted, and
+//! the check says so at start; a synchronous one is not warned about, unless commits do not
+//! wait for it (`synchronous_commit = local`). A warning, not a refusal: the processor still
+//! starts.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+use inboxed_core::{ConsumerName, Processor, Store};
+use inboxed_postgres::PgStore;
+use inboxed_test::throwaway::ThrowawayPg;
+use inboxed_test::{Ledger, Pg};
+
+async fn warnings(store: &PgStore) -> Vec<String> {
+    store.check_durability().await.unwrap().warnings
+}
+
+/// Waits until the primary sees `n` standbys in `state` (`async`, `sync`).
+async fn wait_for(pool: &PgPool, n: i64, state: &str) {
+    for _ in 0..200 {
+        let seen: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_replication \
+             WHERE state = 'streaming' AND sync_state = $1",
+        )
+        .bind(state)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if seen == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no {n} {state} standby(s) within 10 s");
+}
+
+/// Sets `setting` in postgresql.auto.conf and reloads (two statements: ALTER SYSTEM refuses a
+/// transaction block, which a multi-statement query is).
+async fn set(pool: &PgPool, setting: &str, value: &str) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "ALTER SYSTEM SET {setting} = '{value}'"
+    )))
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("SELECT pg_reload_conf()")
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn asynchronous_standbys_are_warned_about_at_start() {
+    let primary = ThrowawayPg::start();
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&primary.url())
+        .await
+        .unwrap();
+    let store = PgStore::new(pool.clone());
+    store.migrate().await.unwrap();
+    assert_eq!(warnings(&store).await, Vec::<String>::new(), "no standby");
+
+    let _standby = ThrowawayPg::standby_of(&primary, "replica_a");
+    wait_for(&pool, 1, "async").await;
+    let found = warnings(&store).await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("1 standby(s) replicate asynchronously"),
+        "{found:?}"
+    );
+    // Still only a warning: the processor starts.
+    Processor::new(
+        store.clone(),
+        ConsumerName::new("ledger").unwrap(),
+        Ledger::<Pg>::default(),
+    )
+    .ensure_ready()
+    .await
+    .unwrap();
+
+    set(&pool, "synchronous_standby_names", "replica_a").await;
+    wait_for(&pool, 1, "sync").await;
+    assert_eq!(warnings(&store).await, Vec::<String>::new(), "synchronous");
+
+    set(&pool, "synchronous_commit", "local").await;
+    // Each session takes the reloaded setting when it handles the signal: soon, not at once.
+    let mut found = Vec::new();
+    for _ in 0..100 {
+        found = warnings(&store).await;
+        if !found.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        found
+            .iter()
+            .any(|w| w.contains("synchronous_commit = local")),
+        "{found:?}"
+    );
+}

@@ -8,6 +8,7 @@
 
 mod claim;
 mod engine;
+pub mod failover;
 mod inbox;
 mod key;
 mod partition_list;

@@ -9,6 +9,7 @@ mod acks;
 mod ambiguous_commit;
 mod chain;
 mod chaos;
+mod failover;
 mod outbox;
 mod pg_restart;
 mod rabbitmq;

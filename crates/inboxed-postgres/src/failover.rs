@@ -1,0 +1,217 @@
+//! Following the primary of a cluster that fails over. libpq takes several hosts in one URL
+//! (`postgres://app@db1:5432,db2:5432/app?target_session_attrs=read-write`) and connects to
+//! the one that accepts writes; sqlx does not. [`connect`] reads that URL, opens the pool on
+//! the host that is the primary now, and keeps probing the hosts: when another one becomes the
+//! primary (a standby promoted), the pool's new connections go there. Connections to the old
+//! primary break with it, and the processor retries what they were doing; a commit that broke
+//! mid-way is ambiguous, and the redelivery's claim settles it.
+//!
+//! The old primary must be fenced (stopped, or cut off from the clients) before the standby is
+//! promoted, as every failover manager does: a pool's idle connections to a primary that is
+//! still up would keep writing there.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgPool};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use inboxed_core::StoreError;
+
+/// How long a probe of one host may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The pool's hosts, each as the URL's options with that host.
+#[derive(Debug, Clone)]
+pub struct Hosts {
+    hosts: Vec<(String, PgConnectOptions)>,
+}
+
+impl Hosts {
+    /// The hosts of `url`: libpq's multi-host form (`host1:port1,host2:port2` in place of one
+    /// host), or one host. `target_session_attrs`, when given, must be `read-write` or
+    /// `primary`: the inbox writes.
+    ///
+    /// # Errors
+    /// A URL that does not parse, or names no host, or asks for a standby.
+    pub fn parse(url: &str) -> Result<Self, StoreError> {
+        let bad = |why: String| {
+            StoreError::Database(sqlx::Error::Configuration(
+                format!("a multi-host URL: {why}").into(),
+            ))
+        };
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| bad("the URL has no scheme".to_owned()))?;
+        let (authority, tail) = match rest.find(['/', '?']) {
+            Some(at) => rest.split_at(at),
+            None => (rest, ""),
+        };
+        let (userinfo, hostlist) = match authority.rsplit_once('@') {
+            Some((user, hosts)) => (Some(user), hosts),
+            None => (None, authority),
+        };
+        let (path, query) = match tail.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (tail, None),
+        };
+        let mut kept = Vec::new();
+        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("target_session_attrs", "read-write" | "primary")) => {}
+                Some(("target_session_attrs", other)) => {
+                    return Err(bad(format!(
+                        "target_session_attrs={other}: the inbox writes, so it follows the \
+                         primary (read-write or primary)"
+                    )));
+                }
+                _ => kept.push(pair),
+            }
+        }
+        let query = if kept.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", kept.join("&"))
+        };
+        let mut hosts = Vec::new();
+        for host in hostlist.split(',').filter(|h| !h.is_empty()) {
+            let one = match userinfo {
+                Some(user) => format!("{scheme}://{user}@{host}{path}{query}"),
+                None => format!("{scheme}://{host}{path}{query}"),
+            };
+            let options =
+                PgConnectOptions::from_str(&one).map_err(|e| bad(format!("host {host}: {e}")))?;
+            hosts.push((host.to_owned(), options));
+        }
+        if hosts.is_empty() {
+            return Err(bad("the URL names no host".to_owned()));
+        }
+        Ok(Self { hosts })
+    }
+
+    /// The hosts, as written in the URL.
+    #[must_use]
+    pub fn names(&self) -> Vec<&str> {
+        self.hosts.iter().map(|(name, _)| name.as_str()).collect()
+    }
+
+    /// The first host, in the URL's order, that answers as a primary (not in recovery).
+    pub async fn primary(&self) -> Option<(&str, &PgConnectOptions)> {
+        for (name, options) in &self.hosts {
+            if is_primary(options).await {
+                return Some((name, options));
+            }
+        }
+        None
+    }
+}
+
+/// Whether the server of `options` answers, within [`PROBE_TIMEOUT`], as a primary.
+async fn is_primary(options: &PgConnectOptions) -> bool {
+    let probe = async {
+        let mut conn = options.connect().await.ok()?;
+        let in_recovery: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+            .fetch_one(&mut conn)
+            .await
+            .ok()?;
+        let _ = conn.close().await;
+        Some(!in_recovery)
+    };
+    matches!(
+        tokio::time::timeout(PROBE_TIMEOUT, probe).await,
+        Ok(Some(true))
+    )
+}
+
+/// The task following the primary; dropping it stops the following (the pool stays, on the
+/// host it was last pointed at).
+#[derive(Debug)]
+pub struct Follower {
+    task: JoinHandle<()>,
+    current: Arc<std::sync::Mutex<String>>,
+}
+
+impl Follower {
+    /// The host the pool's new connections go to now.
+    #[must_use]
+    pub fn primary(&self) -> String {
+        self.current.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A pool on the primary among `url`'s hosts, and the task that points it at another host when
+/// that one becomes the primary, probing every `every` (a second is a fair choice: a failover
+/// takes longer to decide).
+///
+/// # Errors
+/// The URL does not parse, or no host answers as a primary.
+pub async fn connect(
+    url: &str,
+    pool: PgPoolOptions,
+    every: Duration,
+) -> Result<(PgPool, Follower), StoreError> {
+    let hosts = Hosts::parse(url)?;
+    let (name, options) = hosts.primary().await.ok_or(StoreError::Unsupported {
+        operation: "a multi-host URL",
+        reason: "no host answers as a primary (all down, or all in recovery)",
+    })?;
+    let pool = pool.connect_lazy_with(options.clone());
+    let current = Arc::new(std::sync::Mutex::new(name.to_owned()));
+    let task = {
+        let pool = pool.clone();
+        let current = Arc::clone(&current);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some((name, options)) = hosts.primary().await else {
+                    warn!(hosts = ?hosts.names(), "no host answers as a primary");
+                    continue;
+                };
+                let mut now = match current.lock() {
+                    Ok(now) => now,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                if *now != name {
+                    info!(from = %*now, to = %name, "the primary moved: new connections go to it");
+                    pool.set_connect_options(options.clone());
+                    *now = name.to_owned();
+                }
+            }
+        })
+    };
+    Ok((pool, Follower { task, current }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Hosts;
+
+    #[test]
+    fn a_multi_host_url_is_one_url_per_host() {
+        let hosts = Hosts::parse(
+            "postgres://app:secret@db1:5432,db2:5433/orders?target_session_attrs=read-write&sslmode=disable",
+        )
+        .unwrap();
+        assert_eq!(hosts.names(), ["db1:5432", "db2:5433"]);
+        assert_eq!(hosts.hosts[1].1.get_port(), 5433);
+        assert_eq!(hosts.hosts[1].1.get_database(), Some("orders"));
+        assert_eq!(hosts.hosts[0].1.get_username(), "app");
+        assert_eq!(
+            Hosts::parse("postgres://db1/x").unwrap().names(),
+            ["db1"],
+            "one host"
+        );
+        assert!(Hosts::parse("postgres://db1,db2/x?target_session_attrs=standby").is_err());
+        assert!(Hosts::parse("postgres:///x").is_err(), "no host");
+        assert!(Hosts::parse("db1,db2").is_err(), "no scheme");
+    }
+}

@@ -24,6 +24,16 @@ use inboxed_core::StoreError;
 /// How long a probe of one host may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Whether `url` names several hosts (`postgres://app@db1:5432,db2:5432/app`).
+#[must_use]
+pub fn is_multi_host(url: &str) -> bool {
+    url.split_once("://").is_some_and(|(_, rest)| {
+        let authority = rest.split(['/', '?']).next().unwrap_or_default();
+        let hosts = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        hosts.contains(',')
+    })
+}
+
 /// The pool's hosts, each as the URL's options with that host.
 #[derive(Debug, Clone)]
 pub struct Hosts {
@@ -153,17 +163,24 @@ impl Drop for Follower {
 /// takes longer to decide).
 ///
 /// # Errors
-/// The URL does not parse, or no host answers as a primary.
+/// The URL does not parse, or no host answers as a primary ([`StoreError::Unavailable`]).
 pub async fn connect(
     url: &str,
     pool: PgPoolOptions,
     every: Duration,
 ) -> Result<(PgPool, Follower), StoreError> {
     let hosts = Hosts::parse(url)?;
-    let (name, options) = hosts.primary().await.ok_or(StoreError::Unsupported {
-        operation: "a multi-host URL",
-        reason: "no host answers as a primary (all down, or all in recovery)",
-    })?;
+    let Some((name, options)) = hosts.primary().await else {
+        return Err(StoreError::Unavailable(sqlx::Error::Io(
+            std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                format!(
+                    "none of the hosts {:?} answers as a primary (all down, or all in recovery)",
+                    hosts.names()
+                ),
+            ),
+        )));
+    };
     let pool = pool.connect_lazy_with(options.clone());
     let current = Arc::new(std::sync::Mutex::new(name.to_owned()));
     let task = {
@@ -213,5 +230,8 @@ mod tests {
         assert!(Hosts::parse("postgres://db1,db2/x?target_session_attrs=standby").is_err());
         assert!(Hosts::parse("postgres:///x").is_err(), "no host");
         assert!(Hosts::parse("db1,db2").is_err(), "no scheme");
+        assert!(super::is_multi_host("postgres://u:p,w@db1,db2/x"));
+        assert!(!super::is_multi_host("postgres://u:p,w@db1/x?options=a,b"));
+        assert!(!super::is_multi_host("postgres:///x?host=/run/postgresql"));
     }
 }

@@ -34,7 +34,13 @@ pub struct PgStore {
     pub(crate) wakers: inboxed_core::inbox::LocalWakers,
     /// Partitioned mode: keys live in `processed_log`, by received time.
     pub(crate) partitions: Option<PartitionConfig>,
+    /// The task pointing the pool at the primary, for a store connected to several hosts;
+    /// it stops with the last clone.
+    pub(crate) follower: Option<Arc<crate::failover::Follower>>,
 }
+
+/// How often a store connected to several hosts probes them for the primary.
+const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
 impl PgStore {
     /// A store in schema `public` with tables prefixed `inboxed_`.
@@ -54,7 +60,17 @@ impl PgStore {
             persistent: true,
             wakers: inboxed_core::inbox::LocalWakers::default(),
             partitions: None,
+            follower: None,
         }
+    }
+
+    /// The same store (its pool, and the following of the primary of a multi-host URL) with
+    /// its tables in `ns`. Call it before [`PgStore::partitioned`].
+    #[must_use]
+    pub fn in_namespace(mut self, ns: Namespace) -> Self {
+        self.queries = Arc::new(Queries::render(&TEMPLATES, &ns));
+        self.ns = ns;
+        self
     }
 
     /// Keeps processed keys in time partitions (`processed_log`, migration 5) instead of one
@@ -86,7 +102,9 @@ impl PgStore {
 
     /// [`PgStore::connect`], trying for up to `timeout`: a refused or failed connection is
     /// tried again until then (a database still starting), which is also how long a pool
-    /// waits for a free connection later.
+    /// waits for a free connection later. A URL with several hosts
+    /// (`postgres://app@db1:5432,db2:5432/app`) connects to the one that is the primary and
+    /// follows the primary when a standby is promoted ([`crate::failover`]).
     ///
     /// # Errors
     /// A malformed URL, or a database that cannot be reached within `timeout`.
@@ -95,14 +113,30 @@ impl PgStore {
         max_connections: u32,
         timeout: Duration,
     ) -> Result<Self, StoreError> {
-        let options: PgConnectOptions = url.parse().map_err(StoreError::from_sqlx)?;
-        let pool = PgPoolOptions::new()
+        let pool_options = PgPoolOptions::new()
             .max_connections(if max_connections == 0 {
                 10
             } else {
                 max_connections
             })
-            .acquire_timeout(timeout)
+            .acquire_timeout(timeout);
+        if crate::failover::is_multi_host(url) {
+            // Several hosts: the pool goes to the primary among them, and follows it.
+            let started = std::time::Instant::now();
+            loop {
+                match crate::failover::connect(url, pool_options.clone(), FOLLOW_EVERY).await {
+                    Ok((pool, follower)) => {
+                        let mut store = Self::new(pool);
+                        store.follower = Some(Arc::new(follower));
+                        return Ok(store);
+                    }
+                    Err(e) if started.elapsed() >= timeout => return Err(e),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+        }
+        let options: PgConnectOptions = url.parse().map_err(StoreError::from_sqlx)?;
+        let pool = pool_options
             .connect_with(options)
             .await
             .map_err(StoreError::from_sqlx)?;

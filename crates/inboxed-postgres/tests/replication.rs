@@ -64,7 +64,7 @@ async fn asynchronous_standbys_are_warned_about_at_start() {
     store.migrate().await.unwrap();
     assert_eq!(warnings(&store).await, Vec::<String>::new(), "no standby");
 
-    let _standby = ThrowawayPg::standby_of(&primary, "replica_a");
+    let standby = ThrowawayPg::standby_of(&primary, "replica_a");
     wait_for(&pool, 1, "async").await;
     let found = warnings(&store).await;
     assert_eq!(found.len(), 1, "{found:?}");
@@ -81,6 +81,23 @@ async fn asynchronous_standbys_are_warned_about_at_start() {
     .ensure_ready()
     .await
     .unwrap();
+
+    // A URL naming the standby first and the primary second reaches the primary.
+    let either = PgStore::connect(
+        &format!(
+            "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres",
+            standby.port(),
+            primary.port()
+        ),
+        2,
+    )
+    .await
+    .unwrap();
+    let in_recovery: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+        .fetch_one(either.pool())
+        .await
+        .unwrap();
+    assert!(!in_recovery, "the multi-host store is on the primary");
 
     set(&pool, "synchronous_standby_names", "replica_a").await;
     wait_for(&pool, 1, "sync").await;

@@ -195,7 +195,7 @@ impl AnyStore {
         };
         let ns = inboxed_core::Namespace::new(schema, prefix)?;
         Ok(match store {
-            Self::Postgres(s) => Self::Postgres(PgStore::with_namespace(s.pool().clone(), ns)),
+            Self::Postgres(s) => Self::Postgres(s.in_namespace(ns)),
             Self::Sqlite(s) => Self::Sqlite(SqliteStore::with_namespace(s.pool().clone(), ns)),
             Self::MySql(s) => Self::MySql(MySqlStore::new(s.pool().clone(), ns)),
         })

@@ -15,6 +15,7 @@ mod partition_list;
 mod partitions;
 mod queries;
 mod retention;
+mod standbys;
 mod store;
 
 pub use key::message_key;

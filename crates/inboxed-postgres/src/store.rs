@@ -308,7 +308,7 @@ impl Store for PgStore {
                        ProcessorConfig::allow_non_durable_commits knowingly.",
             });
         }
-        let standbys = Standbys {
+        let standbys = crate::standbys::Standbys {
             in_recovery: row.try_get(2).map_err(StoreError::from_sqlx)?,
             names: row.try_get(3).map_err(StoreError::from_sqlx)?,
             streaming: row.try_get(4).map_err(StoreError::from_sqlx)?,
@@ -415,92 +415,5 @@ impl Store for PgStore {
 
     async fn dead_letter(&self, p: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
         keys::dead_letter(self, p).await
-    }
-}
-
-/// The replication a primary reports (`check_durability.sql`).
-struct Standbys {
-    in_recovery: bool,
-    /// `synchronous_standby_names`.
-    names: String,
-    /// Standbys streaming from this server.
-    streaming: i64,
-    /// Those that are synchronous (`sync` or `quorum`).
-    synchronous: i64,
-    /// Those whose state this role may not read.
-    unreadable: i64,
-}
-
-impl Standbys {
-    /// What can lose an acknowledged commit in a failover, with `synchronous_commit` = `sync`.
-    fn warnings(&self, sync: &str) -> Vec<String> {
-        if self.in_recovery || self.streaming == 0 {
-            return Vec::new();
-        }
-        let lose = "a failover to one of them can lose commits the consumers acknowledged, and \
-                    the messages are then processed again";
-        if self.names.trim().is_empty() {
-            return vec![format!(
-                "{} standby(s) replicate asynchronously (synchronous_standby_names is empty): \
-                 {lose}. Name them in synchronous_standby_names, or fail over only to a standby \
-                 that has caught up (docs/guarantees.md, \"Deployments\")",
-                self.streaming
-            )];
-        }
-        let mut out = Vec::new();
-        if sync == "local" {
-            out.push(format!(
-                "synchronous_commit = local: commits do not wait for the synchronous standbys \
-                 ({}), so {lose}",
-                self.names
-            ));
-        }
-        let asynchronous = self.streaming - self.synchronous - self.unreadable;
-        if asynchronous > 0 {
-            out.push(format!(
-                "{asynchronous} of {} standby(s) replicate asynchronously \
-                 (synchronous_standby_names = '{}'): {lose}; promote only a synchronous one",
-                self.streaming, self.names
-            ));
-        }
-        out
-    }
-}
-
-#[cfg(test)]
-mod standby_tests {
-    use super::Standbys;
-
-    fn standbys(names: &str, streaming: i64, synchronous: i64, unreadable: i64) -> Standbys {
-        Standbys {
-            in_recovery: false,
-            names: names.to_owned(),
-            streaming,
-            synchronous,
-            unreadable,
-        }
-    }
-
-    #[test]
-    fn asynchronous_standbys_are_warned_about_and_synchronous_ones_are_not() {
-        assert!(
-            standbys("", 0, 0, 0).warnings("on").is_empty(),
-            "no standby"
-        );
-        let all_async = standbys("", 2, 0, 0).warnings("on");
-        assert_eq!(all_async.len(), 1);
-        assert!(all_async[0].contains("2 standby(s) replicate asynchronously"));
-        assert!(standbys("'s1'", 1, 1, 0).warnings("on").is_empty());
-        let one_async = standbys("s1", 2, 1, 0).warnings("on");
-        assert!(one_async[0].contains("1 of 2"), "{one_async:?}");
-        assert!(
-            standbys("s1", 2, 0, 2).warnings("on").is_empty(),
-            "a role that cannot read sync_state is not told what cannot be known"
-        );
-        let local = standbys("s1", 1, 1, 0).warnings("local");
-        assert!(local[0].contains("synchronous_commit = local"), "{local:?}");
-        let mut standby = standbys("", 1, 0, 0);
-        standby.in_recovery = true;
-        assert!(standby.warnings("on").is_empty(), "a standby itself");
     }
 }

@@ -15,12 +15,33 @@ use inboxed_postgres::PgStore;
 use inboxed_postgres::failover;
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
 use inboxed_test::amqp::{depth, publish_keyed, queue};
-use inboxed_test::restart::{MESSAGES, audit_through, store_on};
+use inboxed_test::restart::{MESSAGES, audit_through, ledger_counts, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 
 fn amqp_url() -> String {
     std::env::var("INBOXED_AMQP_URL")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+/// A pool on the primary of the two, following it (probing every 200 ms).
+async fn follow(
+    primary: &ThrowawayPg,
+    standby: &ThrowawayPg,
+) -> (sqlx::PgPool, failover::Follower) {
+    let both = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres?target_session_attrs=read-write",
+        primary.port(),
+        standby.port()
+    );
+    failover::connect(
+        &both,
+        PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(2)),
+        Duration::from_millis(200),
+    )
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -52,20 +73,7 @@ async fn a_failover_to_a_synchronous_standby_loses_and_repeats_nothing() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(synchronous, "the standby became synchronous");
-    let both = format!(
-        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres?target_session_attrs=read-write",
-        primary.port(),
-        standby.port()
-    );
-    let (pool, follower) = failover::connect(
-        &both,
-        PgPoolOptions::new()
-            .max_connections(16)
-            .acquire_timeout(Duration::from_secs(2)),
-        Duration::from_millis(200),
-    )
-    .await
-    .unwrap();
+    let (pool, follower) = follow(&primary, &standby).await;
     assert_eq!(follower.primary(), format!("127.0.0.1:{}", primary.port()));
 
     let (channel, name) = queue(&amqp_url()).await;
@@ -91,25 +99,10 @@ async fn a_failover_to_a_synchronous_standby_loses_and_repeats_nothing() {
         .unwrap();
 }
 
-/// Rows and distinct message ids in the ledger at `url`, or `None` while it cannot be read.
-async fn ledger(url: &str) -> Option<(i64, i64)> {
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .acquire_timeout(Duration::from_secs(1))
-        .connect(url)
-        .await
-        .ok()?;
-    let counts = sqlx::query_as("SELECT count(*), count(DISTINCT message_id) FROM ledger")
-        .fetch_one(&pool)
-        .await
-        .ok();
-    pool.close().await;
-    counts
-}
-
 /// What the start-up warning predicts, measured: with an asynchronous standby whose WAL
 /// receiver is held (SIGSTOP) while the primary commits 300 more rows, the primary crashes, the
-/// receiver is killed (it never writes what it held) and the standby is promoted. The commits the standby never received are gone, and so are their messages: the
+/// receiver is killed (it never writes what it held) and the standby is promoted. The commits
+/// the standby never received are gone, and so are their messages: the
 /// consumer acknowledged them after each commit, as it must, and the broker let them go. No
 /// message is applied twice; the loss is the commits the standby lacked.
 #[tokio::test]
@@ -120,20 +113,7 @@ async fn a_failover_to_an_asynchronous_standby_loses_what_it_had_not_received() 
     let primary = ThrowawayPg::start();
     let _direct = store_on(&primary).await;
     let standby = ThrowawayPg::standby_of(&primary, "replica_a");
-    let both = format!(
-        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres",
-        primary.port(),
-        standby.port()
-    );
-    let (pool, follower) = failover::connect(
-        &both,
-        PgPoolOptions::new()
-            .max_connections(16)
-            .acquire_timeout(Duration::from_secs(2)),
-        Duration::from_millis(200),
-    )
-    .await
-    .unwrap();
+    let (pool, follower) = follow(&primary, &standby).await;
     let (channel, name) = queue(&amqp_url()).await;
     publish_keyed(&channel, &name, "a", 0..MESSAGES).await;
     let source = RabbitSource::connect(RabbitConfig::new(amqp_url(), &name).prefetch(64))
@@ -152,7 +132,8 @@ async fn a_failover_to_an_asynchronous_standby_loses_what_it_had_not_received() 
             })
             .await
     });
-    let rows_on = |url: String| async move { ledger(&url).await.map_or(0, |(rows, _)| rows) };
+    let rows_on =
+        |url: String| async move { ledger_counts(&url).await.map_or(0, |(rows, _)| rows) };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     while rows_on(primary.url()).await < MESSAGES / 4 {
         assert!(tokio::time::Instant::now() < deadline, "no progress");
@@ -212,7 +193,7 @@ async fn a_failover_to_an_asynchronous_standby_loses_what_it_had_not_received() 
         .unwrap()
         .unwrap();
     let left = depth(&channel, &name).await;
-    let (rows, distinct) = ledger(&standby.url()).await.unwrap();
+    let (rows, distinct) = ledger_counts(&standby.url()).await.unwrap();
     let lost = MESSAGES - rows - i64::from(left);
     eprintln!(
         "asynchronous failover: {lost} of {MESSAGES} messages lost (their commits were on the \

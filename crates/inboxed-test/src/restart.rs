@@ -39,18 +39,24 @@ pub async fn store_on(pg: &ThrowawayPg) -> PgStore {
 
 /// Rows in the ledger, or `None` while the server is down.
 async fn ledger_rows(url: &str) -> Option<i64> {
+    ledger_counts(url).await.map(|(rows, _)| rows)
+}
+
+/// Rows and distinct message ids in the ledger at `url`, or `None` while the server is down
+/// (or in recovery from a crash).
+pub async fn ledger_counts(url: &str) -> Option<(i64, i64)> {
     let pool = PgPoolOptions::new()
         .max_connections(1)
         .acquire_timeout(Duration::from_secs(1))
         .connect(url)
         .await
         .ok()?;
-    let n = sqlx::query_scalar("SELECT count(*) FROM ledger")
+    let counts = sqlx::query_as("SELECT count(*), count(DISTINCT message_id) FROM ledger")
         .fetch_one(&pool)
         .await
         .ok();
     pool.close().await;
-    n
+    counts
 }
 
 /// What the inbox tables hold, for a stalled audit's message: tells a message the broker lost

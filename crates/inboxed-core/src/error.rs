@@ -172,8 +172,11 @@ impl StoreError {
                 "23505" => Self::UniqueViolation(err),
                 "25P02" => Self::TransactionEnded(err),
                 // statement_completion_unknown, admin/crash shutdown, cannot connect now,
-                // system error, class 08 connection exception, class 53 insufficient resources
-                "40003" | "57P01" | "57P02" | "57P03" | "58030" => Self::Unavailable(err),
+                // system error, class 08 connection exception, class 53 insufficient resources,
+                // and read_only_sql_transaction: a write that reached a standby (a host name
+                // still pointing at a demoted primary), which the primary will take, as
+                // MySQL's read-only server (1290, 1792, 1836) is.
+                "40003" | "57P01" | "57P02" | "57P03" | "58030" | "25006" => Self::Unavailable(err),
                 c if c.starts_with("08") || c.starts_with("53") => Self::Unavailable(err),
                 _ => Self::Database(err),
             };

@@ -6,13 +6,20 @@
 //! primary break with it, and the processor retries what they were doing; a commit that broke
 //! mid-way is ambiguous, and the redelivery's claim settles it.
 //!
-//! The old primary must be fenced (stopped, or cut off from the clients) before the standby is
-//! promoted, as every failover manager does: a pool's idle connections to a primary that is
-//! still up would keep writing there.
+//! Two guards keep the pool's connections on the primary between probes. A new connection
+//! that lands on a server in recovery is refused (`after_connect`): a host demoted between two
+//! probes, or a URL's single host that is a standby, is a connection error the processor
+//! retries, never a write refused for each message. And once the follower has moved, a
+//! connection opened before the move is closed when next acquired (`before_acquire`, by its
+//! age), so that idle connections to the old primary write nothing more there.
+//!
+//! The old primary must still be fenced (stopped, or cut off from the clients) before the
+//! standby is promoted, as every failover manager does: a client that can still reach the old
+//! primary, first in the URL's order, stays on it, as libpq's would.
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgPool};
@@ -162,6 +169,9 @@ impl Drop for Follower {
 /// that one becomes the primary, probing every `every` (a second is a fair choice: a failover
 /// takes longer to decide).
 ///
+/// The pool's `after_connect` and `before_acquire` hooks are the module's two guards; hooks
+/// set on `pool` before are replaced.
+///
 /// # Errors
 /// The URL does not parse, or no host answers as a primary ([`StoreError::Unavailable`]).
 pub async fn connect(
@@ -181,7 +191,8 @@ pub async fn connect(
             ),
         )));
     };
-    let pool = pool.connect_lazy_with(options.clone());
+    let moved: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+    let pool = guarded(pool, Arc::clone(&moved)).connect_lazy_with(options.clone());
     let current = Arc::new(std::sync::Mutex::new(name.to_owned()));
     let task = {
         let pool = pool.clone();
@@ -193,12 +204,10 @@ pub async fn connect(
                     warn!(hosts = ?hosts.names(), "no host answers as a primary");
                     continue;
                 };
-                let mut now = match current.lock() {
-                    Ok(now) => now,
-                    Err(poisoned) => poisoned.into_inner(),
-                };
+                let mut now = lock(&current);
                 if *now != name {
                     info!(from = %*now, to = %name, "the primary moved: new connections go to it");
+                    *lock(&moved) = Some(Instant::now());
                     pool.set_connect_options(options.clone());
                     *now = name.to_owned();
                 }
@@ -206,6 +215,36 @@ pub async fn connect(
         })
     };
     Ok((pool, Follower { task, current }))
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `pool` with the two guards: a connection to a server in recovery is refused, and one
+/// opened before the follower last `moved` is closed instead of handed out.
+fn guarded(pool: PgPoolOptions, moved: Arc<std::sync::Mutex<Option<Instant>>>) -> PgPoolOptions {
+    pool.after_connect(|conn, _| {
+        Box::pin(async move {
+            let in_recovery: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+                .fetch_one(&mut *conn)
+                .await?;
+            if in_recovery {
+                // An I/O error, so that it is a connection failure (StoreError::Unavailable)
+                // that the processor retries, as it would a host that is down.
+                return Err(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionRefused,
+                    "the server is a standby (in recovery): the primary has moved",
+                )));
+            }
+            Ok(())
+        })
+    })
+    .before_acquire(move |_, meta| {
+        // Opened before the move (older than the time since it): to the old primary.
+        let stale = lock(&moved).is_some_and(|at| meta.age > at.elapsed());
+        Box::pin(async move { Ok(!stale) })
+    })
 }
 
 #[cfg(test)]

@@ -120,3 +120,111 @@ async fn asynchronous_standbys_are_warned_about_at_start() {
         "{found:?}"
     );
 }
+
+/// A write that reaches a standby is the server's state, not the message's fault: a store
+/// whose one host is a standby fails each message as unavailable (requeued, retried) and
+/// dead-letters nothing. The following pool goes further: it never connects to a standby, and
+/// after it follows a promotion it hands out no connection to the old primary, though that one
+/// is still up (split brain: fencing it is the failover manager's part).
+#[tokio::test]
+async fn no_write_goes_to_a_standby_or_an_old_primary() {
+    use inboxed_core::StoreError;
+    use inboxed_postgres::failover;
+    use inboxed_test::Script;
+
+    let primary = ThrowawayPg::start();
+    let admin = inboxed_test::restart::store_on(&primary)
+        .await
+        .pool()
+        .clone();
+    let standby = ThrowawayPg::standby_of(&primary, "replica_a");
+    wait_for(&admin, 1, "async").await;
+
+    let on_standby = PgStore::connect(&standby.url(), 2).await.unwrap();
+    let processor = Processor::new(
+        on_standby,
+        ConsumerName::new("ledger").unwrap(),
+        Ledger::<Pg>::default(),
+    );
+    let envelope = Script {
+        amount: 1,
+        ..Script::default()
+    }
+    .message("s-1");
+    let err = processor.process(&envelope, Some(1)).await.unwrap_err();
+    assert!(
+        err.is_transient(),
+        "a write refused by a standby is retried: {err}"
+    );
+    let letters: i64 = sqlx::query_scalar("SELECT count(*) FROM inboxed_dead_letters")
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    assert_eq!(letters, 0, "nothing dead-lettered");
+
+    // The standby first in the URL: the pool is on the primary, its connections warm.
+    let (pool, follower) = failover::connect(
+        &format!(
+            "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres",
+            standby.port(),
+            primary.port()
+        ),
+        PgPoolOptions::new().max_connections(4).min_connections(0),
+        Duration::from_millis(100),
+    )
+    .await
+    .unwrap();
+    let ports = |pool: PgPool| async move {
+        let mut held = Vec::new();
+        let mut ports = Vec::new();
+        for _ in 0..4 {
+            let mut conn = pool.acquire().await.unwrap();
+            let port: String = sqlx::query_scalar("SELECT current_setting('port')")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+            ports.push(port.parse::<u16>().unwrap());
+            held.push(conn);
+        }
+        ports
+    };
+    assert_eq!(ports(pool.clone()).await, [primary.port(); 4]);
+
+    // A connection that lands on a standby (its host demoted between two probes) is refused
+    // as a connection failure.
+    // (The pool retries a failed connection until its acquire timeout.)
+    let fresh = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(1));
+    let (one, _kept) = failover::connect(
+        &format!("postgres://postgres@127.0.0.1:{}/postgres", primary.port()),
+        fresh,
+        Duration::from_secs(3600),
+    )
+    .await
+    .unwrap();
+    one.set_connect_options(standby.url().parse().unwrap());
+    let refused = one.acquire().await.unwrap_err();
+
+    assert!(
+        matches!(StoreError::from_sqlx(refused), StoreError::Unavailable(_)),
+        "a standby is refused as unavailable"
+    );
+
+    // Split brain: the standby promoted while the old primary still runs. The follower moves
+    // to the first primary in the URL's order, and no idle connection to the old one is
+    // handed out again.
+    standby.promote();
+    for _ in 0..100 {
+        if follower.primary() == format!("127.0.0.1:{}", standby.port()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(follower.primary(), format!("127.0.0.1:{}", standby.port()));
+    assert_eq!(
+        ports(pool.clone()).await,
+        [standby.port(); 4],
+        "every connection handed out after the move is to the new primary"
+    );
+}

@@ -47,32 +47,9 @@ async fn follow(
 #[tokio::test]
 async fn a_failover_to_a_synchronous_standby_loses_and_repeats_nothing() {
     let primary = ThrowawayPg::start();
-    let direct = store_on(&primary).await;
+    let _direct = store_on(&primary).await;
     let standby = ThrowawayPg::standby_of(&primary, "replica_a");
-    let admin = direct.pool();
-    sqlx::query("ALTER SYSTEM SET synchronous_standby_names = 'replica_a'")
-        .execute(admin)
-        .await
-        .unwrap();
-    sqlx::query("SELECT pg_reload_conf()")
-        .execute(admin)
-        .await
-        .unwrap();
-    let mut synchronous = false;
-    for _ in 0..200 {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
-        )
-        .fetch_one(admin)
-        .await
-        .unwrap();
-        if n == 1 {
-            synchronous = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(synchronous, "the standby became synchronous");
+    primary.synchronous("replica_a").await;
     let (pool, follower) = follow(&primary, &standby).await;
     assert_eq!(follower.primary(), format!("127.0.0.1:{}", primary.port()));
 

@@ -10,6 +10,7 @@ mod ambiguous_commit;
 mod chain;
 mod chaos;
 mod failover;
+mod failover_workers;
 mod outbox;
 mod pg_restart;
 mod rabbitmq;

@@ -52,9 +52,26 @@ impl Service {
 /// The service's handler: credits the ledger and, unless the service is the last, writes
 /// the same payload on to the next one, caused by the inbound message.
 #[derive(Debug, Clone)]
-struct Forward {
+pub struct Forward {
     ledger: Ledger<Pg>,
     next: Option<(Outbox<PgStore>, String)>,
+}
+
+impl Forward {
+    /// A handler of `consumer` on `store` that credits the ledger and writes each message on
+    /// to `next` through the outbox, when given.
+    #[must_use]
+    pub fn new(store: &PgStore, consumer: &ConsumerName, next: Option<String>) -> Self {
+        Self {
+            ledger: Ledger::default(),
+            next: next.map(|next| {
+                (
+                    Outbox::new(store.clone()).for_consumer(consumer.clone()),
+                    next,
+                )
+            }),
+        }
+    }
 }
 
 impl Handler<sqlx::Postgres> for Forward {
@@ -97,15 +114,7 @@ where
 {
     let store = Pg::attach(&service.locator).await;
     let consumer = ConsumerName::new("chain").expect("consumer name");
-    let handler = Forward {
-        ledger: Ledger::default(),
-        next: service.next.clone().map(|next| {
-            (
-                Outbox::new(store.clone()).for_consumer(consumer.clone()),
-                next,
-            )
-        }),
-    };
+    let handler = Forward::new(&store, &consumer, service.next.clone());
     let processor = Processor::new(store.clone(), consumer, handler);
     let consumer = Consumer::new(processor, ConsumerConfig::default().concurrency(4));
     let consume = consumer.run(source, std::future::pending());

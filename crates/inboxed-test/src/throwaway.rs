@@ -60,6 +60,46 @@ impl ThrowawayPg {
         pg
     }
 
+    /// Makes the standby replicating as `name` synchronous on this primary
+    /// (`synchronous_standby_names`), waiting until the primary reports it so.
+    ///
+    /// # Panics
+    /// When the setting fails or the standby is not synchronous within 10 s.
+    pub async fn synchronous(&self, name: &str) {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&self.url())
+            .await
+            .expect("connect to the primary");
+        // Two statements: ALTER SYSTEM refuses a transaction block, which one query of two is.
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "ALTER SYSTEM SET synchronous_standby_names = '{name}'"
+        )))
+        .execute(&pool)
+        .await
+        .expect("synchronous_standby_names");
+        sqlx::query("SELECT pg_reload_conf()")
+            .execute(&pool)
+            .await
+            .expect("reload");
+        for _ in 0..200 {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_replication \
+                 WHERE application_name = $1 AND sync_state = 'sync'",
+            )
+            .bind(name)
+            .fetch_one(&pool)
+            .await
+            .expect("pg_stat_replication");
+            if n == 1 {
+                pool.close().await;
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("the standby {name} did not become synchronous within 10 s");
+    }
+
     /// Promotes a standby to a primary, waiting until it is one.
     ///
     /// # Panics

@@ -125,6 +125,22 @@ impl ProcessorConfig {
         self
     }
 
+    /// Sets [`ProcessorConfig::statement_timeout`].
+    #[must_use]
+    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
+        self.statement_timeout = timeout;
+        self
+    }
+
+    /// Sets [`ProcessorConfig::idle_in_transaction_timeout`]: how long a claim can outlive a
+    /// consumer cut off from the database mid-transaction, holding its redelivery's claim on
+    /// another consumer.
+    #[must_use]
+    pub fn idle_in_transaction_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_in_transaction_timeout = timeout;
+        self
+    }
+
     /// Sets [`ProcessorConfig::lock_timeout`].
     #[must_use]
     pub fn lock_timeout(mut self, timeout: Duration) -> Self {

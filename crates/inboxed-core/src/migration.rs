@@ -46,6 +46,7 @@ macro_rules! migrations {
             $crate::migration!(12, "0012_outbox_operations", "outbox_operations"),
             $crate::migration!(13, "0013_outbox_lock_held", "outbox_lock_held"),
             $crate::migration!(14, "0014_payload_json", "payload_json"),
+            $crate::migration!(15, "0015_attempts_forgiven", "attempts_forgiven"),
         ]
     };
 }

@@ -85,6 +85,8 @@ operations!(
     lookup,
     record_attempt,
     record_attempts,
+    forgive_attempt,
+    load_forgiven,
     load_attempts,
     clear_attempts,
     claim_many,

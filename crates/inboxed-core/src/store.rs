@@ -259,6 +259,25 @@ pub trait Store: Clone + Send + Sync + 'static {
         params: &KeyParams<'_>,
     ) -> impl Future<Output = Result<u32, StoreError>> + Send;
 
+    /// Counts a delivery of a key that never ran, committed on its own: its claim waited for
+    /// another delivery's uncommitted claim of the key (or, on SQLite, the write lock) and gave
+    /// up. [`Store::record_attempt`], [`Store::record_attempts`] and [`Store::load_attempts`]
+    /// take these off their counts, and the processor takes them off a broker's delivery count
+    /// ([`Store::load_forgiven`]): a consumer cut off mid-transaction holds its claim until the
+    /// server ends its session, and the redeliveries that wait meanwhile must not use up the
+    /// message's attempts.
+    fn forgive_attempt(
+        &self,
+        params: &KeyParams<'_>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The deliveries of a key that [`Store::forgive_attempt`] counted, and not yet cleared
+    /// with its counter; 0 when none.
+    fn load_forgiven(
+        &self,
+        params: &KeyParams<'_>,
+    ) -> impl Future<Output = Result<u32, StoreError>> + Send;
+
     /// Counts one more attempt of each of `ids` (distinct keys of `consumer`), committed before
     /// any handler runs as for [`Store::record_attempt`], in one statement: a batch pays one
     /// commit for its counts. Returns each key with its new count, in no particular order.

@@ -6,11 +6,11 @@ use inboxed_core::migration::Migration;
 use inboxed_core::sql::Templates;
 
 /// Migrations in order, numbered as in every engine. Migration 2 creates the store-then-process
-/// tables as the other engines have them after their migrations 2 to 10, and migration 3 the
-/// outbox as they have it after 11 to 13, migration 4 the worker registry of their 10, and
-/// migration 5 the record of the relay's lock-held batches of their 13, and migration 6 the
-/// time-partitioned table of their 5 (a new engine starts from their result, so those numbers
-/// have nothing to do here).
+/// tables as the other engines have them after their migrations 2 to 10, migration 3 the
+/// outbox as they have it after 11 to 13, migration 4 the worker registry of their 10,
+/// migration 5 the record of the relay's lock-held batches of their 13, migration 6 the
+/// time-partitioned table of their 5, and migration 7 the forgiven deliveries of their 15 (a
+/// new engine starts from their result, so those numbers have nothing to do here).
 pub(crate) const MIGRATIONS: &[Migration] = &[
     inboxed_core::migration!(1, "0001_inbox", "inbox"),
     inboxed_core::migration!(2, "0002_inbox_messages", "inbox_messages"),
@@ -18,11 +18,12 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     inboxed_core::migration!(4, "0004_workers", "workers"),
     inboxed_core::migration!(5, "0005_outbox_unsettled", "outbox_unsettled"),
     inboxed_core::migration!(6, "0006_processed_log", "processed_log"),
+    inboxed_core::migration!(7, "0007_attempts_forgiven", "attempts_forgiven"),
 ];
 
 /// One template per store operation.
 pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
-    claim, lookup, record_attempt, record_attempts, load_attempts, clear_attempts,
+    claim, lookup, record_attempt, record_attempts, forgive_attempt, load_forgiven, load_attempts, clear_attempts,
     clear_many_attempts, claim_many, dead_letter, load_dead_letter, delete_dead_letter,
     migrate_lock, migrate_unlock, migrations_table, migrations_applied, migration_record,
     migrations_exist, enqueue, enqueue_lookup, enqueue_many, claim_batch, claim_stamp, complete, complete_batch, fail,

@@ -281,6 +281,14 @@ impl inboxed_core::Store for MySqlStore {
         keys::record_attempt(self, params).await
     }
 
+    async fn forgive_attempt(&self, params: &KeyParams<'_>) -> Result<(), StoreError> {
+        keys::forgive_attempt(self, params).await
+    }
+
+    async fn load_forgiven(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
+        keys::load_forgiven(self, params).await
+    }
+
     async fn record_attempts(
         &self,
         consumer: &ConsumerName,

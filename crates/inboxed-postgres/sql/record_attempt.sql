@@ -1,5 +1,6 @@
 -- record_attempt: counts one more delivery of a key, in its own autocommitted statement,
 -- before the handler runs. Returns the new count.
+-- The count is of deliveries that ran: those forgiven (forgive_attempt.sql) are taken off.
 -- $1 consumer_name, $2 message_id
 --
 -- Autocommit is the point: the count must survive the handler's rollback and a process that
@@ -8,4 +9,4 @@ INSERT INTO {{schema}}."{{prefix}}attempts" AS a (consumer_name, message_id, att
 VALUES ($1, $2, 1)
 ON CONFLICT (consumer_name, message_id)
 DO UPDATE SET attempts = a.attempts + 1, last_attempt_at = now()
-RETURNING attempts
+RETURNING greatest(attempts - forgiven, 1)

@@ -10,7 +10,7 @@ pub(crate) const MIGRATIONS: &[Migration] = inboxed_core::migrations!();
 
 /// One template per store operation.
 pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
-    claim, register_consumer, lookup, record_attempt, record_attempts, load_attempts,
+    claim, register_consumer, lookup, record_attempt, record_attempts, forgive_attempt, load_forgiven, load_attempts,
     clear_attempts, claim_many, clear_many_attempts, dead_letter, load_dead_letter,
     delete_dead_letter, enqueue, enqueue_lookup, enqueue_many, enqueue_lookup_many, notify,
     claim_batch, complete, complete_batch, fail, extend_leases, release, release_stale,

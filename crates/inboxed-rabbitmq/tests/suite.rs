@@ -11,6 +11,7 @@ mod chain;
 mod chaos;
 mod failover;
 mod failover_workers;
+mod hosts;
 mod outbox;
 mod pg_restart;
 mod rabbitmq;

@@ -141,10 +141,31 @@ impl Engine for SqliteStore {
     }
 
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
-        self.pool
-            .begin_with("BEGIN IMMEDIATE")
+        begin_on(&self.pool, "BEGIN IMMEDIATE".to_owned()).await
+    }
+}
+
+/// A transaction begun with `statement` on a connection of `pool`, passing over (and closing)
+/// any connection on which sqlx still counts a transaction. A handler that ends the inbox
+/// transaction itself (a `COMMIT` through its connection) makes the rollback after it fail,
+/// and sqlx's SQLite driver then keeps counting the transaction: every `BEGIN` on that
+/// connection would fail, for whichever message it was handed to next. PostgreSQL and MySQL
+/// answer a `ROLLBACK` outside a transaction without an error, so their connections recover.
+pub(crate) async fn begin_on(
+    pool: &sqlx::SqlitePool,
+    statement: String,
+) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
+    use sqlx::{Connection, SqlSafeStr};
+    loop {
+        let conn = pool.acquire().await.map_err(StoreError::from_sqlx)?;
+        if conn.is_in_transaction() {
+            let _ = conn.close().await;
+            continue;
+        }
+        let statement = sqlx::AssertSqlSafe(statement).into_sql_str();
+        return sqlx::Transaction::begin(conn, Some(statement))
             .await
-            .map_err(StoreError::from_sqlx)
+            .map_err(StoreError::from_sqlx);
     }
 }
 

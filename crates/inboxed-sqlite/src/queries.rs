@@ -10,7 +10,7 @@ pub(crate) const MIGRATIONS: &[Migration] = inboxed_core::migrations!();
 
 /// One template per store operation.
 pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
-    claim, lookup, record_attempt, record_attempts, load_attempts, clear_attempts,
+    claim, lookup, record_attempt, record_attempts, forgive_attempt, load_forgiven, load_attempts, clear_attempts,
     clear_many_attempts, dead_letter, load_dead_letter, delete_dead_letter, enqueue,
     enqueue_lookup, notify, claim_batch, complete, complete_batch, fail, extend_leases, release,
     release_stale, replay_select, replay_reset, replay_audit, purge_done, observe_inbox,

@@ -156,10 +156,7 @@ impl Store for SqliteStore {
         // The handler deadline bounds the rest.
         let ms = params.lock_timeout.as_millis();
         let begin = format!("PRAGMA busy_timeout = {ms}; BEGIN IMMEDIATE");
-        self.pool
-            .begin_with(AssertSqlSafe(begin))
-            .await
-            .map_err(StoreError::from_sqlx)
+        crate::engine::begin_on(&self.pool, begin).await
     }
 
     async fn claim(
@@ -173,6 +170,31 @@ impl Store for SqliteStore {
 
     async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
         keys::record_attempt(self, params).await
+    }
+
+    /// In the background: the write waits for the write lock that the delivery's begin just
+    /// gave up on, and would hold its requeue as long. A redelivery that comes first is
+    /// counted without it.
+    async fn forgive_attempt(&self, params: &KeyParams<'_>) -> Result<(), StoreError> {
+        let (store, consumer, id) = (
+            self.clone(),
+            params.consumer.clone(),
+            params.message_id.clone(),
+        );
+        tokio::spawn(async move {
+            let key = KeyParams {
+                consumer: &consumer,
+                message_id: &id,
+            };
+            if let Err(e) = keys::forgive_attempt(&store, &key).await {
+                tracing::warn!(error = %e, "could not take a delivery that never ran off the message's attempts");
+            }
+        });
+        Ok(())
+    }
+
+    async fn load_forgiven(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
+        keys::load_forgiven(self, params).await
     }
 
     async fn record_attempts(

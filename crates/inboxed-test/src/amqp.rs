@@ -87,21 +87,38 @@ pub async fn declare(channel: &Channel, name: &str) {
 /// # Panics
 /// When a publish is refused or not confirmed.
 pub async fn publish_keyed(channel: &Channel, queue: &str, prefix: &str, ids: Range<i64>) {
+    publish_all(
+        channel,
+        queue,
+        ids.map(|i| credit(&format!("{prefix}-{i}"), amount(i))),
+    )
+    .await;
+}
+
+/// Publishes `messages` to `queue` (persistent, the envelope's id as the AMQP message id) and
+/// waits until the broker has confirmed them all.
+///
+/// # Panics
+/// When a publish is refused or not confirmed.
+pub async fn publish_all(
+    channel: &Channel,
+    queue: &str,
+    messages: impl IntoIterator<Item = inboxed_core::Envelope>,
+) {
     channel
         .confirm_select(ConfirmSelectOptions::default())
         .await
         .expect("publisher confirms");
-    for i in ids {
-        let id = format!("{prefix}-{i}");
+    for message in messages {
         let props = BasicProperties::default()
             .with_delivery_mode(2)
-            .with_message_id(id.as_str().into());
+            .with_message_id(message.id().as_str().into());
         channel
             .basic_publish(
                 "".into(),
                 queue.into(),
                 BasicPublishOptions::default(),
-                credit(&id, amount(i)).payload(),
+                message.payload(),
                 props,
             )
             .await

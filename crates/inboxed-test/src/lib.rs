@@ -19,6 +19,7 @@ pub mod lite;
 pub mod my;
 pub mod my_parted;
 pub mod nats;
+pub mod netns;
 pub mod outbox;
 pub mod parted;
 pub mod pg;

@@ -168,6 +168,29 @@ impl ThrowawayPg {
         pg
     }
 
+    /// Restarts the server listening on `address` too, and trusting clients of `network` (a
+    /// CIDR): for clients in other network namespaces ([`crate::netns`]).
+    ///
+    /// # Panics
+    /// When `pg_hba.conf` cannot be written or the server does not start again.
+    pub fn open_to(&mut self, address: &str, network: &str) {
+        use std::io::Write;
+        let hba = self.dir.path().join("data/pg_hba.conf");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&hba)
+            .and_then(|mut f| writeln!(f, "host all all {network} trust"))
+            .expect("pg_hba.conf");
+        self.options
+            .push_str(&format!(" -c listen_addresses=127.0.0.1,{address}"));
+        let _ = self.as_owner(&format!(
+            "{}/pg_ctl -D {}/data -m fast -w stop >/dev/null 2>&1",
+            self.bin.display(),
+            self.path()
+        ));
+        self.restart();
+    }
+
     /// The server's port on 127.0.0.1.
     #[must_use]
     pub fn port(&self) -> u16 {

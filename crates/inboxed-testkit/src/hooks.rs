@@ -184,6 +184,14 @@ impl<S: Store, K: Seams<S::Db>> Store for Seamed<S, K> {
         self.inner.record_attempt(params).await
     }
 
+    async fn forgive_attempt(&self, params: &KeyParams<'_>) -> Result<(), StoreError> {
+        self.inner.forgive_attempt(params).await
+    }
+
+    async fn load_forgiven(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
+        self.inner.load_forgiven(params).await
+    }
+
     async fn record_attempts(
         &self,
         consumer: &ConsumerName,

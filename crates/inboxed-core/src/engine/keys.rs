@@ -23,6 +23,34 @@ pub async fn record_attempt<E: Engine>(e: &E, p: &KeyParams<'_>) -> Result<u32, 
         .count(0)
 }
 
+/// Counts a delivery of a key that never ran (its claim gave up waiting for another
+/// delivery's), committed on its own.
+///
+/// # Errors
+/// The statement failed.
+pub async fn forgive_attempt<E: Engine>(e: &E, p: &KeyParams<'_>) -> Result<(), StoreError> {
+    let q = e
+        .query(&e.queries().forgive_attempt)
+        .text(p.consumer.as_str())
+        .text(p.message_id.as_str());
+    e.execute_alone(q).await.map(drop)
+}
+
+/// The deliveries of a key that never ran; 0 when none did.
+///
+/// # Errors
+/// The statement failed.
+pub async fn load_forgiven<E: Engine>(e: &E, p: &KeyParams<'_>) -> Result<u32, StoreError> {
+    let q = e
+        .query(&e.queries().load_forgiven)
+        .text(p.consumer.as_str())
+        .text(p.message_id.as_str());
+    e.fetch_alone(q)
+        .await?
+        .first()
+        .map_or(Ok(0), |row| row.count(0))
+}
+
 /// Runs `record_attempts` or `load_attempts` (`count` says which) for `ids`: each key with
 /// its count.
 ///

@@ -28,7 +28,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             .store
             .begin_claims(&inner.config.begin_params(), &inner.consumer, &ids)
             .await
-            .map_err(Failure::Store)?;
+            .map_err(Failure::before_handler)?;
         if retry {
             inner
                 .store
@@ -45,7 +45,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             .store
             .claim(&mut *tx, &params)
             .await
-            .map_err(Failure::Store)?;
+            .map_err(Failure::before_handler)?;
         metrics::histogram!(m::CLAIM_WAIT_SECONDS, "consumer" => inner.consumer.as_str().to_owned())
             .record(started.elapsed().as_secs_f64());
         if claim == Claim::New

@@ -94,7 +94,22 @@ pub(crate) use batch::BatchRun;
 /// A failed transaction attempt, before deciding between retry, requeue and dead letter.
 enum Failure {
     Store(StoreError),
+    /// The claim (or the key locks taken as the transaction began) gave up waiting for another
+    /// delivery's uncommitted claim, or the write lock: the handler never ran.
+    KeyBusy(StoreError),
     Handler(HandlerError),
+}
+
+impl Failure {
+    /// A store failure before the handler ran: a lock wait that timed out is
+    /// [`Failure::KeyBusy`].
+    fn before_handler(e: StoreError) -> Self {
+        if matches!(e, StoreError::Timeout(_) | StoreError::Busy(_)) {
+            Self::KeyBusy(e)
+        } else {
+            Self::Store(e)
+        }
+    }
 }
 
 impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
@@ -231,6 +246,13 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             message_id: envelope.id(),
         };
         let attempt = match (inner.config.attempt_counting, delivery_count) {
+            // A redelivery: the broker counted the deliveries that never ran too.
+            (AttemptCounting::Auto, Some(n)) if n > 1 => {
+                let forgiven = self
+                    .with_contention_retries(|| inner.store.load_forgiven(&key))
+                    .await?;
+                n.saturating_sub(forgiven).max(1)
+            }
             (AttemptCounting::Auto, Some(n)) => n.max(1),
             _ => {
                 self.with_contention_retries(|| inner.store.record_attempt(&key))
@@ -268,6 +290,19 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         };
         let (settled, chain) = match failure {
             Failure::Store(e) => return Err(e.into()),
+            Failure::KeyBusy(e) => {
+                // Not an attempt: taken off the count, so that waiting out the claim of a
+                // consumer cut off mid-transaction (until the server ends its session) cannot
+                // dead-letter the message. Before the requeue, which the redelivery follows.
+                let key = KeyParams {
+                    consumer: &inner.consumer,
+                    message_id: envelope.id(),
+                };
+                if let Err(e) = inner.store.forgive_attempt(&key).await {
+                    warn!(error = %e, "could not take a delivery that never ran off the message's attempts");
+                }
+                return Err(e.into());
+            }
             Failure::Handler(HandlerError::Permanent(e)) => {
                 let chain = error_chain(e.as_ref());
                 let reason = DeadLetterReason::Permanent;
@@ -314,7 +349,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 Failure::Handler(HandlerError::Transient(e)) => e
                     .downcast_ref::<StoreError>()
                     .is_some_and(StoreError::is_contention),
-                Failure::Handler(_) => false,
+                Failure::Handler(_) | Failure::KeyBusy(_) => false,
             };
             if !contention || retries >= inner.config.contention_retries {
                 return Err(failure);

@@ -50,7 +50,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             Ok(Claim::New) => Ok(Some(Outcome::Processed)),
             Ok(Claim::DeadLettered) => Ok(Some(Outcome::AlreadyDeadLettered)),
             Ok(_) => Ok(Some(Outcome::Duplicate)),
-            Err(Failure::Store(e)) => Err(e.into()),
+            Err(Failure::Store(e) | Failure::KeyBusy(e)) => Err(e.into()),
             Err(Failure::Handler(source)) => Err(Error::Handler {
                 consumer: inner.consumer.clone(),
                 attempt: letter.attempts.saturating_add(1),

@@ -80,3 +80,64 @@ pub async fn exhausted_redelivery_waits_for_a_batch_in_flight<B: Backend>(_test:
     assert_eq!(db.scalar(DEAD_LETTERS).await, 0);
     db.finish().await;
 }
+
+/// Deliveries that give up waiting for a claim in flight never ran, so they are not attempts:
+/// a consumer cut off from the database mid-transaction holds its claim until the server ends
+/// its session (`idle_in_transaction_timeout`, 60 s by default), and the redeliveries that
+/// time out on it meanwhile (`lock_timeout`, 5 s) must not dead-letter the message. With
+/// `max_attempts` 2, two deliveries time out beside a claim that then fails; the next delivery
+/// runs and is processed, counted by the store and by the broker.
+///
+/// Not on SQLite: there the wait is for the database's one write lock, which a delivery's own
+/// attempt count waits for too, so nothing is counted while a claim is held.
+pub async fn deliveries_that_wait_out_a_claim_are_not_attempts<B: Backend>(_test: &str) {
+    if B::SERIAL_WRITERS {
+        return;
+    }
+    let db = B::create().await;
+    for broker in [false, true] {
+        let key = if broker {
+            "m-wait-broker"
+        } else {
+            "m-wait-store"
+        };
+        // The first call holds its claim for 3.5 s and fails; later ones succeed, after two
+        // waits of a second (MySQL bounds a lock wait in whole seconds).
+        let msg = Script {
+            amount: 7,
+            sleep_ms: 3_500,
+            fail_first: 1,
+            ..Script::default()
+        }
+        .message(key);
+        let config = ProcessorConfig::default()
+            .max_attempts(2)
+            .lock_timeout(Duration::from_secs(1));
+        // One handler, whose calls fail_first counts.
+        let (later, handler) = processor(&db, config);
+        let held = {
+            let (first, msg) = (later.clone(), msg.clone());
+            tokio::spawn(async move { first.process(&msg, broker.then_some(1)).await })
+        };
+        while handler.calls() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await; // the claim precedes the handler
+        }
+        for n in 2..=3 {
+            let err = later
+                .process(&msg, broker.then_some(n))
+                .await
+                .expect_err("a delivery waiting on the claim in flight gives up");
+            assert!(err.is_transient(), "{err:?}");
+        }
+        assert!(!held.is_finished(), "the claim was held throughout");
+        assert!(held.await.unwrap().unwrap_err().is_transient());
+        assert_eq!(
+            later.process(&msg, broker.then_some(4)).await.unwrap(),
+            Outcome::Processed,
+            "broker count {broker}: the deliveries that never ran were counted as attempts"
+        );
+        assert_eq!(db.scalar(DEAD_LETTERS).await, 0);
+    }
+    assert_eq!(ledger_state(&db).await, (2, 14));
+    db.finish().await;
+}

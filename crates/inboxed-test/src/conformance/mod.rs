@@ -35,6 +35,7 @@ pub use crash::{
     poison_that_kills_a_batch_is_dead_lettered, poison_that_kills_the_process_is_dead_lettered,
 };
 pub use dead_race::{
+    deliveries_that_wait_out_a_claim_are_not_attempts,
     exhausted_redelivery_waits_for_a_batch_in_flight,
     exhausted_redelivery_waits_for_the_claim_in_flight,
 };
@@ -230,6 +231,7 @@ macro_rules! conformance_tests {
             hung_claimant_does_not_block_its_duplicate,
             exhausted_redelivery_waits_for_the_claim_in_flight,
             exhausted_redelivery_waits_for_a_batch_in_flight,
+            deliveries_that_wait_out_a_claim_are_not_attempts,
             crash_between_commit_and_ack_does_not_reapply,
             crash_before_commit_redoes_the_work,
             payload_conflict_is_reported,

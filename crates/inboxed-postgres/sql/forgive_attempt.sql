@@ -1,0 +1,11 @@
+-- forgive_attempt: counts a delivery of a key that never ran, committed on its own: its claim
+-- waited for another delivery's uncommitted claim of the key and gave up at the lock timeout.
+-- Taken off the key's attempts (record_attempt, and the processor from a broker's count), so
+-- that waiting out a consumer cut off mid-transaction cannot use up a message's attempts.
+-- $1 consumer_name, $2 message_id
+--
+-- An upsert: under a broker's delivery count the key has no counter yet.
+INSERT INTO {{schema}}."{{prefix}}attempts" AS a (consumer_name, message_id, attempts, forgiven)
+VALUES ($1, $2, 0, 1)
+ON CONFLICT (consumer_name, message_id)
+DO UPDATE SET forgiven = a.forgiven + 1

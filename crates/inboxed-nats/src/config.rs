@@ -9,7 +9,9 @@ use inboxed_core::{Backoff, KeySource};
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct NatsConfig {
-    /// Server URL, e.g. `nats://127.0.0.1:4222`. No default.
+    /// Server URL, e.g. `nats://127.0.0.1:4222`, or a cluster's servers separated by commas
+    /// (`nats://n1:4222,nats://n2:4222,nats://n3:4222`): each connection goes to the first that
+    /// answers, so the source carries on when its server goes away. No default.
     pub url: String,
     /// The JetStream stream. No default.
     pub stream: String,

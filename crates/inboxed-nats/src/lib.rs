@@ -26,3 +26,12 @@ pub use config::NatsConfig;
 pub use delivery::NatsDelivery;
 pub use publisher::{CORRELATION_HEADER, NatsPublisher, NatsPublisherConfig, TYPE_HEADER};
 pub use source::{NatsError, NatsSource};
+
+/// The servers of a URL: one, or a cluster's separated by commas, which async-nats takes as a
+/// list (it parses a string as one server).
+fn servers(url: &str) -> Vec<&str> {
+    url.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}

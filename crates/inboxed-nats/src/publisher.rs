@@ -22,7 +22,8 @@ pub use inboxed_core::outbox::{CORRELATION_HEADER, TYPE_HEADER};
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct NatsPublisherConfig {
-    /// Server URL, e.g. `nats://127.0.0.1:4222`. No default.
+    /// Server URL, e.g. `nats://127.0.0.1:4222`, or a cluster's servers separated by commas
+    /// (the client reconnects to another when its server goes away). No default.
     pub url: String,
     /// Subjects by outbox destination. A destination with none is published on the subject
     /// of its own name. Defaults to none.
@@ -75,7 +76,7 @@ impl NatsPublisher {
             options = options.add_root_certificates(path.clone());
         }
         let client = options
-            .connect(config.url.as_str())
+            .connect(crate::servers(&config.url))
             .await
             .map_err(|e| NatsError::Setup {
                 step: "connect",

@@ -103,7 +103,7 @@ impl NatsSource {
                 (config.url.clone(), None, options)
             }
         };
-        let client = match options.connect(url.as_str()).await {
+        let client = match options.connect(crate::servers(&url)).await {
             Ok(client) => client,
             Err(e) => {
                 let source: BoxError = match screen.as_ref().and_then(Screen::failure) {
@@ -167,28 +167,40 @@ impl NatsSource {
     }
 }
 
-/// For a URL of one server (`nats://[user:pass@]host:port`, `tls://…`, or without the
-/// scheme): the server's `host:port`, whether the URL requires TLS, and the same URL pointing
-/// at the screen's address instead. `None` for a list of servers, which async-nats reaches
-/// directly.
-fn screened(url: &str) -> Option<(String, bool, impl FnOnce(SocketAddr) -> String)> {
-    let (rest, tls_required) = match url.strip_prefix("tls://") {
-        Some(rest) => (rest, true),
-        None => (url.strip_prefix("nats://").unwrap_or(url), false),
-    };
-    if rest.contains("://") || rest.contains(',') || rest.contains('/') {
-        return None;
+/// For the URL of one server (`nats://[user:pass@]host:port`, `tls://…`, or without the
+/// scheme), or of a cluster's servers separated by commas: each server's `host:port`, whether
+/// the URL requires TLS, and the URL pointing at the screen's address instead. `None` for a
+/// URL the screen cannot stand for (a path, servers with different credentials or TLS), which
+/// async-nats reaches directly.
+fn screened(url: &str) -> Option<(Vec<String>, bool, impl FnOnce(SocketAddr) -> String)> {
+    // One URL, or a cluster's, as async-nats takes them: URLs separated by commas. The screen
+    // stands for all of them; they must share their credentials and their TLS.
+    let mut servers = Vec::new();
+    let mut shared: Option<(String, bool)> = None;
+    for one in url.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+        let (rest, tls_required) = match one.strip_prefix("tls://") {
+            Some(rest) => (rest, true),
+            None => (one.strip_prefix("nats://").unwrap_or(one), false),
+        };
+        if rest.contains("://") || rest.contains('/') {
+            return None;
+        }
+        let (userinfo, host) = match rest.rsplit_once('@') {
+            Some((userinfo, host)) => (format!("{userinfo}@"), host.to_owned()),
+            None => (String::new(), rest.to_owned()),
+        };
+        let these = (userinfo, tls_required);
+        if *shared.get_or_insert_with(|| these.clone()) != these {
+            return None;
+        }
+        servers.push(if host.contains(':') {
+            host
+        } else {
+            format!("{host}:4222")
+        });
     }
-    let (userinfo, host) = match rest.rsplit_once('@') {
-        Some((userinfo, host)) => (format!("{userinfo}@"), host.to_owned()),
-        None => (String::new(), rest.to_owned()),
-    };
-    let upstream = if host.contains(':') {
-        host
-    } else {
-        format!("{host}:4222")
-    };
-    Some((upstream, tls_required, move |at: SocketAddr| {
+    let (userinfo, tls_required) = shared?;
+    Some((servers, tls_required, move |at: SocketAddr| {
         format!("nats://{userinfo}{at}")
     }))
 }
@@ -253,5 +265,28 @@ impl DeliverySource for NatsSource {
             self.messages = None;
             self.failures = self.failures.saturating_add(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::screened;
+
+    #[test]
+    fn one_server_or_a_cluster_goes_through_the_screen() {
+        let (servers, tls, via) = screened("nats://u:p@n1:4222, nats://u:p@n2").unwrap();
+        assert_eq!(servers, ["n1:4222", "n2:4222"]);
+        assert!(!tls);
+        assert_eq!(
+            via("127.0.0.1:9".parse().unwrap()),
+            "nats://u:p@127.0.0.1:9"
+        );
+        assert_eq!(screened("tls://n1:4443").unwrap().0, ["n1:4443"]);
+        assert!(
+            screened("nats://a@n1,nats://b@n2").is_none(),
+            "credentials differ"
+        );
+        assert!(screened("nats://n1,tls://n2").is_none(), "TLS differs");
+        assert!(screened("ws://n1:80/path").is_none());
     }
 }

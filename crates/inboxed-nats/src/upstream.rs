@@ -1,5 +1,7 @@
 //! How the screen reaches the server: plain TCP, or TLS when the URL says `tls://` or the
-//! server's `INFO` requires it.
+//! server's `INFO` requires it. A cluster's URL names several servers: each connection goes to
+//! the first that answers, so that when the client's server goes away, its reconnection (to
+//! the screen) reaches another.
 //!
 //! NATS upgrades to TLS after the server's first line (`INFO {...}`), so the screen reads that
 //! line, does the handshake itself (checking the certificate against the configured roots and
@@ -9,6 +11,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
@@ -24,12 +27,14 @@ use crate::screen::{Dial, Io};
 /// The longest `INFO` line read before the handshake; the server's is a few hundred bytes.
 const MAX_INFO: usize = 64 * 1024;
 
+/// How long one server of a cluster may take to answer before the next is tried: one cut off
+/// from the network answers nothing.
+const PER_SERVER: Duration = Duration::from_secs(5);
+
 /// Where the screen connects, and how.
 pub(crate) struct Upstream {
-    /// `host:port`.
-    addr: String,
-    /// The name the server's certificate must carry: the URL's host.
-    name: ServerName<'static>,
+    /// Each server's `host:port`, and the name its certificate must carry (the URL's host).
+    servers: Vec<(String, ServerName<'static>)>,
     /// TLS even if the server does not ask for it (`tls://`).
     tls_required: bool,
     connector: TlsConnector,
@@ -37,28 +42,33 @@ pub(crate) struct Upstream {
 
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let addrs: Vec<&str> = self.servers.iter().map(|(a, _)| a.as_str()).collect();
         f.debug_struct("Upstream")
-            .field("addr", &self.addr)
+            .field("servers", &addrs)
             .field("tls_required", &self.tls_required)
             .finish_non_exhaustive()
     }
 }
 
 impl Upstream {
-    /// The server at `addr` (`host:port`), trusting the system's roots and the certificates of
-    /// `ca_pem`.
+    /// The servers at `addrs` (`host:port` each, tried in this order), trusting the system's
+    /// roots and the certificates of `ca_pem`.
     pub(crate) fn new(
-        addr: String,
+        addrs: Vec<String>,
         tls_required: bool,
         ca_pem: Option<&str>,
     ) -> Result<Self, BoxError> {
-        let host = addr
-            .rsplit_once(':')
-            .map_or(addr.as_str(), |(host, _)| host)
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        let name = ServerName::try_from(host.to_owned())
-            .map_err(|e| format!("host {host:?} is no server name for TLS: {e}"))?;
+        let mut servers = Vec::with_capacity(addrs.len());
+        for addr in addrs {
+            let host = addr
+                .rsplit_once(':')
+                .map_or(addr.as_str(), |(host, _)| host)
+                .trim_start_matches('[')
+                .trim_end_matches(']');
+            let name = ServerName::try_from(host.to_owned())
+                .map_err(|e| format!("host {host:?} is no server name for TLS: {e}"))?;
+            servers.push((addr, name));
+        }
         let mut roots = RootCertStore::empty();
         // A system without a readable store still reaches servers of the configured CA.
         let native = rustls_native_certs::load_native_certs();
@@ -76,19 +86,19 @@ impl Upstream {
             .with_root_certificates(roots)
             .with_no_client_auth();
         Ok(Self {
-            addr,
-            name,
+            servers,
             tls_required,
             connector: TlsConnector::from(Arc::new(config)),
         })
     }
-}
 
-impl Dial for Upstream {
-    /// Connects, with TLS when the URL or the server asks for it. Returns the stream and the
-    /// `INFO` line to give async-nats (rewritten to say no TLS when the screen did it).
-    async fn dial(&self) -> io::Result<(Box<dyn Io>, Vec<u8>)> {
-        let mut tcp = TcpStream::connect(&self.addr).await?;
+    /// Connects to one server, with TLS when the URL or the server asks for it.
+    async fn dial_one(
+        &self,
+        addr: &str,
+        name: &ServerName<'static>,
+    ) -> io::Result<(Box<dyn Io>, Vec<u8>)> {
+        let mut tcp = TcpStream::connect(addr).await?;
         tcp.set_nodelay(true)?;
         let line = read_info(&mut tcp).await?;
         let mut info = parse_info(&line)?;
@@ -101,13 +111,10 @@ impl Dial for Upstream {
         }
         let tls = self
             .connector
-            .connect(self.name.clone(), tcp)
+            .connect(name.clone(), tcp)
             .await
             .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("TLS with the NATS server at {}: {e}", self.addr),
-                )
+                io::Error::new(e.kind(), format!("TLS with the NATS server at {addr}: {e}"))
             })?;
         if let Some(fields) = info.as_object_mut() {
             for field in ["tls_required", "tls_verify", "tls_available"] {
@@ -118,6 +125,28 @@ impl Dial for Upstream {
         serde_json::to_writer(&mut rewritten, &info).map_err(io::Error::other)?;
         rewritten.extend_from_slice(b"\r\n");
         Ok((Box::new(tls), rewritten))
+    }
+}
+
+impl Dial for Upstream {
+    /// Connects to the first server that answers, each tried for [`PER_SERVER`] at most.
+    /// Returns the stream and the `INFO` line to give async-nats (rewritten to say no TLS when
+    /// the screen did it); the last server's error when none answers.
+    async fn dial(&self) -> io::Result<(Box<dyn Io>, Vec<u8>)> {
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "the URL names no server");
+        for (addr, name) in &self.servers {
+            match tokio::time::timeout(PER_SERVER, self.dial_one(addr, name)).await {
+                Ok(Ok(dialed)) => return Ok(dialed),
+                Ok(Err(e)) => last = e,
+                Err(_) => {
+                    last = io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("the NATS server at {addr} did not answer in {PER_SERVER:?}"),
+                    );
+                }
+            }
+        }
+        Err(last)
     }
 }
 
@@ -180,9 +209,17 @@ mod tests {
 
     #[test]
     fn the_host_name_is_checked_as_given() {
-        assert!(Upstream::new("localhost:4222".into(), true, None).is_ok());
-        assert!(Upstream::new("127.0.0.1:4222".into(), true, None).is_ok());
-        let err = Upstream::new("localhost:4222".into(), true, Some("no pem here")).unwrap_err();
+        assert!(Upstream::new(vec!["localhost:4222".into()], true, None).is_ok());
+        assert!(
+            Upstream::new(
+                vec!["127.0.0.1:4222".into(), "localhost:4223".into()],
+                true,
+                None
+            )
+            .is_ok()
+        );
+        let err =
+            Upstream::new(vec!["localhost:4222".into()], true, Some("no pem here")).unwrap_err();
         assert!(err.to_string().contains("no usable certificate"), "{err}");
     }
 }

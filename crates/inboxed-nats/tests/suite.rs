@@ -6,6 +6,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod chain;
+mod cluster;
 mod nats;
 mod outbox;
 mod pg_restart;

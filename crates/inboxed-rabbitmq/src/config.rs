@@ -21,7 +21,10 @@ pub enum QueueKind {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RabbitConfig {
-    /// AMQP URI, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`. No default.
+    /// AMQP URI, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`. A cluster's nodes go where the
+    /// host is, separated by commas (`amqp://app:secret@r1:5672,r2:5672,r3:5672/%2f`): the
+    /// source connects, and reconnects when its node goes away, to the first that answers.
+    /// No default.
     pub uri: String,
     /// The queue to consume. No default.
     pub queue: String,

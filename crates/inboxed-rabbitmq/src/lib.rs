@@ -20,6 +20,7 @@
 
 mod config;
 mod delivery;
+mod nodes;
 mod publisher;
 mod runtime;
 mod screen;

@@ -31,7 +31,9 @@ pub struct Route {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RabbitPublisherConfig {
-    /// AMQP URI, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`. No default.
+    /// AMQP URI, e.g. `amqp://guest:guest@127.0.0.1:5672/%2f`; a cluster's nodes separated by
+    /// commas where the host is, as in [`RabbitConfig::uri`](crate::RabbitConfig::uri). No
+    /// default.
     pub uri: String,
     /// Routes by outbox destination. A destination with none goes to the default exchange
     /// with the destination as its routing key, that is to the queue of that name. Defaults to
@@ -325,10 +327,17 @@ impl Publisher for RabbitPublisher {
                     ),
                     permanent: false,
                 },
-                Ok(Ok(Confirmation::Nack(_))) => Outcome::Refused {
-                    reason: "nacked: the broker could not store it".to_owned(),
-                    permanent: false,
-                },
+                Ok(Ok(Confirmation::Nack(_))) => {
+                    // A channel opened while a quorum queue had no leader (its node had just
+                    // died) went on nacking every publish to it after a new one was elected
+                    // (RabbitMQ 3.10, three nodes, `tests/cluster.rs`): the next batch opens
+                    // another.
+                    broken.get_or_insert_with(|| "the broker nacked a publish".to_owned());
+                    Outcome::Refused {
+                        reason: "nacked: the broker could not store it".to_owned(),
+                        permanent: false,
+                    }
+                }
                 Ok(Ok(Confirmation::NotRequested)) => Outcome::Unconfirmed {
                     reason: "the channel is not in confirm mode".to_owned(),
                 },

@@ -67,12 +67,35 @@ impl Reactor for Screening {
 
 type Kit = RuntimeParts<Tokio, Screening>;
 
+/// How long one node of a cluster's URI may take to connect before the next is tried: a node
+/// cut off from the network answers nothing, and the caller's own bound covers all of them.
+const PER_NODE: Duration = Duration::from_secs(5);
+
 /// Opens a connection to `uri` whose deliveries lapin reads through the screen; what the screen
-/// took out of a delivery is in the returned [`Wounds`], by channel and delivery tag.
+/// took out of a delivery is in the returned [`Wounds`], by channel and delivery tag. A URI
+/// naming several nodes ([`crate::nodes`]) connects to the first that answers, each tried for
+/// [`PER_NODE`] at most; the last node's error when none does.
 pub(crate) async fn connect(
     uri: &str,
     tls: OwnedTLSConfig,
 ) -> lapin::Result<(Connection, Arc<Wounds>)> {
+    let mut nodes = crate::nodes::split(uri);
+    let last = nodes.pop().unwrap_or_default();
+    for node in &nodes {
+        match tokio::time::timeout(PER_NODE, connect_node(node, tls.clone())).await {
+            Ok(Ok(connected)) => return Ok(connected),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "a RabbitMQ node did not answer; trying the next")
+            }
+            Err(_) => {
+                tracing::warn!(after = ?PER_NODE, "a RabbitMQ node did not answer in time; trying the next")
+            }
+        }
+    }
+    connect_node(&last, tls).await
+}
+
+async fn connect_node(uri: &str, tls: OwnedTLSConfig) -> lapin::Result<(Connection, Arc<Wounds>)> {
     let uri: AMQPUri = uri
         .parse()
         .map_err(|e: String| io::Error::new(io::ErrorKind::InvalidInput, e))?;

@@ -9,6 +9,7 @@ mod acks;
 mod ambiguous_commit;
 mod chain;
 mod chaos;
+mod cluster;
 mod failover;
 mod failover_workers;
 mod hosts;

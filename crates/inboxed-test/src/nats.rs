@@ -18,6 +18,8 @@ pub struct NatsServer {
     dir: tempfile::TempDir,
     port: u16,
     child: Option<Child>,
+    /// Arguments beyond the address, port and storage (a cluster's).
+    args: Vec<String>,
 }
 
 impl NatsServer {
@@ -27,13 +29,18 @@ impl NatsServer {
     /// When `nats-server` is missing or does not listen within 5 s.
     pub async fn start() -> Self {
         let port = crate::free_port();
-        let mut server = Self {
+        let mut server = Self::create(port, Vec::new());
+        server.boot().await;
+        server
+    }
+
+    fn create(port: u16, args: Vec<String>) -> Self {
+        Self {
             dir: tempfile::tempdir().expect("temporary directory"),
             port,
             child: None,
-        };
-        server.boot().await;
-        server
+            args,
+        }
     }
 
     /// The server's URL.
@@ -65,6 +72,7 @@ impl NatsServer {
                 "-sd",
             ])
             .arg(self.dir.path())
+            .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -81,6 +89,83 @@ impl NatsServer {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("nats-server did not start on port {}", self.port);
+    }
+}
+
+/// Servers of one JetStream cluster (routes between all of them); each killed when dropped.
+#[derive(Debug)]
+pub struct NatsCluster {
+    /// The servers, in the order of [`NatsCluster::url_from`].
+    pub servers: Vec<NatsServer>,
+}
+
+impl NatsCluster {
+    /// `n` servers routed to each other, returned once JetStream has a meta leader (a stream of
+    /// `n` replicas can be created).
+    ///
+    /// # Panics
+    /// When a server does not start, or the cluster elects no leader within 30 s.
+    pub async fn start(n: usize) -> Self {
+        let ports: Vec<(u16, u16)> = (0..n)
+            .map(|_| (crate::free_port(), crate::free_port()))
+            .collect();
+        let mut servers = Vec::new();
+        for (i, &(port, route)) in ports.iter().enumerate() {
+            let routes: Vec<String> = ports
+                .iter()
+                .filter(|&&(_, r)| r != route)
+                .map(|(_, r)| format!("nats://127.0.0.1:{r}"))
+                .collect();
+            let args = [
+                "-n".to_owned(),
+                format!("inboxed-{i}"),
+                "--cluster_name".to_owned(),
+                "inboxed".to_owned(),
+                "--cluster".to_owned(),
+                format!("nats://127.0.0.1:{route}"),
+                "--routes".to_owned(),
+                routes.join(","),
+            ];
+            let mut server = NatsServer::create(port, args.to_vec());
+            server.boot().await;
+            servers.push(server);
+        }
+        let cluster = Self { servers };
+        let js = jetstream::new(
+            async_nats::connect(cluster.url_from(0).split(',').collect::<Vec<_>>())
+                .await
+                .expect("connect to the cluster"),
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let probe = js
+                .create_stream(jetstream::stream::Config {
+                    name: "INBOXED_PROBE".to_owned(),
+                    subjects: vec!["inboxed.probe".to_owned()],
+                    num_replicas: n,
+                    ..jetstream::stream::Config::default()
+                })
+                .await;
+            if probe.is_ok() {
+                let _ = js.delete_stream("INBOXED_PROBE").await;
+                return cluster;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the NATS cluster has no JetStream leader: {probe:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// The cluster's URL: every server, `first` first, then the others in order.
+    #[must_use]
+    pub fn url_from(&self, first: usize) -> String {
+        let n = self.servers.len();
+        (0..n)
+            .map(|i| self.servers[(first + i) % n].url())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 

@@ -34,6 +34,19 @@ impl Node {
     }
 
     async fn start_with(ca: Option<&TestCa>) -> Self {
+        let (port, dist_port) = (crate::free_port(), crate::free_port());
+        let node = Self::create(port, dist_port, ca, "");
+        node.boot().await;
+        node
+    }
+
+    /// The node's name, which the cluster's configuration lists.
+    fn name(port: u16) -> String {
+        format!("inboxedtest{port}@localhost")
+    }
+
+    /// A node's directory and configuration (`extra` appended to it), not started.
+    fn create(port: u16, dist_port: u16, ca: Option<&TestCa>, extra: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         // Debian's rabbitmq-server runs the node as the rabbitmq user.
         std::fs::set_permissions(
@@ -41,7 +54,6 @@ impl Node {
             std::os::unix::fs::PermissionsExt::from_mode(0o777),
         )
         .unwrap();
-        let (port, dist_port) = (crate::free_port(), crate::free_port());
         let mut conf = format!("listeners.tcp.default = 127.0.0.1:{port}\nloopback_users = none\n");
         let tls_port = ca.map(|ca| {
             let tls_port = crate::free_port();
@@ -58,15 +70,14 @@ impl Node {
             ));
             tls_port
         });
+        conf.push_str(extra);
         std::fs::write(dir.path().join("rabbitmq.conf"), conf).unwrap();
-        let node = Self {
+        Self {
             dir,
             port,
             dist_port,
             tls_port,
-        };
-        node.boot().await;
-        node
+        }
     }
 
     /// Starts the node on its directory (again) and waits for its port.
@@ -77,10 +88,7 @@ impl Node {
         let d = self.dir.path();
         let status = Command::new("rabbitmq-server")
             .arg("-detached")
-            .env(
-                "RABBITMQ_NODENAME",
-                format!("inboxedtest{}@localhost", self.port),
-            )
+            .env("RABBITMQ_NODENAME", Self::name(self.port))
             .env("RABBITMQ_NODE_PORT", self.port.to_string())
             .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
             .env("RABBITMQ_CONFIG_FILE", d.join("rabbitmq.conf"))
@@ -132,6 +140,31 @@ impl Node {
         );
     }
 
+    /// Runs `rabbitmqctl` (or another CLI tool of RabbitMQ's) against this node; its output.
+    ///
+    /// # Panics
+    /// When the tool cannot be run or fails.
+    #[must_use]
+    pub fn ctl(&self, tool: &str, args: &[&str]) -> String {
+        let out = Command::new(tool)
+            .args(["-n", &Self::name(self.port)])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{tool}: {e}"));
+        assert!(
+            out.status.success(),
+            "{tool} {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The node's AMQP port on 127.0.0.1.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The plain AMQP URL.
     #[must_use]
     pub fn url(&self) -> String {
@@ -158,7 +191,7 @@ impl Drop for Node {
                 .dir
                 .path()
                 .join("log")
-                .join(format!("inboxedtest{}@localhost.log", self.port));
+                .join(format!("{}.log", Self::name(self.port)));
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             for line in text.lines().filter(|l| {
                 ["dropped", "unclean", "crash", "error", "Restarting"]
@@ -171,5 +204,115 @@ impl Drop for Node {
         if let Ok(pid) = std::fs::read_to_string(self.dir.path().join("pid")) {
             let _ = Command::new("kill").args(["-9", pid.trim()]).status();
         }
+    }
+}
+
+/// Nodes of one RabbitMQ cluster, formed at boot from the list of their names (peer
+/// discovery by `classic_config`); each node killed when dropped.
+#[derive(Debug)]
+pub struct Cluster {
+    /// The nodes, in the order of [`Cluster::url`].
+    pub nodes: Vec<Node>,
+}
+
+impl Cluster {
+    /// `n` nodes booted together, returned once every one counts `n` running nodes.
+    ///
+    /// # Panics
+    /// When a node does not start or the cluster does not form within 90 s.
+    pub async fn start(n: usize) -> Self {
+        let ports: Vec<(u16, u16)> = (0..n)
+            .map(|_| (crate::free_port(), crate::free_port()))
+            .collect();
+        let mut extra = String::from(
+            "cluster_formation.peer_discovery_backend = classic_config\n\
+             cluster_formation.randomized_startup_delay_range.min = 0\n\
+             cluster_formation.randomized_startup_delay_range.max = 1\n",
+        );
+        for (i, (port, _)) in ports.iter().enumerate() {
+            extra.push_str(&format!(
+                "cluster_formation.classic_config.nodes.{} = {}\n",
+                i + 1,
+                Node::name(*port)
+            ));
+        }
+        let nodes: Vec<Node> = ports
+            .iter()
+            .map(|&(port, dist)| Node::create(port, dist, None, &extra))
+            .collect();
+        futures_util::future::join_all(nodes.iter().map(Node::boot)).await;
+        let cluster = Self { nodes };
+        let deadline = std::time::Instant::now() + Duration::from_secs(90);
+        for node in &cluster.nodes {
+            loop {
+                let running = node.ctl(
+                    "rabbitmqctl",
+                    &["eval", "length(rabbit_nodes:all_running())."],
+                );
+                if running.trim() == n.to_string() {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the cluster did not form: {running}"
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+        cluster
+    }
+
+    /// The cluster's URL: every node, `first` first, then the others in order.
+    #[must_use]
+    pub fn url_from(&self, first: usize) -> String {
+        let hosts: Vec<String> = (0..self.nodes.len())
+            .map(|i| {
+                format!(
+                    "127.0.0.1:{}",
+                    self.nodes[(first + i) % self.nodes.len()].port
+                )
+            })
+            .collect();
+        format!("amqp://guest:guest@{}/%2f", hosts.join(","))
+    }
+
+    /// The index of the node that leads the quorum queue `queue`, as the first node that
+    /// answers says.
+    ///
+    /// # Panics
+    /// When no node answers, or none is named as its leader.
+    #[must_use]
+    pub fn leader(&self, queue: &str) -> usize {
+        let listed = self
+            .nodes
+            .iter()
+            .find_map(|node| {
+                let out = Command::new("rabbitmqctl")
+                    .args(["-n", &Node::name(node.port)])
+                    .args([
+                        "list_queues",
+                        "name",
+                        "leader",
+                        "--quiet",
+                        "--no-table-headers",
+                    ])
+                    .output()
+                    .ok()?;
+                out.status
+                    .success()
+                    .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+            })
+            .expect("a node of the cluster answers rabbitmqctl");
+        let leader = listed
+            .lines()
+            .find_map(|l| {
+                let mut cols = l.split_whitespace();
+                (cols.next() == Some(queue)).then(|| cols.next().unwrap_or_default().to_owned())
+            })
+            .unwrap_or_else(|| panic!("no leader listed for {queue}: {listed}"));
+        self.nodes
+            .iter()
+            .position(|n| Node::name(n.port) == leader)
+            .unwrap_or_else(|| panic!("the leader {leader} is none of the cluster's nodes"))
     }
 }

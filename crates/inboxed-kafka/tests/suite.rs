@@ -8,3 +8,4 @@
 mod common;
 mod kafka;
 mod outbox;
+mod rebalance;

@@ -6,6 +6,7 @@
 //! one file per operation, each opening with a comment on its parameters and why it is written
 //! so.
 
+mod capabilities;
 mod claim;
 mod engine;
 pub mod failover;

@@ -6,6 +6,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod begin;
+mod capabilities;
 mod claim_plan;
 mod compact_keys;
 mod conformance;

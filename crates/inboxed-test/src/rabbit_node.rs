@@ -211,7 +211,7 @@ impl Drop for Node {
 /// discovery by `classic_config`); each node killed when dropped.
 #[derive(Debug)]
 pub struct Cluster {
-    /// The nodes, in the order of [`Cluster::url`].
+    /// The nodes, in the order of [`Cluster::url_from`].
     pub nodes: Vec<Node>,
 }
 

@@ -1,0 +1,100 @@
+//! What the inbox needs of a server that speaks PostgreSQL's protocol, checked when a processor
+//! or worker starts (with the durability check). The engines that speak it without being it
+//! (CockroachDB, YugabyteDB, Citus) differ from PostgreSQL in exactly such things, and a
+//! difference that only shows under concurrency would break the guarantee without an error:
+//!
+//! - Advisory locks that exclude: the claims' key locks (`begin.sql`), the reaper's gate and
+//!   the workers' liveness take them. CockroachDB accepts the functions and grants every lock
+//!   to every session; a probe that holds a lock in one session and asks for it in another
+//!   tells that from PostgreSQL, and a missing function is refused the same way.
+//! - `FOR UPDATE SKIP LOCKED`: the workers' and the relays' claims.
+//!
+//! `LISTEN/NOTIFY` is not needed: workers poll when it fails (`WorkerConfig::notify`).
+
+use sqlx::postgres::PgConnection;
+use sqlx::{Connection, PgPool};
+
+use inboxed_core::StoreError;
+
+const LOCK_HOLD: &str = include_str!("../sql/capability_lock_hold.sql");
+const LOCK_TRY: &str = include_str!("../sql/capability_lock_try.sql");
+const SKIP_LOCKED: &str = include_str!("../sql/capability_skip_locked.sql");
+
+/// The advisory lock the probe takes: a key of its own, so that it never waits on (or
+/// delays) a claim.
+const PROBE_KEY: i64 = 0x1b0c_5ed0_c0de_0001;
+
+const ADVISORY_HINT: &str = "inboxed fences claims and orders keys with advisory locks \
+    (pg_advisory_xact_lock); without locks that exclude, two consumers can process one key \
+    at once. PostgreSQL and Citus have them, YugabyteDB where they are enabled; CockroachDB \
+    grants every lock to every session (docs/operations.md, \"Distributed SQL engines\").";
+
+const SKIP_LOCKED_HINT: &str = "the workers and the relays claim rows with FOR UPDATE SKIP \
+    LOCKED; without it, use the processor alone (no store-then-process workers, no outbox).";
+
+/// Refuses a server whose advisory locks do not exclude, or that has no `SKIP LOCKED`.
+///
+/// # Errors
+/// [`StoreError::ServerUnfit`] naming the capability; a failure to connect or query as it is.
+pub(crate) async fn check(pool: &PgPool) -> Result<(), StoreError> {
+    let mut holder = pool.begin().await.map_err(StoreError::from_sqlx)?;
+    let held = sqlx::query(LOCK_HOLD)
+        .bind(PROBE_KEY)
+        .persistent(false)
+        .execute(&mut *holder)
+        .await;
+    if let Err(e) = held {
+        return Err(unfit_or("advisory locks", e, ADVISORY_HINT));
+    }
+    // Another session, outside the pool: a pool of one connection must not wait on itself.
+    // In a transaction, as every statement of the store behind a transaction-pooling proxy.
+    let mut other = PgConnection::connect_with(&pool.connect_options())
+        .await
+        .map_err(StoreError::from_sqlx)?;
+    let mut probe = other.begin().await.map_err(StoreError::from_sqlx)?;
+    let taken: Result<bool, _> = sqlx::query_scalar(LOCK_TRY)
+        .bind(PROBE_KEY)
+        .persistent(false)
+        .fetch_one(&mut *probe)
+        .await;
+    let skip_locked = sqlx::query(SKIP_LOCKED)
+        .persistent(false)
+        .execute(&mut *probe)
+        .await;
+    let _ = probe.rollback().await;
+    let _ = other.close().await;
+    let _ = holder.rollback().await;
+    match taken {
+        Ok(false) => {}
+        Ok(true) => {
+            return Err(StoreError::ServerUnfit {
+                setting: "advisory locks",
+                value: "not exclusive (a second session took a lock the first held)".to_owned(),
+                hint: ADVISORY_HINT,
+            });
+        }
+        Err(e) => return Err(unfit_or("advisory locks", e, ADVISORY_HINT)),
+    }
+    if let Err(e) = skip_locked {
+        return Err(unfit_or("FOR UPDATE SKIP LOCKED", e, SKIP_LOCKED_HINT));
+    }
+    Ok(())
+}
+
+/// The server's refusal of a statement as unfit when it says the feature is missing (an
+/// undefined function, a syntax error, a feature not supported), otherwise the error as it is.
+fn unfit_or(setting: &'static str, e: sqlx::Error, hint: &'static str) -> StoreError {
+    let code = match &e {
+        sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+        _ => None,
+    };
+    match code.as_deref() {
+        // undefined_function, syntax_error, feature_not_supported
+        Some(code @ ("42883" | "42601" | "0A000")) => StoreError::ServerUnfit {
+            setting,
+            value: format!("missing (SQLSTATE {code})"),
+            hint,
+        },
+        _ => StoreError::from_sqlx(e),
+    }
+}

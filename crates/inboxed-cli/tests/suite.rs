@@ -17,4 +17,5 @@ mod redrive;
 mod relay;
 mod secrets;
 mod serve;
+mod tenants;
 mod tls;

@@ -33,6 +33,15 @@ pub trait Delivery: Send + Sync + 'static {
     /// The raw body, kept on the dead-letter path when no envelope can be built.
     fn payload(&self) -> &[u8];
 
+    /// A header's value as the producer set it (numbers in decimal), if present: what
+    /// [`Tenants`](crate::Tenants) routes a delivery by, before its envelope is processed. The
+    /// default has none; each adapter answers from the headers it reads keys from
+    /// ([`KeyCarrier::header`](crate::KeyCarrier::header)).
+    fn header_value(&self, name: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
+        let _ = name;
+        None
+    }
+
     /// The broker's count of deliveries of this message including this one, when it has one
     /// (RabbitMQ quorum `x-delivery-count` + 1, NATS `delivered`, SQS `ApproximateReceiveCount`).
     fn delivery_count(&self) -> Option<u32> {

@@ -38,7 +38,7 @@ pub mod tls;
 
 pub use backoff::{Backoff, FailureStreak};
 pub use config::{AttemptCounting, ConflictPolicy, ProcessorConfig};
-pub use consumer::{Consumer, ConsumerConfig, Settled, settle};
+pub use consumer::{Consumer, ConsumerConfig, Settled, Tenants, settle};
 pub use delivery::{AckOrdering, Delivery, DeliverySource};
 pub use envelope::{ConsumerName, Envelope, EnvelopeError, MessageId, escape_bytes};
 pub use error::{BoxError, Error, HandlerError, ResultExt, StoreError, error_chain};

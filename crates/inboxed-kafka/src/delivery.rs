@@ -94,6 +94,10 @@ impl KeyCarrier for KafkaDelivery {
 }
 
 impl Delivery for KafkaDelivery {
+    fn header_value(&self, name: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
+        KeyCarrier::header(self, name)
+    }
+
     /// [`EnvelopeError::Unreadable`] when the header the key is read from is given twice with
     /// different values (Kafka keeps both): which one is the key would be a guess.
     fn envelope(&self) -> Result<Envelope, EnvelopeError> {

@@ -48,6 +48,10 @@ impl KeyCarrier for NatsDelivery {
 }
 
 impl Delivery for NatsDelivery {
+    fn header_value(&self, name: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
+        KeyCarrier::header(self, name)
+    }
+
     /// [`EnvelopeError::Unreadable`] for a message async-nats could not read (a header block
     /// that is not UTF-8, a header name outside visible ASCII, a line without a colon, a subject
     /// that is not UTF-8): the error names each field and keeps the header block as sent.

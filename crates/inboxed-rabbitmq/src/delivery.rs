@@ -92,6 +92,10 @@ impl KeyCarrier for RabbitDelivery {
 }
 
 impl Delivery for RabbitDelivery {
+    fn header_value(&self, name: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
+        KeyCarrier::header(self, name)
+    }
+
     /// [`EnvelopeError::Unreadable`] for a delivery the client could not read (a property,
     /// a header name or the routing key that is not UTF-8, a header type it does not know, a
     /// header name given twice): the error names each field and keeps the raw properties, and

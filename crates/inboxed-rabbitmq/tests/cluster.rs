@@ -14,13 +14,11 @@ use lapin::options::{BasicGetOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Connection, ConnectionProperties};
 
-use inboxed_core::inbox::{Inbox, Reaper, ReaperConfig, Relay, RelayConfig, Worker, WorkerConfig};
-use inboxed_core::outbox::{OutboxRelay, OutboxRelayConfig};
 use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, Processor};
 use inboxed_postgres::PgStore;
 use inboxed_rabbitmq::{RabbitConfig, RabbitPublisher, RabbitPublisherConfig, RabbitSource};
 use inboxed_test::amqp::publish_keyed;
-use inboxed_test::chain::Forward;
+use inboxed_test::pipeline::Parts;
 use inboxed_test::rabbit_node::Cluster;
 use inboxed_test::restart::{MESSAGES, amount, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
@@ -48,7 +46,7 @@ async fn channel_with(url: &str, names: &[&str]) -> Channel {
 }
 
 /// Ledger rows of queue A's messages and of queue B's.
-async fn parts(store: &PgStore) -> (i64, i64) {
+async fn ledgers(store: &PgStore) -> (i64, i64) {
     sqlx::query_as(
         "SELECT count(*) FILTER (WHERE message_id LIKE 'a-%'), \
                 count(*) FILTER (WHERE message_id LIKE 'b-%') FROM ledger",
@@ -72,85 +70,45 @@ async fn a_cluster_losing_the_leader_of_its_quorum_queues_loses_and_doubles_noth
     publish_keyed(&channel, "b", "b", 0..MESSAGES).await;
     let url = cluster.url_from(lead);
 
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let until = move || {
-        let mut stopped = stopped.clone();
-        async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        }
-    };
-    let mut parts_running = tokio::task::JoinSet::new();
-    {
-        let processor = Processor::new(
-            store.clone(),
-            ConsumerName::new("ledger").unwrap(),
-            Ledger::<Pg>::default(),
-        );
-        let source = RabbitSource::connect(RabbitConfig::new(&url, "a"))
+    let mut parts = Parts::default();
+    let processor = Processor::new(
+        store.clone(),
+        ConsumerName::new("ledger").unwrap(),
+        Ledger::<Pg>::default(),
+    );
+    let source = RabbitSource::connect(RabbitConfig::new(&url, "a"))
+        .await
+        .unwrap();
+    let stopping = parts.stopping();
+    parts.spawn(async move {
+        Consumer::new(processor, ConsumerConfig::default())
+            .run(source, stopping)
             .await
-            .unwrap();
-        let stopping = until();
-        parts_running.spawn(async move {
-            Consumer::new(processor, ConsumerConfig::default())
-                .run(source, stopping)
-                .await
-                .map_err(|e| e.to_string())
-        });
-    }
+    });
+    let source = RabbitSource::connect(RabbitConfig::new(&url, "b"))
+        .await
+        .unwrap();
+    let publisher = RabbitPublisher::connect(RabbitPublisherConfig::new(&url))
+        .await
+        .unwrap();
     let stored = ConsumerName::new("stored").unwrap();
-    {
-        let relay = Relay::new(
-            Inbox::new(store.clone(), stored.clone()),
-            RelayConfig::default(),
-        );
-        let source = RabbitSource::connect(RabbitConfig::new(&url, "b"))
-            .await
-            .unwrap();
-        let stopping = until();
-        parts_running
-            .spawn(async move { relay.run(source, stopping).await.map_err(|e| e.to_string()) });
-    }
-    for _ in 0..2 {
-        let handler = Forward::new(&store, &stored, Some("c".to_owned()));
-        let worker = Worker::new(
-            store.clone(),
-            stored.clone(),
-            handler,
-            WorkerConfig::default(),
-        );
-        let stopping = until();
-        parts_running.spawn(async move { worker.run(stopping).await.map_err(|e| e.to_string()) });
-    }
-    {
-        let reaper = Reaper::new(store.clone(), ReaperConfig::default());
-        let stopping = until();
-        parts_running.spawn(async move {
-            reaper.run(stopping).await;
-            Ok(())
-        });
-        let publisher = RabbitPublisher::connect(RabbitPublisherConfig::new(&url))
-            .await
-            .unwrap();
-        let relay = OutboxRelay::new(store.clone(), publisher, OutboxRelayConfig::default());
-        let stopping = until();
-        parts_running.spawn(async move { relay.run(stopping).await.map_err(|e| e.to_string()) });
-    }
+    parts.store_then_process(&store, &stored, source, 2, "c", publisher);
 
     let deadline = Instant::now() + Duration::from_secs(150);
     loop {
-        let (a, b) = parts(&store).await;
+        let (a, b) = ledgers(&store).await;
         if a + b >= MESSAGES / 2 {
             break;
         }
         assert!(Instant::now() < deadline, "no progress before the kill");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let before = parts(&store).await;
+    let before = ledgers(&store).await;
     cluster.nodes[lead].kill().await;
     let killed = Instant::now();
     let sent = "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'";
     loop {
-        let now = parts(&store).await;
+        let now = ledgers(&store).await;
         let out: i64 = sqlx::query_scalar(sent)
             .fetch_one(store.pool())
             .await
@@ -190,13 +148,7 @@ async fn a_cluster_losing_the_leader_of_its_quorum_queues_loses_and_doubles_noth
     let whole = killed.elapsed();
     // Redeliveries of what was acked on the dead node settle as duplicates meanwhile.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    stop.send(true).unwrap();
-    while let Some(part) = tokio::time::timeout(Duration::from_secs(60), parts_running.join_next())
-        .await
-        .expect("every part stops within 60 s of its shutdown")
-    {
-        part.unwrap().unwrap();
-    }
+    parts.stop().await;
 
     let (rows, distinct, sum): (i64, i64, i64) = sqlx::query_as(
         "SELECT count(*), count(DISTINCT message_id), sum(amount)::bigint FROM ledger",

@@ -14,12 +14,10 @@ use std::time::{Duration, Instant};
 use lapin::options::{BasicGetOptions, QueueDeleteOptions};
 
 use inboxed_core::ConsumerName;
-use inboxed_core::inbox::{Inbox, Reaper, ReaperConfig, Relay, RelayConfig, Worker, WorkerConfig};
-use inboxed_core::outbox::{OutboxRelay, OutboxRelayConfig};
 use inboxed_postgres::PgStore;
 use inboxed_rabbitmq::{RabbitConfig, RabbitPublisher, RabbitPublisherConfig, RabbitSource};
 use inboxed_test::amqp::{publish_keyed, queue};
-use inboxed_test::chain::Forward;
+use inboxed_test::pipeline::Parts;
 use inboxed_test::restart::{MESSAGES, amount, ledger_counts, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 
@@ -62,50 +60,14 @@ async fn relay_workers_and_outbox_relay_follow_a_failover() {
     let (_, output) = queue(&amqp_url()).await;
     publish_keyed(&channel, &input, "w", 0..MESSAGES).await;
     let consumer = ConsumerName::new("ledger").unwrap();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let until = move || {
-        let mut stopped = stopped.clone();
-        async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        }
-    };
-    let mut parts = tokio::task::JoinSet::new();
-    {
-        let relay = Relay::new(
-            Inbox::new(store.clone(), consumer.clone()),
-            RelayConfig::default(),
-        );
-        let source = RabbitSource::connect(RabbitConfig::new(amqp_url(), &input))
-            .await
-            .unwrap();
-        let stopping = until();
-        parts.spawn(async move { relay.run(source, stopping).await.map_err(|e| e.to_string()) });
-    }
-    for _ in 0..2 {
-        let handler = Forward::new(&store, &consumer, Some(output.clone()));
-        let worker = Worker::new(
-            store.clone(),
-            consumer.clone(),
-            handler,
-            WorkerConfig::default(),
-        );
-        let stopping = until();
-        parts.spawn(async move { worker.run(stopping).await.map_err(|e| e.to_string()) });
-    }
-    {
-        let reaper = Reaper::new(store.clone(), ReaperConfig::default());
-        let stopping = until();
-        parts.spawn(async move {
-            reaper.run(stopping).await;
-            Ok(())
-        });
-        let publisher = RabbitPublisher::connect(RabbitPublisherConfig::new(amqp_url()))
-            .await
-            .unwrap();
-        let relay = OutboxRelay::new(store.clone(), publisher, OutboxRelayConfig::default());
-        let stopping = until();
-        parts.spawn(async move { relay.run(stopping).await.map_err(|e| e.to_string()) });
-    }
+    let mut parts = Parts::default();
+    let source = RabbitSource::connect(RabbitConfig::new(amqp_url(), &input))
+        .await
+        .unwrap();
+    let publisher = RabbitPublisher::connect(RabbitPublisherConfig::new(amqp_url()))
+        .await
+        .unwrap();
+    parts.store_then_process(&store, &consumer, source, 2, &output, publisher);
 
     // The ledger is read on the standby: a hot standby before, the primary after.
     let rows = || async { ledger_counts(&standby.url()).await.map_or(0, |(r, _)| r) };
@@ -135,13 +97,7 @@ async fn relay_workers_and_outbox_relay_follow_a_failover() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let finished = promoted.elapsed();
-    stop.send(true).unwrap();
-    while let Some(part) = tokio::time::timeout(Duration::from_secs(60), parts.join_next())
-        .await
-        .expect("every part stops within 60 s of its shutdown")
-    {
-        part.unwrap().unwrap();
-    }
+    parts.stop().await;
 
     let (ledger, distinct) = ledger_counts(&standby.url()).await.unwrap();
     let sum = count(&standby.url(), "SELECT sum(amount)::bigint FROM ledger").await;

@@ -17,5 +17,6 @@ mod outbox;
 mod pg_restart;
 mod rabbitmq;
 mod restart;
+mod tenants;
 mod tls;
 mod wire;

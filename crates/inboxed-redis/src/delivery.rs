@@ -58,6 +58,10 @@ impl KeyCarrier for RedisDelivery {
 }
 
 impl Delivery for RedisDelivery {
+    fn header_value(&self, name: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
+        KeyCarrier::header(self, name)
+    }
+
     /// [`EnvelopeError::Unreadable`] for an entry with a field name given twice (`XADD` keeps
     /// both): which of the two holds the key or the payload would be a guess.
     fn envelope(&self) -> Result<Envelope, EnvelopeError> {

@@ -83,6 +83,10 @@ impl KeyCarrier for SqsDelivery {
 }
 
 impl Delivery for SqsDelivery {
+    fn header_value(&self, name: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
+        KeyCarrier::header(self, name)
+    }
+
     fn envelope(&self) -> Result<Envelope, EnvelopeError> {
         self.shared.key.envelope(self)
     }

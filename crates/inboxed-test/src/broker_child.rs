@@ -43,6 +43,10 @@ impl<D: Delivery> Delivery for Announced<D> {
         self.inner.payload()
     }
 
+    fn header_value(&self, name: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
+        self.inner.header_value(name)
+    }
+
     fn delivery_count(&self) -> Option<u32> {
         self.inner.delivery_count()
     }

@@ -23,6 +23,7 @@ pub mod netns;
 pub mod outbox;
 pub mod parted;
 pub mod pg;
+pub mod pipeline;
 pub mod rabbit_node;
 pub mod raw_amqp;
 pub mod raw_kafka;

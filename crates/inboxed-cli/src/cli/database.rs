@@ -11,7 +11,7 @@ use inboxed_sqlite::SqliteStore;
 /// Where the inbox tables are: the flags every database command shares. Each also comes from
 /// its environment variable or from the TOML file given with `--config`, in that order of
 /// precedence (`database_url`, `schema`, `table_prefix`, `partition_interval` keys).
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub(crate) struct DbArgs {
     /// Database URL: postgres://…, mysql://…/database (not every command yet) or
     /// sqlite://path (a plain path is taken as SQLite).
@@ -44,6 +44,14 @@ struct DbFile {
 }
 
 impl DbArgs {
+    /// The same settings on another database: a tenant's, for a command that reads several.
+    pub(crate) fn with_url(&self, url: &str) -> Self {
+        Self {
+            database_url: Some(url.to_owned()),
+            ..self.clone()
+        }
+    }
+
     /// Flags and environment over the `--config` file.
     fn resolved(&self) -> anyhow::Result<DbFile> {
         let file = match &self.config {

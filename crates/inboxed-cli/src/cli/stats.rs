@@ -37,6 +37,11 @@ pub(crate) struct Args {
     /// (a duplicate writes nothing to the database).
     #[arg(long, value_name = "URL")]
     metrics_url: Option<String>,
+    /// A tenant's database, `NAME=URL`, where each tenant has its own
+    /// (`inboxed_core::Tenants`): the report is made for each, under its name, in place of
+    /// `--database-url`'s. Repeat for several; the schema and prefix settings apply to all.
+    #[arg(long = "tenant", value_name = "NAME=URL")]
+    tenants: Vec<String>,
 }
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
@@ -45,17 +50,50 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         .iter()
         .map(|c| ConsumerName::new(c.clone()))
         .collect::<Result<Vec<_>, _>>()?;
-    let store = args.db.connect_existing(2).await?;
+    // One unnamed database, or each tenant's under its name.
+    let mut stores = Vec::new();
+    for tenant in &args.tenants {
+        let Some((name, url)) = tenant.split_once('=') else {
+            anyhow::bail!("--tenant takes NAME=URL, not {tenant:?}");
+        };
+        let store = args.db.with_url(url).connect_existing(2).await;
+        let store = store.map_err(|e| e.context(format!("tenant {name}")))?;
+        stores.push((Some(name.to_owned()), store));
+    }
+    if stores.is_empty() {
+        stores.push((None, args.db.connect_existing(2).await?));
+    }
     let clear = args.watch.is_some() && !args.json && std::io::stdout().is_terminal();
     loop {
-        let report = Report::read(&store, &named, args.metrics_url.as_deref()).await?;
+        let mut reports = Vec::new();
+        for (tenant, store) in &stores {
+            let report = Report::read(store, &named, args.metrics_url.as_deref()).await;
+            let report = match tenant {
+                Some(name) => report.map_err(|e| e.context(format!("tenant {name}")))?,
+                None => report?,
+            };
+            reports.push((tenant.as_deref(), report));
+        }
         if clear {
             write!(out, "\x1b[2J\x1b[H")?;
         }
-        if args.json {
-            writeln!(out, "{}", report.json())?;
-        } else {
-            report.write(out)?;
+        match (args.json, reports.as_slice()) {
+            (true, [(None, report)]) => writeln!(out, "{}", report.json())?,
+            (true, _) => {
+                let tenants: serde_json::Map<String, Value> = reports
+                    .iter()
+                    .map(|(name, r)| (name.unwrap_or_default().to_owned(), r.json()))
+                    .collect();
+                writeln!(out, "{}", json!({ "tenants": tenants }))?;
+            }
+            (false, _) => {
+                for (name, report) in &reports {
+                    if let Some(name) = name {
+                        writeln!(out, "== tenant {name}")?;
+                    }
+                    report.write(out)?;
+                }
+            }
         }
         out.flush()?;
         let Some(every) = args.watch else {

@@ -1,6 +1,9 @@
 //! The consumer loop: receive, process, and ack only after the commit is durable.
 
 mod batch;
+mod tenants;
+
+pub use tenants::Tenants;
 
 use std::future::Future;
 use std::time::Duration;

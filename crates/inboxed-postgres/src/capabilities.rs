@@ -20,14 +20,19 @@ const LOCK_HOLD: &str = include_str!("../sql/capability_lock_hold.sql");
 const LOCK_TRY: &str = include_str!("../sql/capability_lock_try.sql");
 const SKIP_LOCKED: &str = include_str!("../sql/capability_skip_locked.sql");
 
-/// The advisory lock the probe takes: a key of its own, so that it never waits on (or
-/// delays) a claim.
-const PROBE_KEY: i64 = 0x1b0c_5ed0_c0de_0001;
+/// The advisory lock the probe takes: a key of this probe's own (the process and the time), so
+/// that two processes starting together never wait on each other, nor on a claim.
+fn probe_key() -> i64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    0x1b0c_5ed0_0000_0000 ^ (i64::from(std::process::id()) << 20) ^ i64::from(nanos)
+}
 
 const ADVISORY_HINT: &str = "inboxed fences claims and orders keys with advisory locks \
     (pg_advisory_xact_lock); without locks that exclude, two consumers can process one key \
     at once. PostgreSQL and Citus have them, YugabyteDB where they are enabled; CockroachDB \
-    grants every lock to every session (docs/operations.md, \"Distributed SQL engines\").";
+    grants every lock to every session (docs/deployments.md, \"Distributed SQL engines\").";
 
 const SKIP_LOCKED_HINT: &str = "the workers and the relays claim rows with FOR UPDATE SKIP \
     LOCKED; without it, use the processor alone (no store-then-process workers, no outbox).";
@@ -37,9 +42,19 @@ const SKIP_LOCKED_HINT: &str = "the workers and the relays claim rows with FOR U
 /// # Errors
 /// [`StoreError::ServerUnfit`] naming the capability; a failure to connect or query as it is.
 pub(crate) async fn check(pool: &PgPool) -> Result<(), StoreError> {
+    let key = probe_key();
     let mut holder = pool.begin().await.map_err(StoreError::from_sqlx)?;
+    let probed = probe(&mut holder, pool, key).await;
+    // Rolled back on every path: a dropped transaction's rollback waits for the connection's
+    // next use, and its lock with it.
+    let _ = holder.rollback().await;
+    probed
+}
+
+/// The probe, with `holder` (a transaction of the pool) to hold the lock.
+async fn probe(holder: &mut PgConnection, pool: &PgPool, key: i64) -> Result<(), StoreError> {
     let held = sqlx::query(LOCK_HOLD)
-        .bind(PROBE_KEY)
+        .bind(key)
         .persistent(false)
         .execute(&mut *holder)
         .await;
@@ -53,7 +68,7 @@ pub(crate) async fn check(pool: &PgPool) -> Result<(), StoreError> {
         .map_err(StoreError::from_sqlx)?;
     let mut probe = other.begin().await.map_err(StoreError::from_sqlx)?;
     let taken: Result<bool, _> = sqlx::query_scalar(LOCK_TRY)
-        .bind(PROBE_KEY)
+        .bind(key)
         .persistent(false)
         .fetch_one(&mut *probe)
         .await;
@@ -63,7 +78,6 @@ pub(crate) async fn check(pool: &PgPool) -> Result<(), StoreError> {
         .await;
     let _ = probe.rollback().await;
     let _ = other.close().await;
-    let _ = holder.rollback().await;
     match taken {
         Ok(false) => {}
         Ok(true) => {

@@ -153,24 +153,36 @@ impl<S: Store, H: Handler<S::Db>> Tenants<S, H> {
     }
 }
 
-/// Dead-letters a delivery no tenant takes through `processor`, then acks it; requeues it when
-/// the dead letter could not be written.
+/// Dead-letters a delivery no tenant takes through `processor`, then acks it. When the dead
+/// letter cannot be written the delivery is requeued, or, on an in-order broker (whose next
+/// ack would commit past it), tried again in place until it is.
 async fn dead_letter<S: Store, H: Handler<S::Db>, D: Delivery>(
     processor: &Processor<S, H>,
     delivery: D,
     why: &Unrouted,
 ) -> Result<(), Error> {
-    match processor.dead_letter_invalid(delivery.payload(), why).await {
-        Ok(_) => delivery
-            .ack()
-            .await
-            .map_err(Error::settle("ack", why.0.clone())),
-        Err(e) => {
-            tracing::warn!(error = %e, "could not dead-letter a delivery no tenant takes; requeued");
-            delivery
-                .requeue(Some(processor.config().requeue_backoff.delay(1)))
-                .await
-                .map_err(Error::settle("requeue", why.0.clone()))
+    let in_order = delivery.ack_ordering() == AckOrdering::InOrder;
+    let mut tries = 0;
+    loop {
+        match processor.dead_letter_invalid(delivery.payload(), why).await {
+            Ok(_) => {
+                return delivery
+                    .ack()
+                    .await
+                    .map_err(Error::settle("ack", why.0.clone()));
+            }
+            Err(e) if in_order => {
+                tries += 1;
+                tracing::warn!(error = %e, tries, "could not dead-letter a delivery no tenant takes; trying again in place");
+                tokio::time::sleep(processor.config().requeue_backoff.delay(tries)).await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not dead-letter a delivery no tenant takes; requeued");
+                return delivery
+                    .requeue(Some(processor.config().requeue_backoff.delay(1)))
+                    .await
+                    .map_err(Error::settle("requeue", why.0.clone()));
+            }
         }
     }
 }

@@ -15,12 +15,11 @@ use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Connection, ConnectionProperties};
 
 use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, Processor};
-use inboxed_postgres::PgStore;
 use inboxed_rabbitmq::{RabbitConfig, RabbitPublisher, RabbitPublisherConfig, RabbitSource};
 use inboxed_test::amqp::publish_keyed;
 use inboxed_test::pipeline::Parts;
 use inboxed_test::rabbit_node::Cluster;
-use inboxed_test::restart::{MESSAGES, amount, store_on};
+use inboxed_test::restart::{MESSAGES, amount, ledger_by_prefix, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 use inboxed_test::{Ledger, Pg};
 
@@ -43,17 +42,6 @@ async fn channel_with(url: &str, names: &[&str]) -> Channel {
             .unwrap();
     }
     channel
-}
-
-/// Ledger rows of queue A's messages and of queue B's.
-async fn ledgers(store: &PgStore) -> (i64, i64) {
-    sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE message_id LIKE 'a-%'), \
-                count(*) FILTER (WHERE message_id LIKE 'b-%') FROM ledger",
-    )
-    .fetch_one(store.pool())
-    .await
-    .unwrap()
 }
 
 #[tokio::test]
@@ -96,19 +84,19 @@ async fn a_cluster_losing_the_leader_of_its_quorum_queues_loses_and_doubles_noth
 
     let deadline = Instant::now() + Duration::from_secs(150);
     loop {
-        let (a, b) = ledgers(&store).await;
+        let (a, b) = ledger_by_prefix(&store, "a", "b").await;
         if a + b >= MESSAGES / 2 {
             break;
         }
         assert!(Instant::now() < deadline, "no progress before the kill");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let before = ledgers(&store).await;
+    let before = ledger_by_prefix(&store, "a", "b").await;
     cluster.nodes[lead].kill().await;
     let killed = Instant::now();
     let sent = "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'";
     loop {
-        let now = ledgers(&store).await;
+        let now = ledger_by_prefix(&store, "a", "b").await;
         let out: i64 = sqlx::query_scalar(sent)
             .fetch_one(store.pool())
             .await

@@ -15,6 +15,7 @@ use inboxed_postgres::PgStore;
 use inboxed_postgres::failover;
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
 use inboxed_test::amqp::{depth, publish_keyed, queue};
+use inboxed_test::pipeline::Parts;
 use inboxed_test::restart::{MESSAGES, audit_through, ledger_counts, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 
@@ -101,12 +102,11 @@ async fn a_failover_to_an_asynchronous_standby_loses_what_it_had_not_received() 
         ConsumerName::new("ledger").unwrap(),
         Ledger::<Pg>::default(),
     );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let consuming = tokio::spawn(async move {
+    let mut parts = Parts::default();
+    let stopping = parts.stopping();
+    parts.spawn(async move {
         Consumer::new(processor, ConsumerConfig::default().concurrency(16))
-            .run(source, async {
-                let _ = stopped.await;
-            })
+            .run(source, stopping)
             .await
     });
     let rows_on =
@@ -163,12 +163,7 @@ async fn a_failover_to_an_asynchronous_standby_loses_what_it_had_not_received() 
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(60), consuming)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    parts.stop().await;
     let left = depth(&channel, &name).await;
     let (rows, distinct) = ledger_counts(&standby.url()).await.unwrap();
     let lost = MESSAGES - rows - i64::from(left);

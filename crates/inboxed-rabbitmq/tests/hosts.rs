@@ -22,7 +22,7 @@ use inboxed_postgres::PgStore;
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
 use inboxed_test::amqp::{depth, publish_all, queue};
 use inboxed_test::netns::{Forwarding, GATEWAY, Network, SUBNET, address};
-use inboxed_test::restart::{MESSAGES, amount, ledger_counts, store_on};
+use inboxed_test::restart::{MESSAGES, amount, ledger_by_prefix, ledger_counts, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 use inboxed_test::{Ledger, Pg, Script};
 
@@ -92,17 +92,6 @@ async fn in_transaction(url: &str, host: &str) -> i64 {
     .unwrap();
     pool.close().await;
     n
-}
-
-/// Ledger rows of the queued messages and of the stored rows.
-async fn parts(store: &PgStore) -> (i64, i64) {
-    sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE message_id LIKE 'q-%'), \
-                count(*) FILTER (WHERE message_id LIKE 's-%') FROM ledger",
-    )
-    .fetch_one(store.pool())
-    .await
-    .unwrap()
 }
 
 /// What holds the stragglers: dead letters and their reasons, and host 1's sessions.
@@ -217,10 +206,10 @@ async fn a_host_cut_off_mid_stream_loses_and_doubles_nothing() {
         assert!(
             Instant::now() < deadline,
             "stuck at {:?} of {MESSAGES} each after the cut; {}",
-            parts(&direct).await,
+            ledger_by_prefix(&direct, "q", "s").await,
             state(&direct).await
         );
-        let (queued, stored) = parts(&direct).await;
+        let (queued, stored) = ledger_by_prefix(&direct, "q", "s").await;
         if queued == MESSAGES {
             whole.0.get_or_insert(cut.elapsed());
         }

@@ -59,6 +59,23 @@ pub async fn ledger_counts(url: &str) -> Option<(i64, i64)> {
     counts
 }
 
+/// Ledger rows of the messages keyed `<first>-…` and of those keyed `<second>-…`: two streams
+/// credited into one ledger, counted apart.
+///
+/// # Panics
+/// When the ledger cannot be read.
+pub async fn ledger_by_prefix(store: &PgStore, first: &str, second: &str) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE message_id LIKE $1 || '-%'), \
+                count(*) FILTER (WHERE message_id LIKE $2 || '-%') FROM ledger",
+    )
+    .bind(first)
+    .bind(second)
+    .fetch_one(store.pool())
+    .await
+    .expect("the ledger")
+}
+
 /// What the inbox tables hold, for a stalled audit's message: tells a message the broker lost
 /// (no trace here) from one the library dead-lettered or keeps failing.
 async fn inbox_state(url: &str) -> String {

@@ -5,8 +5,6 @@
 
 use crate::common;
 
-use std::time::Duration;
-
 use tokio::process::Child;
 
 use inboxed_core::ConsumerName;
@@ -14,7 +12,7 @@ use inboxed_core::EnvelopeError;
 use inboxed_core::inbox::Inbox;
 use inboxed_test::{Backend, Pg, credit};
 
-use common::http_get;
+use common::{http_get, scrape_until};
 
 /// Starts `inboxed serve` on a free port of loopback; returns the process and its address.
 async fn serve(database_url: &str) -> (Child, String) {
@@ -27,19 +25,6 @@ async fn serve_with(database_url: &str, args: &[&str]) -> (Child, String) {
     let mut all = args.to_vec();
     all.extend(["--interval", "1s", "--consumer", "billing"]);
     common::spawn_serve(database_url, &all).await
-}
-
-/// Scrapes until every line in `want` is there (the gauges refresh every second).
-async fn scrape_until(addr: &str, want: &[&str]) -> String {
-    let mut body = String::new();
-    for _ in 0..100 {
-        body = http_get(addr, "/metrics").await.1;
-        if want.iter().all(|w| body.lines().any(|l| l == *w)) {
-            return body;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("not all of {want:?} in:\n{body}");
 }
 
 #[tokio::test]

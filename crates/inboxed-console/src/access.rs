@@ -17,7 +17,7 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
-use crate::{Console, ConsoleStore};
+use crate::ConsoleConfig;
 
 /// The name of a request without credentials, where [`ConsoleConfig::anonymous`](crate::ConsoleConfig::anonymous)
 /// lets it in; no user may take it.
@@ -192,12 +192,11 @@ impl CsrfKey {
 
 /// Authenticates the request and puts its [`Viewer`] on it; 401 asking for Basic credentials
 /// otherwise.
-pub(crate) async fn authenticate<S: ConsoleStore>(
-    State(console): State<Arc<Console<S>>>,
+pub(crate) async fn authenticate(
+    State(config): State<Arc<ConsoleConfig>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let config = &console.config;
     if !config.hosts.is_empty() && !known_host(request.headers(), &config.hosts) {
         // A page of another site whose name was rebound to this address (DNS rebinding)
         // reaches the console under that name: refused before anything is read.

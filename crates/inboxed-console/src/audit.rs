@@ -33,7 +33,7 @@ pub(crate) async fn list<S: ConsoleStore>(
         .await
     {
         Ok(trail) => trail,
-        Err(e) => return unavailable(prefix, &viewer, "the audit trail", &e),
+        Err(e) => return unavailable(&console.config, &viewer, "the audit trail", &e),
     };
     let body = html! {
         form method="get" action={ (prefix) "/audit" } {
@@ -58,5 +58,5 @@ pub(crate) async fn list<S: ConsoleStore>(
             } } }
         } }
     };
-    page(prefix, &viewer, "Audit trail", true, body).into_response()
+    page(&console.config, &viewer, "Audit trail", true, body).into_response()
 }

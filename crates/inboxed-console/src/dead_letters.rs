@@ -25,11 +25,11 @@ pub(crate) async fn list<S: ConsoleStore>(
     let limit = console.config.list_limit();
     let filter = match filters.filter(limit) {
         Ok(filter) => filter,
-        Err(e) => return failure(prefix, &viewer, StatusCode::BAD_REQUEST, &e),
+        Err(e) => return failure(&console.config, &viewer, StatusCode::BAD_REQUEST, &e),
     };
     let letters = match console.store.dead_letters(&filter).await {
         Ok(letters) => letters,
-        Err(e) => return unavailable(prefix, &viewer, "the dead letters", &e),
+        Err(e) => return unavailable(&console.config, &viewer, "the dead letters", &e),
     };
     let body = html! {
         form method="get" action={ (prefix) "/dead-letters" } {
@@ -71,7 +71,7 @@ pub(crate) async fn list<S: ConsoleStore>(
             } } }
         } }
     };
-    page(prefix, &viewer, "Dead letters", false, body).into_response()
+    page(&console.config, &viewer, "Dead letters", false, body).into_response()
 }
 
 /// The links to the confirmations of a retry and a discard of what `filters` select.
@@ -94,7 +94,7 @@ pub(crate) async fn one<S: ConsoleStore>(
     let config = &console.config;
     let prefix = config.prefix.as_str();
     let letter = match found(
-        prefix,
+        &console.config,
         &viewer,
         "dead letter",
         id,
@@ -129,5 +129,12 @@ pub(crate) async fn one<S: ConsoleStore>(
         h2 { "Payload" }
         (payload(config, &viewer, &letter.payload))
     };
-    page(prefix, &viewer, &format!("Dead letter {id}"), false, body).into_response()
+    page(
+        &console.config,
+        &viewer,
+        &format!("Dead letter {id}"),
+        false,
+        body,
+    )
+    .into_response()
 }

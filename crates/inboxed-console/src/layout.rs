@@ -10,13 +10,39 @@ use maud::{DOCTYPE, Markup, html};
 use crate::ConsoleConfig;
 use crate::access::Viewer;
 
-/// A whole page titled `title`, with `body`, for `viewer`; links start at `prefix`. A page
-/// with `refresh` reloads its `main` every few seconds while its tab is shown.
+/// A whole page titled `title`, with `body`, for `viewer`; links start at `config`'s prefix,
+/// and a tenant's console names its tenant beside a link to the tenants' index. A page with
+/// `refresh` reloads its `main` every few seconds while its tab is shown.
 pub(crate) fn page(
+    config: &ConsoleConfig,
+    viewer: &Viewer,
+    title: &str,
+    refresh: bool,
+    body: Markup,
+) -> Markup {
+    let prefix = config.prefix.as_str();
+    let nav = html! {
+        @if let Some(tenant) = &config.tenant {
+            a href=(home(&tenant.index)) { "Tenants" }
+            span.tenant { (tenant.name) }
+        }
+        a href=(home(prefix)) { "Overview" }
+        a href={ (prefix) "/rows" } { "Rows" }
+        a href={ (prefix) "/dead-letters" } { "Dead letters" }
+        a href={ (prefix) "/outbox" } { "Outbox" }
+        a href={ (prefix) "/audit" } { "Audit" }
+    };
+    document(prefix, viewer, title, refresh, &nav, body)
+}
+
+/// The HTML around `body`: `nav`'s links and who is signed in above it, the script at
+/// `prefix`'s assets.
+pub(crate) fn document(
     prefix: &str,
     viewer: &Viewer,
     title: &str,
     refresh: bool,
+    nav: &Markup,
     body: Markup,
 ) -> Markup {
     html! {
@@ -31,11 +57,7 @@ pub(crate) fn page(
             }
             body data-refresh=[refresh.then_some("5000")] {
                 nav {
-                    a href=(home(prefix)) { "Overview" }
-                    a href={ (prefix) "/rows" } { "Rows" }
-                    a href={ (prefix) "/dead-letters" } { "Dead letters" }
-                    a href={ (prefix) "/outbox" } { "Outbox" }
-                    a href={ (prefix) "/audit" } { "Audit" }
+                    (nav)
                     span.who { (viewer.name) " · " (viewer.role.as_str()) }
                 }
                 main {
@@ -55,7 +77,7 @@ pub(crate) fn home(prefix: &str) -> &str {
 
 /// A page saying what went wrong; its status is the caller's.
 pub(crate) fn failure(
-    prefix: &str,
+    config: &ConsoleConfig,
     viewer: &Viewer,
     status: StatusCode,
     what: &str,
@@ -64,7 +86,7 @@ pub(crate) fn failure(
     (
         status,
         page(
-            prefix,
+            config,
             viewer,
             "Not available",
             false,
@@ -76,13 +98,13 @@ pub(crate) fn failure(
 
 /// The 503 page for a read (or change) of `what` that failed with `err`.
 pub(crate) fn unavailable(
-    prefix: &str,
+    config: &ConsoleConfig,
     viewer: &Viewer,
     what: &str,
     err: &dyn std::fmt::Display,
 ) -> axum::response::Response {
     failure(
-        prefix,
+        config,
         viewer,
         StatusCode::SERVICE_UNAVAILABLE,
         &format!("{what} could not be read or changed: {err}"),
@@ -92,7 +114,7 @@ pub(crate) fn unavailable(
 /// What a read of one `what` by `id` found, or the page saying it is not there (404) or
 /// could not be read (503).
 pub(crate) fn found<T>(
-    prefix: &str,
+    config: &ConsoleConfig,
     viewer: &Viewer,
     what: &str,
     id: i64,
@@ -101,13 +123,13 @@ pub(crate) fn found<T>(
     match read {
         Ok(Some(found)) => Ok(found),
         Ok(None) => Err(Box::new(failure(
-            prefix,
+            config,
             viewer,
             StatusCode::NOT_FOUND,
             &format!("no {what} {id}"),
         ))),
         Err(e) => Err(Box::new(unavailable(
-            prefix,
+            config,
             viewer,
             &format!("the {what}"),
             &e,
@@ -152,6 +174,7 @@ const STYLE: &str = "
 body { font-family: system-ui, sans-serif; margin: 0; color: #1b1b1b; }
 nav { display: flex; gap: 1rem; padding: .75rem 1rem; background: #24324a; }
 nav a { color: #fff; text-decoration: none; }
+nav .tenant { color: #fff; font-weight: 600; }
 nav .who { color: #c8d3e6; margin-left: auto; font-size: .9rem; }
 nav { flex-wrap: wrap; }
 .actions { display: flex; flex-wrap: wrap; gap: .5rem; margin: .5rem 0 1rem; }

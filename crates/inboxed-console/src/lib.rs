@@ -4,7 +4,9 @@
 //! the outbox's rows listed, searched and shown in full; the audit trail.
 //!
 //! It is an axum [`Router`]: `inboxed serve` serves it, and an application nests
-//! it under a path of its own, as River UI and Oban Web are mounted:
+//! it under a path of its own, as River UI and Oban Web are mounted (where each tenant has a
+//! database of its own, [`TenantConsoles`] serves one console per tenant and an index of
+//! them):
 //!
 //! ```no_run
 //! # async fn example(store: inboxed_sqlite::SqliteStore) {
@@ -37,6 +39,7 @@ mod outbox;
 mod overview;
 mod rows;
 mod store;
+mod tenants;
 
 use std::sync::Arc;
 
@@ -45,6 +48,7 @@ use axum::routing::get;
 
 pub use access::{AccessError, ConsoleUser, Role, SHORTEST_TOKEN};
 pub use store::{ConsoleStore, DedupRate};
+pub use tenants::{TenantConsoles, TenantError, check_tenant_name};
 
 /// How the console shows what it reads. Every field says its default.
 #[derive(Debug, Clone)]
@@ -79,6 +83,8 @@ pub struct ConsoleConfig {
     /// is rebound to 127.0.0.1 (DNS rebinding) then reads nothing. Empty: any host. Defaults to
     /// empty.
     pub hosts: Vec<String>,
+    /// The tenant whose console this is, when [`TenantConsoles`] made it.
+    pub(crate) tenant: Option<tenants::TenantPlace>,
 }
 
 impl ConsoleConfig {
@@ -99,6 +105,7 @@ impl Default for ConsoleConfig {
             anonymous: None,
             consumers: Vec::new(),
             hosts: Vec::new(),
+            tenant: None,
         }
     }
 }
@@ -168,8 +175,8 @@ impl<S: ConsoleStore> Console<S> {
             .route("/audit", get(audit::list::<S>))
             .route("/assets/console.js", get(assets::script))
             .layer(axum::middleware::from_fn_with_state(
-                Arc::clone(&state),
-                access::authenticate::<S>,
+                Arc::new(state.config.clone()),
+                access::authenticate,
             ))
             .with_state(state)
     }

@@ -27,11 +27,11 @@ pub(crate) async fn list<S: ConsoleStore>(
     let limit = console.config.list_limit();
     let browse = match filters.browse(limit) {
         Ok(browse) => browse,
-        Err(e) => return failure(prefix, &viewer, StatusCode::BAD_REQUEST, &e),
+        Err(e) => return failure(&console.config, &viewer, StatusCode::BAD_REQUEST, &e),
     };
     let rows = match console.store.outbox(&browse).await {
         Ok(rows) => rows,
-        Err(e) => return unavailable(prefix, &viewer, "the outbox", &e),
+        Err(e) => return unavailable(&console.config, &viewer, "the outbox", &e),
     };
     let body = html! {
         form method="get" action={ (prefix) "/outbox" } {
@@ -86,7 +86,7 @@ pub(crate) async fn list<S: ConsoleStore>(
             } } }
         } }
     };
-    page(prefix, &viewer, "Outbox", false, body).into_response()
+    page(&console.config, &viewer, "Outbox", false, body).into_response()
 }
 
 /// The links to the confirmations of a retry and a discard of what `filters` select.
@@ -109,7 +109,7 @@ pub(crate) async fn one<S: ConsoleStore>(
     let config = &console.config;
     let prefix = config.prefix.as_str();
     let row = match found(
-        prefix,
+        &console.config,
         &viewer,
         "outbox row",
         id,
@@ -168,7 +168,7 @@ pub(crate) async fn one<S: ConsoleStore>(
     };
     let unfinished = matches!(row.status, OutboxStatus::Pending | OutboxStatus::Sending);
     page(
-        prefix,
+        &console.config,
         &viewer,
         &format!("Outbox row {id}"),
         unfinished,

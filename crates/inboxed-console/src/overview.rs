@@ -26,7 +26,7 @@ pub(crate) async fn show<S: ConsoleStore>(
     let prefix = console.config.prefix.as_str();
     let seen = match console.store.observe().await {
         Ok(seen) => seen,
-        Err(e) => return unavailable(prefix, &viewer, "the inbox tables", &e),
+        Err(e) => return unavailable(&console.config, &viewer, "the inbox tables", &e),
     };
     let mut names: BTreeSet<&str> = seen.backlog.iter().map(|b| b.consumer.as_str()).collect();
     names.extend(seen.dead_letters.iter().map(|d| d.consumer.as_str()));
@@ -113,7 +113,7 @@ pub(crate) async fn show<S: ConsoleStore>(
             } }
         }
     };
-    page(prefix, &viewer, "Overview", true, body).into_response()
+    page(&console.config, &viewer, "Overview", true, body).into_response()
 }
 
 /// The processed keys of each consumer, with its dedup hit rate where it is known.

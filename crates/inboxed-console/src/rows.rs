@@ -26,11 +26,11 @@ pub(crate) async fn list<S: ConsoleStore>(
     let limit = console.config.list_limit();
     let filter = match filters.filter(limit) {
         Ok(filter) => filter,
-        Err(e) => return failure(prefix, &viewer, StatusCode::BAD_REQUEST, &e),
+        Err(e) => return failure(&console.config, &viewer, StatusCode::BAD_REQUEST, &e),
     };
     let rows = match console.store.rows(&filter).await {
         Ok(rows) => rows,
-        Err(e) => return unavailable(prefix, &viewer, "the inbox rows", &e),
+        Err(e) => return unavailable(&console.config, &viewer, "the inbox rows", &e),
     };
     let body = html! {
         form method="get" action={ (prefix) "/rows" } {
@@ -75,7 +75,7 @@ pub(crate) async fn list<S: ConsoleStore>(
             } } }
         } }
     };
-    page(prefix, &viewer, "Rows", false, body).into_response()
+    page(&console.config, &viewer, "Rows", false, body).into_response()
 }
 
 /// The link to the confirmation of a replay of what `filters` select; for operators only.
@@ -97,7 +97,13 @@ pub(crate) async fn one<S: ConsoleStore>(
 ) -> Response {
     let config = &console.config;
     let prefix = config.prefix.as_str();
-    let row = match found(prefix, &viewer, "row", id, console.store.row(id).await) {
+    let row = match found(
+        &console.config,
+        &viewer,
+        "row",
+        id,
+        console.store.row(id).await,
+    ) {
         Ok(row) => row,
         Err(page) => return *page,
     };
@@ -153,7 +159,7 @@ pub(crate) async fn one<S: ConsoleStore>(
         (payload(config, &viewer, &row.payload))
     };
     page(
-        prefix,
+        &console.config,
         &viewer,
         &format!("Row {id}"),
         row.status != "done",

@@ -14,6 +14,7 @@ mod replay;
 mod scrape;
 mod serve;
 mod stats;
+mod tenant;
 
 use std::io::Write;
 use std::process::ExitCode;

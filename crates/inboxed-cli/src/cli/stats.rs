@@ -17,6 +17,7 @@ use super::database::DbArgs;
 use super::duration::{age as human_age, parse_duration};
 use super::prometheus_text::DedupRate;
 use super::scrape::dedup_rates;
+use super::tenant;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -40,8 +41,8 @@ pub(crate) struct Args {
     /// A tenant's database, `NAME=URL`, where each tenant has its own
     /// (`inboxed_core::Tenants`): the report is made for each, under its name, in place of
     /// `--database-url`'s. Repeat for several; the schema and prefix settings apply to all.
-    #[arg(long = "tenant", value_name = "NAME=URL")]
-    tenants: Vec<String>,
+    #[arg(long = "tenant", value_name = "NAME=URL", value_parser = tenant::parse)]
+    tenants: Vec<tenant::Tenant>,
 }
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
@@ -52,26 +53,17 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         .collect::<Result<Vec<_>, _>>()?;
     // One unnamed database, or each tenant's under its name.
     let mut stores = Vec::new();
-    for tenant in &args.tenants {
-        let Some((name, url)) = tenant.split_once('=') else {
-            anyhow::bail!("--tenant takes NAME=URL, not {tenant:?}");
-        };
-        let store = args.db.with_url(url).connect_existing(2).await;
-        let store = store.map_err(|e| e.context(format!("tenant {name}")))?;
-        stores.push((Some(name.to_owned()), store));
-    }
-    if stores.is_empty() {
-        stores.push((None, args.db.connect_existing(2).await?));
+    for (name, db) in tenant::databases(&args.db, &args.tenants)? {
+        let store = db.connect_existing(2).await;
+        let store = store.map_err(|e| tenant::of(name.as_deref(), e))?;
+        stores.push((name, store));
     }
     let clear = args.watch.is_some() && !args.json && std::io::stdout().is_terminal();
     loop {
         let mut reports = Vec::new();
         for (tenant, store) in &stores {
             let report = Report::read(store, &named, args.metrics_url.as_deref()).await;
-            let report = match tenant {
-                Some(name) => report.map_err(|e| e.context(format!("tenant {name}")))?,
-                None => report?,
-            };
+            let report = report.map_err(|e| tenant::of(tenant.as_deref(), e))?;
             reports.push((tenant.as_deref(), report));
         }
         if clear {

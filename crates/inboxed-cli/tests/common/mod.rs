@@ -86,9 +86,15 @@ pub(crate) async fn spawn_serve(
     database_url: &str,
     args: &[&str],
 ) -> (tokio::process::Child, String) {
+    spawn_serve_with(&[&["--database-url", database_url], args].concat()).await
+}
+
+/// Starts `inboxed serve` with `args` (`--listen` among them); returns the process, killed
+/// when dropped, and the `host:port` it printed it serves on.
+pub(crate) async fn spawn_serve_with(args: &[&str]) -> (tokio::process::Child, String) {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_inboxed"))
-        .args(["serve", "--database-url", database_url])
+        .arg("serve")
         .args(args)
         .env("INBOXED_LOG", "warn")
         .stdout(std::process::Stdio::piped())
@@ -109,4 +115,18 @@ pub(crate) async fn spawn_serve(
         .expect("an address")
         .to_owned();
     (child, addr)
+}
+
+/// Scrapes `inboxed serve`'s `/metrics` at `addr` until every line in `want` is there (its
+/// gauges refresh every second in the tests).
+pub(crate) async fn scrape_until(addr: &str, want: &[&str]) -> String {
+    let mut body = String::new();
+    for _ in 0..100 {
+        body = http_get(addr, "/metrics").await.1;
+        if want.iter().all(|w| body.lines().any(|l| l == *w)) {
+            return body;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("not all of {want:?} in:\n{body}");
 }

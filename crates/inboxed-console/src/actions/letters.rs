@@ -87,11 +87,16 @@ async fn confirmation<S: ConsoleStore>(
 ) -> Response {
     let prefix = console.config.prefix.as_str();
     let Some(action) = letter_action(action_name) else {
-        return failure(prefix, viewer, StatusCode::BAD_REQUEST, "no such action");
+        return failure(
+            &console.config,
+            viewer,
+            StatusCode::BAD_REQUEST,
+            "no such action",
+        );
     };
     let dry = match on_letters(console, viewer, filters, None, action, "", false).await {
         Ok(dry) => dry,
-        Err(e) => return unavailable(prefix, viewer, "the dead letters", &e),
+        Err(e) => return unavailable(&console.config, viewer, "the dead letters", &e),
     };
     let (verb, effect) = match action {
         LetterAction::Retry => (
@@ -134,7 +139,11 @@ async fn confirmation<S: ConsoleStore>(
         }
     };
     let title = format!("{verb} dead letters");
-    (shown(changed), page(prefix, viewer, &title, false, body)).into_response()
+    (
+        shown(changed),
+        page(&console.config, viewer, &title, false, body),
+    )
+        .into_response()
 }
 
 fn kept_list(acted: &LettersActed) -> Markup {
@@ -159,11 +168,16 @@ pub(crate) async fn act<S: ConsoleStore>(
         };
     let prefix = console.config.prefix.as_str();
     let Some(action) = letter_action(&form.action) else {
-        return failure(prefix, &viewer, StatusCode::BAD_REQUEST, "no such action");
+        return failure(
+            &console.config,
+            &viewer,
+            StatusCode::BAD_REQUEST,
+            "no such action",
+        );
     };
     let still = match on_letters(&console, &viewer, &filters, Some(&ids), action, "", false).await {
         Ok(still) => still.selected.len(),
-        Err(e) => return unavailable(prefix, &viewer, "the dead letters", &e),
+        Err(e) => return unavailable(&console.config, &viewer, "the dead letters", &e),
     };
     if still != ids.len() {
         return confirmation(&console, &viewer, &filters, &form.action, Some(still)).await;
@@ -171,7 +185,7 @@ pub(crate) async fn act<S: ConsoleStore>(
     let why = form.why.trim();
     let done = match on_letters(&console, &viewer, &filters, Some(&ids), action, why, true).await {
         Ok(done) => done,
-        Err(e) => return unavailable(prefix, &viewer, "the dead letters", &e),
+        Err(e) => return unavailable(&console.config, &viewer, "the dead letters", &e),
     };
     let verb = if action == LetterAction::Retry {
         "Retried"
@@ -191,7 +205,7 @@ pub(crate) async fn act<S: ConsoleStore>(
         p { a href={ (prefix) "/dead-letters" } { "Back to the dead letters" } }
     };
     page(
-        prefix,
+        &console.config,
         &viewer,
         &format!("{verb} dead letters"),
         false,

@@ -65,10 +65,9 @@ fn refused<S>(
     viewer: &Viewer,
     post: Option<(&HeaderMap, &Confirmed)>,
 ) -> Option<Response> {
-    let prefix = console.config.prefix.as_str();
     if viewer.role < Role::Operator {
         return Some(failure(
-            prefix,
+            &console.config,
             viewer,
             StatusCode::FORBIDDEN,
             "Refused: this user is read-only; acting needs the operator role.",
@@ -77,7 +76,7 @@ fn refused<S>(
     let (headers, form) = post?;
     if cross_site(headers) || !console.csrf.verify(viewer, &form.csrf) {
         return Some(failure(
-            prefix,
+            &console.config,
             viewer,
             StatusCode::FORBIDDEN,
             "Refused: the form's token is missing or stale (or the request came from another \
@@ -96,10 +95,9 @@ fn posted<S, F: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<(F, Confirmed, Vec<i64>), Box<Response>> {
-    let prefix = console.config.prefix.as_str();
     let bad = |what: &str| {
         Box::new(failure(
-            prefix,
+            &console.config,
             viewer,
             StatusCode::BAD_REQUEST,
             &format!("the form does not read: {what}"),

@@ -69,11 +69,16 @@ async fn confirmation<S: ConsoleStore>(
 ) -> Response {
     let prefix = console.config.prefix.as_str();
     let Some(action) = dead_action(action_name) else {
-        return failure(prefix, viewer, StatusCode::BAD_REQUEST, "no such action");
+        return failure(
+            &console.config,
+            viewer,
+            StatusCode::BAD_REQUEST,
+            "no such action",
+        );
     };
     if !filters.actionable() && filters.id.is_none() {
         return failure(
-            prefix,
+            &console.config,
             viewer,
             StatusCode::BAD_REQUEST,
             "retry and discard select by destination, ordering key and message id only",
@@ -81,7 +86,7 @@ async fn confirmation<S: ConsoleStore>(
     }
     let ids = match on_rows(console, viewer, filters, None, action, "", false).await {
         Ok(ids) => ids,
-        Err(e) => return unavailable(prefix, viewer, "the outbox", &e),
+        Err(e) => return unavailable(&console.config, viewer, "the outbox", &e),
     };
     let (verb, effect) = match action {
         DeadAction::Retry => (
@@ -116,7 +121,11 @@ async fn confirmation<S: ConsoleStore>(
         }
     };
     let title = format!("{verb} dead outbox rows");
-    (shown(changed), page(prefix, viewer, &title, false, body)).into_response()
+    (
+        shown(changed),
+        page(&console.config, viewer, &title, false, body),
+    )
+        .into_response()
 }
 
 pub(crate) async fn act<S: ConsoleStore>(
@@ -132,11 +141,16 @@ pub(crate) async fn act<S: ConsoleStore>(
         };
     let prefix = console.config.prefix.as_str();
     let Some(action) = dead_action(&form.action) else {
-        return failure(prefix, &viewer, StatusCode::BAD_REQUEST, "no such action");
+        return failure(
+            &console.config,
+            &viewer,
+            StatusCode::BAD_REQUEST,
+            "no such action",
+        );
     };
     let still = match on_rows(&console, &viewer, &filters, Some(&ids), action, "", false).await {
         Ok(still) => still.len(),
-        Err(e) => return unavailable(prefix, &viewer, "the outbox", &e),
+        Err(e) => return unavailable(&console.config, &viewer, "the outbox", &e),
     };
     if still != ids.len() {
         return confirmation(&console, &viewer, &filters, &form.action, Some(still)).await;
@@ -144,7 +158,7 @@ pub(crate) async fn act<S: ConsoleStore>(
     let why = form.why.trim();
     let done = match on_rows(&console, &viewer, &filters, Some(&ids), action, why, true).await {
         Ok(done) => done,
-        Err(e) => return unavailable(prefix, &viewer, "the outbox", &e),
+        Err(e) => return unavailable(&console.config, &viewer, "the outbox", &e),
     };
     let verb = if action == DeadAction::Retry {
         "Retried"
@@ -160,7 +174,7 @@ pub(crate) async fn act<S: ConsoleStore>(
         p { a href={ (prefix) "/outbox?status=dead" } { "Back to the dead outbox rows" } }
     };
     page(
-        prefix,
+        &console.config,
         &viewer,
         &format!("{verb} dead outbox rows"),
         false,

@@ -58,15 +58,14 @@ async fn preview<S: ConsoleStore>(
     filters: &RowFilters,
     pinned: Option<Vec<i64>>,
 ) -> Result<(ConsumerName, Selector, bool, Replayed), Response> {
-    let prefix = console.config.prefix.as_str();
     let (consumer, selector, include_done) = selection(console, filters, pinned)
         .await
-        .map_err(|e| failure(prefix, viewer, StatusCode::BAD_REQUEST, &e))?;
+        .map_err(|e| failure(&console.config, viewer, StatusCode::BAD_REQUEST, &e))?;
     let found = console
         .store
         .replay(&consumer, &selector, include_done, "", "", false)
         .await
-        .map_err(|e| unavailable(prefix, viewer, "the rows", &e))?;
+        .map_err(|e| unavailable(&console.config, viewer, "the rows", &e))?;
     Ok((consumer, selector, include_done, found))
 }
 
@@ -120,7 +119,7 @@ async fn confirmation<S: ConsoleStore>(
     };
     (
         shown(changed),
-        page(prefix, viewer, "Replay rows", false, body),
+        page(&console.config, viewer, "Replay rows", false, body),
     )
         .into_response()
 }
@@ -159,7 +158,7 @@ pub(crate) async fn replay<S: ConsoleStore>(
         .await
     {
         Ok(done) => done,
-        Err(e) => return unavailable(prefix, &viewer, "the rows", &e),
+        Err(e) => return unavailable(&console.config, &viewer, "the rows", &e),
     };
     let body = html! {
         p.done { "Set " strong { (done.ids.len()) } " row(s) of " (consumer) " pending again"
@@ -167,5 +166,5 @@ pub(crate) async fn replay<S: ConsoleStore>(
             ", recorded in the " a href={ (prefix) "/audit" } { "audit trail" } " as " (viewer.name) "." }
         ul { @for id in &done.ids { li { a href={ (prefix) "/rows/" (id) } { "row " (id) } } } }
     };
-    page(prefix, &viewer, "Replayed rows", false, body).into_response()
+    page(&console.config, &viewer, "Replayed rows", false, body).into_response()
 }

@@ -10,6 +10,7 @@
 mod common;
 mod letters;
 mod outbox;
+mod tenants;
 
 use common::{OPS, VIEWER, serve};
 use inboxed_console::{Console, ConsoleConfig, ConsoleUser, Role};

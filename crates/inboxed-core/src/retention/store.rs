@@ -91,19 +91,33 @@ impl ProcessedStats {
     /// keys, growth, table bytes), as the purger does after a pass and `inboxed serve` does on
     /// each refresh.
     pub fn publish(&self, consumer: &ConsumerName, now: SystemTime) {
+        self.publish_labelled(consumer, now, &[]);
+    }
+
+    /// [`ProcessedStats::publish`] with `labels` on every gauge besides the consumer: the
+    /// tenant, where `inboxed serve` reads a database per tenant.
+    pub fn publish_labelled(
+        &self,
+        consumer: &ConsumerName,
+        now: SystemTime,
+        labels: &[metrics::Label],
+    ) {
         let age = self
             .oldest
             .and_then(|t| now.duration_since(t).ok())
             .unwrap_or_default();
-        let label = consumer.as_str().to_owned();
-        metrics::gauge!(m::OLDEST_KEY_AGE_SECONDS, "consumer" => label.clone())
-            .set(age.as_secs_f64());
+        let mut of_consumer = labels.to_vec();
+        of_consumer.push(metrics::Label::new(
+            "consumer",
+            consumer.as_str().to_owned(),
+        ));
+        metrics::gauge!(m::OLDEST_KEY_AGE_SECONDS, of_consumer.clone()).set(age.as_secs_f64());
         if let Some(rows) = self.estimated_rows {
-            metrics::gauge!(m::KEYS_ESTIMATED, "consumer" => label.clone()).set(rows as f64);
+            metrics::gauge!(m::KEYS_ESTIMATED, of_consumer.clone()).set(rows as f64);
         }
-        metrics::gauge!(m::KEYS_GROWTH_PER_HOUR, "consumer" => label)
-            .set(self.growth_per_hour() as f64);
-        metrics::gauge!(m::PROCESSED_TABLE_BYTES).set((self.table_bytes + self.index_bytes) as f64);
+        metrics::gauge!(m::KEYS_GROWTH_PER_HOUR, of_consumer).set(self.growth_per_hour() as f64);
+        metrics::gauge!(m::PROCESSED_TABLE_BYTES, labels.to_vec())
+            .set((self.table_bytes + self.index_bytes) as f64);
     }
 }
 

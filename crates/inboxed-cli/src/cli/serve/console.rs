@@ -172,6 +172,26 @@ pub(crate) fn users(path: &Path) -> anyhow::Result<Vec<ConsoleUser>> {
     Ok(users)
 }
 
+/// The console's routes: one database's [`Console`](inboxed_console::Console), or with
+/// tenants a [`TenantConsoles`](inboxed_console::TenantConsoles) of each one's.
+pub(crate) fn routes(
+    config: inboxed_console::ConsoleConfig,
+    stores: Vec<(Option<String>, ServeStore)>,
+) -> anyhow::Result<axum::Router> {
+    let mut tenants = inboxed_console::TenantConsoles::new(config.clone());
+    for (name, store) in stores {
+        match name {
+            Some(name) => tenants = tenants.tenant(&name, store)?,
+            None => {
+                return Ok(inboxed_console::Console::new(store)
+                    .with_config(config)
+                    .router());
+            }
+        }
+    }
+    Ok(tenants.router())
+}
+
 #[cfg(test)]
 mod tests {
     fn users_of(text: &str) -> anyhow::Result<Vec<inboxed_console::ConsoleUser>> {

@@ -11,6 +11,31 @@ use crate::cli::AnyStore;
 /// How long `/health` waits for the database before saying it is down.
 const HEALTH_DEADLINE: Duration = Duration::from_secs(5);
 
+/// [`health`] of the one database, or of each tenant's under its name: 503 when any is
+/// down (a probe behind a load balancer sees the worst), `degraded` when any is.
+pub(crate) async fn health_of_all(stores: &[(Option<String>, AnyStore)]) -> (StatusCode, Value) {
+    if let [(None, store)] = stores {
+        return health(store).await;
+    }
+    let each = stores.iter().map(|(name, store)| async move {
+        (name.clone().unwrap_or_default(), health(store).await)
+    });
+    let each = futures_util::future::join_all(each).await;
+    let status = |s: &str| each.iter().any(|(_, (_, body))| body["status"] == s);
+    let (code, worst) = if status("down") {
+        (StatusCode::SERVICE_UNAVAILABLE, "down")
+    } else if status("degraded") {
+        (StatusCode::OK, "degraded")
+    } else {
+        (StatusCode::OK, "ok")
+    };
+    let tenants: serde_json::Map<String, Value> = each
+        .into_iter()
+        .map(|(name, (_, body))| (name, body))
+        .collect();
+    (code, json!({ "status": worst, "tenants": tenants }))
+}
+
 /// 200 when the database answers and its migrations are current (`degraded` if claims with
 /// expired leases wait for a reaper); 503 otherwise. Read fresh on each request.
 pub(crate) async fn health(store: &AnyStore) -> (StatusCode, Value) {

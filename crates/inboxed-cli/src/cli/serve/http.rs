@@ -12,12 +12,11 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use inboxed_console::{Console, ConsoleConfig};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower::limit::ConcurrencyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
-use super::health::health;
+use super::health::health_of_all;
 use crate::cli::AnyStore;
 
 /// Requests served at once; more wait for a slot.
@@ -25,24 +24,22 @@ const MAX_IN_FLIGHT: usize = 32;
 /// One request, read to answered.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
-/// What the routes read: the database and the metrics recorder.
+/// What the routes read: the database (or each tenant's, under its name) and the metrics
+/// recorder.
 pub(crate) struct Served {
-    pub(crate) store: AnyStore,
+    pub(crate) stores: Vec<(Option<String>, AnyStore)>,
     pub(crate) metrics: PrometheusHandle,
 }
 
 /// The routes, with their bounds: `/metrics` and `/health`, and the console's pages at `/`
 /// when it is configured.
-pub(crate) fn router(
-    served: Arc<Served>,
-    console: Option<(super::console::ServeStore, ConsoleConfig)>,
-) -> Router {
+pub(crate) fn router(served: Arc<Served>, console: Option<Router>) -> Router {
     let mut router = Router::new()
         .route("/metrics", get(metrics))
         .route("/health", get(probe))
         .with_state(Arc::clone(&served));
-    if let Some((store, config)) = console {
-        router = router.merge(Console::new(store).with_config(config).router());
+    if let Some(console) = console {
+        router = router.merge(console);
     }
     router
         .fallback(|| async { (StatusCode::NOT_FOUND, "try /, /metrics or /health\n") })
@@ -61,7 +58,7 @@ async fn metrics(State(served): State<Arc<Served>>) -> impl IntoResponse {
 }
 
 async fn probe(State(served): State<Arc<Served>>) -> impl IntoResponse {
-    let (status, body) = health(&served.store).await;
+    let (status, body) = health_of_all(&served.stores).await;
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],

@@ -21,6 +21,7 @@ use inboxed_core::ConsumerName;
 use super::AnyStore;
 use super::database::DbArgs;
 use super::duration::parse_duration;
+use super::tenant;
 
 /// `inboxed serve`'s flags.
 #[derive(Debug, clap::Args)]
@@ -56,6 +57,12 @@ pub(crate) struct Args {
     /// Let the console show payloads, to the users whose entry allows it.
     #[arg(long, env = "INBOXED_CONSOLE_PAYLOADS")]
     console_payloads: bool,
+    /// A tenant's database, `NAME=URL`, where each tenant has its own
+    /// (`inboxed_core::Tenants`), read in place of `--database-url`'s. Repeat for several:
+    /// every gauge carries a `tenant` label, `/health` reports each (503 when any is down),
+    /// and the console lists the tenants at `/` with each one's pages under `/t/NAME`.
+    #[arg(long = "tenant", value_name = "NAME=URL", value_parser = tenant::parse)]
+    tenants: Vec<tenant::Tenant>,
 }
 
 /// Whether `inboxed serve` shows the console.
@@ -76,9 +83,17 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         .map(|c| ConsumerName::new(c.clone()))
         .collect::<Result<Vec<_>, _>>()
         .context("--consumer")?;
-    // Fails before connecting: a wrong users file is found at once.
+    // Fails before connecting: a wrong users file or tenant is found at once.
+    let databases = tenant::databases(&args.db, &args.tenants)?;
     console_config(&args, "127.0.0.1:0".parse()?)?;
-    let store = args.db.connect(4).await?;
+    let mut stores = Vec::new();
+    for (name, db) in databases {
+        let store = db.connect(4).await;
+        stores.push((
+            name.clone(),
+            store.map_err(|e| tenant::of(name.as_deref(), e))?,
+        ));
+    }
     let handle = PrometheusBuilder::new()
         .install_recorder()
         .context("cannot install the metrics recorder")?;
@@ -90,6 +105,9 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     // One write: a reader that takes the first line and closes (a test, `| head -1`) must not
     // make a second write fail.
     let mut banner = format!("serving http://{addr}/metrics and http://{addr}/health\n");
+    if !args.tenants.is_empty() {
+        banner.push_str(&format!("for {} tenants\n", args.tenants.len()));
+    }
     if let Some(config) = &console {
         let who = if config.users.is_empty() {
             "read-only, without signing in"
@@ -102,26 +120,41 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     out.flush()?;
     info!(database = %args.db.shown_url(), %addr, "serving metrics and health");
 
-    let refresh = tokio::spawn(refresh(store.clone(), consumers, args.interval));
+    let refreshes: Vec<_> = stores
+        .iter()
+        .map(|(name, store)| {
+            let published = gauges::Published::of(name.clone());
+            let read = refresh(store.clone(), published, consumers.clone(), args.interval);
+            tokio::spawn(read)
+        })
+        .collect();
     let served = Arc::new(http::Served {
-        store,
+        stores,
         metrics: handle,
     });
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
         info!("shutting down");
     };
-    let console = console.map(|config| {
-        let store = console::ServeStore {
-            store: served.store.clone(),
-            metrics_url: args.metrics_url.clone(),
-        };
-        (store, config)
-    });
+    let console = match console {
+        Some(config) => {
+            let stores = served.stores.iter().map(|(name, store)| {
+                let store = console::ServeStore {
+                    store: store.clone(),
+                    metrics_url: args.metrics_url.clone(),
+                };
+                (name.clone(), store)
+            });
+            Some(console::routes(config, stores.collect())?)
+        }
+        None => None,
+    };
     let served = axum::serve(listener, http::router(served, console))
         .with_graceful_shutdown(shutdown)
         .await;
-    refresh.abort();
+    for refresh in refreshes {
+        refresh.abort();
+    }
     served.context("the HTTP server failed")?;
     Ok(ExitCode::SUCCESS)
 }
@@ -159,10 +192,14 @@ fn console_config(
     Ok(Some(config))
 }
 
-/// Reads the database every `interval` and sets the gauges; a failed read sets
+/// Reads one database every `interval` and sets its gauges; a failed read sets
 /// `inboxed_observe_up` to 0 and is retried at the next interval.
-async fn refresh(store: AnyStore, consumers: Vec<ConsumerName>, interval: Duration) {
-    let mut published = gauges::Published::default();
+async fn refresh(
+    store: AnyStore,
+    mut published: gauges::Published,
+    consumers: Vec<ConsumerName>,
+    interval: Duration,
+) {
     let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(100)));
     loop {
         ticker.tick().await;
@@ -171,19 +208,24 @@ async fn refresh(store: AnyStore, consumers: Vec<ConsumerName>, interval: Durati
         match store.observe().await {
             Ok(seen) => {
                 published.set(&seen, now);
-                metrics::gauge!(gauges::UP).set(1.0);
+                published.gauge(gauges::UP, []).set(1.0);
             }
             Err(e) => {
-                warn!(error = %e, "could not read the inbox tables");
-                metrics::gauge!(gauges::UP).set(0.0);
+                warn!(error = %e, tenant = published.tenant(), "could not read the inbox tables");
+                published.gauge(gauges::UP, []).set(0.0);
             }
         }
         for consumer in &consumers {
             match store.processed_stats(consumer).await {
-                Ok(stats) => stats.publish(consumer, now),
-                Err(e) => warn!(error = %e, consumer = %consumer, "could not read processed keys"),
+                Ok(stats) => stats.publish_labelled(consumer, now, &published.labels([])),
+                Err(e) => warn!(
+                    error = %e, consumer = %consumer, tenant = published.tenant(),
+                    "could not read processed keys"
+                ),
             }
         }
-        metrics::gauge!(gauges::OBSERVE_SECONDS).set(started.elapsed().as_secs_f64());
+        published
+            .gauge(gauges::OBSERVE_SECONDS, [])
+            .set(started.elapsed().as_secs_f64());
     }
 }

@@ -23,6 +23,7 @@ pub mod envelope;
 pub mod error;
 pub mod handler;
 pub mod hash;
+mod in_flight;
 pub mod inbox;
 pub mod key_source;
 pub mod metrics;

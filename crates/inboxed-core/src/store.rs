@@ -271,6 +271,16 @@ pub trait Store: Clone + Send + Sync + 'static {
         params: &KeyParams<'_>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Moves a key's forgiven deliveries by `by` (never below 0), committed on its own before
+    /// it returns (where [`Store::forgive_attempt`] may defer its write): +1 as a delivery
+    /// tried before starts to wait for its turn to run alone in its process, so that a crash
+    /// meanwhile is not charged to it; -1 when its turn comes, so that a crash from then on is.
+    fn shift_forgiven(
+        &self,
+        params: &KeyParams<'_>,
+        by: i32,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// The deliveries of a key that [`Store::forgive_attempt`] counted, and not yet cleared
     /// with its counter; 0 when none.
     fn load_forgiven(

@@ -285,6 +285,10 @@ impl inboxed_core::Store for MySqlStore {
         keys::forgive_attempt(self, params).await
     }
 
+    async fn shift_forgiven(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
+        keys::shift_forgiven(self, params, by).await
+    }
+
     async fn load_forgiven(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
         keys::load_forgiven(self, params).await
     }

@@ -15,6 +15,7 @@ mod failover_workers;
 mod hosts;
 mod outbox;
 mod pg_restart;
+mod poison;
 mod rabbitmq;
 mod restart;
 mod tenants;

@@ -193,6 +193,10 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn shift_forgiven(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
+        keys::shift_forgiven(self, params, by).await
+    }
+
     async fn load_forgiven(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
         keys::load_forgiven(self, params).await
     }

@@ -114,7 +114,8 @@ pub fn broker_child_locator() -> Option<String> {
 }
 
 /// The child: settles `source`'s deliveries through the `ledger` consumer one at a time until
-/// it is killed; in batches of up to `INBOXED_CONSUMER_BATCH` when that is set. With
+/// it is killed; in batches of up to `INBOXED_CONSUMER_BATCH` when that is set, and
+/// `INBOXED_CONSUMER_CONCURRENCY` at once when that is. With
 /// `INBOXED_CHILD_HANDLER=second_connection` its handler is the known-bad
 /// [`SecondConnection`], for a harness to catch.
 pub async fn broker_child_main<B: Backend, S: DeliverySource + 'static>(locator: &str, source: S) {
@@ -144,7 +145,13 @@ async fn consume<St: Store, H: Handler<St::Db>, S: DeliverySource + 'static>(
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(1);
-    let config = ConsumerConfig::default().concurrency(1).batch_size(batch);
+    let concurrency = std::env::var("INBOXED_CONSUMER_CONCURRENCY")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    let config = ConsumerConfig::default()
+        .concurrency(concurrency)
+        .batch_size(batch);
     Consumer::new(processor, config)
         .run(source, std::future::pending())
         .await

@@ -188,6 +188,10 @@ impl<S: Store, K: Seams<S::Db>> Store for Seamed<S, K> {
         self.inner.forgive_attempt(params).await
     }
 
+    async fn shift_forgiven(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
+        self.inner.shift_forgiven(params, by).await
+    }
+
     async fn load_forgiven(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
         self.inner.load_forgiven(params).await
     }

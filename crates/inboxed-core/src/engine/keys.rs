@@ -29,10 +29,23 @@ pub async fn record_attempt<E: Engine>(e: &E, p: &KeyParams<'_>) -> Result<u32, 
 /// # Errors
 /// The statement failed.
 pub async fn forgive_attempt<E: Engine>(e: &E, p: &KeyParams<'_>) -> Result<(), StoreError> {
+    shift_forgiven(e, p, 1).await
+}
+
+/// Moves a key's forgiven deliveries by `by` (never below 0), committed on its own.
+///
+/// # Errors
+/// The statement failed.
+pub async fn shift_forgiven<E: Engine>(
+    e: &E,
+    p: &KeyParams<'_>,
+    by: i32,
+) -> Result<(), StoreError> {
     let q = e
         .query(&e.queries().forgive_attempt)
         .text(p.consumer.as_str())
-        .text(p.message_id.as_str());
+        .text(p.message_id.as_str())
+        .int(i64::from(by));
     e.execute_alone(q).await.map(drop)
 }
 

@@ -26,11 +26,6 @@ pub(crate) static PROCESS: std::sync::LazyLock<String> = std::sync::LazyLock::ne
     )
 });
 
-/// Held shared by every lease-mode batch of this process, from its claim to its end, and
-/// exclusively by a batch of rows a dying claim left behind (see `claim_and_process`).
-static PROCESS_BATCHES: std::sync::LazyLock<tokio::sync::RwLock<()>> =
-    std::sync::LazyLock::new(|| tokio::sync::RwLock::new(()));
-
 /// What one claim-and-process round did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -154,14 +149,16 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// the others, and a death then charges its rows as if the limit had been ignored.
     async fn claim_and_process(&self, token: ClaimToken) -> Result<BatchReport, Error> {
         let inner = &*self.inner;
-        let shared = PROCESS_BATCHES.read().await;
+        let shared = crate::in_flight::IN_FLIGHT.read().await;
         let rows = self.claim(token).await?;
         if rows.is_empty() {
             return Ok(BatchReport::default());
         }
         let _alone = if rows.iter().any(|r| r.suspect || r.group_limit.is_some()) {
             drop(shared);
-            match tokio::time::timeout(inner.config.lease, PROCESS_BATCHES.write()).await {
+            match tokio::time::timeout(inner.config.lease, crate::in_flight::IN_FLIGHT.write())
+                .await
+            {
                 Ok(alone) => Some(alone),
                 Err(_) => {
                     warn!(

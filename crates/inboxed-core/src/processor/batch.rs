@@ -98,35 +98,40 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         // What is left after the batch transaction, in the order to run it: each message
         // with the count it goes with (`Counted`: this run's count from the store; `Broker`:
         // the broker's, or `None` to be counted when it is reached).
-        let mut steps: Vec<(usize, Step)> =
-            match self.together(batch, &firsts, first_delivery).await {
-                Together::Settled(settled) => {
-                    for (&i, result) in firsts.iter().zip(settled) {
-                        self.count(&result);
-                        results[i] = Some(result);
-                    }
-                    Vec::new()
+        // Shared while the batch's attempts are counted and its transaction runs: a crash then
+        // is charged to all of it (see `in_flight`). Not held beyond, where each message takes
+        // its own turn.
+        let shared = crate::in_flight::IN_FLIGHT.read().await;
+        let together = self.together(batch, &firsts, first_delivery).await;
+        drop(shared);
+        let mut steps: Vec<(usize, Step)> = match together {
+            Together::Settled(settled) => {
+                for (&i, result) in firsts.iter().zip(settled) {
+                    self.count(&result);
+                    results[i] = Some(result);
                 }
-                Together::Counted(counts) => firsts
-                    .iter()
-                    .map(|&i| {
-                        let attempt = counts.get(batch[i].id().as_str()).copied().unwrap_or(1);
-                        (i, Step::Counted(attempt))
-                    })
-                    .collect(),
-                Together::OneByOne(mut order) => {
-                    if run.ordered {
-                        order.sort_unstable();
-                    }
-                    order.into_iter().map(|i| (i, Step::Broker(None))).collect()
+                Vec::new()
+            }
+            Together::Counted(counts) => firsts
+                .iter()
+                .map(|&i| {
+                    let attempt = counts.get(batch[i].id().as_str()).copied().unwrap_or(1);
+                    (i, Step::Counted(attempt))
+                })
+                .collect(),
+            Together::OneByOne(mut order) => {
+                if run.ordered {
+                    order.sort_unstable();
                 }
-                Together::Delivered => firsts
-                    .iter()
-                    .map(|&i| (i, Step::Broker(count_of(i))))
-                    .collect(),
-                // The database is not answering: each message on its own, with its own error.
-                Together::Unread => Vec::new(),
-            };
+                order.into_iter().map(|i| (i, Step::Broker(None))).collect()
+            }
+            Together::Delivered => firsts
+                .iter()
+                .map(|&i| (i, Step::Broker(count_of(i))))
+                .collect(),
+            // The database is not answering: each message on its own, with its own error.
+            Together::Unread => Vec::new(),
+        };
         // Then later copies of a key, which see their first copy settled (a duplicate, the
         // same dead letter, or a conflict when the payload differs), redrives, and whatever
         // the database did not answer for.
@@ -142,6 +147,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         for (i, step) in steps {
             let result = match step {
                 Step::Counted(attempt) => {
+                    let _shared = crate::in_flight::IN_FLIGHT.read().await;
                     let result = self.process_counted(&batch[i], attempt).await;
                     self.count(&result);
                     result

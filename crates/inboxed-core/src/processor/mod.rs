@@ -9,6 +9,7 @@ use crate::envelope::{ConsumerName, Envelope};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::Handler;
 use crate::hash::{PayloadHash, StoredHash};
+use crate::in_flight::{IN_FLIGHT, SEEN, Turn};
 use crate::metrics as m;
 use crate::store::{Claim, DeadLetterReason, KeyParams, Store};
 
@@ -245,6 +246,10 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             consumer: &inner.consumer,
             message_id: envelope.id(),
         };
+        // Shared from before the count: a crash from here on is charged to this delivery. In
+        // flight here from before the count too, so that a copy counted after it sees it.
+        let shared = IN_FLIGHT.read().await;
+        let _running = SEEN.running(&key);
         let attempt = match (inner.config.attempt_counting, delivery_count) {
             // A redelivery: the broker counted the deliveries that never ran too.
             (AttemptCounting::Auto, Some(n)) if n > 1 => {
@@ -259,7 +264,50 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                     .await?
             }
         };
+        let suspect =
+            attempt > 1 && attempt <= inner.config.max_attempts && SEEN.suspect(&key, attempt);
+        let _turn = if suspect {
+            self.alone(&key, shared).await?
+        } else {
+            Turn::Shared(shared)
+        };
         self.process_counted(envelope, attempt).await
+    }
+
+    /// The turn of a delivery tried before and not seen to fail here (the last crash of a
+    /// consumer may have been its doing): it waits until nothing else of this process is in
+    /// flight, its attempt forgiven meanwhile, and runs alone, so that its next crash is
+    /// charged to it only (see `in_flight`). The wait is bounded by `handler_timeout`; past it
+    /// the delivery runs beside the others.
+    async fn alone(
+        &self,
+        key: &KeyParams<'_>,
+        shared: tokio::sync::RwLockReadGuard<'static, ()>,
+    ) -> Result<Turn, Error> {
+        let inner = &*self.inner;
+        let forgiven = self
+            .with_contention_retries(|| inner.store.shift_forgiven(key, 1))
+            .await;
+        if let Err(e) = forgiven {
+            warn!(error = %e, "could not forgive a suspect delivery its wait; running it beside the others");
+            return Ok(Turn::Shared(shared));
+        }
+        drop(shared);
+        let turn = match tokio::time::timeout(inner.config.handler_timeout, IN_FLIGHT.write()).await
+        {
+            Ok(alone) => Turn::Alone(alone),
+            Err(_) => {
+                warn!(
+                    "a delivery tried before waited handler_timeout for the others of this process to end; running it beside them"
+                );
+                Turn::Beside
+            }
+        };
+        // Its turn: a crash from here on is this delivery's again. When this fails the
+        // delivery is requeued without having run, and stays forgiven, as it should.
+        self.with_contention_retries(|| inner.store.shift_forgiven(key, -1))
+            .await?;
+        Ok(turn)
     }
 
     /// The rest of [`Processor::process`], once this delivery's attempt is known (and, when
@@ -288,8 +336,16 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             Ok(claim) => return self.settle_claim(envelope, claim).await,
             Err(failure) => failure,
         };
+        let seen_key = KeyParams {
+            consumer: &inner.consumer,
+            message_id: envelope.id(),
+        };
+        let failed_here = |attempt: u32| SEEN.failed(&seen_key, attempt);
         let (settled, chain) = match failure {
-            Failure::Store(e) => return Err(e.into()),
+            Failure::Store(e) => {
+                failed_here(attempt);
+                return Err(e.into());
+            }
             Failure::KeyBusy(e) => {
                 // Not an attempt: taken off the count, so that waiting out the claim of a
                 // consumer cut off mid-transaction (until the server ends its session) cannot
@@ -301,6 +357,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 if let Err(e) = inner.store.forgive_attempt(&key).await {
                     warn!(error = %e, "could not take a delivery that never ran off the message's attempts");
                 }
+                failed_here(attempt.saturating_sub(1));
                 return Err(e.into());
             }
             Failure::Handler(HandlerError::Permanent(e)) => {
@@ -320,6 +377,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 )
             }
             Failure::Handler(source) => {
+                failed_here(attempt);
                 return Err(Error::Handler {
                     consumer: inner.consumer.clone(),
                     attempt,
@@ -327,6 +385,9 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 });
             }
         };
+        if settled.is_err() {
+            failed_here(attempt);
+        }
         if redrive && matches!(settled, Ok(Outcome::AlreadyDeadLettered)) {
             // The dead letter keeps its first reason and error: say what this retry hit.
             warn!(error = %chain, "an operator's redrive failed again; its dead letter stays as it was");

@@ -32,10 +32,14 @@ async fn child(locator: &str) {
     broker_child_main::<Pg, _>(locator, source).await;
 }
 
-/// A storm of a few seconds against the consumer that `test` starts as a child, `bad`
-/// choosing the known-bad handler; each handler call holds its transaction 30 ms, so the
-/// consumer is busy when most kills land.
-async fn storm(test: &str, db: &TestDb<Pg>, bad: bool) -> Result<ChaosReport, ChaosFailure> {
+/// A storm of a few seconds against the consumer that `test` starts as a child with `env`
+/// added (the known-bad handler, a limit of attempts); each handler call holds its
+/// transaction 30 ms, so the consumer is busy when most kills land.
+async fn storm(
+    test: &str,
+    db: &TestDb<Pg>,
+    env: &'static [(&'static str, &'static str)],
+) -> Result<ChaosReport, ChaosFailure> {
     let (channel, queue) = inboxed_test::amqp::queue_of_kind(&amqp_url(), false).await;
     channel
         .confirm_select(ConfirmSelectOptions::default())
@@ -50,10 +54,8 @@ async fn storm(test: &str, db: &TestDb<Pg>, bad: bool) -> Result<ChaosReport, Ch
             .env("INBOXED_BROKER_CHILD", &locator)
             .env("INBOXED_RABBIT_QUEUE", &name)
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if bad {
-            command.env("INBOXED_CHILD_HANDLER", "second_connection");
-        }
+            .stderr(Stdio::null())
+            .envs(env.iter().copied());
         command
     });
     let mut config = ChaosConfig::default();
@@ -64,8 +66,20 @@ async fn storm(test: &str, db: &TestDb<Pg>, bad: bool) -> Result<ChaosReport, Ch
     let publisher = channel.clone();
     let to = queue.clone();
     let pool = db.store.pool().clone();
+    let letters = db.store.pool().clone();
     let report = chaos
         .with_config(config)
+        .with_dead_letters(move || {
+            let pool = letters.clone();
+            async move {
+                sqlx::query_as::<_, (String, String)>(
+                    "SELECT message_id, reason FROM inboxed_dead_letters \
+                     WHERE message_id IS NOT NULL",
+                )
+                .fetch_all(&pool)
+                .await
+            }
+        })
         .run(
             move |id: String, _n: u64| {
                 let (channel, queue) = (publisher.clone(), to.clone());
@@ -116,7 +130,8 @@ async fn publish(channel: &Channel, queue: &str, id: &str) -> Result<(), lapin::
 /// The suite's ledger consumer, killed at random points for 4 s while 120 messages (about a
 /// quarter of them published twice) arrive: each message's effect once. The consumer whose
 /// handler commits its ledger row on a second connection, under the same storm, is caught
-/// with doubled messages.
+/// with doubled messages; one allowed a single attempt (each delivery a kill caught in flight
+/// is then dead-lettered at its redelivery) is caught with dead-lettered ones, named as such.
 #[tokio::test]
 async fn a_consumer_killed_at_random_points_applies_every_message_once() {
     let test =
@@ -125,7 +140,7 @@ async fn a_consumer_killed_at_random_points_applies_every_message_once() {
         return child(&locator).await;
     }
     let db = Pg::create().await;
-    let report = storm(test, &db, false)
+    let report = storm(test, &db, &[])
         .await
         .unwrap_or_else(|failure| panic!("{failure}"));
     println!("{report}");
@@ -133,13 +148,33 @@ async fn a_consumer_killed_at_random_points_applies_every_message_once() {
     db.finish().await;
 
     let db = Pg::create().await;
-    match storm(test, &db, true).await {
+    let bad = &[("INBOXED_CHILD_HANDLER", "second_connection")];
+    match storm(test, &db, bad).await {
         Err(ChaosFailure::NotExact(report)) => {
             println!("caught: {report}");
             assert!(!report.doubled.is_empty(), "{report}");
         }
         Err(other) => panic!("the storm broke instead of catching the handler: {other}"),
         Ok(report) => panic!("a handler writing on a second connection passed: {report}"),
+    }
+    db.finish().await;
+
+    let db = Pg::create().await;
+    match storm(test, &db, &[("INBOXED_MAX_ATTEMPTS", "1")]).await {
+        Err(ChaosFailure::NotExact(report)) => {
+            println!("caught: {report}");
+            assert!(!report.dead_lettered.is_empty(), "{report}");
+            assert!(report.lost.is_empty(), "dead-lettered, not lost: {report}");
+            assert!(
+                report
+                    .dead_lettered
+                    .iter()
+                    .all(|(_, reason)| reason == "attempts_exhausted"),
+                "{report}"
+            );
+        }
+        Err(other) => panic!("the storm broke instead of reporting dead letters: {other}"),
+        Ok(report) => panic!("one attempt under kills dead-lettered nothing: {report}"),
     }
     db.finish().await;
 }

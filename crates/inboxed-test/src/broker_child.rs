@@ -114,8 +114,8 @@ pub fn broker_child_locator() -> Option<String> {
 }
 
 /// The child: settles `source`'s deliveries through the `ledger` consumer one at a time until
-/// it is killed; in batches of up to `INBOXED_CONSUMER_BATCH` when that is set, and
-/// `INBOXED_CONSUMER_CONCURRENCY` at once when that is. With
+/// it is killed; in batches of up to `INBOXED_CONSUMER_BATCH` when that is set,
+/// `INBOXED_CONSUMER_CONCURRENCY` at once when that is, and with `INBOXED_MAX_ATTEMPTS`. With
 /// `INBOXED_CHILD_HANDLER=second_connection` its handler is the known-bad
 /// [`SecondConnection`], for a harness to catch.
 pub async fn broker_child_main<B: Backend, S: DeliverySource + 'static>(locator: &str, source: S) {
@@ -136,7 +136,14 @@ async fn consume<St: Store, H: Handler<St::Db>, S: DeliverySource + 'static>(
     source: S,
 ) {
     let consumer = ConsumerName::new("ledger").expect("consumer name");
-    let processor = Processor::new(store, consumer, handler);
+    let mut config = inboxed_core::ProcessorConfig::default();
+    if let Some(n) = std::env::var("INBOXED_MAX_ATTEMPTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        config = config.max_attempts(n);
+    }
+    let processor = Processor::with_config(store, consumer, handler, config);
     let source = AnnouncedSource {
         inner: source,
         pause_before_ack: std::env::var("INBOXED_FAULT").as_deref() == Ok("pause_before_ack"),

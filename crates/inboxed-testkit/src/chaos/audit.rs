@@ -46,6 +46,25 @@ pub(super) fn verdict(ids: &[String], counts: &[(String, i64)], report: &mut Cha
         .collect();
 }
 
+/// Moves the report's lost messages that `letters` (id and reason) holds to `dead_lettered`.
+pub(super) fn sort_dead_lettered(letters: &[(String, String)], report: &mut ChaosReport) {
+    let reasons: HashMap<&str, &str> = letters
+        .iter()
+        .map(|(id, reason)| (id.as_str(), reason.as_str()))
+        .collect();
+    let (dead, lost): (Vec<String>, Vec<String>) = std::mem::take(&mut report.lost)
+        .into_iter()
+        .partition(|id| reasons.contains_key(id.as_str()));
+    report.lost = lost;
+    report.dead_lettered = dead
+        .into_iter()
+        .map(|id| {
+            let reason = reasons[id.as_str()].to_owned();
+            (id, reason)
+        })
+        .collect();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +83,25 @@ mod tests {
         assert_eq!(report.lost, ["b"]);
         assert_eq!(report.doubled, [("c".to_owned(), 2)]);
         assert!(!report.exact());
+    }
+
+    #[test]
+    fn a_message_without_an_effect_and_with_a_dead_letter_is_not_lost() {
+        let mut report = ChaosReport {
+            lost: vec!["a".to_owned(), "b".to_owned()],
+            ..ChaosReport::default()
+        };
+        let letters = [
+            ("b".to_owned(), "attempts_exhausted".to_owned()),
+            ("other".to_owned(), "permanent".to_owned()),
+        ];
+        sort_dead_lettered(&letters, &mut report);
+        assert_eq!(report.lost, ["a"]);
+        assert_eq!(
+            report.dead_lettered,
+            [("b".to_owned(), "attempts_exhausted".to_owned())]
+        );
+        assert!(!report.exact());
+        assert!(report.to_string().contains("dead-lettered"), "{report}");
     }
 }

@@ -14,6 +14,7 @@ mod report;
 
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 use inboxed_core::BoxError;
 use tokio::process::{Child, Command};
 
-use audit::{read, total, verdict};
+use audit::{read, sort_dead_lettered, total, verdict};
 use producer::{produce, publish_plan};
 use report::broken;
 pub use report::{ChaosFailure, ChaosReport};
@@ -72,11 +73,19 @@ impl Default for ChaosConfig {
     }
 }
 
+/// A reader of dead letters: each message id with its reason.
+type DeadLetters = Box<
+    dyn Fn() -> Pin<Box<dyn Future<Output = Result<Vec<(String, String)>, BoxError>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// The harness: a function that makes the command of your consumer (called for every start),
 /// and a [`ChaosConfig`].
 pub struct Chaos {
     command: Box<dyn Fn() -> Command + Send + Sync>,
     config: ChaosConfig,
+    dead_letters: Option<DeadLetters>,
 }
 
 impl fmt::Debug for Chaos {
@@ -96,7 +105,28 @@ impl Chaos {
         Self {
             command: Box::new(command),
             config: ChaosConfig::default(),
+            dead_letters: None,
         }
+    }
+
+    /// Reads your consumer's dead letters (each message id with its reason: `SELECT
+    /// message_id, reason FROM inboxed_dead_letters WHERE consumer_name = '…'`), so that a
+    /// message without an effect is reported as dead-lettered, with its reason, instead of
+    /// lost, and the harness stops waiting for it. Still a failure: the storm's messages are
+    /// good ones, and one dead-lettered by the kills alone used up its attempts on crashes
+    /// that were not its doing.
+    #[must_use]
+    pub fn with_dead_letters<D, DF, DE>(mut self, read: D) -> Self
+    where
+        D: Fn() -> DF + Send + Sync + 'static,
+        DF: Future<Output = Result<Vec<(String, String)>, DE>> + Send + 'static,
+        DE: Into<BoxError>,
+    {
+        self.dead_letters = Some(Box::new(move || {
+            let read = read();
+            Box::pin(async move { read.await.map_err(Into::into) })
+        }));
+        self
     }
 
     /// Replaces the [`ChaosConfig`].
@@ -119,7 +149,8 @@ impl Chaos {
     ///
     /// # Errors
     /// [`ChaosFailure::NotExact`] when a message has more than one effect, or none while the
-    /// others took theirs within [`ChaosConfig::settle`]; [`ChaosFailure::Broken`] when the
+    /// others took theirs within [`ChaosConfig::settle`] (or none and a dead letter, with
+    /// [`Chaos::with_dead_letters`]); [`ChaosFailure::Broken`] when the
     /// storm could not run to its audit (no kill happened, the consumer would not start or
     /// exited on its own, a publish failed 50 times, the audit failed, or no message at all
     /// took effect).
@@ -210,6 +241,9 @@ impl Chaos {
                 .await
                 .map_err(|what| broken(what, report.clone(), started))?;
             verdict(&ids, &counts, &mut report);
+            self.sort_lost(&mut report)
+                .await
+                .map_err(|what| broken(what, report.clone(), started))?;
             if report.lost.is_empty() {
                 break;
             }
@@ -239,6 +273,9 @@ impl Chaos {
             .await
             .map_err(|what| broken(what, report.clone(), started))?;
         verdict(&ids, &counts, &mut report);
+        self.sort_lost(&mut report)
+            .await
+            .map_err(|what| broken(what, report.clone(), started))?;
         report.elapsed = started.elapsed();
         if report.exact() {
             Ok(report)
@@ -294,6 +331,29 @@ impl Chaos {
             kills.fetch_add(1, Ordering::SeqCst);
             child = self.start()?;
         }
+    }
+
+    /// Moves the lost messages that are dead-lettered to the report's `dead_lettered`, when
+    /// a reader of dead letters was given.
+    async fn sort_lost(&self, report: &mut ChaosReport) -> Result<(), String> {
+        let Some(read) = &self.dead_letters else {
+            return Ok(());
+        };
+        if report.lost.is_empty() {
+            return Ok(());
+        }
+        let letters = match tokio::time::timeout(LIMIT, read()).await {
+            Ok(Ok(letters)) => letters,
+            Ok(Err(e)) => return Err(format!("reading the dead letters failed: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "reading the dead letters gave no answer in {} s",
+                    LIMIT.as_secs()
+                ));
+            }
+        };
+        sort_dead_lettered(&letters, report);
+        Ok(())
     }
 
     /// Starts a consumer, in a process group of its own (Unix) so that a kill reaches the

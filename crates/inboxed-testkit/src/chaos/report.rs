@@ -23,13 +23,17 @@ pub struct ChaosReport {
     pub lost: Vec<String>,
     /// Published messages the audit found with more than one effect, and how many.
     pub doubled: Vec<(String, i64)>,
+    /// Published messages without an effect and with a dead letter, and its reason (given
+    /// [`Chaos::with_dead_letters`](super::Chaos::with_dead_letters); otherwise they are
+    /// among `lost`).
+    pub dead_lettered: Vec<(String, String)>,
 }
 
 impl ChaosReport {
     /// Whether every message took effect exactly once.
     #[must_use]
     pub fn exact(&self) -> bool {
-        self.lost.is_empty() && self.doubled.is_empty()
+        self.lost.is_empty() && self.doubled.is_empty() && self.dead_lettered.is_empty()
     }
 }
 
@@ -74,6 +78,14 @@ impl fmt::Display for ChaosReport {
                 some(&self.doubled)
             )?;
         }
+        if !self.dead_lettered.is_empty() {
+            write!(
+                f,
+                "\n  dead-lettered (no effect, a dead letter kept): {} messages: {}",
+                self.dead_lettered.len(),
+                some(&self.dead_lettered)
+            )?;
+        }
         Ok(())
     }
 }
@@ -99,12 +111,24 @@ pub enum ChaosFailure {
 impl fmt::Display for ChaosFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::NotExact(report) => write!(
-                f,
-                "the consumer did not take every message's effect exactly once under SIGKILLs: \
-                 {report}\n  usual cause: an ack before the commit (auto-ack, or acking on \
-                 receipt) loses messages; work outside the inbox transaction doubles them"
-            ),
+            Self::NotExact(report) => {
+                write!(
+                    f,
+                    "the consumer did not take every message's effect exactly once under \
+                     SIGKILLs: {report}\n  usual cause: an ack before the commit (auto-ack, or \
+                     acking on receipt) loses messages; work outside the inbox transaction \
+                     doubles them"
+                )?;
+                if !report.dead_lettered.is_empty() {
+                    write!(
+                        f,
+                        "; a good message dead-lettered for attempts_exhausted used up its \
+                         attempts on crashes: the kills outnumber max_attempts, or crashes are \
+                         charged to deliveries that did not cause them"
+                    )?;
+                }
+                Ok(())
+            }
             Self::Broken { what, report } => {
                 write!(f, "the storm could not run: {what}\n  {report}")
             }

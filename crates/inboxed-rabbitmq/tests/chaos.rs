@@ -66,20 +66,12 @@ async fn storm(
     let publisher = channel.clone();
     let to = queue.clone();
     let pool = db.store.pool().clone();
-    let letters = db.store.pool().clone();
     let report = chaos
         .with_config(config)
-        .with_dead_letters(move || {
-            let pool = letters.clone();
-            async move {
-                sqlx::query_as::<_, (String, String)>(
-                    "SELECT message_id, reason FROM inboxed_dead_letters \
-                     WHERE message_id IS NOT NULL",
-                )
-                .fetch_all(&pool)
-                .await
-            }
-        })
+        .with_dead_letters_of(
+            db.store.clone(),
+            &inboxed_core::ConsumerName::new("ledger").unwrap(),
+        )
         .run(
             move |id: String, _n: u64| {
                 let (channel, queue) = (publisher.clone(), to.clone());

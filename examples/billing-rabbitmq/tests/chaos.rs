@@ -78,21 +78,13 @@ async fn the_service_killed_at_random_points_applies_every_charge_once() {
     config.run_between_kills = (Duration::from_millis(200), Duration::from_millis(700));
     config.quiet = Duration::from_secs(1);
     let (publisher, to, pool) = (channel.clone(), queue.clone(), store.pool().clone());
-    let letters = store.pool().clone();
     let report = chaos
         .with_config(config)
         // A charge without an effect is reported dead-lettered, with its reason, if it is.
-        .with_dead_letters(move || {
-            let pool = letters.clone();
-            async move {
-                sqlx::query_as::<_, (String, String)>(
-                    "SELECT message_id, reason FROM inboxed_dead_letters \
-                     WHERE message_id IS NOT NULL",
-                )
-                .fetch_all(&pool)
-                .await
-            }
-        })
+        .with_dead_letters_of(
+            store.clone(),
+            &inboxed::ConsumerName::new("billing").unwrap(),
+        )
         .run(
             move |id: String, _n: u64| {
                 let (channel, queue) = (publisher.clone(), to.clone());

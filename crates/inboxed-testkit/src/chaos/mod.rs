@@ -19,7 +19,8 @@ use std::process::ExitStatus;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use inboxed_core::BoxError;
+use inboxed_core::observe::{DeadLetterFilter, ObserveStore};
+use inboxed_core::{BoxError, ConsumerName};
 use tokio::process::{Child, Command};
 
 use audit::{read, sort_dead_lettered, total, verdict};
@@ -29,6 +30,10 @@ pub use report::{ChaosFailure, ChaosReport};
 
 /// How long one publish or one audit may take before it counts as failed.
 const LIMIT: Duration = Duration::from_secs(30);
+
+/// The most dead letters [`Chaos::with_dead_letters_of`] reads, newest first: more than a
+/// storm publishes.
+const DEAD_LETTERS_READ: u32 = 100_000;
 
 /// How the storm runs. Every field says its default.
 #[derive(Debug, Clone)]
@@ -127,6 +132,33 @@ impl Chaos {
             Box::pin(async move { read.await.map_err(Into::into) })
         }));
         self
+    }
+
+    /// [`Chaos::with_dead_letters`] read from `store`'s dead-letter table, those of
+    /// `consumer`: for a consumer of this library, on any engine.
+    #[must_use]
+    pub fn with_dead_letters_of<S>(self, store: S, consumer: &ConsumerName) -> Self
+    where
+        S: ObserveStore + Clone + Send + Sync + 'static,
+    {
+        let consumer = consumer.as_str().to_owned();
+        self.with_dead_letters(move || {
+            let (store, consumer) = (store.clone(), consumer.clone());
+            async move {
+                let filter = DeadLetterFilter {
+                    consumer: Some(&consumer),
+                    limit: DEAD_LETTERS_READ,
+                    ..DeadLetterFilter::default()
+                };
+                let letters = store.list_dead_letters(&filter).await?;
+                Ok::<_, BoxError>(
+                    letters
+                        .into_iter()
+                        .filter_map(|l| l.message_id.map(|id| (id, l.reason)))
+                        .collect(),
+                )
+            }
+        })
     }
 
     /// Replaces the [`ChaosConfig`].

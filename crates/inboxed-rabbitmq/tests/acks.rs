@@ -13,10 +13,7 @@ use lapin::options::QueueDeleteOptions;
 use inboxed_core::{Delivery, DeliverySource};
 use inboxed_rabbitmq::{RabbitConfig, RabbitDelivery, RabbitSource};
 
-fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use inboxed_test::amqp::url as amqp_url;
 
 async fn take(source: &mut RabbitSource, n: usize) -> Vec<RabbitDelivery> {
     let mut taken = Vec::new();

@@ -25,10 +25,7 @@ use inboxed_test::restart::{MESSAGES, audit_processing, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 use inboxed_test::{Ledger, Pg};
 
-fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use inboxed_test::amqp::url as amqp_url;
 
 /// Messages whose first commit is cut after the server has it: their redelivery is a duplicate.
 const LANDED: std::ops::Range<i64> = 2000..2008;

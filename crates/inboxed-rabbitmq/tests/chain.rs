@@ -16,10 +16,7 @@ use inboxed_test::restart::amount;
 const TEST: &str = "a_chain_of_three_services_is_exactly_once_under_random_sigkills";
 const MESSAGES: i64 = 300;
 
-fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use inboxed_test::amqp::url as amqp_url;
 
 #[tokio::test]
 async fn a_chain_of_three_services_is_exactly_once_under_random_sigkills() {

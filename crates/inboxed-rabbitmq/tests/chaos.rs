@@ -17,10 +17,7 @@ use inboxed_test::broker_child::{broker_child_locator, broker_child_main};
 use inboxed_test::{Backend, Pg, Script, TestDb};
 use inboxed_testkit::{Chaos, ChaosConfig, ChaosFailure, ChaosReport};
 
-fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use inboxed_test::amqp::url as amqp_url;
 
 /// The child's side: the suite's ledger consumer on the queue the parent named.
 async fn child(locator: &str) {

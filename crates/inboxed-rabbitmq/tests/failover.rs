@@ -19,10 +19,7 @@ use inboxed_test::pipeline::Parts;
 use inboxed_test::restart::{MESSAGES, audit_through, ledger_counts, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 
-fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use inboxed_test::amqp::url as amqp_url;
 
 /// A pool on the primary of the two, following it (probing every 200 ms).
 async fn follow(

@@ -21,10 +21,7 @@ use inboxed_test::pipeline::Parts;
 use inboxed_test::restart::{MESSAGES, amount, ledger_counts, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 
-fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use inboxed_test::amqp::url as amqp_url;
 
 /// Rows of `sql` (one count) at `url`, or `None` while it cannot be read.
 async fn count(url: &str, sql: &'static str) -> Option<i64> {

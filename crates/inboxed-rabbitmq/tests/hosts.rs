@@ -35,10 +35,7 @@ const IDLE: Duration = Duration::from_secs(3);
 /// The workers' lease (the default is 30 s).
 const LEASE: Duration = Duration::from_secs(4);
 
-fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use inboxed_test::amqp::url as amqp_url;
 
 /// One host: the processor on the queue and a worker and a reaper on the inbox rows, until
 /// killed.

@@ -22,10 +22,7 @@ use inboxed_test::broker_child::until_settled;
 use inboxed_test::outbox::{SENT, count, relay_config, relay_until, unmark_first, write};
 use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
 
-fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use inboxed_test::amqp::url as amqp_url;
 
 async fn queue() -> (Channel, String) {
     inboxed_test::amqp::queue(&amqp_url()).await

@@ -12,10 +12,7 @@ use inboxed_test::amqp::{publish_keyed, queue};
 use inboxed_test::restart::{MESSAGES, audit_through_pg_crash, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 
-fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use inboxed_test::amqp::url as amqp_url;
 
 #[tokio::test]
 async fn postgres_crashed_and_restarted_mid_stream_loses_and_repeats_nothing() {

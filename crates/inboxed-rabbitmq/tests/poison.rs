@@ -18,10 +18,7 @@ const GOOD: i64 = 15;
 /// poison aborts the process.
 const HOLD_MS: u64 = 400;
 
-fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use inboxed_test::amqp::url as amqp_url;
 
 #[tokio::test]
 async fn a_poison_that_kills_the_process_spares_the_deliveries_beside_it() {

@@ -19,10 +19,7 @@ use inboxed_test::broker_child::{
 };
 use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
 
-fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use inboxed_test::amqp::url as amqp_url;
 
 /// A fresh queue of `kind` for one test, and a channel to publish on.
 async fn queue(kind: QueueKind) -> (Channel, String) {

@@ -15,10 +15,7 @@ use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
 use inboxed_test::amqp::queue;
 use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
 
-fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use inboxed_test::amqp::url as amqp_url;
 
 const PER_TENANT: i64 = 500;
 

@@ -22,10 +22,7 @@ use inboxed_test::raw_amqp::{self, hex};
 use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len, drain_and_check_ledger};
 use inboxed_test::{Backend, Pg};
 
-fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use inboxed_test::amqp::url as amqp_url;
 
 /// A long string as it follows its type tag on the wire.
 fn long(bytes: &[u8]) -> Vec<u8> {

@@ -10,6 +10,14 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use crate::handler::credit;
 use crate::restart::amount;
 
+/// The RabbitMQ the tests use: `INBOXED_AMQP_URL`, default the local broker (guest on the
+/// default virtual host).
+#[must_use]
+pub fn url() -> String {
+    std::env::var("INBOXED_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
 /// A channel on `url` with a fresh durable queue declared; returns both.
 ///
 /// # Panics

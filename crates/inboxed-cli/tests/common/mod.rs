@@ -51,11 +51,7 @@ pub(crate) fn inboxed_with(env: &[(&str, &str)], args: &[&str]) -> (i32, String)
     (out.status.code().unwrap_or(-1), text)
 }
 
-/// The RabbitMQ the tests use: `INBOXED_AMQP_URL`, default the local broker.
-pub(crate) fn amqp_url() -> String {
-    std::env::var("INBOXED_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+pub(crate) use inboxed_test::amqp::url as amqp_url;
 
 /// SIGTERM, then the exit status and what the relay printed.
 pub(crate) async fn terminate(mut child: tokio::process::Child) -> (bool, String) {

@@ -12,7 +12,6 @@ use lapin::options::QueueDeleteOptions;
 
 use inboxed_core::{Delivery, DeliverySource};
 use inboxed_rabbitmq::{RabbitConfig, RabbitDelivery, RabbitSource};
-
 use inboxed_test::amqp::url as amqp_url;
 
 async fn take(source: &mut RabbitSource, n: usize) -> Vec<RabbitDelivery> {

@@ -19,13 +19,12 @@ use sqlx::{PgConnection, Postgres};
 use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, Processor};
 use inboxed_postgres::PgStore;
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
+use inboxed_test::amqp::url as amqp_url;
 use inboxed_test::amqp::{publish_keyed, queue};
 use inboxed_test::commit_cut::{CUT_AFTER, CUT_BEFORE, CommitCut};
 use inboxed_test::restart::{MESSAGES, audit_processing, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
 use inboxed_test::{Ledger, Pg};
-
-use inboxed_test::amqp::url as amqp_url;
 
 /// Messages whose first commit is cut after the server has it: their redelivery is a duplicate.
 const LANDED: std::ops::Range<i64> = 2000..2008;

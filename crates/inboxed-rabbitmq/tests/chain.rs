@@ -9,14 +9,13 @@ use std::time::Duration;
 use lapin::options::QueueDeleteOptions;
 
 use inboxed_rabbitmq::{RabbitConfig, RabbitPublisher, RabbitPublisherConfig, RabbitSource};
+use inboxed_test::amqp::url as amqp_url;
 use inboxed_test::amqp::{declare, publish_keyed, queue};
 use inboxed_test::chain::{Chain, Service, service_main};
 use inboxed_test::restart::amount;
 
 const TEST: &str = "a_chain_of_three_services_is_exactly_once_under_random_sigkills";
 const MESSAGES: i64 = 300;
-
-use inboxed_test::amqp::url as amqp_url;
 
 #[tokio::test]
 async fn a_chain_of_three_services_is_exactly_once_under_random_sigkills() {

@@ -13,11 +13,10 @@ use tokio::process::Command;
 
 use inboxed_core::KeySource;
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
+use inboxed_test::amqp::url as amqp_url;
 use inboxed_test::broker_child::{broker_child_locator, broker_child_main};
 use inboxed_test::{Backend, Pg, Script, TestDb};
 use inboxed_testkit::{Chaos, ChaosConfig, ChaosFailure, ChaosReport};
-
-use inboxed_test::amqp::url as amqp_url;
 
 /// The child's side: the suite's ledger consumer on the queue the parent named.
 async fn child(locator: &str) {

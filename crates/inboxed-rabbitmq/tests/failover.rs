@@ -14,12 +14,11 @@ use sqlx::postgres::PgPoolOptions;
 use inboxed_postgres::PgStore;
 use inboxed_postgres::failover;
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
+use inboxed_test::amqp::url as amqp_url;
 use inboxed_test::amqp::{depth, publish_keyed, queue};
 use inboxed_test::pipeline::Parts;
 use inboxed_test::restart::{MESSAGES, audit_through, ledger_counts, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
-
-use inboxed_test::amqp::url as amqp_url;
 
 /// A pool on the primary of the two, following it (probing every 200 ms).
 async fn follow(

@@ -16,12 +16,11 @@ use lapin::options::{BasicGetOptions, QueueDeleteOptions};
 use inboxed_core::ConsumerName;
 use inboxed_postgres::PgStore;
 use inboxed_rabbitmq::{RabbitConfig, RabbitPublisher, RabbitPublisherConfig, RabbitSource};
+use inboxed_test::amqp::url as amqp_url;
 use inboxed_test::amqp::{publish_keyed, queue};
 use inboxed_test::pipeline::Parts;
 use inboxed_test::restart::{MESSAGES, amount, ledger_counts, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
-
-use inboxed_test::amqp::url as amqp_url;
 
 /// Rows of `sql` (one count) at `url`, or `None` while it cannot be read.
 async fn count(url: &str, sql: &'static str) -> Option<i64> {

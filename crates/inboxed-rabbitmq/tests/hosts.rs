@@ -20,6 +20,7 @@ use inboxed_core::inbox::{Inbox, Reaper, ReaperConfig, Worker, WorkerConfig};
 use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, Processor, ProcessorConfig};
 use inboxed_postgres::PgStore;
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
+use inboxed_test::amqp::url as amqp_url;
 use inboxed_test::amqp::{depth, publish_all, queue};
 use inboxed_test::netns::{Forwarding, GATEWAY, Network, SUBNET, address};
 use inboxed_test::restart::{MESSAGES, amount, ledger_by_prefix, ledger_counts, store_on};
@@ -34,8 +35,6 @@ const TEST: &str = "hosts::a_host_cut_off_mid_stream_loses_and_doubles_nothing";
 const IDLE: Duration = Duration::from_secs(3);
 /// The workers' lease (the default is 30 s).
 const LEASE: Duration = Duration::from_secs(4);
-
-use inboxed_test::amqp::url as amqp_url;
 
 /// One host: the processor on the queue and a worker and a reaper on the inbox rows, until
 /// killed.

@@ -18,11 +18,10 @@ use inboxed_core::store::BeginParams;
 use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, Processor, Store};
 use inboxed_rabbitmq::{RabbitConfig, RabbitPublisher, RabbitPublisherConfig, RabbitSource};
 use inboxed_test::amqp::depth;
+use inboxed_test::amqp::url as amqp_url;
 use inboxed_test::broker_child::until_settled;
 use inboxed_test::outbox::{SENT, count, relay_config, relay_until, unmark_first, write};
 use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
-
-use inboxed_test::amqp::url as amqp_url;
 
 async fn queue() -> (Channel, String) {
     inboxed_test::amqp::queue(&amqp_url()).await

@@ -8,11 +8,10 @@
 use lapin::options::QueueDeleteOptions;
 
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
+use inboxed_test::amqp::url as amqp_url;
 use inboxed_test::amqp::{publish_keyed, queue};
 use inboxed_test::restart::{MESSAGES, audit_through_pg_crash, store_on};
 use inboxed_test::throwaway::ThrowawayPg;
-
-use inboxed_test::amqp::url as amqp_url;
 
 #[tokio::test]
 async fn postgres_crashed_and_restarted_mid_stream_loses_and_repeats_nothing() {

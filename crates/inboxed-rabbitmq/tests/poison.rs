@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use inboxed_core::KeySource;
 use inboxed_rabbitmq::{QueueKind, RabbitConfig, RabbitSource};
+use inboxed_test::amqp::url as amqp_url;
 use inboxed_test::broker_child::{broker_child_locator, broker_child_main, spawn_broker_child};
 use inboxed_test::handler::Script;
 use inboxed_test::{Backend, Pg, TestDb};
@@ -17,8 +18,6 @@ const GOOD: i64 = 15;
 /// How long each good message holds its transaction: long enough to be in flight when the
 /// poison aborts the process.
 const HOLD_MS: u64 = 400;
-
-use inboxed_test::amqp::url as amqp_url;
 
 #[tokio::test]
 async fn a_poison_that_kills_the_process_spares_the_deliveries_beside_it() {

@@ -13,13 +13,12 @@ use inboxed_core::{
     Consumer, ConsumerConfig, ConsumerName, Delivery, DeliverySource, KeySource, Processor,
 };
 use inboxed_rabbitmq::{QueueKind, RabbitConfig, RabbitSource};
+use inboxed_test::amqp::url as amqp_url;
 use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_batch_commit_and_ack,
     killed_between_commit_and_ack, settle_duplicate_and_keyless, until_settled,
 };
 use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
-
-use inboxed_test::amqp::url as amqp_url;
 
 /// A fresh queue of `kind` for one test, and a channel to publish on.
 async fn queue(kind: QueueKind) -> (Channel, String) {

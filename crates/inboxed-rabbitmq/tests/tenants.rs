@@ -13,9 +13,8 @@ use lapin::{BasicProperties, Channel};
 use inboxed_core::{ConsumerConfig, ConsumerName, Processor, Tenants};
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
 use inboxed_test::amqp::queue;
-use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
-
 use inboxed_test::amqp::url as amqp_url;
+use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
 
 const PER_TENANT: i64 = 500;
 

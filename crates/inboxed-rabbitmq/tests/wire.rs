@@ -18,11 +18,10 @@ use serde_json::{Value, json};
 
 use inboxed_core::{Consumer, ConsumerConfig, KeySource};
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
+use inboxed_test::amqp::url as amqp_url;
 use inboxed_test::raw_amqp::{self, hex};
 use inboxed_test::wire::{assert_dead_letters, dead_letter_payload_len, drain_and_check_ledger};
 use inboxed_test::{Backend, Pg};
-
-use inboxed_test::amqp::url as amqp_url;
 
 /// A long string as it follows its type tag on the wire.
 fn long(bytes: &[u8]) -> Vec<u8> {

@@ -13,6 +13,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -33,8 +34,28 @@ pub(crate) enum Turn {
     Shared(#[allow(dead_code, reason = "held, not read")] RwLockReadGuard<'static, ()>),
     /// Alone: a crash now is this delivery's.
     Alone(#[allow(dead_code, reason = "held, not read")] RwLockWriteGuard<'static, ()>),
-    /// Beside the others without the lock: a suspect that waited too long for its turn.
-    Beside,
+}
+
+/// How long after its start a process judges redeliveries as suspects. A crash loop shows as
+/// restarts: the redeliveries a restarted consumer receives come at once, and a poison among
+/// them is judged while the process is young. Past it, a redelivery is a retry from another
+/// process more often than the aftermath of a crash (a downstream outage sends every retry
+/// to whichever replica takes it), and judging it would drain the process for each: a
+/// long-running process lets a crash charge what it held once, then restarts young.
+const YOUNG: Duration = Duration::from_secs(60);
+
+/// When this process (its first delivery, worker batch or call here) started.
+static STARTED: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+/// Whether this process is within [`YOUNG`] of its start.
+pub(crate) fn young() -> bool {
+    STARTED.elapsed() < YOUNG
+}
+
+/// Marks the process's start (the first call wins): called as a processor is made, so that
+/// a process's age runs from when it began consuming, not from its first redelivery.
+pub(crate) fn started() {
+    LazyLock::force(&STARTED);
 }
 
 /// What this process saw of consumers' keys (`consumer` and message id): the deliveries of each in flight here, and the

@@ -115,7 +115,8 @@ pub fn broker_child_locator() -> Option<String> {
 
 /// The child: settles `source`'s deliveries through the `ledger` consumer one at a time until
 /// it is killed; in batches of up to `INBOXED_CONSUMER_BATCH` when that is set,
-/// `INBOXED_CONSUMER_CONCURRENCY` at once when that is, and with `INBOXED_MAX_ATTEMPTS`. With
+/// `INBOXED_CONSUMER_CONCURRENCY` at once when that is, and with `INBOXED_MAX_ATTEMPTS` and
+/// `INBOXED_ATTEMPT_COUNTING=durable` when those are. With
 /// `INBOXED_CHILD_HANDLER=second_connection` its handler is the known-bad
 /// [`SecondConnection`], for a harness to catch.
 pub async fn broker_child_main<B: Backend, S: DeliverySource + 'static>(locator: &str, source: S) {
@@ -142,6 +143,9 @@ async fn consume<St: Store, H: Handler<St::Db>, S: DeliverySource + 'static>(
         .and_then(|n| n.parse().ok())
     {
         config = config.max_attempts(n);
+    }
+    if std::env::var("INBOXED_ATTEMPT_COUNTING").as_deref() == Ok("durable") {
+        config.attempt_counting = inboxed_core::AttemptCounting::Durable;
     }
     let processor = Processor::with_config(store, consumer, handler, config);
     let source = AnnouncedSource {

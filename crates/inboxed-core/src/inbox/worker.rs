@@ -14,6 +14,7 @@ use super::store::{ClaimBatchParams, ClaimToken, Gate, InboxRow, InboxStore};
 use crate::envelope::ConsumerName;
 use crate::error::Error;
 use crate::handler::Handler;
+use crate::in_flight::{IN_FLIGHT, Turn};
 use crate::metrics as m;
 
 /// This process, as the first part of each worker's id: its pid and a random nonce (pids are
@@ -145,30 +146,29 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// rows that a dying claim left behind: it waits until every other batch of the process
     /// (of every worker in it) has ended, and runs alone in it, so that if it kills the
     /// process the reaper finds only its own rows held and can tell which of them to blame
-    /// (release_stale.sql). The wait is bounded by the lease; past it the batch runs beside
-    /// the others, and a death then charges its rows as if the limit had been ignored.
+    /// (release_stale.sql). The wait is bounded by half the lease (its heartbeat starts with
+    /// the batch); past it the batch runs beside the others, and a death then charges its
+    /// rows as if the limit had been ignored. The lock is the processor's too (`in_flight`).
     async fn claim_and_process(&self, token: ClaimToken) -> Result<BatchReport, Error> {
         let inner = &*self.inner;
-        let shared = crate::in_flight::IN_FLIGHT.read().await;
+        let shared = IN_FLIGHT.read().await;
         let rows = self.claim(token).await?;
         if rows.is_empty() {
             return Ok(BatchReport::default());
         }
-        let _alone = if rows.iter().any(|r| r.suspect || r.group_limit.is_some()) {
+        let _turn = if rows.iter().any(|r| r.suspect || r.group_limit.is_some()) {
             drop(shared);
-            match tokio::time::timeout(inner.config.lease, crate::in_flight::IN_FLIGHT.write())
-                .await
-            {
-                Ok(alone) => Some(alone),
+            match tokio::time::timeout(inner.config.lease / 2, IN_FLIGHT.write()).await {
+                Ok(alone) => Turn::Alone(alone),
                 Err(_) => {
                     warn!(
-                        "rows a dead claim left behind waited a lease for the other batches of this process to end; running them beside them"
+                        "rows a dead claim left behind waited half a lease for the other batches of this process to end; running them beside them"
                     );
-                    None
+                    Turn::Shared(IN_FLIGHT.read().await)
                 }
             }
         } else {
-            None
+            Turn::Shared(shared)
         };
         let rows = self.isolate_suspect(rows, &token).await?;
         metrics::histogram!(m::CLAIM_BATCH_SIZE, "consumer" => inner.consumer.as_str().to_owned())

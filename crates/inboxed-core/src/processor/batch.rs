@@ -98,12 +98,11 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         // What is left after the batch transaction, in the order to run it: each message
         // with the count it goes with (`Counted`: this run's count from the store; `Broker`:
         // the broker's, or `None` to be counted when it is reached).
-        // Shared while the batch's attempts are counted and its transaction runs: a crash then
-        // is charged to all of it (see `in_flight`). Not held beyond, where each message takes
-        // its own turn.
-        let shared = crate::in_flight::IN_FLIGHT.read().await;
+        // Shared while the batch's attempts are counted, its transaction runs and the messages
+        // it counted run one by one: a crash then is charged to what was counted (see
+        // `in_flight`). Let go before a message that takes a turn of its own.
+        let mut shared = Some(crate::in_flight::IN_FLIGHT.read().await);
         let together = self.together(batch, &firsts, first_delivery).await;
-        drop(shared);
         let mut steps: Vec<(usize, Step)> = match together {
             Together::Settled(settled) => {
                 for (&i, result) in firsts.iter().zip(settled) {
@@ -147,12 +146,14 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         for (i, step) in steps {
             let result = match step {
                 Step::Counted(attempt) => {
-                    let _shared = crate::in_flight::IN_FLIGHT.read().await;
                     let result = self.process_counted(&batch[i], attempt).await;
                     self.count(&result);
                     result
                 }
-                Step::Broker(count) => self.process(&batch[i], count).await,
+                Step::Broker(count) => {
+                    shared.take();
+                    self.process(&batch[i], count).await
+                }
             };
             let failed = result.is_err();
             results[i] = Some(result);

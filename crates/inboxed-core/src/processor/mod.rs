@@ -9,7 +9,7 @@ use crate::envelope::{ConsumerName, Envelope};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::Handler;
 use crate::hash::{PayloadHash, StoredHash};
-use crate::in_flight::{IN_FLIGHT, SEEN, Turn};
+use crate::in_flight::{self, IN_FLIGHT, SEEN, Turn};
 use crate::metrics as m;
 use crate::store::{Claim, DeadLetterReason, KeyParams, Store};
 
@@ -126,6 +126,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         handler: H,
         config: ProcessorConfig,
     ) -> Self {
+        in_flight::started();
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -264,8 +265,10 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                     .await?
             }
         };
-        let suspect =
-            attempt > 1 && attempt <= inner.config.max_attempts && SEEN.suspect(&key, attempt);
+        let suspect = attempt > 1
+            && attempt <= inner.config.max_attempts
+            && in_flight::young()
+            && SEEN.suspect(&key, attempt);
         let _turn = if suspect {
             self.alone(&key, shared).await?
         } else {
@@ -300,7 +303,8 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 warn!(
                     "a delivery tried before waited handler_timeout for the others of this process to end; running it beside them"
                 );
-                Turn::Beside
+                // Beside the others, never beside one that runs alone.
+                Turn::Shared(IN_FLIGHT.read().await)
             }
         };
         // Its turn: a crash from here on is this delivery's again. When this fails the

@@ -5,8 +5,9 @@
 //! dead-lettered with it. So work tried before and not seen to fail here (a suspect: the last
 //! crash may have been its doing) waits until nothing else of its process is in flight and
 //! runs alone, its attempt forgiven while it waits: its next crash is charged to it only, and
-//! the others are charged at most for the one crash they shared before it. Everything else
-//! runs side by side, holding the lock shared.
+//! the others (where the store counts attempts) are charged for the one crash they shared
+//! with it, not for the ones after. It is judged so in a process's first minute ([`YOUNG`]).
+//! Everything else runs side by side, holding the lock shared.
 //!
 //! One lock for the whole process, because a crash takes all of it down: the processor's
 //! deliveries, its batches and the store-then-process workers' batches.
@@ -44,7 +45,7 @@ pub(crate) enum Turn {
 /// long-running process lets a crash charge what it held once, then restarts young.
 const YOUNG: Duration = Duration::from_secs(60);
 
-/// When this process (its first delivery, worker batch or call here) started.
+/// When this process started consuming: its first processor was made ([`started`]).
 static STARTED: LazyLock<Instant> = LazyLock::new(Instant::now);
 
 /// Whether this process is within [`YOUNG`] of its start.

@@ -18,7 +18,8 @@ use inboxed_test::broker_child::{
     CRASH_MESSAGES, broker_child_locator, broker_child_main, killed_between_batch_commit_and_ack,
     killed_between_commit_and_ack, settle_duplicate_and_keyless, until_settled,
 };
-use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
+use inboxed_test::wire::ledger_processor as processor;
+use inboxed_test::{Backend, Ledger, Pg, credit};
 
 /// A fresh queue of `kind` for one test, and a channel to publish on.
 async fn queue(kind: QueueKind) -> (Channel, String) {
@@ -51,14 +52,6 @@ async fn drop_queue(channel: &Channel, queue: &str) {
         .queue_delete(queue.into(), QueueDeleteOptions::default())
         .await
         .unwrap();
-}
-
-fn processor(db: &TestDb<Pg>) -> Processor<inboxed_postgres::PgStore, Ledger<Pg>> {
-    Processor::new(
-        db.store.clone(),
-        ConsumerName::new("ledger").unwrap(),
-        Ledger::<Pg>::default(),
-    )
 }
 
 async fn source(queue: &str, key: KeySource) -> RabbitSource {

@@ -10,11 +10,12 @@ use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeleteOptio
 use lapin::types::{AMQPValue, ByteArray, FieldTable, LongString};
 use lapin::{BasicProperties, Channel};
 
-use inboxed_core::{ConsumerConfig, ConsumerName, Processor, Tenants};
+use inboxed_core::{ConsumerConfig, Tenants};
 use inboxed_rabbitmq::{RabbitConfig, RabbitSource};
 use inboxed_test::amqp::queue;
 use inboxed_test::amqp::url as amqp_url;
-use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
+use inboxed_test::wire::ledger_processor as processor;
+use inboxed_test::{Backend, Pg, credit};
 
 const PER_TENANT: i64 = 500;
 
@@ -37,14 +38,6 @@ async fn publish(channel: &Channel, queue: &str, id: &str, tenant: Option<AMQPVa
         )
         .await
         .unwrap();
-}
-
-fn processor(db: &TestDb<Pg>) -> Processor<inboxed_postgres::PgStore, Ledger<Pg>> {
-    Processor::new(
-        db.store.clone(),
-        ConsumerName::new("ledger").unwrap(),
-        Ledger::<Pg>::default(),
-    )
 }
 
 #[tokio::test]

@@ -340,11 +340,11 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             Ok(claim) => return self.settle_claim(envelope, claim).await,
             Err(failure) => failure,
         };
-        let seen_key = KeyParams {
+        let key = KeyParams {
             consumer: &inner.consumer,
             message_id: envelope.id(),
         };
-        let failed_here = |attempt: u32| SEEN.failed(&seen_key, attempt);
+        let failed_here = |attempt: u32| SEEN.failed(&key, attempt);
         let (settled, chain) = match failure {
             Failure::Store(e) => {
                 failed_here(attempt);
@@ -354,10 +354,6 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 // Not an attempt: taken off the count, so that waiting out the claim of a
                 // consumer cut off mid-transaction (until the server ends its session) cannot
                 // dead-letter the message. Before the requeue, which the redelivery follows.
-                let key = KeyParams {
-                    consumer: &inner.consumer,
-                    message_id: envelope.id(),
-                };
                 if let Err(e) = inner.store.forgive_attempt(&key).await {
                     warn!(error = %e, "could not take a delivery that never ran off the message's attempts");
                 }

@@ -19,6 +19,7 @@
 //! `cargo run --release -p inboxed-bench -- mysql` (add `--quick` for the CI smoke run)
 //! `cargo run --release -p inboxed-bench -- mysql-inbox`
 //! `cargo run --release -p inboxed-bench -- mysql-defaults` (add `--quick` for the CI smoke run)
+//! `cargo run --release -p inboxed-bench -- restart` (RabbitMQ and NATS; about 10 minutes)
 
 #![allow(clippy::print_stdout)]
 
@@ -40,6 +41,7 @@ mod rabbitmq;
 mod receipt;
 mod recovery;
 mod relay;
+mod restart;
 mod retention;
 mod sizing;
 mod variants;
@@ -110,6 +112,12 @@ enum Bench {
     MysqlInbox(mysql_inbox::Args),
     /// Store-then-process workers on MySQL or MariaDB with the defaults, by worker count.
     MysqlDefaults(mysql_defaults::Args),
+    /// The first minute after a consumer restarts (SIGTERM, or SIGKILL) on a RabbitMQ quorum
+    /// queue or NATS, against a minute of steady state.
+    Restart(restart::Args),
+    /// One consumer process of `restart` (started by it).
+    #[command(hide = true)]
+    RestartConsumer(restart::ConsumerArgs),
 }
 
 #[tokio::main]
@@ -134,6 +142,8 @@ async fn main() -> anyhow::Result<()> {
         Bench::Mysql(args) => mysql::run(args).await,
         Bench::MysqlInbox(args) => mysql_inbox::run(args).await,
         Bench::MysqlDefaults(args) => mysql_defaults::run(args).await,
+        Bench::Restart(args) => restart::run(&cli.database_url, args).await,
+        Bench::RestartConsumer(args) => restart::consumer(args).await,
     }
 }
 

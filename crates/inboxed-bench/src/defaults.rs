@@ -88,6 +88,8 @@ struct Tuned {
 }
 
 impl Handler<Postgres> for Tuned {
+    const BATCHES: bool = true;
+
     async fn handle(&self, msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
         Simple {
             calls: Arc::clone(&self.calls),

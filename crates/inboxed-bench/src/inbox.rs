@@ -63,6 +63,8 @@ struct Credit {
 }
 
 impl Handler<Postgres> for Credit {
+    const BATCHES: bool = true;
+
     async fn handle(&self, msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
         if let Some(lat) = &self.started {
             let mut guard = lat

@@ -98,6 +98,8 @@ struct CreditAndWrite {
 }
 
 impl Handler<MySql> for CreditAndWrite {
+    const BATCHES: bool = true;
+
     async fn handle(&self, msg: &Envelope, conn: &mut MySqlConnection) -> Result<(), HandlerError> {
         self.handle_batch(&[msg], conn).await
     }

@@ -55,6 +55,8 @@ const ACCOUNTS: i64 = 10_000;
 struct Credit;
 
 impl Handler<MySql> for Credit {
+    const BATCHES: bool = true;
+
     async fn handle(&self, msg: &Envelope, conn: &mut MySqlConnection) -> Result<(), HandlerError> {
         self.handle_batch(&[msg], conn).await
     }

@@ -49,6 +49,8 @@ const UPDATE_BATCH: &str = "WITH d AS (SELECT id, count(*) AS n FROM unnest($1::
     UPDATE bench_accounts a SET balance = a.balance + d.n FROM d JOIN l USING (id) WHERE a.id = d.id";
 
 impl Handler<Postgres> for Credit {
+    const BATCHES: bool = true;
+
     async fn handle(&self, _msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
         sqlx::query(UPDATE)
             .bind(fastrand::i64(0..self.accounts))

@@ -24,18 +24,27 @@ use inboxed_core::{BoxError, ConsumerName};
 pub struct DedupRate {
     /// The consumer.
     pub consumer: String,
+    /// The counter the counts are from: `inboxed_messages_total` (a processor) or
+    /// `inboxed_receipts_total` (receipts, an inbox relay).
+    pub counter: &'static str,
     /// Deliveries settled as duplicates.
     pub duplicates: f64,
-    /// Duplicates and first deliveries.
+    /// Duplicates and first deliveries (`processed`, or `stored` for receipts).
     pub settled: f64,
 }
 
 impl DedupRate {
-    /// The counts of `consumer`.
+    /// The counts of `consumer` from `counter`.
     #[must_use]
-    pub fn new(consumer: impl Into<String>, duplicates: f64, settled: f64) -> Self {
+    pub fn new(
+        consumer: impl Into<String>,
+        counter: &'static str,
+        duplicates: f64,
+        settled: f64,
+    ) -> Self {
         Self {
             consumer: consumer.into(),
+            counter,
             duplicates,
             settled,
         }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::backoff::Backoff;
+use crate::crash::CrashAttribution;
 use crate::store::{BeginParams, Isolation};
 
 /// What to do when a key arrives again with a *different* payload hash: a producer id
@@ -22,8 +23,10 @@ pub enum ConflictPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum AttemptCounting {
-    /// The broker's delivery count when the delivery has one, otherwise a durable counter in
-    /// the attempts table. The default.
+    /// A first delivery by the broker's delivery count (1) writes nothing; a redelivery, or
+    /// a delivery without a count, is counted in the attempts table (a redelivery plus its
+    /// uncounted first delivery). The broker's count itself is not the attempt: at a crash it
+    /// counts every delivery it had handed the process, run or not. The default.
     #[default]
     Auto,
     /// Always the durable counter: one extra short transaction per delivery, but the count
@@ -75,6 +78,12 @@ pub struct ProcessorConfig {
     /// to recognise a redelivery), because payloads may hold personal data. A redacted dead
     /// letter cannot be retried from the table; the producer must resend. Defaults to `false`.
     pub redact_dead_letter_payloads: bool,
+    /// What a crash is charged to: work that may have caused the last crash runs alone in
+    /// this scope, so that a message that kills its process does not use up the attempts of
+    /// the work beside it ([`CrashAttribution`]). Clones of a config share the scope; give
+    /// every config of a process one value to judge all its work together. Defaults to a new
+    /// [`CrashAttribution::new`] (on, 60 s window).
+    pub crash_attribution: CrashAttribution,
 }
 
 impl Default for ProcessorConfig {
@@ -99,11 +108,19 @@ impl Default for ProcessorConfig {
             attempt_counting: AttemptCounting::Auto,
             allow_non_durable_commits: false,
             redact_dead_letter_payloads: false,
+            crash_attribution: CrashAttribution::new(),
         }
     }
 }
 
 impl ProcessorConfig {
+    /// Sets [`ProcessorConfig::crash_attribution`].
+    #[must_use]
+    pub fn crash_attribution(mut self, attribution: CrashAttribution) -> Self {
+        self.crash_attribution = attribution;
+        self
+    }
+
     /// Sets [`ProcessorConfig::isolation`].
     #[must_use]
     pub fn isolation(mut self, isolation: Isolation) -> Self {

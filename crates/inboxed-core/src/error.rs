@@ -117,6 +117,30 @@ impl StoreError {
         matches!(self, Self::Serialization(_) | Self::Deadlock(_))
     }
 
+    /// Whether `err`, or an error in its source chain, is a lock conflict: a deadlock, a
+    /// serialization failure, a lock wait given up (or a statement timeout), or SQLite's busy
+    /// write lock. Read from the [`StoreError`] a handler's `?` made of a sqlx error, or from a
+    /// sqlx error kept as it was, classified here as everywhere else.
+    #[must_use]
+    pub fn is_lock_conflict_in(err: &(dyn std::error::Error + 'static)) -> bool {
+        let conflict =
+            |e: &Self| e.is_contention() || matches!(e, Self::Timeout(_) | Self::Busy(_));
+        let mut source = Some(err);
+        while let Some(e) = source {
+            if let Some(store) = e.downcast_ref::<Self>() {
+                return conflict(store);
+            }
+            if let Some(sqlx) = e.downcast_ref::<sqlx::Error>() {
+                return matches!(
+                    Kind::of(sqlx),
+                    Kind::Serialization | Kind::Deadlock | Kind::Timeout | Kind::Busy
+                );
+            }
+            source = e.source();
+        }
+        false
+    }
+
     /// The database's error code (SQLSTATE, SQLite extended result code, or MySQL error
     /// number), if any.
     #[must_use]
@@ -142,53 +166,106 @@ impl StoreError {
         }
     }
 
-    /// Classifies a `sqlx::Error` from either engine by its code, never its message text.
-    /// PostgreSQL SQLSTATEs are always five characters and SQLite result codes at most four
-    /// digits, so one table serves both.
+    /// Classifies a `sqlx::Error` from any engine by its code, never its message text
+    /// ([`Kind::of`]).
     #[must_use]
     pub fn from_sqlx(err: sqlx::Error) -> Self {
-        #[cfg(feature = "mysql")]
-        if let sqlx::Error::Database(db) = &err
-            && let Some(number) = mysql_number(db.as_ref())
-        {
-            return Self::from_mysql(number, err);
+        match Kind::of(&err) {
+            Kind::Serialization => Self::Serialization(err),
+            Kind::Deadlock => Self::Deadlock(err),
+            Kind::Timeout => Self::Timeout(err),
+            Kind::Busy => Self::Busy(err),
+            Kind::Unavailable => Self::Unavailable(err),
+            Kind::UniqueViolation => Self::UniqueViolation(err),
+            Kind::TransactionEnded => Self::TransactionEnded(err),
+            Kind::Database => Self::Database(err),
         }
-        let code = match &err {
+    }
+}
+
+/// What a database error is: the one classification behind [`StoreError`]'s variants, by
+/// code (SQLSTATE, SQLite result code, MySQL error number), never by message text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Serialization,
+    Deadlock,
+    Timeout,
+    Busy,
+    Unavailable,
+    UniqueViolation,
+    TransactionEnded,
+    Database,
+}
+
+impl Kind {
+    /// PostgreSQL SQLSTATEs are always five characters and SQLite result codes at most four
+    /// digits, so one table serves both; a MySQL error is read by its number.
+    fn of(err: &sqlx::Error) -> Self {
+        let db = match err {
             sqlx::Error::Io(_)
             | sqlx::Error::Tls(_)
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed
-            | sqlx::Error::Protocol(_) => return Self::Unavailable(err),
-            sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()).unwrap_or_default(),
-            _ => return Self::Database(err),
+            | sqlx::Error::Protocol(_) => return Self::Unavailable,
+            sqlx::Error::Database(db) => db,
+            _ => return Self::Database,
         };
+        #[cfg(feature = "mysql")]
+        if let Some(number) = mysql_number(db.as_ref()) {
+            return Self::of_mysql(number);
+        }
+        let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
         if code.len() == 5 {
             return match code.as_str() {
-                "40001" => Self::Serialization(err),
-                "40P01" => Self::Deadlock(err),
+                "40001" => Self::Serialization,
+                "40P01" => Self::Deadlock,
                 // lock_not_available, query_canceled (statement_timeout), idle-in-transaction timeout
-                "55P03" | "57014" | "25P03" => Self::Timeout(err),
-                "23505" => Self::UniqueViolation(err),
-                "25P02" => Self::TransactionEnded(err),
+                "55P03" | "57014" | "25P03" => Self::Timeout,
+                "23505" => Self::UniqueViolation,
+                "25P02" => Self::TransactionEnded,
                 // statement_completion_unknown, admin/crash shutdown, cannot connect now,
                 // system error, class 08 connection exception, class 53 insufficient resources,
                 // and read_only_sql_transaction: a write that reached a standby (a host name
                 // still pointing at a demoted primary), which the primary will take, as
                 // MySQL's read-only server (1290, 1792, 1836) is.
-                "40003" | "57P01" | "57P02" | "57P03" | "58030" | "25006" => Self::Unavailable(err),
-                c if c.starts_with("08") || c.starts_with("53") => Self::Unavailable(err),
-                _ => Self::Database(err),
+                "40003" | "57P01" | "57P02" | "57P03" | "58030" | "25006" => Self::Unavailable,
+                c if c.starts_with("08") || c.starts_with("53") => Self::Unavailable,
+                _ => Self::Database,
             };
         }
         match code.parse::<u32>() {
             // SQLITE_BUSY, SQLITE_LOCKED and their extended codes
-            Ok(c) if matches!(c & 0xff, 5 | 6) => Self::Busy(err),
+            Ok(c) if matches!(c & 0xff, 5 | 6) => Self::Busy,
             // SQLITE_CONSTRAINT_UNIQUE, SQLITE_CONSTRAINT_PRIMARYKEY
-            Ok(2067 | 1555) => Self::UniqueViolation(err),
+            Ok(2067 | 1555) => Self::UniqueViolation,
             // SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN families
-            Ok(c) if matches!(c & 0xff, 10 | 13 | 14) => Self::Unavailable(err),
-            _ => Self::Database(err),
+            Ok(c) if matches!(c & 0xff, 10 | 13 | 14) => Self::Unavailable,
+            _ => Self::Database,
+        }
+    }
+
+    /// A MySQL or MariaDB error, by its number. A lock wait timeout (1205) is a timeout like
+    /// PostgreSQL's, but InnoDB rolls back only the statement that waited: the caller must roll
+    /// back the whole transaction, which every user of a `Timeout` here does by dropping it.
+    #[cfg(feature = "mysql")]
+    fn of_mysql(number: u16) -> Self {
+        match number {
+            // ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back.
+            1213 => Self::Deadlock,
+            // ER_CHECKREAD (MariaDB's snapshot isolation: the row changed since the read).
+            1020 => Self::Serialization,
+            // ER_LOCK_WAIT_TIMEOUT, ER_LOCK_NOWAIT, ER_STATEMENT_TIMEOUT (MariaDB's
+            // max_statement_time), ER_QUERY_TIMEOUT (MySQL's max_execution_time),
+            // ER_QUERY_INTERRUPTED.
+            1205 | 3572 | 1969 | 3024 | 1317 => Self::Timeout,
+            // ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME.
+            1062 | 1586 => Self::UniqueViolation,
+            // Too many connections, shutdown in progress, connection killed (MariaDB), a
+            // read-only server (a replica, or a primary being demoted), an error during the
+            // commit or rollback itself.
+            1040 | 1053 | 1927 | 1290 | 1792 | 1836 | 1180 | 1181 => Self::Unavailable,
+            _ => Self::Database,
         }
     }
 }
@@ -216,34 +293,6 @@ pub fn savepoint_gone(err: &sqlx::Error) -> bool {
 fn mysql_number(db: &dyn sqlx::error::DatabaseError) -> Option<u16> {
     db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
         .map(sqlx::mysql::MySqlDatabaseError::number)
-}
-
-#[cfg(feature = "mysql")]
-impl StoreError {
-    /// Classifies a MySQL or MariaDB error by its number (never its message text).
-    ///
-    /// A lock wait timeout (1205) is a [`StoreError::Timeout`] like PostgreSQL's, but InnoDB
-    /// rolls back only the statement that waited: the caller must roll back the whole
-    /// transaction, which every user of a `Timeout` here does by dropping it.
-    fn from_mysql(number: u16, err: sqlx::Error) -> Self {
-        match number {
-            // ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back.
-            1213 => Self::Deadlock(err),
-            // ER_CHECKREAD (MariaDB's snapshot isolation: the row changed since the read).
-            1020 => Self::Serialization(err),
-            // ER_LOCK_WAIT_TIMEOUT, ER_LOCK_NOWAIT, ER_STATEMENT_TIMEOUT (MariaDB's
-            // max_statement_time), ER_QUERY_TIMEOUT (MySQL's max_execution_time),
-            // ER_QUERY_INTERRUPTED.
-            1205 | 3572 | 1969 | 3024 | 1317 => Self::Timeout(err),
-            // ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME.
-            1062 | 1586 => Self::UniqueViolation(err),
-            // Too many connections, shutdown in progress, connection killed (MariaDB), a
-            // read-only server (a replica, or a primary being demoted), an error during the
-            // commit or rollback itself.
-            1040 | 1053 | 1927 | 1290 | 1792 | 1836 | 1180 | 1181 => Self::Unavailable(err),
-            _ => Self::Database(err),
-        }
-    }
 }
 
 /// What a handler tells the engine about a failure.
@@ -338,10 +387,10 @@ pub enum Error {
     /// The broker adapter failed to receive.
     #[error("broker error")]
     Broker(#[source] BoxError),
-    /// Acking or requeuing a delivery failed. Nothing is lost: the broker redelivers an unacked
+    /// Acking (or nacking: requeuing) a delivery failed. Nothing is lost: the broker redelivers an unacked
     /// message, and the inbox settles a committed one as a duplicate.
     #[error("could not {action} {deliveries} with the broker")]
-    Settle {
+    Ack {
         /// `ack` or `requeue`.
         action: &'static str,
         /// The deliveries: `message m-1`, `a delivery without a usable message id`, or the
@@ -368,7 +417,7 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Store(e) => e.is_transient(),
-            Self::Handler { .. } | Self::Broker(_) | Self::Settle { .. } => true,
+            Self::Handler { .. } | Self::Broker(_) | Self::Ack { .. } => true,
             Self::InvalidMessage(_) | Self::InvalidOutgoing(_) | Self::PayloadRedacted { .. } => {
                 false
             }
@@ -378,11 +427,11 @@ impl Error {
 
 impl Error {
     /// A failure to `action` (`ack`, `requeue`) what `deliveries` names, for `map_err`.
-    pub(crate) fn settle(
+    pub(crate) fn ack_failed(
         action: &'static str,
         deliveries: String,
     ) -> impl FnOnce(BoxError) -> Self {
-        move |source| Self::Settle {
+        move |source| Self::Ack {
             action,
             deliveries,
             source,

@@ -1,8 +1,6 @@
 //! The user's side: apply one message's business change inside the inbox transaction.
 
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::envelope::Envelope;
 use crate::error::HandlerError;
@@ -44,6 +42,13 @@ use crate::error::HandlerError;
     note = "implement `inboxed::Handler<sqlx::Postgres>` (or `<sqlx::Sqlite>`) for your consumer"
 )]
 pub trait Handler<DB: sqlx::Database>: Send + Sync + 'static {
+    /// Whether [`Handler::handle_batch`] is this handler's own: set it to `true` where you
+    /// override `handle_batch`. Store-then-process workers give a claimed batch to
+    /// `handle_batch` in one transaction only then; otherwise they run its rows through
+    /// [`Handler::handle`] (see `handle_batch`). A wrapper around another handler forwards the
+    /// inner one's (`const BATCHES: bool = H::BATCHES;`). Defaults to `false`.
+    const BATCHES: bool = false;
+
     /// Applies `msg` through `conn`, the inbox transaction's connection.
     fn handle(
         &self,
@@ -69,72 +74,23 @@ pub trait Handler<DB: sqlx::Database>: Send + Sync + 'static {
     /// a transaction each, so that one bad message fails alone. Its batch-mates' work is
     /// therefore done twice in that case, and only the second run can commit.
     ///
-    /// Store-then-process workers do not call this default: they run the rows of a handler
-    /// that keeps it through [`Handler::handle`], in groups that share a transaction, sized by
-    /// contention (one row more after a group commits, half after one that met a lock or a
-    /// deadlock). Calling the default for a whole batch would hold every row's business locks
-    /// until the batch commits, in the order the rows arrived, and concurrent batches would
-    /// deadlock on them.
+    /// Store-then-process workers call it only for a handler that declares it its own
+    /// ([`Handler::BATCHES`]). They run the rows of any other through [`Handler::handle`], in
+    /// groups that share a transaction, sized by contention (one row more after a group
+    /// commits, half after one that met a lock or a deadlock): calling this default for a whole
+    /// batch would hold every row's business locks until the batch commits, in the order the
+    /// rows arrived, and concurrent batches would deadlock on them.
     fn handle_batch(
         &self,
         msgs: &[&Envelope],
         conn: &mut DB::Connection,
     ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         async move {
-            if DEFAULT_BATCH
-                .try_with(|probe| probe.store(true, Ordering::Relaxed))
-                .is_ok()
-            {
-                // Asked by a worker: say this is the default, and do nothing.
-                return Ok(());
-            }
             for msg in msgs {
                 self.handle(msg, conn).await?;
             }
             Ok(())
         }
-    }
-}
-
-tokio::task_local! {
-    /// Set while a store-then-process worker calls a handler's `handle_batch` for the first
-    /// time: the trait's default sets it and returns at once, having done nothing, so that the
-    /// worker (which then rolls back) learns the handler has no batch implementation of its
-    /// own without being told, and runs its rows each in a transaction of its own.
-    static DEFAULT_BATCH: Arc<AtomicBool>;
-}
-
-/// Whether the trait's default [`Handler::handle_batch`] has just answered a store-then-process
-/// worker's probe (it did nothing, and the worker will run the rows one at a time with
-/// [`Handler::handle`]). A wrapper whose `handle_batch` forwards to another handler's and then
-/// does work of its own (a metric, a check, an injected fault) returns at once when this is
-/// `true`: the call was a question, not a batch.
-#[must_use]
-pub fn default_batch_answered() -> bool {
-    DEFAULT_BATCH
-        .try_with(|probe| probe.load(Ordering::Relaxed))
-        .unwrap_or(false)
-}
-
-/// Calls `handle_batch` with the probe set: `Ok(None)` when it is the trait's default (which
-/// then did nothing), else what the call returned.
-pub(crate) async fn probe_batch<DB: sqlx::Database, H: Handler<DB>>(
-    handler: &H,
-    msgs: &[&Envelope],
-    conn: &mut DB::Connection,
-    deadline: std::time::Duration,
-) -> Option<Result<(), HandlerError>> {
-    let probe = Arc::new(AtomicBool::new(false));
-    let handled = DEFAULT_BATCH
-        .scope(
-            Arc::clone(&probe),
-            call_guarded_batch(handler, msgs, conn, deadline),
-        )
-        .await;
-    if probe.load(Ordering::Relaxed) {
-        None
-    } else {
-        Some(handled)
     }
 }
 

@@ -10,6 +10,13 @@
 pub const MESSAGES_TOTAL: &str = "inboxed_messages_total";
 /// Counter of deliveries returned for requeue, labelled `consumer` and `kind`.
 pub const FAILURES_TOTAL: &str = "inboxed_failures_total";
+/// Gauge of suspects waiting for their turn alone in their crash-attribution scope
+/// ([`CrashAttribution`](crate::CrashAttribution)), labelled `work` (`delivery`,
+/// `inbox_rows`, `outbox_rows`).
+pub const SUSPECTS_WAITING: &str = "inboxed_suspects_waiting";
+/// Histogram of the seconds a suspect held its scope alone, labelled `work`; its sum is the
+/// time the rest of the scope waited for crash attribution.
+pub const ALONE_SECONDS: &str = "inboxed_alone_seconds";
 /// Counter of in-process retries of the inbox transaction, labelled `consumer`.
 pub const RETRIES_TOTAL: &str = "inboxed_retries_total";
 /// Counter of dead letters written, labelled `consumer` and `reason`.

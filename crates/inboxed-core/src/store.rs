@@ -233,7 +233,7 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// Begins a transaction that will claim `ids` (keys of `consumer`), in the same round trip
     /// taking whatever the engine needs for a dead letter of one of them to wait for the claim
-    /// (PostgreSQL: shared advisory locks, [`engine::key_lock`](crate::engine::key_lock)).
+    /// (PostgreSQL: shared advisory locks, `inboxed_postgres::key_lock`).
     /// Engines whose dead letter already waits for an uncommitted claim just begin.
     fn begin_claims(
         &self,
@@ -253,40 +253,29 @@ pub trait Store: Clone + Send + Sync + 'static {
         params: &ClaimParams<'_>,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
 
-    /// Counts one more attempt in its own committed transaction and returns the new count.
+    /// Counts one more attempt in its own committed transaction and returns the new count, net
+    /// of forgiven ones ([`Store::forgive`]; 0 when all are). `wait` bounds a wait for a lock,
+    /// as `lock_timeout` bounds the claim's: SQLite's count waits for the one write lock, which
+    /// a hung delivery's transaction may hold (then [`StoreError::Busy`]); a server's count
+    /// waits for no other delivery's transaction and may ignore it.
     fn record_attempt(
         &self,
         params: &KeyParams<'_>,
+        wait: Duration,
     ) -> impl Future<Output = Result<u32, StoreError>> + Send;
 
-    /// Counts a delivery of a key that never ran, committed on its own: its claim waited for
-    /// another delivery's uncommitted claim of the key (or, on SQLite, the write lock) and gave
-    /// up. [`Store::record_attempt`], [`Store::record_attempts`] and [`Store::load_attempts`]
-    /// take these off their counts, and the processor takes them off a broker's delivery count
-    /// ([`Store::load_forgiven`]): a consumer cut off mid-transaction holds its claim until the
-    /// server ends its session, and the redeliveries that wait meanwhile must not use up the
-    /// message's attempts.
-    fn forgive_attempt(
-        &self,
-        params: &KeyParams<'_>,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// Moves a key's forgiven deliveries by `by` (never below 0), committed on its own before
-    /// it returns (where [`Store::forgive_attempt`] may defer its write): +1 as a delivery
-    /// tried before starts to wait for its turn to run alone in its process, so that a crash
-    /// meanwhile is not charged to it; -1 when its turn comes, so that a crash from then on is.
-    fn shift_forgiven(
+    /// Forgives `by` of a key's attempts (a negative `by` takes forgiveness back; the total
+    /// never goes below 0), committed on its own before it returns. [`Store::record_attempt`]
+    /// counts attempts net of what is forgiven. Forgiven: a delivery that never ran (its
+    /// begin or claim gave up waiting for another delivery's uncommitted claim: a consumer cut
+    /// off mid-transaction holds its claim until the server ends its session), and a suspect
+    /// while it waits for its turn alone ([`CrashAttribution`](crate::CrashAttribution)),
+    /// taken back when the turn comes.
+    fn forgive(
         &self,
         params: &KeyParams<'_>,
         by: i32,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// The deliveries of a key that [`Store::forgive_attempt`] counted, and not yet cleared
-    /// with its counter; 0 when none.
-    fn load_forgiven(
-        &self,
-        params: &KeyParams<'_>,
-    ) -> impl Future<Output = Result<u32, StoreError>> + Send;
 
     /// Counts one more attempt of each of `ids` (distinct keys of `consumer`), committed before
     /// any handler runs as for [`Store::record_attempt`], in one statement: a batch pays one

@@ -19,7 +19,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer as _};
 use tracing::warn;
 
-use inboxed_core::outbox::{CORRELATION_HEADER, OutboxRow, Outcome, Publisher, TYPE_HEADER};
+use inboxed_core::outbox::{CORRELATION_HEADER, Confirmation, OutboxRow, Publisher, TYPE_HEADER};
 
 use crate::source::KafkaSetupError;
 
@@ -174,8 +174,8 @@ impl KafkaPublisher {
 
     /// Sends one record, or says why it cannot be: what Kafka would refuse for good is
     /// checked first, naming the field.
-    fn send(&self, producer: &Producer, row: &OutboxRow) -> Result<DeliveryFuture, Outcome> {
-        let refuse = |reason: String| Outcome::Refused {
+    fn send(&self, producer: &Producer, row: &OutboxRow) -> Result<DeliveryFuture, Confirmation> {
+        let refuse = |reason: String| Confirmation::Refused {
             reason,
             permanent: true,
         };
@@ -238,13 +238,13 @@ fn legal_topic(topic: &str) -> Result<(), &'static str> {
 }
 
 /// What a send's or a delivery's error means for the row, by librdkafka's code.
-fn classify(e: &KafkaError, stage: &str) -> Outcome {
+fn classify(e: &KafkaError, stage: &str) -> Confirmation {
     use RDKafkaErrorCode as C;
     match e.rdkafka_error_code() {
         // Refused before it left the process: librdkafka's own check of this record against
         // `message.max.bytes`.
         Some(C::MessageSizeTooLarge | C::InvalidMessageSize) if stage == "the send" => {
-            Outcome::Refused {
+            Confirmation::Refused {
                 reason: format!("{stage}: {e}"),
                 permanent: true,
             }
@@ -252,28 +252,28 @@ fn classify(e: &KafkaError, stage: &str) -> Outcome {
         // The broker judges a record batch whole: a batch over the topic's limit fails every
         // record in it, small ones included, so this is retried (the next batch may be
         // smaller) and dead past the attempts.
-        Some(C::MessageSizeTooLarge | C::InvalidMessageSize) => Outcome::Refused {
+        Some(C::MessageSizeTooLarge | C::InvalidMessageSize) => Confirmation::Refused {
             reason: format!("{stage}: {e}"),
             permanent: false,
         },
-        Some(C::InvalidRecord | C::InvalidTopic) => Outcome::Refused {
+        Some(C::InvalidRecord | C::InvalidTopic) => Confirmation::Refused {
             reason: format!("{stage}: {e}"),
             permanent: true,
         },
         // A topic may yet be created, and permissions granted.
         Some(C::UnknownTopic | C::UnknownTopicOrPartition | C::TopicAuthorizationFailed) => {
-            Outcome::Refused {
+            Confirmation::Refused {
                 reason: format!("{stage}: {e}"),
                 permanent: false,
             }
         }
         // Refused before it left the process.
         Some(C::QueueFull | C::Fatal | C::AllBrokersDown) if stage == "the send" => {
-            Outcome::NotSent {
+            Confirmation::NotSent {
                 reason: e.to_string(),
             }
         }
-        _ => Outcome::Unconfirmed {
+        _ => Confirmation::Unconfirmed {
             reason: format!("{stage}: {e}"),
         },
     }
@@ -318,10 +318,10 @@ fn setup<'a>(
 }
 
 impl Publisher for KafkaPublisher {
-    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
         let not_sent = |reason: String| {
             rows.iter()
-                .map(|_| Outcome::NotSent {
+                .map(|_| Confirmation::NotSent {
                     reason: reason.clone(),
                 })
                 .collect()
@@ -339,16 +339,16 @@ impl Publisher for KafkaPublisher {
         }
         // Every record is queued before any acknowledgement is awaited: librdkafka batches
         // them per partition.
-        let pending: Vec<Result<DeliveryFuture, Outcome>> =
+        let pending: Vec<Result<DeliveryFuture, Confirmation>> =
             rows.iter().map(|row| self.send(&producer, row)).collect();
         let mut outcomes = Vec::with_capacity(rows.len());
         for p in pending {
             outcomes.push(match p {
                 Err(outcome) => outcome,
                 Ok(delivery) => match delivery.await {
-                    Ok(Ok(_)) => Outcome::Confirmed,
+                    Ok(Ok(_)) => Confirmation::Confirmed,
                     Ok(Err((e, _))) => classify(&e, "the delivery"),
-                    Err(_) => Outcome::Unconfirmed {
+                    Err(_) => Confirmation::Unconfirmed {
                         reason: "the producer dropped the delivery report".to_owned(),
                     },
                 },

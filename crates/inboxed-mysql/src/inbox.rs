@@ -116,7 +116,7 @@ impl InboxStore for MySqlStore {
     /// Named locks, each waited on by the loops that need it: on MariaDB 10.11, 16 default
     /// workers drained at 0.50 to 0.77 of one worker's rate without a gate.
     fn batch_gate(&self, slots: u32) -> Option<Gate> {
-        Some(engine::gate::open(self, slots))
+        Some(crate::gate::open(self, slots))
     }
 
     async fn dead_workers(&self) -> Result<Vec<String>, StoreError> {

@@ -37,6 +37,7 @@
 
 mod claim;
 mod engine;
+mod gate;
 mod inbox;
 mod outbox;
 mod partitions;

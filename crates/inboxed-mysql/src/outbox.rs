@@ -6,7 +6,7 @@ use sqlx::MySqlConnection;
 
 use inboxed_core::engine::{Args as _, Engine as _, outbox};
 use inboxed_core::inbox::store::millis_of;
-use inboxed_core::outbox::store::{OutboxStore, SettleParams, WriteParams};
+use inboxed_core::outbox::store::{MarkParams, OutboxStore, WriteParams};
 use inboxed_core::{ConsumerName, StoreError};
 
 use crate::parts::{base64, parts};
@@ -74,11 +74,11 @@ impl OutboxStore for MySqlStore {
         Some(self.pool.options().get_max_connections())
     }
 
-    /// `outbox_settle.sql`, the fates as one JSON array.
-    async fn settle_outbox(
+    /// `outbox_mark.sql`, the fates as one JSON array.
+    async fn mark_outbox(
         &self,
         conn: &mut MySqlConnection,
-        p: &SettleParams<'_>,
+        p: &MarkParams<'_>,
     ) -> Result<(), StoreError> {
         let fates: Vec<serde_json::Value> = p
             .fates
@@ -86,7 +86,7 @@ impl OutboxStore for MySqlStore {
             .map(|f| serde_json::json!([f.id, f.status, f.error, millis_of(f.backoff), f.attempts]))
             .collect();
         let q = self
-            .query(&self.queries.outbox_settle)
+            .query(&self.queries.outbox_mark)
             .bytes(p.token.as_bytes())
             .text(&serde_json::Value::Array(fates).to_string())
             .flag(p.delete_sent)

@@ -23,7 +23,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
 
 /// One template per store operation.
 pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
-    claim, lookup, record_attempt, record_attempts, forgive_attempt, load_forgiven, load_attempts, clear_attempts,
+    claim, lookup, record_attempt, record_attempts, forgive, load_attempts, clear_attempts,
     clear_many_attempts, claim_many, dead_letter, load_dead_letter, delete_dead_letter,
     migrate_lock, migrate_unlock, migrations_table, migrations_applied, migration_record,
     migrations_exist, enqueue, enqueue_lookup, enqueue_many, claim_batch, claim_stamp, complete, complete_batch, fail,
@@ -35,7 +35,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     outbox_write, outbox_write_many, outbox_claim, outbox_claim_stamp, outbox_sent, outbox_delete_sent, outbox_fail,
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_browse, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox,
-    outbox_lock, outbox_hold, outbox_settle, outbox_reap_unsettled,
+    outbox_lock, outbox_hold, outbox_mark, outbox_reap_unsettled,
     letters_select, letters_delete, letters_audit, rows_list, row_load, audit_list, rows_by_key,
     claim_partitioned, list_partitions, create_partitions, partition_consumers, lock_maintenance,
     drop_partition, purge_untimed;

@@ -277,20 +277,16 @@ impl inboxed_core::Store for MySqlStore {
         self.claim_one(conn, params.consumer, params.envelope).await
     }
 
-    async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
+    async fn record_attempt(
+        &self,
+        params: &KeyParams<'_>,
+        _wait: std::time::Duration,
+    ) -> Result<u32, StoreError> {
         keys::record_attempt(self, params).await
     }
 
-    async fn forgive_attempt(&self, params: &KeyParams<'_>) -> Result<(), StoreError> {
-        keys::forgive_attempt(self, params).await
-    }
-
-    async fn shift_forgiven(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
-        keys::shift_forgiven(self, params, by).await
-    }
-
-    async fn load_forgiven(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
-        keys::load_forgiven(self, params).await
+    async fn forgive(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
+        keys::forgive(self, params, by).await
     }
 
     async fn record_attempts(

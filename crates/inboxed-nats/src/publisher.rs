@@ -11,7 +11,7 @@ use async_nats::jetstream::context::{PublishAckFuture, PublishErrorKind};
 use async_nats::{HeaderMap, HeaderName, HeaderValue};
 use tracing::warn;
 
-use inboxed_core::outbox::{OutboxRow, Outcome, Publisher};
+use inboxed_core::outbox::{Confirmation, OutboxRow, Publisher};
 
 use crate::source::NatsError;
 
@@ -126,24 +126,25 @@ impl NatsPublisher {
 }
 
 impl Publisher for NatsPublisher {
-    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
         if self.client.connection_state() != async_nats::connection::State::Connected {
             // Published now, they would wait in the client for its reconnection and time
             // out with their attempt counted.
             return rows
                 .iter()
-                .map(|_| Outcome::NotSent {
+                .map(|_| Confirmation::NotSent {
                     reason: "not connected to the NATS server".to_owned(),
                 })
                 .collect();
         }
         // Every publish goes out before any acknowledgement is awaited.
-        let mut pending: Vec<Result<PublishAckFuture, Outcome>> = Vec::with_capacity(rows.len());
+        let mut pending: Vec<Result<PublishAckFuture, Confirmation>> =
+            Vec::with_capacity(rows.len());
         for row in rows {
             let headers = match Self::headers(row) {
                 Ok(h) => h,
                 Err(reason) => {
-                    pending.push(Err(Outcome::Refused {
+                    pending.push(Err(Confirmation::Refused {
                         reason,
                         permanent: true,
                     }));
@@ -153,7 +154,7 @@ impl Publisher for NatsPublisher {
             let subject = self.subject(row).to_owned();
             // What async-nats checks of a published subject (its check is not public).
             if subject.is_empty() || subject.contains([' ', '\t', '\r', '\n']) {
-                pending.push(Err(Outcome::Refused {
+                pending.push(Err(Confirmation::Refused {
                     reason: format!(
                         "destination: subject {subject:?} is empty or holds whitespace"
                     ),
@@ -168,11 +169,11 @@ impl Publisher for NatsPublisher {
             pending.push(sent.map_err(|e| match e.kind() {
                 // Checked by the client against the server's `max_payload`: retrying cannot
                 // help.
-                PublishErrorKind::MaxPayloadExceeded => Outcome::Refused {
+                PublishErrorKind::MaxPayloadExceeded => Confirmation::Refused {
                     reason: format!("payload: {e}"),
                     permanent: true,
                 },
-                _ => Outcome::NotSent {
+                _ => Confirmation::NotSent {
                     reason: e.to_string(),
                 },
             }));
@@ -184,14 +185,16 @@ impl Publisher for NatsPublisher {
                 Ok(ack) => match ack.await {
                     // A duplicate within the stream's window is the stream's own dedup of a
                     // re-send: confirmed all the same.
-                    Ok(_) => Outcome::Confirmed,
-                    Err(e) if e.kind() == PublishErrorKind::StreamNotFound => Outcome::Refused {
-                        reason: format!("no stream takes the subject: {e}"),
-                        permanent: false,
-                    },
+                    Ok(_) => Confirmation::Confirmed,
+                    Err(e) if e.kind() == PublishErrorKind::StreamNotFound => {
+                        Confirmation::Refused {
+                            reason: format!("no stream takes the subject: {e}"),
+                            permanent: false,
+                        }
+                    }
                     Err(e) => {
                         warn!(error = %e, "JetStream acknowledgement failed");
-                        Outcome::Unconfirmed {
+                        Confirmation::Unconfirmed {
                             reason: e.to_string(),
                         }
                     }

@@ -12,7 +12,7 @@ use inboxed_core::engine::{Args, Engine};
 use inboxed_core::inbox::store::millis_of;
 use inboxed_core::migration::Migration;
 use inboxed_core::outbox::OutboxRow;
-use inboxed_core::outbox::store::{ClaimOutboxParams, LockOutboxParams, SettleParams, WriteParams};
+use inboxed_core::outbox::store::{ClaimOutboxParams, LockOutboxParams, MarkParams, WriteParams};
 use inboxed_core::sql::Queries;
 use inboxed_core::{ConsumerName, Envelope, Namespace, StoreError, StoredHash};
 
@@ -90,6 +90,11 @@ impl Engine for PgStore {
 
     fn key(q: PgQuery, message_id: Option<&str>) -> PgQuery {
         PgQuery(q.0.bind(message_id.map(message_key)))
+    }
+
+    fn dead_letter_lock(q: PgQuery, consumer: &ConsumerName, message_id: &str) -> PgQuery {
+        q.int(crate::key_lock::key_lock(consumer, message_id))
+            .int(crate::key_lock::bucket_lock(consumer, message_id))
     }
 
     fn claimed(q: PgQuery, env: &Envelope) -> PgQuery {
@@ -217,11 +222,11 @@ impl inboxed_core::outbox::store::OutboxStore for PgStore {
         inboxed_core::engine::outbox::lock(self, conn, params).await
     }
 
-    /// The fates as parallel arrays (`outbox_settle.sql`): one statement for the batch.
-    async fn settle_outbox(
+    /// The fates as parallel arrays (`outbox_mark.sql`): one statement for the batch.
+    async fn mark_outbox(
         &self,
         conn: &mut PgConnection,
-        p: &SettleParams<'_>,
+        p: &MarkParams<'_>,
     ) -> Result<(), StoreError> {
         let ids: Vec<i64> = p.fates.iter().map(|f| f.id).collect();
         let statuses: Vec<&str> = p.fates.iter().map(|f| f.status).collect();
@@ -232,7 +237,7 @@ impl inboxed_core::outbox::store::OutboxStore for PgStore {
             .iter()
             .map(|f| i32::try_from(f.attempts).unwrap_or(i32::MAX))
             .collect();
-        self.query(&self.queries.outbox_settle)
+        self.query(&self.queries.outbox_mark)
             .bind(p.token.as_bytes())
             .bind(&ids)
             .bind(&statuses)

@@ -12,6 +12,8 @@ mod engine;
 pub mod failover;
 mod inbox;
 mod key;
+#[doc(hidden)] // public for the crate's tests only
+pub mod key_lock;
 mod partition_list;
 mod partitions;
 mod queries;

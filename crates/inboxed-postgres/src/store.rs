@@ -6,7 +6,9 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres, Row};
 
-use inboxed_core::engine::{key_lock, keys};
+use inboxed_core::engine::keys;
+
+use crate::key_lock;
 use inboxed_core::retention::PartitionConfig;
 use inboxed_core::sql::Queries;
 use inboxed_core::store::{
@@ -371,20 +373,16 @@ impl Store for PgStore {
         keys::clear_many_attempts(self, conn, consumer, ids).await
     }
 
-    async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
+    async fn record_attempt(
+        &self,
+        params: &KeyParams<'_>,
+        _wait: std::time::Duration,
+    ) -> Result<u32, StoreError> {
         keys::record_attempt(self, params).await
     }
 
-    async fn forgive_attempt(&self, params: &KeyParams<'_>) -> Result<(), StoreError> {
-        keys::forgive_attempt(self, params).await
-    }
-
-    async fn shift_forgiven(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
-        keys::shift_forgiven(self, params, by).await
-    }
-
-    async fn load_forgiven(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
-        keys::load_forgiven(self, params).await
+    async fn forgive(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
+        keys::forgive(self, params, by).await
     }
 
     async fn record_attempts(

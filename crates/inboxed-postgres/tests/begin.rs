@@ -47,8 +47,8 @@ async fn only_maintenance_batches_skip_the_commit_flush() {
 /// the `BEGIN`, so the claim statement's snapshot is taken after the dead letter committed.
 #[tokio::test]
 async fn a_claim_begun_beside_a_dead_letter_in_flight_finds_it_dead() {
-    use inboxed_core::engine::key_lock::{bucket_lock, key_lock};
     use inboxed_core::{ConsumerName, Outcome, Processor};
+    use inboxed_postgres::key_lock::{bucket_lock, key_lock};
     use inboxed_test::handler::{Ledger, credit};
 
     let db = Pg::create().await;

@@ -9,11 +9,11 @@ use std::time::Duration;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
-use lapin::{Confirmation, PublisherConfirm};
+use lapin::{Confirmation as AmqpConfirmation, PublisherConfirm};
 use tokio::sync::Mutex;
 use tracing::{info, warn};
 
-use inboxed_core::outbox::{OutboxRow, Outcome, Publisher};
+use inboxed_core::outbox::{Confirmation, OutboxRow, Publisher};
 
 use crate::source::{RabbitError, connection};
 
@@ -253,7 +253,7 @@ fn properties(row: &OutboxRow) -> BasicProperties {
 }
 
 impl Publisher for RabbitPublisher {
-    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
         // The lock covers only taking (or reopening) the channel: the claim loops of one
         // relay publish their batches on it side by side, each awaiting its own confirms.
         let (channel, opened) = match self.channel(&mut *self.live.lock().await).await {
@@ -261,25 +261,26 @@ impl Publisher for RabbitPublisher {
             Err(reason) => {
                 return rows
                     .iter()
-                    .map(|_| Outcome::NotSent {
+                    .map(|_| Confirmation::NotSent {
                         reason: reason.clone(),
                     })
                     .collect();
             }
         };
         // Every publish goes out before any confirmation is awaited: one round trip a batch.
-        let mut pending: Vec<Result<PublisherConfirm, Outcome>> = Vec::with_capacity(rows.len());
+        let mut pending: Vec<Result<PublisherConfirm, Confirmation>> =
+            Vec::with_capacity(rows.len());
         let mut broken = None;
         for row in rows {
             if let Some(reason) = self.unpublishable(row) {
-                pending.push(Err(Outcome::Refused {
+                pending.push(Err(Confirmation::Refused {
                     reason,
                     permanent: true,
                 }));
                 continue;
             }
             if let Some(reason) = &broken {
-                pending.push(Err(Outcome::NotSent {
+                pending.push(Err(Confirmation::NotSent {
                     reason: format!("the channel failed earlier in the batch: {reason}"),
                 }));
                 continue;
@@ -301,7 +302,7 @@ impl Publisher for RabbitPublisher {
                 Ok(confirm) => pending.push(Ok(confirm)),
                 Err(e) => {
                     let reason = e.to_string();
-                    pending.push(Err(Outcome::NotSent {
+                    pending.push(Err(Confirmation::NotSent {
                         reason: reason.clone(),
                     }));
                     broken = Some(reason);
@@ -319,37 +320,37 @@ impl Publisher for RabbitPublisher {
                 }
             };
             let outcome = match tokio::time::timeout_at(deadline, confirm).await {
-                Ok(Ok(Confirmation::Ack(None))) => Outcome::Confirmed,
-                Ok(Ok(Confirmation::Ack(Some(returned)))) => Outcome::Refused {
+                Ok(Ok(AmqpConfirmation::Ack(None))) => Confirmation::Confirmed,
+                Ok(Ok(AmqpConfirmation::Ack(Some(returned)))) => Confirmation::Refused {
                     reason: format!(
                         "unroutable (returned {} {})",
                         returned.reply_code, returned.reply_text
                     ),
                     permanent: false,
                 },
-                Ok(Ok(Confirmation::Nack(_))) => {
+                Ok(Ok(AmqpConfirmation::Nack(_))) => {
                     // A channel opened while a quorum queue had no leader (its node had just
                     // died) went on nacking every publish to it after a new one was elected
                     // (RabbitMQ 3.10, three nodes, `tests/cluster.rs`): the next batch opens
                     // another.
                     broken.get_or_insert_with(|| "the broker nacked a publish".to_owned());
-                    Outcome::Refused {
+                    Confirmation::Refused {
                         reason: "nacked: the broker could not store it".to_owned(),
                         permanent: false,
                     }
                 }
-                Ok(Ok(Confirmation::NotRequested)) => Outcome::Unconfirmed {
+                Ok(Ok(AmqpConfirmation::NotRequested)) => Confirmation::Unconfirmed {
                     reason: "the channel is not in confirm mode".to_owned(),
                 },
                 Ok(Err(e)) => {
                     broken.get_or_insert_with(|| e.to_string());
-                    Outcome::Unconfirmed {
+                    Confirmation::Unconfirmed {
                         reason: e.to_string(),
                     }
                 }
                 Err(_) => {
                     broken.get_or_insert_with(|| "confirmations timed out".to_owned());
-                    Outcome::Unconfirmed {
+                    Confirmation::Unconfirmed {
                         reason: format!("no confirmation within {:?}", self.config.confirm_timeout),
                     }
                 }

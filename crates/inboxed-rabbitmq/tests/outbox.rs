@@ -13,7 +13,9 @@ use lapin::options::{BasicGetOptions, QueueDeleteOptions};
 use lapin::{Channel, Connection, ConnectionProperties};
 
 use inboxed_core::inbox::ClaimMode;
-use inboxed_core::outbox::{Outbox, OutboxRelay, OutboxRow, Outcome, OutgoingMessage, Publisher};
+use inboxed_core::outbox::{
+    Confirmation, Outbox, OutboxRelay, OutboxRow, OutgoingMessage, Publisher,
+};
 use inboxed_core::store::BeginParams;
 use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, Processor, Store};
 use inboxed_rabbitmq::{RabbitConfig, RabbitPublisher, RabbitPublisherConfig, RabbitSource};
@@ -357,9 +359,9 @@ async fn rows_of_one_key_arrive_in_insert_order_with_four_relays() {
 struct DieAfterConfirm(RabbitPublisher);
 
 impl Publisher for DieAfterConfirm {
-    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
         let outcomes = self.0.publish(rows).await;
-        if outcomes.iter().all(|o| *o == Outcome::Confirmed) {
+        if outcomes.iter().all(|o| *o == Confirmation::Confirmed) {
             std::process::abort();
         }
         outcomes

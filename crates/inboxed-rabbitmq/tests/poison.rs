@@ -1,11 +1,11 @@
 //! A message that kills its consumer process, delivered among others that are in flight beside
 //! it (the consumer's default concurrency of 8): a crash must be charged to the poison, not to
 //! the deliveries that happened to be running with it, so that after `max_attempts` crashes
-//! the poison alone is dead-lettered and every message beside it is applied once. On a classic
-//! queue (the store counts attempts) and a quorum queue counted in the store too
-//! (`AttemptCounting::Durable`): where the broker's count is used, the broker counts every
-//! delivery it handed the process at each crash, running or not, which the processor cannot
-//! take back (docs/guarantees.md).
+//! the poison alone is dead-lettered and every message beside it is applied once. At the
+//! defaults, on a classic queue (the store counts attempts) and on a quorum queue, whose
+//! broker counts every delivery it handed the process at each crash, running or not: there the
+//! broker's count only tells a first delivery apart, and the store counts the rest
+//! (docs/guarantees.md, "What a crash is charged to").
 
 use std::time::Duration;
 
@@ -58,7 +58,6 @@ async fn a_poison_that_kills_the_process_spares_the_deliveries_beside_it() {
         let env = [
             ("INBOXED_RABBIT_QUEUE", name.as_str()),
             ("INBOXED_CONSUMER_CONCURRENCY", "8"),
-            ("INBOXED_ATTEMPT_COUNTING", "durable"),
         ];
         let runs = run_until_settled(test, &db, &env).await;
         println!("{kind:?}: {runs} consumer runs");

@@ -15,7 +15,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, RedisError as ClientError, ServerErrorKind, Value};
 use tracing::warn;
 
-use inboxed_core::outbox::{CORRELATION_HEADER, OutboxRow, Outcome, Publisher, TYPE_HEADER};
+use inboxed_core::outbox::{CORRELATION_HEADER, Confirmation, OutboxRow, Publisher, TYPE_HEADER};
 
 use crate::source::{RedisError, client};
 
@@ -194,10 +194,10 @@ impl RedisPublisher {
 }
 
 /// What a server error on one `XADD` means for its row, by the error's code.
-fn refused(e: &ClientError) -> Outcome {
+fn refused(e: &ClientError) -> Confirmation {
     // Out of memory (maxmemory reached) refuses every write alike: an outage, not this row.
     if e.code() == Some("OOM") {
-        return Outcome::NotSent {
+        return Confirmation::NotSent {
             reason: e.to_string(),
         };
     }
@@ -210,12 +210,12 @@ fn refused(e: &ClientError) -> Outcome {
             | ServerErrorKind::MasterDown
             | ServerErrorKind::ClusterDown
             | ServerErrorKind::TryAgain,
-        ) => Outcome::NotSent {
+        ) => Confirmation::NotSent {
             reason: e.to_string(),
         },
         // WRONGTYPE (the key is not a stream), NOPERM and the rest: the operator can mend
         // them, so the row is retried and dead past its attempts.
-        _ => Outcome::Refused {
+        _ => Confirmation::Refused {
             reason: format!("destination: {e}"),
             permanent: false,
         },
@@ -223,17 +223,17 @@ fn refused(e: &ClientError) -> Outcome {
 }
 
 impl Publisher for RedisPublisher {
-    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
-        let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(rows.len());
+        let mut outcomes: Vec<Option<Confirmation>> = Vec::with_capacity(rows.len());
         for row in rows {
             match self.xadd(row) {
                 Ok(cmd) => {
                     pipe.add_command(cmd);
                     outcomes.push(None);
                 }
-                Err(reason) => outcomes.push(Some(Outcome::Refused {
+                Err(reason) => outcomes.push(Some(Confirmation::Refused {
                     reason,
                     permanent: true,
                 })),
@@ -256,12 +256,12 @@ impl Publisher for RedisPublisher {
             Ok(answers) => answers,
             Err(e) => {
                 let failed = if e.is_connection_refusal() {
-                    Outcome::NotSent {
+                    Confirmation::NotSent {
                         reason: format!("Redis refused the connection: {e}"),
                     }
                 } else {
                     warn!(error = %e, "Redis pipeline failed after it was sent");
-                    Outcome::Unconfirmed {
+                    Confirmation::Unconfirmed {
                         reason: e.to_string(),
                     }
                 };
@@ -288,13 +288,13 @@ impl Publisher for RedisPublisher {
             .map(|o| {
                 o.unwrap_or_else(|| match added.next() {
                     Some(Ok(_)) => match &short {
-                        None => Outcome::Confirmed,
-                        Some(reason) => Outcome::Unconfirmed {
+                        None => Confirmation::Confirmed,
+                        Some(reason) => Confirmation::Unconfirmed {
                             reason: reason.clone(),
                         },
                     },
                     Some(Err(e)) => refused(&e),
-                    None => Outcome::Unconfirmed {
+                    None => Confirmation::Unconfirmed {
                         reason: "Redis gave no answer for the entry".to_owned(),
                     },
                 })

@@ -151,22 +151,32 @@ impl Engine for SqliteStore {
 /// and sqlx's SQLite driver then keeps counting the transaction: every `BEGIN` on that
 /// connection would fail, for whichever message it was handed to next. PostgreSQL and MySQL
 /// answer a `ROLLBACK` outside a transaction without an error, so their connections recover.
-pub(crate) async fn begin_on(
+/// A connection of `pool` outside any transaction (one whose handler began a transaction of
+/// its own and left it open is closed instead), for a statement that commits on its own.
+pub(crate) async fn autocommit_on(
     pool: &sqlx::SqlitePool,
-    statement: String,
-) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
-    use sqlx::{Connection, SqlSafeStr};
+) -> Result<sqlx::pool::PoolConnection<Sqlite>, StoreError> {
+    use sqlx::Connection;
     loop {
         let conn = pool.acquire().await.map_err(StoreError::from_sqlx)?;
         if conn.is_in_transaction() {
             let _ = conn.close().await;
             continue;
         }
-        let statement = sqlx::AssertSqlSafe(statement).into_sql_str();
-        return sqlx::Transaction::begin(conn, Some(statement))
-            .await
-            .map_err(StoreError::from_sqlx);
+        return Ok(conn);
     }
+}
+
+pub(crate) async fn begin_on(
+    pool: &sqlx::SqlitePool,
+    statement: String,
+) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
+    use sqlx::SqlSafeStr;
+    let conn = autocommit_on(pool).await?;
+    let statement = sqlx::AssertSqlSafe(statement).into_sql_str();
+    sqlx::Transaction::begin(conn, Some(statement))
+        .await
+        .map_err(StoreError::from_sqlx)
 }
 
 /// The backlog and dead letters behind `inboxed serve`, as the shared layer reads them.

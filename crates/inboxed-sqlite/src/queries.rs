@@ -10,7 +10,7 @@ pub(crate) const MIGRATIONS: &[Migration] = inboxed_core::migrations!();
 
 /// One template per store operation.
 pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
-    claim, lookup, record_attempt, record_attempts, forgive_attempt, load_forgiven, load_attempts, clear_attempts,
+    claim, lookup, record_attempt, record_attempts, forgive, load_attempts, clear_attempts,
     clear_many_attempts, dead_letter, load_dead_letter, delete_dead_letter, enqueue,
     enqueue_lookup, notify, claim_batch, complete, complete_batch, fail, extend_leases, release,
     release_stale, replay_select, replay_reset, replay_audit, purge_done, observe_inbox,
@@ -43,7 +43,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     outbox_write_many,
     // The outbox relay's lock-held claim: a transaction open through a publish would hold
     // SQLite's one write lock, so its relay holds rows under a lease only.
-    outbox_lock, outbox_lock_plan, outbox_hold, outbox_settle, outbox_reap_unsettled,
+    outbox_lock, outbox_lock_plan, outbox_hold, outbox_mark, outbox_reap_unsettled,
     // No worker registry: a worker's liveness is its lease.
     register_worker, dead_workers, forget_workers, count_workers,
     // The lock-held claim needs row locks, which SQLite does not have.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row, Sqlite, SqliteConnection, SqlitePool};
 
-use inboxed_core::engine::{claims, keys};
+use inboxed_core::engine::{Engine, claims, keys};
 use inboxed_core::sql::Queries;
 use inboxed_core::store::{
     BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
@@ -168,37 +168,23 @@ impl Store for SqliteStore {
         claims::claim_key(self, conn, claim, params.consumer, params.envelope).await
     }
 
-    async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
-        keys::record_attempt(self, params).await
+    /// On a connection whose busy timeout is `wait`: the count waits for the one write lock,
+    /// which a delivery whose handler hangs holds, and must give up as its claim would.
+    async fn record_attempt(
+        &self,
+        params: &KeyParams<'_>,
+        wait: Duration,
+    ) -> Result<u32, StoreError> {
+        let mut conn = crate::engine::autocommit_on(&self.pool).await?;
+        let busy = format!("PRAGMA busy_timeout = {}", wait.as_millis());
+        <Self as Engine>::execute_script(&busy, &mut conn).await?;
+        let statement = keys::record_attempt_statement(self, params);
+        let rows = <Self as Engine>::fetch_all(statement, &mut conn).await?;
+        keys::new_count(&rows)
     }
 
-    /// In the background: the write waits for the write lock that the delivery's begin just
-    /// gave up on, and would hold its requeue as long. A redelivery that comes first is
-    /// counted without it.
-    async fn forgive_attempt(&self, params: &KeyParams<'_>) -> Result<(), StoreError> {
-        let (store, consumer, id) = (
-            self.clone(),
-            params.consumer.clone(),
-            params.message_id.clone(),
-        );
-        tokio::spawn(async move {
-            let key = KeyParams {
-                consumer: &consumer,
-                message_id: &id,
-            };
-            if let Err(e) = keys::forgive_attempt(&store, &key).await {
-                tracing::warn!(error = %e, "could not take a delivery that never ran off the message's attempts");
-            }
-        });
-        Ok(())
-    }
-
-    async fn shift_forgiven(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
-        keys::shift_forgiven(self, params, by).await
-    }
-
-    async fn load_forgiven(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
-        keys::load_forgiven(self, params).await
+    async fn forgive(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
+        keys::forgive(self, params, by).await
     }
 
     async fn record_attempts(

@@ -13,7 +13,7 @@ use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use tracing::warn;
 
-use inboxed_core::outbox::{CORRELATION_HEADER, OutboxRow, Outcome, Publisher, TYPE_HEADER};
+use inboxed_core::outbox::{CORRELATION_HEADER, Confirmation, OutboxRow, Publisher, TYPE_HEADER};
 
 use crate::config::SqsConfig;
 use crate::source::{SqsSetupError, client};
@@ -146,7 +146,7 @@ impl SqsPublisher {
 
     /// The URL of `destination`'s queue: its route when that is a URL, otherwise the queue
     /// the route (or the destination itself) names, asked of SQS once.
-    async fn queue_url(&self, destination: &str) -> Result<String, Outcome> {
+    async fn queue_url(&self, destination: &str) -> Result<String, Confirmation> {
         let name = match self.config.queues.get(destination) {
             Some(url) if url.contains("://") => return Ok(url.clone()),
             Some(name) => name.as_str(),
@@ -172,7 +172,7 @@ impl SqsPublisher {
     }
 
     /// Publishes rows of one queue, ten a call, every call sent before any answer is awaited.
-    async fn publish_to(&self, url: &str, rows: &[(usize, &OutboxRow)], out: &mut [Outcome]) {
+    async fn publish_to(&self, url: &str, rows: &[(usize, &OutboxRow)], out: &mut [Confirmation]) {
         let fifo = url.ends_with(".fifo");
         let mut calls = Vec::new();
         let mut valid: Vec<(usize, (SendMessageBatchRequestEntry, usize))> = Vec::new();
@@ -180,7 +180,7 @@ impl SqsPublisher {
             match entry(row, fifo, self.config.max_message_bytes, at) {
                 Ok(e) => valid.push((at, e)),
                 Err(reason) => {
-                    out[at] = Outcome::Refused {
+                    out[at] = Confirmation::Refused {
                         reason,
                         permanent: true,
                     };
@@ -227,7 +227,7 @@ impl SqsPublisher {
                     let mine = |id: &str| id.parse::<usize>().ok().filter(|at| ats.contains(at));
                     for ok in answer.successful() {
                         if let Some(at) = mine(ok.id()) {
-                            out[at] = Outcome::Confirmed;
+                            out[at] = Confirmation::Confirmed;
                         }
                     }
                     for failed in answer.failed() {
@@ -254,7 +254,7 @@ impl SqsPublisher {
 
 /// What a failed call means for its rows: by the SDK's kind of failure and the service's
 /// error code, never its message.
-fn classify<E, R>(e: &SdkError<E, R>, what: &str) -> Outcome
+fn classify<E, R>(e: &SdkError<E, R>, what: &str) -> Confirmation
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
@@ -263,7 +263,7 @@ where
     match e {
         // The request could not be built (a parameter, the credentials): nothing was sent,
         // and it may be mended; retried, then dead.
-        SdkError::ConstructionFailure(_) => Outcome::Refused {
+        SdkError::ConstructionFailure(_) => Confirmation::Refused {
             reason,
             permanent: false,
         },
@@ -273,18 +273,18 @@ where
             if d.as_connector_error()
                 .is_some_and(|c| refused_connection(c)) =>
         {
-            Outcome::NotSent { reason }
+            Confirmation::NotSent { reason }
         }
         SdkError::ServiceError(s) => by_code(s.err().code().unwrap_or_default(), reason, false),
         // A timeout, a reset, or a response that could not be read: the batch may have been
         // stored.
-        _ => Outcome::Unconfirmed { reason },
+        _ => Confirmation::Unconfirmed { reason },
     }
 }
 
 /// What an SQS error code means for the rows it concerns, for a whole call and for one entry
 /// of a batch alike; `sender_fault`: SQS said the request itself is at fault (an entry's flag).
-fn by_code(code: &str, reason: String, sender_fault: bool) -> Outcome {
+fn by_code(code: &str, reason: String, sender_fault: bool) -> Confirmation {
     match code {
         // A queue may yet be created, a permission or a key granted.
         "AWS.SimpleQueueService.NonExistentQueue"
@@ -293,7 +293,7 @@ fn by_code(code: &str, reason: String, sender_fault: bool) -> Outcome {
         | "AccessDeniedException"
         | "KmsAccessDenied"
         | "KmsDisabled"
-        | "KmsNotFound" => Outcome::Refused {
+        | "KmsNotFound" => Confirmation::Refused {
             reason,
             permanent: false,
         },
@@ -303,8 +303,8 @@ fn by_code(code: &str, reason: String, sender_fault: bool) -> Outcome {
         | "ServiceUnavailable"
         | "InternalFailure"
         | "InternalError"
-        | "KmsThrottled" => Outcome::NotSent { reason },
-        _ => Outcome::Refused {
+        | "KmsThrottled" => Confirmation::NotSent { reason },
+        _ => Confirmation::Refused {
             reason,
             permanent: sender_fault,
         },
@@ -453,10 +453,10 @@ fn entry(
 }
 
 impl Publisher for SqsPublisher {
-    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
-        let mut out: Vec<Outcome> = rows
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
+        let mut out: Vec<Confirmation> = rows
             .iter()
-            .map(|_| Outcome::Unconfirmed {
+            .map(|_| Confirmation::Unconfirmed {
                 reason: "SQS gave no answer for the message".to_owned(),
             })
             .collect();
@@ -472,7 +472,7 @@ impl Publisher for SqsPublisher {
             match self.queue_url(destination).await {
                 Ok(url) => self.publish_to(&url, &rows, &mut out).await,
                 Err(outcome) => {
-                    if matches!(outcome, Outcome::NotSent { .. }) {
+                    if matches!(outcome, Confirmation::NotSent { .. }) {
                         warn!(destination, "SQS unreachable while finding a queue");
                     }
                     for (at, _) in rows {

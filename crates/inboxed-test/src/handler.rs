@@ -136,6 +136,8 @@ impl<B> Ledger<B> {
 }
 
 impl<B: Backend> Handler<<B::Store as Store>::Db> for Ledger<B> {
+    const BATCHES: bool = true;
+
     async fn handle_batch(
         &self,
         msgs: &[&Envelope],

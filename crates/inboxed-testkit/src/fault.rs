@@ -58,23 +58,21 @@ pub(crate) struct Faulty<H> {
 }
 
 impl<DB: sqlx::Database, H: Handler<DB>> Handler<DB> for Faulty<H> {
+    const BATCHES: bool = H::BATCHES;
+
     async fn handle(&self, msg: &Envelope, conn: &mut DB::Connection) -> Result<(), HandlerError> {
         self.inner.handle(msg, conn).await?;
         self.after(false).await
     }
 
     /// The user's own `handle_batch` (their override, or the trait's default), then the fault
-    /// once for the whole batch; nothing when the call was a worker's probe that the default
-    /// answered.
+    /// once for the whole batch.
     async fn handle_batch(
         &self,
         msgs: &[&Envelope],
         conn: &mut DB::Connection,
     ) -> Result<(), HandlerError> {
         self.inner.handle_batch(msgs, conn).await?;
-        if inboxed_core::handler::default_batch_answered() {
-            return Ok(());
-        }
         self.after(true).await
     }
 }

@@ -180,20 +180,16 @@ impl<S: Store, K: Seams<S::Db>> Store for Seamed<S, K> {
         Ok(claim)
     }
 
-    async fn record_attempt(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
-        self.inner.record_attempt(params).await
+    async fn record_attempt(
+        &self,
+        params: &KeyParams<'_>,
+        wait: std::time::Duration,
+    ) -> Result<u32, StoreError> {
+        self.inner.record_attempt(params, wait).await
     }
 
-    async fn forgive_attempt(&self, params: &KeyParams<'_>) -> Result<(), StoreError> {
-        self.inner.forgive_attempt(params).await
-    }
-
-    async fn shift_forgiven(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
-        self.inner.shift_forgiven(params, by).await
-    }
-
-    async fn load_forgiven(&self, params: &KeyParams<'_>) -> Result<u32, StoreError> {
-        self.inner.load_forgiven(params).await
+    async fn forgive(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
+        self.inner.forgive(params, by).await
     }
 
     async fn record_attempts(

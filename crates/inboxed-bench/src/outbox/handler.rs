@@ -18,6 +18,8 @@ struct CreditAndNotify {
 }
 
 impl Handler<Postgres> for CreditAndNotify {
+    const BATCHES: bool = true;
+
     async fn handle(&self, msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
         self.credit.handle(msg, conn).await?;
         let out = OutgoingMessage::new("billing.credited", msg.payload().to_vec()).caused_by(msg);

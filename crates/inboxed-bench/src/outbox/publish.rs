@@ -9,7 +9,7 @@ use lapin::{BasicProperties, Connection, ConnectionProperties};
 
 use inboxed_core::Store;
 use inboxed_core::outbox::{
-    Outbox, OutboxRelay, OutboxRelayConfig, OutboxRow, Outcome, OutgoingMessage, Publisher,
+    Confirmation, Outbox, OutboxRelay, OutboxRelayConfig, OutboxRow, OutgoingMessage, Publisher,
 };
 use inboxed_core::store::BeginParams;
 use inboxed_nats::{NatsPublisher, NatsPublisherConfig};
@@ -145,8 +145,8 @@ const NO_BROKER: &str = "no broker";
 struct AtOnce;
 
 impl Publisher for AtOnce {
-    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
-        rows.iter().map(|_| Outcome::Confirmed).collect()
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
+        rows.iter().map(|_| Confirmation::Confirmed).collect()
     }
 }
 

@@ -5,25 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use inboxed_console::DedupRate;
 use inboxed_core::metrics::{MESSAGES_TOTAL, RECEIPTS_TOTAL};
-
-/// One consumer's duplicates among what one counter settled, since its process started.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct DedupRate {
-    pub(crate) consumer: String,
-    /// `inboxed_messages_total` (a processor) or `inboxed_receipts_total` (receipts, a relay).
-    pub(crate) counter: &'static str,
-    pub(crate) duplicates: f64,
-    /// Duplicates plus first deliveries (`processed`, or `stored` for receipts).
-    pub(crate) settled: f64,
-}
-
-impl DedupRate {
-    /// `duplicates / settled`, or `None` before anything was settled.
-    pub(crate) fn rate(&self) -> Option<f64> {
-        (self.settled > 0.0).then(|| self.duplicates / self.settled)
-    }
-}
 
 /// Sums the samples of the two settling counters by consumer.
 pub(crate) fn parse(text: &str) -> Vec<DedupRate> {
@@ -56,11 +39,8 @@ pub(crate) fn parse(text: &str) -> Vec<DedupRate> {
     }
     rates
         .into_iter()
-        .map(|((counter, consumer), (duplicates, settled))| DedupRate {
-            consumer,
-            counter,
-            duplicates,
-            settled,
+        .map(|((counter, consumer), (duplicates, settled))| {
+            DedupRate::new(consumer, counter, duplicates, settled)
         })
         .collect()
 }

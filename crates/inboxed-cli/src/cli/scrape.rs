@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use super::prometheus_text::{DedupRate, parse};
+use inboxed_console::DedupRate;
+
+use super::prometheus_text::parse;
 
 /// How long the endpoint may take to answer.
 const WAIT: Duration = Duration::from_secs(5);

@@ -15,9 +15,9 @@ use inboxed_core::retention::store::ProcessedStats;
 use super::AnyStore;
 use super::database::DbArgs;
 use super::duration::{age as human_age, parse_duration};
-use super::prometheus_text::DedupRate;
 use super::scrape::dedup_rates;
 use super::tenant;
+use inboxed_console::DedupRate;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {

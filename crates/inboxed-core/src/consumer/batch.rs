@@ -38,7 +38,7 @@ where
     if in_order {
         for ((delivery, result), name) in deliveries.into_iter().zip(results).zip(names) {
             let settled = match result {
-                Some(Ok(_)) => delivery.ack().await.map_err(Error::settle("ack", name)),
+                Some(Ok(_)) => delivery.ack().await.map_err(Error::ack_failed("ack", name)),
                 // Retried in place until it settles (settle acks it), before any later offset.
                 _ => settle(processor, delivery, extend_every).await.map(drop),
             };
@@ -66,7 +66,7 @@ where
                     acked.len(),
                     acked.join(", ")
                 );
-                errors.push(Error::settle("ack", batch)(e));
+                errors.push(Error::ack_failed("ack", batch)(e));
             }
         }
         let requeues = failed

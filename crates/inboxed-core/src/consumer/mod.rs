@@ -129,7 +129,10 @@ where
     match result {
         Ok(outcome) => {
             processor.failure_streak().succeeded();
-            delivery.ack().await.map_err(Error::settle("ack", name))?;
+            delivery
+                .ack()
+                .await
+                .map_err(Error::ack_failed("ack", name))?;
             Ok(Settled::Acked(outcome))
         }
         Err(error) => requeue(processor, delivery, error, name).await,
@@ -163,7 +166,7 @@ where
     delivery
         .requeue(delay)
         .await
-        .map_err(Error::settle("requeue", name))?;
+        .map_err(Error::ack_failed("requeue", name))?;
     Ok(Settled::Requeued { error, delay })
 }
 

@@ -169,7 +169,7 @@ async fn dead_letter<S: Store, H: Handler<S::Db>, D: Delivery>(
                 return delivery
                     .ack()
                     .await
-                    .map_err(Error::settle("ack", why.0.clone()));
+                    .map_err(Error::ack_failed("ack", why.0.clone()));
             }
             Err(e) if in_order => {
                 tries += 1;
@@ -181,7 +181,7 @@ async fn dead_letter<S: Store, H: Handler<S::Db>, D: Delivery>(
                 return delivery
                     .requeue(Some(processor.config().requeue_backoff.delay(1)))
                     .await
-                    .map_err(Error::settle("requeue", why.0.clone()));
+                    .map_err(Error::ack_failed("requeue", why.0.clone()));
             }
         }
     }

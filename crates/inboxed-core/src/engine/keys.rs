@@ -1,7 +1,7 @@
 //! The [`Store`](crate::Store) operations on a key's attempt counter and dead letter, for
 //! every engine.
 
-use super::{Args, Columns, Conn, Engine, key_lock};
+use super::{Args, Columns, Conn, Engine};
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::StoreError;
 use crate::hash::PayloadHash;
@@ -12,56 +12,39 @@ use crate::store::{DeadLetter, DeadLetterParams, DeadLetterReason, DeadLettered,
 /// # Errors
 /// The statement failed or returned no row.
 pub async fn record_attempt<E: Engine>(e: &E, p: &KeyParams<'_>) -> Result<u32, StoreError> {
-    let q = e
-        .query(&e.queries().record_attempt)
+    new_count(&e.fetch_alone(record_attempt_statement(e, p)).await?)
+}
+
+/// The statement of [`record_attempt`], for an engine that runs it on a connection of its own
+/// choosing; [`new_count`] reads what it returns.
+pub fn record_attempt_statement<E: Engine>(e: &E, p: &KeyParams<'_>) -> E::Query {
+    e.query(&e.queries().record_attempt)
         .text(p.consumer.as_str())
-        .text(p.message_id.as_str());
-    e.fetch_alone(q)
-        .await?
-        .first()
+        .text(p.message_id.as_str())
+}
+
+/// The count `record_attempt.sql` returned.
+///
+/// # Errors
+/// No row, or a count that is not one.
+pub fn new_count<R: Columns>(rows: &[R]) -> Result<u32, StoreError> {
+    rows.first()
         .ok_or_else(|| StoreError::from_sqlx(sqlx::Error::RowNotFound))?
         .count(0)
 }
 
-/// Counts a delivery of a key that never ran (its claim gave up waiting for another
-/// delivery's), committed on its own.
+/// Forgives `by` of a key's attempts (negative: takes forgiveness back; never below 0),
+/// committed on its own.
 ///
 /// # Errors
 /// The statement failed.
-pub async fn forgive_attempt<E: Engine>(e: &E, p: &KeyParams<'_>) -> Result<(), StoreError> {
-    shift_forgiven(e, p, 1).await
-}
-
-/// Moves a key's forgiven deliveries by `by` (never below 0), committed on its own.
-///
-/// # Errors
-/// The statement failed.
-pub async fn shift_forgiven<E: Engine>(
-    e: &E,
-    p: &KeyParams<'_>,
-    by: i32,
-) -> Result<(), StoreError> {
+pub async fn forgive<E: Engine>(e: &E, p: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
     let q = e
-        .query(&e.queries().forgive_attempt)
+        .query(&e.queries().forgive)
         .text(p.consumer.as_str())
         .text(p.message_id.as_str())
         .int(i64::from(by));
     e.execute_alone(q).await.map(drop)
-}
-
-/// The deliveries of a key that never ran; 0 when none did.
-///
-/// # Errors
-/// The statement failed.
-pub async fn load_forgiven<E: Engine>(e: &E, p: &KeyParams<'_>) -> Result<u32, StoreError> {
-    let q = e
-        .query(&e.queries().load_forgiven)
-        .text(p.consumer.as_str())
-        .text(p.message_id.as_str());
-    e.fetch_alone(q)
-        .await?
-        .first()
-        .map_or(Ok(0), |row| row.count(0))
 }
 
 /// Runs `record_attempts` or `load_attempts` (`count` says which) for `ids`: each key with
@@ -187,11 +170,8 @@ pub async fn dead_letter<E: Engine>(
         && p.reason != DeadLetterReason::Conflict
         && !lock.is_empty()
     {
-        // Wait for the key's claims in flight (key_lock's module says why).
-        let q = e
-            .query(lock)
-            .int(key_lock::key_lock(p.consumer, id.as_str()))
-            .int(key_lock::bucket_lock(p.consumer, id.as_str()));
+        // Wait for the key's claims in flight (`Engine::dead_letter_lock`).
+        let q = E::dead_letter_lock(e.query(lock), p.consumer, id.as_str());
         E::execute(q, &mut tx).await?;
     }
     let q = e

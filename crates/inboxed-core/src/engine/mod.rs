@@ -14,9 +14,7 @@
 //! errors reported far from their cause.
 
 pub mod claims;
-pub mod gate;
 pub mod inbox;
-pub mod key_lock;
 pub mod keys;
 pub mod liveness;
 pub mod migrate;
@@ -28,7 +26,7 @@ pub mod retention;
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::envelope::Envelope;
+use crate::envelope::{ConsumerName, Envelope};
 use crate::error::StoreError;
 use crate::hash::StoredHash;
 use crate::migration::Migration;
@@ -228,6 +226,15 @@ pub trait Engine: Store {
     /// take one (PostgreSQL stores a key derived from the id; SQLite the id itself, already
     /// bound): `None` when there is no message id.
     fn key(q: Self::Query, message_id: Option<&str>) -> Self::Query;
+
+    /// Binds the ids of the locks a dead letter takes on its key before it checks for a
+    /// processed row (`dead_letter_lock.sql`): PostgreSQL's advisory lock ids, computed in
+    /// the engine (`inboxed_postgres::key_lock` says why). Only called where the engine has
+    /// the statement; by default binds nothing.
+    fn dead_letter_lock(q: Self::Query, consumer: &ConsumerName, message_id: &str) -> Self::Query {
+        let _ = (consumer, message_id);
+        q
+    }
 
     /// Binds what a processor's claim stores of a message after its consumer and id (the
     /// statement `claim.sql`): PostgreSQL its derived key and the payload's 32-bit

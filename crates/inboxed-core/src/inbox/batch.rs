@@ -12,7 +12,7 @@ use super::store::{
 };
 use super::worker::{BatchReport, Worker};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
-use crate::handler::{Handler, call_guarded, probe_batch};
+use crate::handler::{Handler, call_guarded, call_guarded_batch};
 use crate::metrics as m;
 
 /// Extends the batch's lease on schedule until dropped.
@@ -52,14 +52,13 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 }
             }))
         };
-        if rows.len() > 1 && !inner.default_batch.load(Ordering::Relaxed) {
+        if rows.len() > 1 && H::BATCHES {
             match self.fast_path(&rows, &token).await {
                 Ok(FastPath::Done) => {
                     report.done = report.claimed;
                     self.count(&report);
                     return Ok(report);
                 }
-                Ok(FastPath::DefaultBatch) => inner.default_batch.store(true, Ordering::Relaxed),
                 Ok(FastPath::Failed(cause)) => {
                     self.fell_back(cause, &cause.to_string(), &rows);
                     self.run_rows(rows, &token, &mut report).await?;
@@ -323,7 +322,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let mut tx = inner.store.begin(&inner.config.begin).await?;
         let msgs: Vec<&crate::Envelope> = rows.iter().map(|r| &r.envelope).collect();
         let span = tracing::info_span!("inboxed.work_batch", rows = rows.len(), first_row = rows.first().map(|r| r.id), consumer = %inner.consumer);
-        let handled = probe_batch(
+        let handled = call_guarded_batch(
             &inner.handler,
             &msgs,
             &mut *tx,
@@ -332,12 +331,10 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         .instrument(span)
         .await;
         let failed = match handled {
-            // The trait's default did nothing: nothing to undo but the transaction.
-            None => Some(FastPath::DefaultBatch),
-            Some(Err(e)) => Some(FastPath::Failed(FallBack::Handler(
+            Err(e) => Some(FastPath::Failed(FallBack::Handler(
                 matches!(&e, HandlerError::Transient(_)) && is_lock_conflict(&e),
             ))),
-            Some(Ok(())) => None,
+            Ok(()) => None,
         };
         if let Some(failed) = failed {
             tx.rollback().await.map_err(StoreError::from_sqlx)?;
@@ -423,8 +420,6 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
 enum FastPath {
     /// Every row done, committed once.
     Done,
-    /// The handler has no `handle_batch` of its own; nothing ran.
-    DefaultBatch,
     /// Rolled back; the rows run one per transaction.
     Failed(FallBack),
 }
@@ -475,19 +470,8 @@ impl std::fmt::Display for FallBack {
 /// deadlock, which PostgreSQL would only break after its `deadlock_timeout` of a second).
 const GROUP_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Whether a handler's error comes from a lock conflict, read from the sqlx error it keeps as
-/// its source: PostgreSQL's SQLSTATE 40P01 (deadlock), 40001 (serialization failure), 55P03
-/// (lock timeout); SQLite's `SQLITE_BUSY` (5).
+/// Whether a handler's error comes from a lock conflict (a deadlock, a serialization failure,
+/// a lock wait given up, SQLite's busy write lock), as [`StoreError`] classifies it.
 fn is_lock_conflict(e: &HandlerError) -> bool {
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(sqlx::Error::Database(db)) = s.downcast_ref::<sqlx::Error>() {
-            return matches!(
-                db.code().as_deref(),
-                Some("40P01" | "40001" | "55P03" | "5")
-            );
-        }
-        source = s.source();
-    }
-    false
+    std::error::Error::source(e).is_some_and(StoreError::is_lock_conflict_in)
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::backoff::Backoff;
+use crate::crash::CrashAttribution;
 use crate::store::BeginParams;
 
 /// What a dead row does to the later rows of its aggregate in ordered mode.
@@ -102,6 +103,12 @@ pub struct WorkerConfig {
     /// Bounds of the batch transaction (isolation and timeouts). Defaults to READ COMMITTED,
     /// 5 s lock, 30 s statement, 60 s idle.
     pub begin: BeginParams,
+    /// What a crash is charged to: a batch holding rows whose earlier claim died (the
+    /// reaper's crash halving marked them) waits until no other batch of this scope runs, at
+    /// most half a lease, and runs alone, so that if it kills the process the reaper finds
+    /// only its rows held ([`CrashAttribution`]). Clones of a config share the scope.
+    /// Defaults to a new [`CrashAttribution::new`].
+    pub crash_attribution: CrashAttribution,
 }
 
 impl Default for WorkerConfig {
@@ -126,11 +133,19 @@ impl Default for WorkerConfig {
             handler_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
             begin: BeginParams::default(),
+            crash_attribution: CrashAttribution::new(),
         }
     }
 }
 
 impl WorkerConfig {
+    /// Sets [`WorkerConfig::crash_attribution`].
+    #[must_use]
+    pub fn crash_attribution(mut self, attribution: CrashAttribution) -> Self {
+        self.crash_attribution = attribution;
+        self
+    }
+
     /// Sets [`WorkerConfig::claim_mode`].
     #[must_use]
     pub fn claim_mode(mut self, mode: ClaimMode) -> Self {

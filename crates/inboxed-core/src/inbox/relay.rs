@@ -123,7 +123,10 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
         match stored {
             Ok(relayed) => {
                 streak.succeeded();
-                delivery.ack().await.map_err(Error::settle("ack", name))?;
+                delivery
+                    .ack()
+                    .await
+                    .map_err(Error::ack_failed("ack", name))?;
                 return Ok(relayed);
             }
             Err(error) if delivery.ack_ordering() == AckOrdering::InOrder => {
@@ -147,7 +150,7 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
                 delivery
                     .requeue(Some(delay))
                     .await
-                    .map_err(Error::settle("requeue", name))?;
+                    .map_err(Error::ack_failed("requeue", name))?;
                 return Ok(Relayed::Requeued { error, delay });
             }
         }
@@ -233,7 +236,7 @@ pub async fn relay_batch<S: InboxStore, D: Delivery>(
     if in_order {
         for (delivery, name) in acks.into_iter().zip(names) {
             if let Err(e) = delivery.ack().await {
-                errors.push(Error::settle("ack", name)(e));
+                errors.push(Error::ack_failed("ack", name)(e));
             }
         }
     } else if !acks.is_empty()
@@ -244,7 +247,7 @@ pub async fn relay_batch<S: InboxStore, D: Delivery>(
             names.len(),
             names.join(", ")
         );
-        errors.push(Error::settle("ack", batch)(e));
+        errors.push(Error::ack_failed("ack", batch)(e));
     }
     for e in &errors {
         warn!(

@@ -14,7 +14,6 @@ use super::store::{ClaimBatchParams, ClaimToken, Gate, InboxRow, InboxStore};
 use crate::envelope::ConsumerName;
 use crate::error::Error;
 use crate::handler::Handler;
-use crate::in_flight::{IN_FLIGHT, Turn};
 use crate::metrics as m;
 
 /// This process, as the first part of each worker's id: its pid and a random nonce (pids are
@@ -70,9 +69,6 @@ pub(super) struct Inner<S, H> {
     pub(super) in_flight: Mutex<HashSet<ClaimToken>>,
     /// Held shared by each claim while it runs, exclusively by shutdown before handing back.
     pub(super) claims: Arc<tokio::sync::RwLock<()>>,
-    /// Whether the handler's `handle_batch` is the trait's default (which the first batch
-    /// finds out): its rows then run each in a transaction of their own.
-    pub(super) default_batch: std::sync::atomic::AtomicBool,
     /// Rows per transaction for such a handler, adapted to contention (`batch.rs`).
     pub(super) group_size: std::sync::atomic::AtomicU32,
     /// How many claim loops run a batch at once (`pace.rs`).
@@ -103,6 +99,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             u32::try_from(config.concurrency).unwrap_or(u32::MAX),
             config.adaptive_concurrency,
         );
+        config.crash_attribution.start();
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -112,7 +109,6 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 id,
                 in_flight: Mutex::default(),
                 claims: Arc::default(),
-                default_batch: std::sync::atomic::AtomicBool::new(false),
                 group_size: std::sync::atomic::AtomicU32::new(group_size),
                 pace,
             }),
@@ -142,33 +138,26 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         report
     }
 
-    /// One claim under `token` and its batch. Batches share the process, except one holding
-    /// rows that a dying claim left behind: it waits until every other batch of the process
-    /// (of every worker in it) has ended, and runs alone in it, so that if it kills the
-    /// process the reaper finds only its own rows held and can tell which of them to blame
-    /// (release_stale.sql). The wait is bounded by half the lease (its heartbeat starts with
-    /// the batch); past it the batch runs beside the others, and a death then charges its
-    /// rows as if the limit had been ignored. The lock is the processor's too (`in_flight`).
+    /// One claim under `token` and its batch. Batches share their crash-attribution scope,
+    /// except one holding rows that a dying claim left behind: it waits until every other
+    /// batch of the scope has ended, and runs alone in it, so that if it kills the process
+    /// the reaper finds only its own rows held and can tell which of them to blame (the crash
+    /// halving, release_stale.sql). The wait is bounded by half the lease (its heartbeat
+    /// starts with the batch); past it the batch runs beside the others, and a death then
+    /// charges its rows as if the limit had been ignored.
     async fn claim_and_process(&self, token: ClaimToken) -> Result<BatchReport, Error> {
         let inner = &*self.inner;
-        let shared = IN_FLIGHT.read().await;
+        let crash = &inner.config.crash_attribution;
+        let shared = crash.shared().await;
         let rows = self.claim(token).await?;
         if rows.is_empty() {
             return Ok(BatchReport::default());
         }
         let _turn = if rows.iter().any(|r| r.suspect || r.group_limit.is_some()) {
             drop(shared);
-            match tokio::time::timeout(inner.config.lease / 2, IN_FLIGHT.write()).await {
-                Ok(alone) => Turn::Alone(alone),
-                Err(_) => {
-                    warn!(
-                        "rows a dead claim left behind waited half a lease for the other batches of this process to end; running them beside them"
-                    );
-                    Turn::Shared(IN_FLIGHT.read().await)
-                }
-            }
+            crash.alone(inner.config.lease / 2, "inbox_rows").await
         } else {
-            Turn::Shared(shared)
+            shared
         };
         let rows = self.isolate_suspect(rows, &token).await?;
         metrics::histogram!(m::CLAIM_BATCH_SIZE, "consumer" => inner.consumer.as_str().to_owned())
@@ -300,7 +289,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             liveness.as_ref().map(super::guards::Liveness::peers),
         );
         // Workers whose loops a store gates share `concurrency` batches at once, once more
-        // of them are registered than that (`engine/gate.rs`).
+        // of them are registered than that (`inboxed-mysql/src/gate.rs`).
         let slots = u32::try_from(self.inner.config.concurrency).unwrap_or(u32::MAX);
         for _ in 0..count {
             let worker = self.clone();

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::backoff::Backoff;
+use crate::crash::CrashAttribution;
 use crate::inbox::ClaimMode;
 
 /// Settings for [`OutboxRelay`](super::OutboxRelay).
@@ -65,6 +66,12 @@ pub struct OutboxRelayConfig {
     pub sent_retention: Option<Duration>,
     /// How long batches in flight may take to finish at shutdown. Defaults to 10 s.
     pub shutdown_grace: Duration,
+    /// What a crash is charged to: a batch holding rows whose earlier batch died (marked by
+    /// the crash halving) waits until no other batch of this scope runs, at most half a lease,
+    /// and runs alone, so that if it kills the process only its rows are charged
+    /// ([`CrashAttribution`]). Clones of a config share the scope. Defaults to a new
+    /// [`CrashAttribution::new`].
+    pub crash_attribution: CrashAttribution,
 }
 
 impl Default for OutboxRelayConfig {
@@ -88,11 +95,19 @@ impl Default for OutboxRelayConfig {
             reap_interval: Duration::from_secs(5),
             sent_retention: Some(Duration::from_secs(7 * 86_400)),
             shutdown_grace: Duration::from_secs(10),
+            crash_attribution: CrashAttribution::new(),
         }
     }
 }
 
 impl OutboxRelayConfig {
+    /// Sets [`OutboxRelayConfig::crash_attribution`].
+    #[must_use]
+    pub fn crash_attribution(mut self, attribution: CrashAttribution) -> Self {
+        self.crash_attribution = attribution;
+        self
+    }
+
     /// Sets [`OutboxRelayConfig::claim_mode`].
     #[must_use]
     pub fn claim_mode(mut self, mode: ClaimMode) -> Self {

@@ -12,10 +12,10 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::marks::{Verdict, count, failed_row, handed_back, verdicts, within_group_limit};
 use super::publish::Publisher;
 use super::relay::{OutboxRelay, RelayReport};
-use super::settle::{Verdict, count, failed_row, handed_back, verdicts, within_group_limit};
-use super::store::{ClaimToken, LockOutboxParams, OutboxFate, OutboxStore, SettleParams};
+use super::store::{ClaimToken, LockOutboxParams, MarkParams, OutboxFate, OutboxStore};
 use crate::error::{Error, StoreError};
 use crate::store::BeginParams;
 
@@ -49,7 +49,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
                 .reap_unsettled_outbox(config.max_attempts)
                 .await?;
             if judged > 0 {
-                super::settle::judged(judged);
+                super::marks::judged(judged);
             }
         }
         // A publish is an idle gap in the transaction: the lease bounds it, as it bounds a
@@ -59,6 +59,8 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             ..BeginParams::default()
         };
         let mut limit = config.batch_size.max(1);
+        let crash = &config.crash_attribution;
+        let (mut turn, mut waited) = (crash.shared().await, false);
         let (mut tx, rows, lock_key) = loop {
             // A key of its own for each try: a lock an engine lets go of only after the
             // transaction (MySQL's named lock, released as the connection goes back to the
@@ -71,6 +73,16 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
                 now: None,
             };
             let mut rows = inner.store.lock_outbox(&mut tx, &params).await?;
+            if !waited && turn.is_shared() && rows.iter().any(|r| r.group_limit.is_some()) {
+                // Rows of a batch that died run alone in their scope (see
+                // `CrashAttribution`), locked again once it is theirs: no lock is held while
+                // the rest of the scope ends.
+                tx.rollback().await.map_err(StoreError::from_sqlx)?;
+                drop(turn);
+                turn = crash.alone(config.lease / 2, "outbox_rows").await;
+                waited = true;
+                continue;
+            }
             let cut = within_group_limit(&mut rows);
             if cut.is_empty() || limit == 1 {
                 break (tx, rows, lock_key);
@@ -126,9 +138,9 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         }
         inner
             .store
-            .settle_outbox(
+            .mark_outbox(
                 &mut tx,
-                &SettleParams {
+                &MarkParams {
                     token: &token,
                     fates: &fates,
                     delete_sent: self.keeps_no_sent_rows(),

@@ -11,11 +11,11 @@
 
 mod config;
 mod locked;
+mod marks;
 mod message;
 mod operate;
 mod publish;
 mod relay;
-mod settle;
 pub mod store;
 
 pub use config::OutboxRelayConfig;
@@ -23,7 +23,7 @@ pub use message::{MAX_DESTINATION_BYTES, MAX_ORDERING_KEY_BYTES, OutgoingError, 
 pub use operate::{
     DeadAction, DeadParams, OutboxBrowse, OutboxEntry, OutboxFilter, OutboxStatus, UnknownStatus,
 };
-pub use publish::{CORRELATION_HEADER, Outcome, Publisher, TYPE_HEADER};
+pub use publish::{CORRELATION_HEADER, Confirmation, Publisher, TYPE_HEADER};
 pub use relay::{OutboxRelay, RelayReport};
 pub use store::{OutboxFate, OutboxRow};
 

@@ -16,7 +16,7 @@ pub const CORRELATION_HEADER: &str = "Inboxed-Correlation-Id";
 /// What became of one row handed to [`Publisher::publish`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Outcome {
+pub enum Confirmation {
     /// The broker confirmed it (stored, routed): the row is marked sent.
     Confirmed,
     /// The broker refused this message: unroutable, too large, no such destination. Retried
@@ -52,8 +52,8 @@ pub enum Outcome {
 /// inboxed consumer downstream deduplicates re-sends with no configuration.
 pub trait Publisher: Send + Sync + 'static {
     /// Publishes `rows` (in insert order; at most one row of any ordering key) and waits for
-    /// the broker's confirmation of each. Returns one outcome per row, in the same order;
-    /// rows without one count as [`Outcome::Unconfirmed`]. Reconnecting after the broker
+    /// the broker's confirmation of each. Returns one confirmation per row, in the same order;
+    /// rows without one count as [`Confirmation::Unconfirmed`]. Reconnecting after the broker
     /// went away is the publisher's own business: the relay only retries.
-    fn publish(&self, rows: &[OutboxRow]) -> impl Future<Output = Vec<Outcome>> + Send;
+    fn publish(&self, rows: &[OutboxRow]) -> impl Future<Output = Vec<Confirmation>> + Send;
 }

@@ -17,8 +17,8 @@ use tokio::task::JoinSet;
 use tracing::{error, warn};
 
 use super::config::OutboxRelayConfig;
+use super::marks::{Verdict, count, failed_row, handed_back, verdicts, within_group_limit};
 use super::publish::Publisher;
-use super::settle::{Verdict, count, failed_row, handed_back, verdicts, within_group_limit};
 use super::store::{ClaimOutboxParams, ClaimToken, FailParams, Failed, OutboxRow, OutboxStore};
 use crate::error::Error;
 use crate::inbox::ClaimMode;
@@ -73,6 +73,7 @@ impl<S, P> Clone for OutboxRelay<S, P> {
 impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
     /// A relay of `store`'s outbox (its namespace) through `publisher`.
     pub fn new(store: S, publisher: P, config: OutboxRelayConfig) -> Self {
+        config.crash_attribution.start();
         // `<process>/<relay>`, as the inbox workers' ids, shown as the rows' `claimed_by`.
         let id = format!(
             "{}/{}",
@@ -128,6 +129,8 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
 
     async fn run_leased(&self) -> Result<RelayReport, Error> {
         let inner = &*self.inner;
+        let crash = &inner.config.crash_attribution;
+        let shared = crash.shared().await;
         let token = ClaimToken::random();
         let mut rows = inner
             .store
@@ -144,6 +147,14 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             // Claimed past a crashed batch's limit: given back with their attempt.
             inner.store.release_outbox(&token, Some(&cut)).await?;
         }
+        // Rows of a batch that died run alone in their scope (see `CrashAttribution`), so
+        // that if they kill the process only they are charged.
+        let _turn = if rows.iter().any(|r| r.group_limit.is_some()) {
+            drop(shared);
+            crash.alone(inner.config.lease / 2, "outbox_rows").await
+        } else {
+            shared
+        };
         let mut report = RelayReport {
             claimed: rows.len() as u64,
             ..RelayReport::default()
@@ -386,7 +397,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             }
         }
         if judged > 0 {
-            super::settle::judged(judged);
+            super::marks::judged(judged);
         }
         Ok(judged)
     }

@@ -86,7 +86,7 @@ pub struct LockOutboxParams {
     pub now: Option<SystemTime>,
 }
 
-/// What became of a row of a lock-held batch, settled by [`OutboxStore::settle_outbox`].
+/// What became of a row of a lock-held batch, marked by [`OutboxStore::mark_outbox`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxFate {
     /// The row.
@@ -101,9 +101,9 @@ pub struct OutboxFate {
     pub attempts: u32,
 }
 
-/// Parameters of [`OutboxStore::settle_outbox`].
+/// Parameters of [`OutboxStore::mark_outbox`].
 #[derive(Debug, Clone, Copy)]
-pub struct SettleParams<'a> {
+pub struct MarkParams<'a> {
     /// The batch's record ([`OutboxStore::hold_outbox`]), deleted with the settling.
     pub token: &'a ClaimToken,
     /// The rows published or failed; rows not named (not sent) are left as they were.
@@ -181,11 +181,11 @@ pub trait OutboxStore: Engine {
         crate::engine::outbox::hold(self, token, lock_key, relay, ids)
     }
 
-    /// Settles a lock-held batch in its transaction (`conn`), and deletes its record.
-    fn settle_outbox(
+    /// Marks a lock-held batch in its transaction (`conn`), and deletes its record.
+    fn mark_outbox(
         &self,
         conn: &mut <Self::Db as sqlx::Database>::Connection,
-        params: &SettleParams<'_>,
+        params: &MarkParams<'_>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         let _ = (conn, params);
         async { Err(crate::engine::outbox::LEASE_ONLY) }

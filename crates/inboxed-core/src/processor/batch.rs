@@ -100,8 +100,8 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         // the broker's, or `None` to be counted when it is reached).
         // Shared while the batch's attempts are counted, its transaction runs and the messages
         // it counted run one by one: a crash then is charged to what was counted (see
-        // `in_flight`). Let go before a message that takes a turn of its own.
-        let mut shared = Some(crate::in_flight::IN_FLIGHT.read().await);
+        // `CrashAttribution`). Let go before a message that takes a turn of its own.
+        let mut shared = Some(self.inner.config.crash_attribution.shared().await);
         let together = self.together(batch, &firsts, first_delivery).await;
         let mut steps: Vec<(usize, Step)> = match together {
             Together::Settled(settled) => {

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use tracing::{Instrument, debug, warn};
 
 use crate::config::{AttemptCounting, ProcessorConfig};
+use crate::crash::Turn;
 use crate::envelope::{ConsumerName, Envelope};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::Handler;
 use crate::hash::{PayloadHash, StoredHash};
-use crate::in_flight::{self, IN_FLIGHT, SEEN, Turn};
 use crate::metrics as m;
 use crate::store::{Claim, DeadLetterReason, KeyParams, Store};
 
@@ -126,7 +126,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         handler: H,
         config: ProcessorConfig,
     ) -> Self {
-        in_flight::started();
+        config.crash_attribution.start();
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -247,69 +247,49 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             consumer: &inner.consumer,
             message_id: envelope.id(),
         };
-        // Shared from before the count: a crash from here on is charged to this delivery. In
-        // flight here from before the count too, so that a copy counted after it sees it.
-        let shared = IN_FLIGHT.read().await;
-        let _running = SEEN.running(&key);
+        let crash = &inner.config.crash_attribution;
+        // Shared from before the count: a crash from here on is charged to this delivery.
+        // Running from before the count too, so that a copy counted after it sees it.
+        let shared = crash.shared().await;
+        let _running = crash.running(&key);
         let attempt = match (inner.config.attempt_counting, delivery_count) {
-            // A redelivery: the broker counted the deliveries that never ran too.
-            (AttemptCounting::Auto, Some(n)) if n > 1 => {
-                let forgiven = self
-                    .with_contention_retries(|| inner.store.load_forgiven(&key))
-                    .await?;
-                n.saturating_sub(forgiven).max(1)
-            }
-            (AttemptCounting::Auto, Some(n)) => n.max(1),
-            _ => {
-                self.with_contention_retries(|| inner.store.record_attempt(&key))
-                    .await?
-            }
+            // A first delivery, by the broker's count: nothing to read or write.
+            (AttemptCounting::Auto, Some(n)) if n <= 1 => 1,
+            // A redelivery is counted by the store, plus its uncounted first delivery: a
+            // broker counts every delivery it handed out, run or not (at a crash, the whole
+            // prefetch window), where the store counts those that ran.
+            (AttemptCounting::Auto, Some(_)) => self.record_attempt(&key).await? + 1,
+            _ => self.record_attempt(&key).await?.max(1),
         };
-        let suspect = attempt > 1
-            && attempt <= inner.config.max_attempts
-            && in_flight::young()
-            && SEEN.suspect(&key, attempt);
+        let suspect = attempt <= inner.config.max_attempts && crash.is_suspect(&key, attempt);
         let _turn = if suspect {
-            self.alone(&key, shared).await?
+            drop(shared);
+            self.alone(&key).await?
         } else {
-            Turn::Shared(shared)
+            shared
         };
         self.process_counted(envelope, attempt).await
     }
 
-    /// The turn of a delivery tried before and not seen to fail here (the last crash of a
-    /// consumer may have been its doing): it waits until nothing else of this process is in
-    /// flight, its attempt forgiven meanwhile, and runs alone, so that its next crash is
-    /// charged to it only (see `in_flight`). The wait is bounded by `handler_timeout`; past it
-    /// the delivery runs beside the others.
-    async fn alone(
-        &self,
-        key: &KeyParams<'_>,
-        shared: tokio::sync::RwLockReadGuard<'static, ()>,
-    ) -> Result<Turn, Error> {
+    /// The turn of a suspect delivery (the last crash may have been its doing; see
+    /// [`CrashAttribution`](crate::CrashAttribution)): it waits until nothing else of its
+    /// scope runs, its attempt forgiven meanwhile, and runs alone, so that its next crash is
+    /// charged to it only. The wait is bounded by `handler_timeout`; past it the delivery runs
+    /// beside the others.
+    async fn alone(&self, key: &KeyParams<'_>) -> Result<Turn, Error> {
         let inner = &*self.inner;
+        let crash = &inner.config.crash_attribution;
         let forgiven = self
-            .with_contention_retries(|| inner.store.shift_forgiven(key, 1))
+            .with_contention_retries(|| inner.store.forgive(key, 1))
             .await;
         if let Err(e) = forgiven {
             warn!(error = %e, "could not forgive a suspect delivery its wait; running it beside the others");
-            return Ok(Turn::Shared(shared));
+            return Ok(crash.shared().await);
         }
-        drop(shared);
-        let turn = match tokio::time::timeout(inner.config.handler_timeout, IN_FLIGHT.write()).await
-        {
-            Ok(alone) => Turn::Alone(alone),
-            Err(_) => {
-                warn!(
-                    "a delivery tried before waited handler_timeout for the others of this process to end; running it beside them"
-                );
-                // Beside the others, never beside one that runs alone.
-                Turn::Shared(IN_FLIGHT.read().await)
-            }
-        };
+        let turn = crash.alone(inner.config.handler_timeout, "delivery").await;
         // Its turn: a crash from here on is this delivery's again. When this fails the
         // delivery is requeued without having run, and stays forgiven, as it should.
-        self.with_contention_retries(|| inner.store.shift_forgiven(key, -1))
+        self.with_contention_retries(|| inner.store.forgive(key, -1))
             .await?;
         Ok(turn)
     }
@@ -344,19 +324,17 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             consumer: &inner.consumer,
             message_id: envelope.id(),
         };
-        let failed_here = |attempt: u32| SEEN.failed(&key, attempt);
+        let failed_here = |attempt: u32| inner.config.crash_attribution.failed(&key, attempt);
         let (settled, chain) = match failure {
             Failure::Store(e) => {
                 failed_here(attempt);
                 return Err(e.into());
             }
             Failure::KeyBusy(e) => {
-                // Not an attempt: taken off the count, so that waiting out the claim of a
-                // consumer cut off mid-transaction (until the server ends its session) cannot
-                // dead-letter the message. Before the requeue, which the redelivery follows.
-                if let Err(e) = inner.store.forgive_attempt(&key).await {
-                    warn!(error = %e, "could not take a delivery that never ran off the message's attempts");
-                }
+                // Not an attempt: forgiven, so that waiting out the claim of a consumer cut off
+                // mid-transaction (until the server ends its session) cannot dead-letter the
+                // message. Before the requeue, which the redelivery follows.
+                self.forgive_unrun(&key).await;
                 failed_here(attempt.saturating_sub(1));
                 return Err(e.into());
             }
@@ -436,6 +414,44 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 }
             }
         }
+    }
+
+    /// Counts this delivery's attempt in the store, waiting for a lock at most `lock_timeout`
+    /// (SQLite's count waits for the write lock). A wait given up is not retried here: like a
+    /// claim that gave up, the delivery is requeued, and its count never landed.
+    async fn record_attempt(&self, key: &KeyParams<'_>) -> Result<u32, StoreError> {
+        let config = &self.inner.config;
+        let waited_out = |e: &StoreError| matches!(e, StoreError::Timeout(_) | StoreError::Busy(_));
+        config
+            .contention_backoff
+            .retrying(
+                config.contention_retries,
+                |e| e.is_transient() && !waited_out(e),
+                || self.inner.store.record_attempt(key, config.lock_timeout),
+            )
+            .await
+    }
+
+    /// Forgives the attempt of a delivery that never ran (its begin or claim gave up waiting),
+    /// before its requeue, waiting for the write at most a second: on SQLite it waits for the
+    /// very write lock the delivery gave up on, and would hold the requeue as long. Past that
+    /// it completes in the background, and a redelivery that comes first is counted without it.
+    async fn forgive_unrun(&self, key: &KeyParams<'_>) {
+        let (store, consumer, id) = (
+            self.inner.store.clone(),
+            key.consumer.clone(),
+            key.message_id.clone(),
+        );
+        let forgiving = tokio::spawn(async move {
+            let key = KeyParams {
+                consumer: &consumer,
+                message_id: &id,
+            };
+            if let Err(e) = store.forgive(&key, 1).await {
+                warn!(error = %e, "could not take a delivery that never ran off the message's attempts");
+            }
+        });
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), forgiving).await;
     }
 
     async fn with_contention_retries<T, F, Fut>(&self, op: F) -> Result<T, StoreError>

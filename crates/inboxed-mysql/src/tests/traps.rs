@@ -54,6 +54,55 @@ async fn a_duplicate_key_is_a_unique_violation_by_its_number() {
     db.finish().await;
 }
 
+/// A worker's row group whose handler waited out InnoDB's lock wait (1205, SQLSTATE HY000)
+/// lost to a lock conflict, and is regrouped smaller rather than redone row by row: the
+/// conflict is read by the one classifier, whether the handler's `?` made a `StoreError` of
+/// the sqlx error or kept it as it was (`.transient()`). The worker's own classifier read
+/// SQLSTATEs only, and took this one for a handler's failure.
+#[tokio::test]
+async fn a_lock_wait_in_a_handler_is_a_lock_conflict() {
+    use inboxed_core::{HandlerError, ResultExt};
+    let db = TestDb::new().await;
+    let mut holder = db.conn().await;
+    holder
+        .execute("BEGIN")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    holder
+        .execute("INSERT INTO ledger VALUES ('row', 1)")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut waiter = db.conn().await;
+    waiter
+        .execute("SET SESSION innodb_lock_wait_timeout = 1")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut errors = Vec::new();
+    for _ in 0..2 {
+        let insert = waiter
+            .execute("INSERT INTO ledger VALUES ('row', 2)")
+            .await
+            .map(drop);
+        errors.push(insert.expect_err("the row is locked"));
+    }
+    let (first, second) = (errors.remove(0), errors.remove(0));
+    let by_question_mark = HandlerError::from(first);
+    let kept: HandlerError = Err::<(), _>(second).transient().unwrap_err();
+    for e in [&by_question_mark, &kept] {
+        let source = std::error::Error::source(e).unwrap_or_else(|| panic!("{e:?}"));
+        assert!(StoreError::is_lock_conflict_in(source), "{e:?}");
+    }
+    let other = HandlerError::transient("a downstream service is unavailable");
+    let source = std::error::Error::source(&other).unwrap_or_else(|| panic!("{other:?}"));
+    assert!(!StoreError::is_lock_conflict_in(source));
+    holder
+        .execute("ROLLBACK")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    drop((holder, waiter));
+    db.finish().await;
+}
+
 /// The trap: InnoDB's lock wait timeout rolls back the statement only, so a COMMIT after it
 /// keeps what the transaction wrote before. The classification makes it a `Timeout`, on
 /// which the library drops (rolls back) the whole transaction; this test shows both the

@@ -165,6 +165,8 @@ impl<B: Backend> Clone for Batches<B> {
 }
 
 impl<B: Backend> Handler<<B::Store as Store>::Db> for Batches<B> {
+    const BATCHES: bool = true;
+
     async fn handle_batch(
         &self,
         msgs: &[&Envelope],

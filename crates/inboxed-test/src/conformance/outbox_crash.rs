@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use inboxed_core::inbox::ClaimMode;
 use inboxed_core::outbox::store::OutboxStore;
-use inboxed_core::outbox::{OutboxRelay, OutboxRelayConfig, OutboxRow, Outcome, Publisher};
+use inboxed_core::outbox::{Confirmation, OutboxRelay, OutboxRelayConfig, OutboxRow, Publisher};
 
 use super::outbox::{label, write_all};
 use crate::backend::Backend;
@@ -23,13 +23,13 @@ struct Poisoned {
 }
 
 impl Publisher for Poisoned {
-    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
         if rows.iter().any(|r| label(r) == self.poison) {
             std::future::pending::<()>().await;
         }
         let mut sent = self.sent.lock().unwrap();
         sent.extend(rows.iter().map(label));
-        rows.iter().map(|_| Outcome::Confirmed).collect()
+        rows.iter().map(|_| Confirmation::Confirmed).collect()
     }
 }
 
@@ -147,10 +147,10 @@ struct Held {
 }
 
 impl Publisher for Held {
-    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
         self.started.notify_one();
         self.release.notified().await;
-        rows.iter().map(|_| Outcome::Confirmed).collect()
+        rows.iter().map(|_| Confirmation::Confirmed).collect()
     }
 }
 
@@ -204,8 +204,8 @@ pub async fn a_reap_beside_a_live_lock_held_batch_judges_nothing<B: Backend>(_te
 struct AtOnce;
 
 impl Publisher for AtOnce {
-    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
-        rows.iter().map(|_| Outcome::Confirmed).collect()
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
+        rows.iter().map(|_| Confirmation::Confirmed).collect()
     }
 }
 

@@ -282,6 +282,8 @@ struct BatchOnSecondConnection<B: Backend> {
 }
 
 impl<B: Backend> Handler<<B::Store as Store>::Db> for BatchOnSecondConnection<B> {
+    const BATCHES: bool = true;
+
     async fn handle(&self, msg: &Envelope, conn: &mut Conn<B>) -> Result<(), HandlerError> {
         self.ledger.handle(msg, conn).await
     }

@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use tracing::info;
 
 use inboxed_core::outbox::store::OutboxStore;
-use inboxed_core::outbox::{OutboxRelay, OutboxRow, Outcome, Publisher};
+use inboxed_core::outbox::{Confirmation, OutboxRelay, OutboxRow, Publisher};
 use inboxed_nats::{NatsPublisher, NatsPublisherConfig};
 use inboxed_rabbitmq::{RabbitPublisher, RabbitPublisherConfig};
 use inboxed_redis::{RedisPublisher, RedisPublisherConfig};
@@ -61,7 +61,7 @@ enum AnyPublisher {
 }
 
 impl Publisher for AnyPublisher {
-    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Outcome> {
+    async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
         match self {
             Self::Rabbit(p) => p.publish(rows).await,
             Self::Nats(p) => p.publish(rows).await,

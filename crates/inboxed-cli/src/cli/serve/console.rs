@@ -37,13 +37,7 @@ impl ConsoleStore for ServeStore {
         let Some(url) = &self.metrics_url else {
             return Ok(None);
         };
-        let rates = crate::cli::scrape::dedup_rates(url).await?;
-        Ok(Some(
-            rates
-                .into_iter()
-                .map(|r| DedupRate::new(r.consumer, r.duplicates, r.settled))
-                .collect(),
-        ))
+        Ok(Some(crate::cli::scrape::dedup_rates(url).await?))
     }
 
     async fn observe(&self) -> Result<Observation, BoxError> {

@@ -19,6 +19,8 @@ struct Batched<B> {
 }
 
 impl<B: Backend> Handler<<B::Store as Store>::Db> for Batched<B> {
+    const BATCHES: bool = true;
+
     async fn handle(&self, msg: &Envelope, conn: &mut Conn<B>) -> Result<(), HandlerError> {
         self.ledger.handle(msg, conn).await
     }

@@ -1,15 +1,15 @@
-//! What a relay does with a batch's outcomes, whatever its claim mode: each row's verdict from
-//! the publisher's outcome, the cut to a crashed batch's limit, and the counting and logging
-//! of what became of the rows.
+//! How a relay marks a batch, whatever its claim mode: each row's verdict from what the broker
+//! confirmed of it, the cut to a crashed batch's limit, and the counting and logging of what
+//! became of the rows.
 
 use tracing::{debug, warn};
 
-use super::publish::Outcome;
+use super::publish::Confirmation;
 use super::relay::RelayReport;
 use super::store::OutboxRow;
 use crate::metrics as m;
 
-/// How the publisher's outcome for a row is settled.
+/// How a row is marked, from what the broker confirmed of it.
 pub(super) enum Verdict {
     Confirmed,
     Failed { reason: String, permanent: bool },
@@ -18,20 +18,20 @@ pub(super) enum Verdict {
 
 /// Each row's verdict, in the rows' order; a row the publisher gave no outcome for is
 /// unconfirmed.
-pub(super) fn verdicts(rows: &[OutboxRow], outcomes: Vec<Outcome>) -> Vec<Verdict> {
-    let mut outcomes = outcomes.into_iter();
+pub(super) fn verdicts(rows: &[OutboxRow], confirmations: Vec<Confirmation>) -> Vec<Verdict> {
+    let mut confirmations = confirmations.into_iter();
     rows.iter()
-        .map(|_| match outcomes.next() {
-            Some(Outcome::Confirmed) => Verdict::Confirmed,
-            Some(Outcome::Refused { reason, permanent }) => Verdict::Failed {
+        .map(|_| match confirmations.next() {
+            Some(Confirmation::Confirmed) => Verdict::Confirmed,
+            Some(Confirmation::Refused { reason, permanent }) => Verdict::Failed {
                 reason: format!("refused by the broker: {reason}"),
                 permanent,
             },
-            Some(Outcome::Unconfirmed { reason }) => Verdict::Failed {
+            Some(Confirmation::Unconfirmed { reason }) => Verdict::Failed {
                 reason: format!("not confirmed by the broker: {reason}"),
                 permanent: false,
             },
-            Some(Outcome::NotSent { reason }) => Verdict::NotSent(reason),
+            Some(Confirmation::NotSent { reason }) => Verdict::NotSent(reason),
             None => Verdict::Failed {
                 reason: "not confirmed by the broker: the publisher gave no outcome for this row"
                     .to_owned(),

@@ -1,4 +1,4 @@
--- outbox_settle: settles a lock-held batch in its own transaction, before its commit: each
+-- outbox_mark: marks a lock-held batch in its own transaction, before its commit: each
 -- published row sent (or deleted, $3), each failed row pending after its backoff or dead, with
 -- its attempt count; and the batch's record goes, so that only a batch that never commits
 -- leaves one. Rows not in the list (not sent: the broker was unreachable) are left as they are,

@@ -30,7 +30,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::envelope::ConsumerName;
+use inboxed_core::ConsumerName;
 
 /// The most keys a claim transaction locks one by one; above it, it locks their buckets.
 pub const MAX_KEY_LOCKS: usize = 64;

@@ -1,5 +1,5 @@
-//! The batch gate, for engines with session locks that many sessions can wait on (MySQL's
-//! `GET_LOCK`): `slots` named locks of the database, one held by a claim loop for the length of
+//! The batch gate, on MySQL's session locks that many sessions can wait on (`GET_LOCK`):
+//! `slots` named locks of the database, one held by a claim loop for the length of
 //! each batch, so that the workers of a database together run at most `slots` batches at
 //! once. Each worker paces its own loops (`pace.rs`), but none can take fewer than one; 16
 //! default workers on MariaDB thus ran 16 batches at once on two cores and drained at half of
@@ -21,8 +21,8 @@ use std::time::Duration;
 use sqlx::Connection as _;
 use tokio::sync::mpsc;
 
-use super::{Args, Columns, Conn, Engine};
-use crate::inbox::store::{Gate, GateRequest};
+use inboxed_core::engine::{Args, Columns, Conn, Engine};
+use inboxed_core::inbox::store::{Gate, GateRequest};
 
 /// How long a loop waits on one taken slot before it tries them all again: a wait is on one
 /// lock, and another slot may be freed first.
@@ -31,7 +31,7 @@ const WAIT: Duration = Duration::from_millis(250);
 const CONNECT: Duration = Duration::from_secs(2);
 
 /// A loop's place at the gate of `slots` slots; its session is opened at its first batch.
-pub fn open<E: Engine>(store: &E, slots: u32) -> Gate {
+pub(crate) fn open<E: Engine>(store: &E, slots: u32) -> Gate {
     let (requests, mut inbox) = mpsc::unbounded_channel();
     let store = store.clone();
     let slots = slots.max(1);

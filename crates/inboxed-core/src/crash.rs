@@ -1,0 +1,427 @@
+//! Crash attribution: what a crash is charged to.
+//!
+//! A process killed mid-work charges an attempt to everything it held, guilty or not: nothing
+//! durable says which delivery killed it. Left at that, one message that aborts its consumer
+//! uses up the attempts of every message in flight beside it, crash after crash, and they are
+//! dead-lettered with it. [`CrashAttribution`] keeps that from happening with one rule:
+//!
+//! > Work that may have caused the last crash (a *suspect*) waits until nothing else in its
+//! > scope is running, and then runs alone. Its attempt is forgiven while it waits.
+//!
+//! Its next crash is then charged to it alone, and the others (where the store counts
+//! attempts) are charged for the one crash they shared with it, not for the ones after.
+//! Everything else runs side by side. A suspect is:
+//! - for the processor, a delivery tried before (attempt above 1), within the scope's
+//!   [window](CrashAttribution::window) of its start, with no other copy of its key running
+//!   in the scope and no failure of its last attempt seen in the scope (a retry after a failure
+//!   seen here is not the aftermath of a crash);
+//! - for a store-then-process worker or the outbox relay, a batch holding rows whose earlier
+//!   claim died: the store's *crash halving* has marked them (docs/guarantees.md), so no window
+//!   applies.
+//!
+//! The scope is the value: every processor, worker and relay given the same
+//! `CrashAttribution` (a clone) is judged together. A crash takes a whole process, so one
+//! value shared by all the consumers of a process is the exact scope; each config's default
+//! makes its own, so that a suspect of one consumer does not hold back another.
+//! [`CrashAttribution::off`] charges every delivery in flight at a crash, as most job queues do.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
+
+use crate::metrics as m;
+use crate::store::KeyParams;
+
+/// Decides what a crash is charged to (see the [module](self) documentation): a scope of
+/// work judged together, shared by clones.
+///
+/// Given to a [`ProcessorConfig`](crate::ProcessorConfig),
+/// [`WorkerConfig`](crate::inbox::WorkerConfig) or
+/// [`OutboxRelayConfig`](crate::outbox::OutboxRelayConfig); each of their defaults makes a
+/// new one. Give every config of a process the same value (a clone) to judge all of its work
+/// together, which is exact (a crash takes all of it down) at the price of one consumer's
+/// suspect holding back the others while it runs.
+#[derive(Debug, Clone)]
+pub struct CrashAttribution {
+    scope: Option<Arc<Scope>>,
+}
+
+#[derive(Debug)]
+struct Scope {
+    /// Held shared by all work of the scope while it runs, exclusively by a suspect.
+    lock: Arc<RwLock<()>>,
+    window: Duration,
+    /// When the first processor, worker or relay of the scope was made.
+    started: OnceLock<Instant>,
+    seen: Seen,
+    waiting: AtomicUsize,
+}
+
+impl Default for CrashAttribution {
+    /// On, with a window of 60 s.
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CrashAttribution {
+    /// How long after its start a scope judges redeliveries as suspects, unless
+    /// [`CrashAttribution::window`] says otherwise. A crash loop shows as restarts: the
+    /// redeliveries a restarted consumer receives come at once, and a poison among them is
+    /// judged while the process is young. Past it, a redelivery is more often a retry from
+    /// another replica than the aftermath of a crash (an outage sends every retry to whichever
+    /// replica takes it), and judging it would drain the process for each.
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
+
+    /// A new scope, on, with [`CrashAttribution::DEFAULT_WINDOW`].
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            scope: Some(Arc::new(Scope {
+                lock: Arc::default(),
+                window: Self::DEFAULT_WINDOW,
+                started: OnceLock::new(),
+                seen: Seen::default(),
+                waiting: AtomicUsize::new(0),
+            })),
+        }
+    }
+
+    /// No attribution: nothing waits or runs alone, and a crash charges every delivery and
+    /// claimed row in flight. For handlers that cannot crash their process (no native code, no
+    /// `abort`, memory well bounded), or where the turn alone of each redelivery after a
+    /// restart costs more than an occasional attempt.
+    #[must_use]
+    pub fn off() -> Self {
+        Self { scope: None }
+    }
+
+    /// A new scope whose processor deliveries are judged for `window` after its start (a
+    /// zero window judges none; rows marked by the store are judged whatever the window).
+    #[must_use]
+    pub fn window(window: Duration) -> Self {
+        let mut new = Self::new();
+        if let Some(scope) = new.scope.as_mut().and_then(Arc::get_mut) {
+            scope.window = window;
+        }
+        new
+    }
+
+    /// Whether attribution is on.
+    #[must_use]
+    pub fn is_on(&self) -> bool {
+        self.scope.is_some()
+    }
+
+    /// Suspects now waiting for their turn alone (also the gauge
+    /// [`metrics::SUSPECTS_WAITING`](crate::metrics::SUSPECTS_WAITING)).
+    #[must_use]
+    pub fn suspects_waiting(&self) -> usize {
+        self.scope
+            .as_ref()
+            .map_or(0, |s| s.waiting.load(Ordering::Relaxed))
+    }
+
+    /// Marks the scope's start, from which the window runs: the first call wins. Called as a
+    /// processor, worker or relay is made, so that the window runs from when it began, not from
+    /// its first redelivery.
+    pub(crate) fn start(&self) {
+        if let Some(scope) = &self.scope {
+            scope.started.get_or_init(Instant::now);
+        }
+    }
+
+    /// The turn of ordinary work: beside the rest of the scope, never beside a suspect.
+    pub(crate) async fn shared(&self) -> Turn {
+        match &self.scope {
+            Some(scope) => Turn::Shared(Arc::clone(&scope.lock).read_owned().await),
+            None => Turn::Untracked,
+        }
+    }
+
+    /// Counts a delivery of `key` as running in the scope until the guard is dropped.
+    pub(crate) fn running(&self, key: &KeyParams<'_>) -> Option<Running> {
+        self.scope.as_ref().map(|scope| {
+            let key = joined(key);
+            *scope.seen.lock().running.entry(key.clone()).or_default() += 1;
+            Running {
+                scope: Arc::clone(scope),
+                key,
+            }
+        })
+    }
+
+    /// Remembers that `key`'s attempt `attempt` failed where the scope could see it.
+    pub(crate) fn failed(&self, key: &KeyParams<'_>, attempt: u32) {
+        if let Some(scope) = &self.scope {
+            scope.seen.failed(joined(key), attempt);
+        }
+    }
+
+    /// Whether attempt `attempt` of `key` (itself counted [`CrashAttribution::running`]) may
+    /// follow a crash: tried before, within the window, no other copy running in the scope,
+    /// and no failure of its last attempt seen here.
+    pub(crate) fn is_suspect(&self, key: &KeyParams<'_>, attempt: u32) -> bool {
+        let Some(scope) = &self.scope else {
+            return false;
+        };
+        let young = scope
+            .started
+            .get()
+            .is_none_or(|t| t.elapsed() < scope.window);
+        attempt > 1 && young && scope.seen.suspect(&joined(key), attempt)
+    }
+
+    /// A suspect's turn: waits, at most `wait`, until nothing else in the scope runs, and
+    /// holds the scope alone. Past `wait` it runs beside the others (never beside another
+    /// suspect). `work` labels the metrics: `delivery`, `inbox_rows` or `outbox_rows`.
+    pub(crate) async fn alone(&self, wait: Duration, work: &'static str) -> Turn {
+        let Some(scope) = &self.scope else {
+            return Turn::Untracked;
+        };
+        scope.waiting.fetch_add(1, Ordering::Relaxed);
+        let waiting = metrics::gauge!(m::SUSPECTS_WAITING, "work" => work);
+        waiting.increment(1.0);
+        let turn = tokio::time::timeout(wait, Arc::clone(&scope.lock).write_owned()).await;
+        waiting.decrement(1.0);
+        scope.waiting.fetch_sub(1, Ordering::Relaxed);
+        match turn {
+            Ok(alone) => Turn::Alone {
+                _guard: alone,
+                since: Instant::now(),
+                work,
+            },
+            Err(_) => {
+                tracing::warn!(
+                    work,
+                    ?wait,
+                    "work that may have caused the last crash waited its limit for the rest of its scope to end; running it beside the rest"
+                );
+                Turn::Shared(Arc::clone(&scope.lock).read_owned().await)
+            }
+        }
+    }
+}
+
+/// Work's place in its scope while it runs; let go when dropped.
+#[derive(Debug)]
+pub(crate) enum Turn {
+    /// Beside the rest of the scope.
+    Shared(#[allow(dead_code, reason = "held, not read")] OwnedRwLockReadGuard<()>),
+    /// Alone in the scope: a crash now is this work's.
+    Alone {
+        _guard: OwnedRwLockWriteGuard<()>,
+        since: Instant,
+        work: &'static str,
+    },
+    /// Attribution is off.
+    Untracked,
+}
+
+impl Turn {
+    /// Beside the rest of its scope (not alone, and attribution on).
+    pub(crate) fn is_shared(&self) -> bool {
+        matches!(self, Self::Shared(_))
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        if let Self::Alone { since, work, .. } = self {
+            metrics::histogram!(m::ALONE_SECONDS, "work" => *work)
+                .record(since.elapsed().as_secs_f64());
+        }
+    }
+}
+
+/// A delivery of a key counted as running in its scope until dropped.
+#[derive(Debug)]
+pub(crate) struct Running {
+    scope: Arc<Scope>,
+    key: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut recent = self.scope.seen.lock();
+        if let Some(n) = recent.running.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                recent.running.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// What a scope saw of its keys (consumer and message id): the deliveries of each running,
+/// and the keys whose last attempt failed where it could be seen (an error, a rollback, a lock
+/// wait given up), with that attempt's number. Bounded: past [`Seen::KEPT`] failed keys the
+/// oldest is forgotten, and its redelivery taken for a suspect, which costs it a turn alone,
+/// never an attempt.
+#[derive(Debug, Default)]
+struct Seen(Mutex<Recent>);
+
+#[derive(Debug, Default)]
+struct Recent {
+    running: HashMap<String, u32>,
+    failed: HashMap<String, u32>,
+    order: VecDeque<String>,
+}
+
+impl Seen {
+    const KEPT: usize = 10_000;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Recent> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn failed(&self, key: String, attempt: u32) {
+        let mut recent = self.lock();
+        if recent.failed.insert(key.clone(), attempt).is_none() {
+            recent.order.push_back(key);
+            if recent.order.len() > Self::KEPT
+                && let Some(oldest) = recent.order.pop_front()
+            {
+                recent.failed.remove(&oldest);
+            }
+        }
+    }
+
+    /// No other delivery of the key runs here, and no attempt of it was seen to fail here, or
+    /// one was and more were made since.
+    fn suspect(&self, key: &str, attempt: u32) -> bool {
+        let recent = self.lock();
+        recent.running.get(key).is_none_or(|&n| n <= 1)
+            && recent
+                .failed
+                .get(key)
+                .is_none_or(|&seen| seen + 1 != attempt)
+    }
+}
+
+/// A key as one string: the consumer, a NUL (which a consumer name cannot hold), the id.
+fn joined(key: &KeyParams<'_>) -> String {
+    format!("{}\0{}", key.consumer.as_str(), key.message_id.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{CrashAttribution, Seen, Turn};
+    use crate::envelope::{ConsumerName, MessageId};
+    use crate::store::KeyParams;
+
+    fn key<'a>(consumer: &'a ConsumerName, id: &'a MessageId) -> KeyParams<'a> {
+        KeyParams {
+            consumer,
+            message_id: id,
+        }
+    }
+
+    #[test]
+    fn a_retry_after_a_failure_seen_here_is_not_a_suspect() {
+        let scope = CrashAttribution::new();
+        let (c, other) = (
+            ConsumerName::new("c").unwrap(),
+            ConsumerName::new("d").unwrap(),
+        );
+        let a = MessageId::new("a").unwrap();
+        assert!(!scope.is_suspect(&key(&c, &a), 1), "a first attempt");
+        assert!(
+            scope.is_suspect(&key(&c, &a), 2),
+            "nothing seen: a crash may have come first"
+        );
+        scope.failed(&key(&c, &a), 1);
+        assert!(
+            !scope.is_suspect(&key(&c, &a), 2),
+            "the attempt after the one seen to fail"
+        );
+        assert!(
+            scope.is_suspect(&key(&c, &a), 3),
+            "another attempt came between"
+        );
+        assert!(
+            scope.is_suspect(&key(&other, &a), 2),
+            "another consumer's key"
+        );
+        for i in 0..Seen::KEPT {
+            scope.failed(&key(&c, &MessageId::new(format!("k{i}")).unwrap()), 1);
+        }
+        assert!(
+            scope.is_suspect(&key(&c, &a), 2),
+            "forgotten past the bound"
+        );
+        let elsewhere = CrashAttribution::new();
+        elsewhere.failed(&key(&c, &a), 1);
+        assert!(
+            scope.is_suspect(&key(&c, &a), 2) && !elsewhere.is_suspect(&key(&c, &a), 2),
+            "each scope sees its own"
+        );
+    }
+
+    #[test]
+    fn a_copy_beside_one_running_here_is_not_a_suspect() {
+        let scope = CrashAttribution::new();
+        let (c, b) = (
+            ConsumerName::new("c").unwrap(),
+            MessageId::new("b").unwrap(),
+        );
+        let first = scope.running(&key(&c, &b));
+        let second = scope.running(&key(&c, &b));
+        assert!(
+            !scope.is_suspect(&key(&c, &b), 2),
+            "its earlier attempt is running here"
+        );
+        drop(first);
+        assert!(scope.is_suspect(&key(&c, &b), 2), "alone again");
+        drop(second);
+    }
+
+    #[test]
+    fn past_the_window_or_off_nothing_is_a_suspect() {
+        let (c, b) = (
+            ConsumerName::new("c").unwrap(),
+            MessageId::new("b").unwrap(),
+        );
+        let none = CrashAttribution::window(Duration::ZERO);
+        none.start();
+        assert!(!none.is_suspect(&key(&c, &b), 2));
+        let off = CrashAttribution::off();
+        off.start();
+        assert!(!off.is_suspect(&key(&c, &b), 2));
+        assert!(off.running(&key(&c, &b)).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_suspect_waits_for_its_scope_only() {
+        let (scope, other) = (CrashAttribution::new(), CrashAttribution::new());
+        let running = scope.shared().await;
+        let wait = Duration::from_millis(50);
+        assert!(
+            matches!(other.alone(wait, "delivery").await, Turn::Alone { .. }),
+            "another scope's work is not waited for"
+        );
+        assert!(
+            matches!(scope.alone(wait, "delivery").await, Turn::Shared(_)),
+            "its own is, up to the limit"
+        );
+        let waiter = tokio::spawn({
+            let scope = scope.clone();
+            async move { scope.alone(Duration::from_secs(5), "delivery").await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(scope.suspects_waiting(), 1, "a clone is the same scope");
+        drop(running);
+        assert!(matches!(waiter.await.unwrap(), Turn::Alone { .. }));
+        assert_eq!(scope.suspects_waiting(), 0);
+        let off = CrashAttribution::off();
+        assert!(matches!(off.alone(wait, "delivery").await, Turn::Untracked));
+        assert!(matches!(off.shared().await, Turn::Untracked));
+    }
+}

@@ -10,7 +10,7 @@ use lapin::options::ConfirmSelectOptions;
 use lapin::{Connection, ConnectionProperties};
 
 use inboxed_core::ConsumerName;
-use inboxed_core::inbox::{Inbox, Relay, RelayConfig};
+use inboxed_core::inbox::{Inbox, InboxRelay, InboxRelayConfig};
 use inboxed_postgres::PgStore;
 
 use crate::rabbitmq::{Broker, measure};
@@ -49,7 +49,7 @@ const PROCESSES: &[&str] = &["inboxed-bench", "beam.smp", "postgres"];
 struct Variant<'a> {
     name: &'a str,
     prefetch: u16,
-    config: RelayConfig,
+    config: InboxRelayConfig,
 }
 
 pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
@@ -59,7 +59,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     channel
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
-    let mut batched = RelayConfig::default();
+    let mut batched = InboxRelayConfig::default();
     if let Some(n) = args.batch_size {
         batched = batched.batch_size(n);
     }
@@ -81,7 +81,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         Variant {
             name: "one store per delivery, 32 at once, prefetch 32 (before batches)",
             prefetch: 32,
-            config: RelayConfig::default().batch_size(1).concurrency(32),
+            config: InboxRelayConfig::default().batch_size(1).concurrency(32),
         },
         Variant {
             name: &label,
@@ -148,13 +148,13 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
 /// processes on the machine's cores while it ran.
 async fn relay_until(
     store: PgStore,
-    config: RelayConfig,
+    config: InboxRelayConfig,
     source: inboxed_rabbitmq::RabbitSource,
     target: u64,
 ) -> anyhow::Result<String> {
     let pool = store.pool().clone();
     let inbox = Inbox::new(store, ConsumerName::new("bench")?).notify(false);
-    let relay = Relay::new(inbox, config);
+    let relay = InboxRelay::new(inbox, config);
     let target = i64::try_from(target)?;
     // Row ids count from 1 after the truncation and nothing rolls back, so the highest id is
     // the number stored: one index probe, where a count would scan the table (and take a good

@@ -46,6 +46,11 @@ use crate::store::KeyParams;
 /// suspect holding back the others while it runs.
 #[derive(Debug, Clone)]
 pub struct CrashAttribution {
+    /// This scope's name: `<pid>-<nonce>` (pids are reused, across restarts and hosts), the
+    /// first part of the id of each worker and relay of the scope, as written to the rows they
+    /// claim (`claimed_by`). The reapers judge the rows of one scope together (the crash
+    /// halving), as this value judges its work: what one sees held alone, the other ran alone.
+    id: Arc<str>,
     scope: Option<Arc<Scope>>,
 }
 
@@ -80,6 +85,7 @@ impl CrashAttribution {
     #[must_use]
     pub fn new() -> Self {
         Self {
+            id: new_id(),
             scope: Some(Arc::new(Scope {
                 lock: Arc::default(),
                 window: Self::DEFAULT_WINDOW,
@@ -96,7 +102,10 @@ impl CrashAttribution {
     /// restart costs more than an occasional attempt.
     #[must_use]
     pub fn off() -> Self {
-        Self { scope: None }
+        Self {
+            id: new_id(),
+            scope: None,
+        }
     }
 
     /// A new scope whose processor deliveries are judged for `window` after its start (a
@@ -108,6 +117,13 @@ impl CrashAttribution {
             scope.window = window;
         }
         new
+    }
+
+    /// This scope's name, `<pid>-<nonce>`: the part before the `/` of the `claimed_by` of the
+    /// rows its workers and relays claim.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// Whether attribution is on.
@@ -302,6 +318,12 @@ impl Seen {
                 .get(key)
                 .is_none_or(|&seen| seen + 1 != attempt)
     }
+}
+
+/// A scope's name: this process's id and a random nonce.
+fn new_id() -> Arc<str> {
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    format!("{}-{}", std::process::id(), &nonce[..8]).into()
 }
 
 /// A key as one string: the consumer, a NUL (which a consumer name cannot hold), the id.

@@ -8,7 +8,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use inboxed_core::inbox::{Inbox, Reaper, ReaperConfig, Relay, RelayConfig, Worker, WorkerConfig};
+use inboxed_core::inbox::{
+    Inbox, InboxRelay, InboxRelayConfig, Reaper, ReaperConfig, Worker, WorkerConfig,
+};
 use inboxed_core::outbox::{OutboxRelay, OutboxRelayConfig, Publisher};
 use inboxed_core::{ConsumerName, DeliverySource};
 use inboxed_postgres::PgStore;
@@ -64,9 +66,9 @@ impl Parts {
         Src: DeliverySource + 'static,
         P: Publisher + 'static,
     {
-        let relay = Relay::new(
+        let relay = InboxRelay::new(
             Inbox::new(store.clone(), consumer.clone()),
-            RelayConfig::default(),
+            InboxRelayConfig::default(),
         );
         let stopping = self.stopping();
         self.spawn(async move { relay.run(source, stopping).await });

@@ -15,10 +15,10 @@ use crate::drive::drive;
 use crate::error::{Error, delivery_name, error_chain};
 use crate::metrics as m;
 
-/// Settings for [`Relay`].
+/// Settings for [`InboxRelay`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct RelayConfig {
+pub struct InboxRelayConfig {
     /// Deliveries stored at once, or with `batch_size` above 1, batches stored at once.
     /// Defaults to 4.
     pub concurrency: usize,
@@ -35,7 +35,7 @@ pub struct RelayConfig {
     pub retry_backoff: Backoff,
 }
 
-impl Default for RelayConfig {
+impl Default for InboxRelayConfig {
     fn default() -> Self {
         Self {
             concurrency: 4,
@@ -49,15 +49,15 @@ impl Default for RelayConfig {
     }
 }
 
-impl RelayConfig {
-    /// Sets [`RelayConfig::concurrency`] (at least 1).
+impl InboxRelayConfig {
+    /// Sets [`InboxRelayConfig::concurrency`] (at least 1).
     #[must_use]
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
         self
     }
 
-    /// Sets [`RelayConfig::batch_size`] (at least 1).
+    /// Sets [`InboxRelayConfig::batch_size`] (at least 1).
     #[must_use]
     pub fn batch_size(mut self, n: usize) -> Self {
         self.batch_size = n.max(1);
@@ -281,15 +281,15 @@ fn warn_if_redrive<S: InboxStore>(inbox: &Inbox<S>, envelope: &crate::envelope::
 
 /// Moves a broker's deliveries into one consumer's inbox table: store, commit, ack.
 #[derive(Debug)]
-pub struct Relay<S> {
+pub struct InboxRelay<S> {
     inbox: Inbox<S>,
-    config: RelayConfig,
+    config: InboxRelayConfig,
     streak: FailureStreak,
 }
 
-impl<S: InboxStore> Relay<S> {
+impl<S: InboxStore> InboxRelay<S> {
     /// A relay into `inbox`.
-    pub fn new(inbox: Inbox<S>, config: RelayConfig) -> Self {
+    pub fn new(inbox: Inbox<S>, config: InboxRelayConfig) -> Self {
         Self {
             inbox,
             config,
@@ -299,7 +299,7 @@ impl<S: InboxStore> Relay<S> {
 
     /// Runs until the source closes or `shutdown` resolves, then finishes the deliveries in
     /// flight: none is acked before its row is committed. The source is read by a task of its
-    /// own; with [`RelayConfig::batch_size`] above 1 (the default) its deliveries are stored
+    /// own; with [`InboxRelayConfig::batch_size`] above 1 (the default) its deliveries are stored
     /// in batches ([`relay_batch`]), else one by one.
     ///
     /// # Errors

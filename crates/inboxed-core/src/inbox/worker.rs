@@ -16,16 +16,6 @@ use crate::error::Error;
 use crate::handler::Handler;
 use crate::metrics as m;
 
-/// This process, as the first part of each worker's id: its pid and a random nonce (pids are
-/// reused, across restarts and across hosts).
-pub(crate) static PROCESS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!(
-        "{}-{}",
-        std::process::id(),
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    )
-});
-
 /// What one claim-and-process round did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -86,11 +76,11 @@ impl<S, H> Clone for Worker<S, H> {
 impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// A worker for `consumer`'s rows.
     pub fn new(store: S, consumer: ConsumerName, handler: H, config: WorkerConfig) -> Self {
-        // `<process>/<worker>`: the reaper judges the rows of one process together, since
-        // they all die with it (release_stale.sql).
+        // `<scope>/<worker>`: the reaper judges the rows of one crash-attribution scope
+        // together (release_stale.sql), as the scope judges its batches.
         let id = format!(
             "{}/{}",
-            *PROCESS,
+            config.crash_attribution.id(),
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
         // Groups start at the batch size and shrink only under contention.

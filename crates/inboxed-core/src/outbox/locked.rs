@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::marks::{Verdict, count, failed_row, handed_back, verdicts, within_group_limit};
 use super::publish::Publisher;
-use super::relay::{OutboxRelay, RelayReport};
+use super::relay::{OutboxRelay, OutboxRelayReport};
 use super::store::{ClaimToken, LockOutboxParams, MarkParams, OutboxFate, OutboxStore};
 use crate::error::{Error, StoreError};
 use crate::store::BeginParams;
@@ -25,7 +25,7 @@ use crate::store::BeginParams;
 const JUDGE_EVERY_MS: u64 = 100;
 
 impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
-    pub(super) async fn run_locked(&self) -> Result<RelayReport, Error> {
+    pub(super) async fn run_locked(&self) -> Result<OutboxRelayReport, Error> {
         let inner = &*self.inner;
         let config = &inner.config;
         if !inner.store.locks_outbox() {
@@ -92,9 +92,9 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             tx.rollback().await.map_err(StoreError::from_sqlx)?;
             limit = u32::try_from(rows.len()).unwrap_or(1).max(1);
         };
-        let mut report = RelayReport {
+        let mut report = OutboxRelayReport {
             claimed: rows.len() as u64,
-            ..RelayReport::default()
+            ..OutboxRelayReport::default()
         };
         if rows.is_empty() {
             tx.rollback().await.map_err(StoreError::from_sqlx)?;

@@ -5,7 +5,7 @@
 use tracing::{debug, warn};
 
 use super::publish::Confirmation;
-use super::relay::RelayReport;
+use super::relay::OutboxRelayReport;
 use super::store::OutboxRow;
 use crate::metrics as m;
 
@@ -56,7 +56,12 @@ pub(super) fn within_group_limit(rows: &mut Vec<OutboxRow>) -> Vec<i64> {
 }
 
 /// Counts and logs a row whose publish failed: dead, or to be retried.
-pub(super) fn failed_row(row: &OutboxRow, reason: &str, dead: bool, report: &mut RelayReport) {
+pub(super) fn failed_row(
+    row: &OutboxRow,
+    reason: &str,
+    dead: bool,
+    report: &mut OutboxRelayReport,
+) {
     if dead {
         report.dead += 1;
         warn!(
@@ -91,7 +96,7 @@ pub(super) fn handed_back(rows: usize, reason: &str) {
     warn!(rows, error = reason, "broker unreachable; rows handed back");
 }
 
-pub(super) fn count(report: &RelayReport) {
+pub(super) fn count(report: &OutboxRelayReport) {
     let outcomes = [
         ("sent", report.sent),
         ("retrying", report.retrying),

@@ -24,7 +24,7 @@ pub use operate::{
     DeadAction, DeadParams, OutboxBrowse, OutboxEntry, OutboxFilter, OutboxStatus, UnknownStatus,
 };
 pub use publish::{CORRELATION_HEADER, Confirmation, Publisher, TYPE_HEADER};
-pub use relay::{OutboxRelay, RelayReport};
+pub use relay::{OutboxRelay, OutboxRelayReport};
 pub use store::{OutboxFate, OutboxRow};
 
 use crate::envelope::{ConsumerName, MessageId};

@@ -27,7 +27,7 @@ use crate::metrics as m;
 /// What one claimed batch came to.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct RelayReport {
+pub struct OutboxRelayReport {
     /// Rows claimed.
     pub claimed: u64,
     /// Confirmed by the broker and marked sent.
@@ -74,10 +74,10 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
     /// A relay of `store`'s outbox (its namespace) through `publisher`.
     pub fn new(store: S, publisher: P, config: OutboxRelayConfig) -> Self {
         config.crash_attribution.start();
-        // `<process>/<relay>`, as the inbox workers' ids, shown as the rows' `claimed_by`.
+        // `<scope>/<relay>`, as the inbox workers' ids, shown as the rows' `claimed_by`.
         let id = format!(
             "{}/{}",
-            *crate::inbox::PROCESS,
+            config.crash_attribution.id(),
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
         Self {
@@ -110,7 +110,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
     /// A store failure claiming or settling. Under a lease, rows whose settling failed keep
     /// it and are published again (under the same ids) once it runs out; under a lock-held
     /// claim they come free at once, and are published again under the same ids.
-    pub async fn run_once(&self) -> Result<RelayReport, Error> {
+    pub async fn run_once(&self) -> Result<OutboxRelayReport, Error> {
         if self.locks() {
             self.run_locked().await
         } else {
@@ -127,7 +127,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         }
     }
 
-    async fn run_leased(&self) -> Result<RelayReport, Error> {
+    async fn run_leased(&self) -> Result<OutboxRelayReport, Error> {
         let inner = &*self.inner;
         let crash = &inner.config.crash_attribution;
         let shared = crash.shared().await;
@@ -155,9 +155,9 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         } else {
             shared
         };
-        let mut report = RelayReport {
+        let mut report = OutboxRelayReport {
             claimed: rows.len() as u64,
-            ..RelayReport::default()
+            ..OutboxRelayReport::default()
         };
         if rows.is_empty() {
             return Ok(report);
@@ -217,7 +217,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         token: &ClaimToken,
         reason: &str,
         permanent: bool,
-        report: &mut RelayReport,
+        report: &mut OutboxRelayReport,
     ) -> Result<(), Error> {
         let config = &self.inner.config;
         let failed = self

@@ -5,14 +5,14 @@ use std::future::Future;
 
 use anyhow::{Context, bail};
 
-use inboxed_core::inbox::{InboxStore, Relay};
+use inboxed_core::inbox::{InboxRelay, InboxStore};
 
 use super::settings::Settings;
 
 /// Connects to the broker `settings.from` names and relays its deliveries through `relay`
 /// until `shutdown`.
 pub(crate) async fn relay_from<S: InboxStore>(
-    relay: &Relay<S>,
+    relay: &InboxRelay<S>,
     s: &Settings,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {

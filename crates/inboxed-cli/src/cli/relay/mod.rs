@@ -11,7 +11,7 @@ use anyhow::Context;
 use tracing::info;
 
 use inboxed_core::ConsumerName;
-use inboxed_core::inbox::{Inbox, InboxStore, Relay, RelayConfig};
+use inboxed_core::inbox::{Inbox, InboxRelay, InboxRelayConfig, InboxStore};
 
 use settings::Settings;
 pub(crate) use settings::{Args, parse_key};
@@ -54,9 +54,9 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
 
 async fn relay<S: InboxStore>(store: S, s: &Settings) -> anyhow::Result<()> {
     let consumer = ConsumerName::new(&s.consumer).context("--consumer")?;
-    let relay = Relay::new(
+    let relay = InboxRelay::new(
         Inbox::new(store, consumer),
-        RelayConfig::default()
+        InboxRelayConfig::default()
             .concurrency(s.concurrency)
             .batch_size(s.batch_size),
     );

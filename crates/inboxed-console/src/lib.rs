@@ -47,7 +47,8 @@ use axum::Router;
 use axum::routing::get;
 
 pub use access::{AccessError, ConsoleUser, Role, SHORTEST_TOKEN};
-pub use store::{ConsoleStore, DedupRate};
+pub use inboxed_core::metrics::DedupRate;
+pub use store::ConsoleStore;
 pub use tenants::{TenantConsoles, TenantError, check_tenant_name};
 
 /// How the console shows what it reads. Every field says its default.

@@ -6,6 +6,7 @@
 use std::future::Future;
 
 use inboxed_core::inbox::{Inbox, InboxStore, Replayed, Selector};
+use inboxed_core::metrics::DedupRate;
 use inboxed_core::observe::{
     AuditRecord, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, InboxEntry,
     LetterActParams, LettersActed, Observation, ObserveStore, RowFilter,
@@ -15,47 +16,6 @@ use inboxed_core::outbox::{DeadParams, OutboxBrowse, OutboxEntry};
 use inboxed_core::retention::RetentionStore;
 use inboxed_core::retention::store::ProcessedStats;
 use inboxed_core::{BoxError, ConsumerName};
-
-/// How many deliveries a consumer settled as duplicates, of all it settled: what its
-/// process's counters say (`inboxed_messages_total`, or `inboxed_receipts_total` for
-/// receipts), since the process started.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct DedupRate {
-    /// The consumer.
-    pub consumer: String,
-    /// The counter the counts are from: `inboxed_messages_total` (a processor) or
-    /// `inboxed_receipts_total` (receipts, an inbox relay).
-    pub counter: &'static str,
-    /// Deliveries settled as duplicates.
-    pub duplicates: f64,
-    /// Duplicates and first deliveries (`processed`, or `stored` for receipts).
-    pub settled: f64,
-}
-
-impl DedupRate {
-    /// The counts of `consumer` from `counter`.
-    #[must_use]
-    pub fn new(
-        consumer: impl Into<String>,
-        counter: &'static str,
-        duplicates: f64,
-        settled: f64,
-    ) -> Self {
-        Self {
-            consumer: consumer.into(),
-            counter,
-            duplicates,
-            settled,
-        }
-    }
-
-    /// `duplicates / settled`, or `None` before anything was settled.
-    #[must_use]
-    pub fn rate(&self) -> Option<f64> {
-        (self.settled > 0.0).then(|| self.duplicates / self.settled)
-    }
-}
 
 /// The reads and actions behind the console's views. Implemented for every store of the
 /// library (through [`ObserveStore`], [`InboxStore`], [`OutboxStore`] and

@@ -5,12 +5,16 @@
 //! uses up the attempts of every message in flight beside it, crash after crash, and they are
 //! dead-lettered with it. [`CrashAttribution`] keeps that from happening with one rule:
 //!
-//! > Work that may have caused the last crash (a *suspect*) waits until nothing else in its
-//! > scope is running, and then runs alone. Its attempt is forgiven while it waits.
+//! > Work that may have caused the last crash (a *suspect*) waits until nothing but suspects
+//! > runs in its scope, and runs in their group, forgiven; a crash of a group halves the
+//! > next group of each of its members; a suspect alone is charged for its crash.
 //!
-//! Its next crash is then charged to it alone, and the others (where the store counts
-//! attempts) are charged for the one crash they shared with it, not for the ones after.
-//! Everything else runs side by side. A suspect is:
+//! The redeliveries a restart hands back run together, as fast as they came, and a poison
+//! among them is halved down to a group of one in a few crashes, each charged to no one, then
+//! charged alone; the others are charged for the one crash they shared with it, not for the
+//! ones after. Everything else runs side by side. The group size of a delivery is
+//! [`CrashAttribution::MAX_GROUP`] halved for each time it was forgiven; rows run alone (the
+//! store's crash halving sizes their batches). A suspect is:
 //! - for the processor, a delivery tried before (attempt above 1), within the scope's
 //!   [window](CrashAttribution::window) of its start, with no other copy of its key running
 //!   in the scope and no failure of its last attempt seen in the scope (a retry after a failure
@@ -55,9 +59,13 @@ pub struct CrashAttribution {
 }
 
 #[derive(Debug)]
-struct Scope {
-    /// Held shared by all work of the scope while it runs, exclusively by a suspect.
+pub(crate) struct Scope {
+    /// Held shared by all work of the scope while it runs, exclusively by a group of suspects.
     lock: Arc<RwLock<()>>,
+    /// The group of suspects running now, holding `lock` exclusively.
+    group: Mutex<Option<Group>>,
+    /// Told when a group opens, for suspects that may join it.
+    opened: tokio::sync::Notify,
     window: Duration,
     /// When the first processor, worker or relay of the scope was made.
     started: OnceLock<Instant>,
@@ -88,6 +96,8 @@ impl CrashAttribution {
             id: new_id(),
             scope: Some(Arc::new(Scope {
                 lock: Arc::default(),
+                group: Mutex::default(),
+                opened: tokio::sync::Notify::new(),
                 window: Self::DEFAULT_WINDOW,
                 started: OnceLock::new(),
                 seen: Seen::default(),
@@ -191,24 +201,37 @@ impl CrashAttribution {
         attempt > 1 && young && scope.seen.suspect(&joined(key), attempt)
     }
 
-    /// A suspect's turn: waits, at most `wait`, until nothing else in the scope runs, and
-    /// holds the scope alone. Past `wait` it runs beside the others (never beside another
-    /// suspect). `work` labels the metrics: `delivery`, `inbox_rows` or `outbox_rows`.
-    pub(crate) async fn alone(&self, wait: Duration, work: &'static str) -> Turn {
+    /// The most suspects a group may hold: a suspect forgiven `forgiven` times (each group it
+    /// ran in that a crash took adds one) runs with at most `MAX_GROUP >> forgiven`, so that a
+    /// delivery that kills its process is halved down to a group of one, where it is charged.
+    pub(crate) fn group_limit(forgiven: u32) -> usize {
+        Self::MAX_GROUP.checked_shr(forgiven).unwrap_or(0).max(1)
+    }
+
+    /// The largest group of suspects (see [`CrashAttribution::group_limit`]): the consumer's
+    /// default concurrency, so that the deliveries a restart hands back run as fast as they
+    /// came, while three crashes corner a poison among them.
+    pub(crate) const MAX_GROUP: usize = 8;
+
+    /// A suspect's turn: waits, at most `wait`, until nothing but suspects runs in the scope,
+    /// and runs in their group, of at most `limit` (1: alone). Past `wait` it runs beside the
+    /// rest. `work` labels the metrics: `delivery`, `inbox_rows` or `outbox_rows`.
+    pub(crate) async fn alone(&self, wait: Duration, work: &'static str, limit: usize) -> Turn {
         let Some(scope) = &self.scope else {
             return Turn::Untracked;
         };
         scope.waiting.fetch_add(1, Ordering::Relaxed);
         let waiting = metrics::gauge!(m::SUSPECTS_WAITING, "work" => work);
         waiting.increment(1.0);
-        let turn = tokio::time::timeout(wait, Arc::clone(&scope.lock).write_owned()).await;
+        let turn = tokio::time::timeout(wait, scope.group_turn(limit.max(1))).await;
         waiting.decrement(1.0);
         scope.waiting.fetch_sub(1, Ordering::Relaxed);
         match turn {
-            Ok(alone) => Turn::Alone {
-                _guard: alone,
+            Ok(together) => Turn::Group {
+                scope: Arc::clone(scope),
                 since: Instant::now(),
                 work,
+                together,
             },
             Err(_) => {
                 tracing::warn!(
@@ -222,16 +245,87 @@ impl CrashAttribution {
     }
 }
 
+/// The suspects running together, none but them in their scope.
+#[derive(Debug)]
+struct Group {
+    /// The scope's lock, held for the group.
+    _alone: OwnedRwLockWriteGuard<()>,
+    running: usize,
+    /// The most the group may hold: the smallest limit of those who joined it.
+    room: usize,
+}
+
+impl Scope {
+    /// Joins the group running now when it has room for one more within `limit`, or opens a
+    /// group once nothing else of the scope runs: `true` when others may run in it. A suspect
+    /// that finds no other suspect waiting runs alone, as a lone redelivery does (one after a
+    /// crash of a consumer that ran one delivery at a time): its crash is its own.
+    async fn group_turn(&self, limit: usize) -> bool {
+        loop {
+            let opened = self.opened.notified();
+            tokio::pin!(opened);
+            opened.as_mut().enable();
+            if self.join(limit) {
+                return true;
+            }
+            tokio::select! {
+                alone = Arc::clone(&self.lock).write_owned() => {
+                    // Waiting counts this suspect too.
+                    let others = self.waiting.load(Ordering::Relaxed) > 1;
+                    let room = if others { limit } else { 1 };
+                    let mut group = self.group_lock();
+                    *group = Some(Group { _alone: alone, running: 1, room });
+                    drop(group);
+                    self.opened.notify_waiters();
+                    return room > 1;
+                }
+                () = &mut opened => {}
+            }
+        }
+    }
+
+    fn join(&self, limit: usize) -> bool {
+        let mut group = self.group_lock();
+        match group.as_mut() {
+            Some(open) if open.running < open.room.min(limit) => {
+                open.running += 1;
+                open.room = open.room.min(limit);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// One member left; the last one closes the group, and the scope runs as before.
+    fn leave(&self) {
+        let mut group = self.group_lock();
+        if let Some(open) = group.as_mut() {
+            open.running -= 1;
+            if open.running == 0 {
+                *group = None;
+            }
+        }
+    }
+
+    fn group_lock(&self) -> std::sync::MutexGuard<'_, Option<Group>> {
+        self.group
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// Work's place in its scope while it runs; let go when dropped.
 #[derive(Debug)]
 pub(crate) enum Turn {
     /// Beside the rest of the scope.
     Shared(#[allow(dead_code, reason = "held, not read")] OwnedRwLockReadGuard<()>),
-    /// Alone in the scope: a crash now is this work's.
-    Alone {
-        _guard: OwnedRwLockWriteGuard<()>,
+    /// In a group of suspects, none but them in the scope (alone, in a group of one).
+    Group {
+        scope: Arc<Scope>,
         since: Instant,
         work: &'static str,
+        /// Others may run in the group (else it runs alone: a crash now is its own).
+        together: bool,
     },
     /// Attribution is off.
     Untracked,
@@ -242,11 +336,26 @@ impl Turn {
     pub(crate) fn is_shared(&self) -> bool {
         matches!(self, Self::Shared(_))
     }
+
+    /// In a group of suspects (of one, or more).
+    #[cfg(test)]
+    pub(crate) fn is_group(&self) -> bool {
+        matches!(self, Self::Group { .. })
+    }
+
+    /// In a group that others may run in: a crash now may be another's.
+    pub(crate) fn is_together(&self) -> bool {
+        matches!(self, Self::Group { together: true, .. })
+    }
 }
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        if let Self::Alone { since, work, .. } = self {
+        if let Self::Group {
+            scope, since, work, ..
+        } = self
+        {
+            scope.leave();
             metrics::histogram!(m::ALONE_SECONDS, "work" => *work)
                 .record(since.elapsed().as_secs_f64());
         }
@@ -426,24 +535,77 @@ mod tests {
         let running = scope.shared().await;
         let wait = Duration::from_millis(50);
         assert!(
-            matches!(other.alone(wait, "delivery").await, Turn::Alone { .. }),
+            other.alone(wait, "delivery", 1).await.is_group(),
             "another scope's work is not waited for"
         );
         assert!(
-            matches!(scope.alone(wait, "delivery").await, Turn::Shared(_)),
+            scope.alone(wait, "delivery", 1).await.is_shared(),
             "its own is, up to the limit"
         );
         let waiter = tokio::spawn({
             let scope = scope.clone();
-            async move { scope.alone(Duration::from_secs(5), "delivery").await }
+            async move { scope.alone(Duration::from_secs(5), "delivery", 1).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(scope.suspects_waiting(), 1, "a clone is the same scope");
         drop(running);
-        assert!(matches!(waiter.await.unwrap(), Turn::Alone { .. }));
+        assert!(waiter.await.unwrap().is_group());
         assert_eq!(scope.suspects_waiting(), 0);
         let off = CrashAttribution::off();
-        assert!(matches!(off.alone(wait, "delivery").await, Turn::Untracked));
+        assert!(matches!(
+            off.alone(wait, "delivery", 1).await,
+            Turn::Untracked
+        ));
         assert!(matches!(off.shared().await, Turn::Untracked));
+    }
+
+    #[tokio::test]
+    async fn suspects_run_in_groups_no_larger_than_the_smallest_limit_among_them() {
+        let scope = CrashAttribution::new();
+        let long = Duration::from_secs(5);
+        let suspect = |limit: usize| {
+            let scope = scope.clone();
+            tokio::spawn(async move { scope.alone(long, "delivery", limit).await })
+        };
+        let running = scope.shared().await;
+        let (first, second) = (suspect(4), suspect(2));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(scope.suspects_waiting(), 2);
+        drop(running);
+        let (first, second) = (first.await.unwrap(), second.await.unwrap());
+        assert!(
+            first.is_together() && second.is_together(),
+            "two waiting suspects run together"
+        );
+        let (third, ordinary) = (
+            suspect(4),
+            tokio::spawn({
+                let scope = scope.clone();
+                async move { scope.shared().await }
+            }),
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !third.is_finished(),
+            "a third is one too many for the second's limit"
+        );
+        assert!(
+            !ordinary.is_finished(),
+            "nothing but suspects runs beside a group"
+        );
+        drop((first, second));
+        let third = third.await.unwrap();
+        assert!(
+            third.is_group() && !third.is_together(),
+            "a suspect that finds no other waiting runs alone"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!ordinary.is_finished());
+        drop(third);
+        assert!(ordinary.await.unwrap().is_shared());
+        assert_eq!(CrashAttribution::group_limit(0), 8);
+        assert_eq!(CrashAttribution::group_limit(2), 2);
+        assert_eq!(CrashAttribution::group_limit(3), 1);
+        assert_eq!(CrashAttribution::group_limit(40), 1);
     }
 }

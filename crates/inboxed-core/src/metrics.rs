@@ -77,3 +77,44 @@ pub const OUTBOX_ROWS_TOTAL: &str = "inboxed_outbox_rows_total";
 pub const OUTBOX_LEASES_EXPIRED_TOTAL: &str = "inboxed_outbox_leases_expired_total";
 /// Counter of sent outbox rows deleted after `OutboxRelayConfig::sent_retention`.
 pub const OUTBOX_PURGED_ROWS_TOTAL: &str = "inboxed_outbox_purged_rows_total";
+
+/// How many deliveries a consumer settled as duplicates, of all it settled: what its
+/// process's counters say (`inboxed_messages_total`, or `inboxed_receipts_total` for
+/// receipts), since the process started.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct DedupRate {
+    /// The consumer.
+    pub consumer: String,
+    /// The counter the counts are from: `inboxed_messages_total` (a processor) or
+    /// `inboxed_receipts_total` (receipts, an inbox relay).
+    pub counter: &'static str,
+    /// Deliveries settled as duplicates.
+    pub duplicates: f64,
+    /// Duplicates and first deliveries (`processed`, or `stored` for receipts).
+    pub settled: f64,
+}
+
+impl DedupRate {
+    /// The counts of `consumer` from `counter`.
+    #[must_use]
+    pub fn new(
+        consumer: impl Into<String>,
+        counter: &'static str,
+        duplicates: f64,
+        settled: f64,
+    ) -> Self {
+        Self {
+            consumer: consumer.into(),
+            counter,
+            duplicates,
+            settled,
+        }
+    }
+
+    /// `duplicates / settled`, or `None` before anything was settled.
+    #[must_use]
+    pub fn rate(&self) -> Option<f64> {
+        (self.settled > 0.0).then(|| self.duplicates / self.settled)
+    }
+}

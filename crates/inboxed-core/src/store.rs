@@ -106,6 +106,17 @@ pub struct KeyParams<'a> {
     pub message_id: &'a MessageId,
 }
 
+/// What [`Store::record_attempt`] counted of a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Counted {
+    /// Attempts, net of forgiven ones (0 when all are).
+    pub attempts: u32,
+    /// Attempts forgiven so far ([`Store::forgive`]): each grows a suspect's
+    /// [`CrashAttribution`](crate::CrashAttribution) group smaller.
+    pub forgiven: u32,
+}
+
 /// Why a message was put on the dead-letter path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -254,7 +265,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
 
     /// Counts one more attempt in its own committed transaction and returns the new count, net
-    /// of forgiven ones ([`Store::forgive`]; 0 when all are). `wait` bounds a wait for a lock,
+    /// of forgiven ones ([`Store::forgive`]; 0 when all are), with the forgiven ones. `wait`
+    /// bounds a wait for a lock,
     /// as `lock_timeout` bounds the claim's: SQLite's count waits for the one write lock, which
     /// a hung delivery's transaction may hold (then [`StoreError::Busy`]); a server's count
     /// waits for no other delivery's transaction and may ignore it.
@@ -262,7 +274,7 @@ pub trait Store: Clone + Send + Sync + 'static {
         &self,
         params: &KeyParams<'_>,
         wait: Duration,
-    ) -> impl Future<Output = Result<u32, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Counted, StoreError>> + Send;
 
     /// Forgives `by` of a key's attempts (a negative `by` takes forgiveness back; the total
     /// never goes below 0), committed on its own before it returns. [`Store::record_attempt`]

@@ -281,7 +281,7 @@ impl inboxed_core::Store for MySqlStore {
         &self,
         params: &KeyParams<'_>,
         _wait: std::time::Duration,
-    ) -> Result<u32, StoreError> {
+    ) -> Result<inboxed_core::store::Counted, StoreError> {
         keys::record_attempt(self, params).await
     }
 

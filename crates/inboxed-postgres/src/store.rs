@@ -377,7 +377,7 @@ impl Store for PgStore {
         &self,
         params: &KeyParams<'_>,
         _wait: std::time::Duration,
-    ) -> Result<u32, StoreError> {
+    ) -> Result<inboxed_core::store::Counted, StoreError> {
         keys::record_attempt(self, params).await
     }
 

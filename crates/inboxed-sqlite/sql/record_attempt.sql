@@ -1,11 +1,12 @@
 -- record_attempt: counts one more delivery of a key in its own autocommitted statement,
 -- before the handler runs, so the count survives the handler's rollback or a crash.
 -- The count is of deliveries that ran: those forgiven (forgive.sql) are taken off (0 when all
--- are; the processor adds the uncounted first delivery of a broker that counts).
+-- are; the processor adds the uncounted first delivery of a broker that counts). Then the
+-- forgiven ones, which size a suspect's group (crash attribution).
 -- ?1 consumer_name, ?2 message_id
 INSERT INTO {{schema}}."{{prefix}}attempts" (consumer_name, message_id, attempts)
 VALUES (?1, ?2, 1)
 ON CONFLICT (consumer_name, message_id)
 DO UPDATE SET attempts = attempts + 1,
               last_attempt_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-RETURNING max(attempts - forgiven, 0)
+RETURNING max(attempts - forgiven, 0), forgiven

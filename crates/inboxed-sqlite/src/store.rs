@@ -174,13 +174,13 @@ impl Store for SqliteStore {
         &self,
         params: &KeyParams<'_>,
         wait: Duration,
-    ) -> Result<u32, StoreError> {
+    ) -> Result<inboxed_core::store::Counted, StoreError> {
         let mut conn = crate::engine::autocommit_on(&self.pool).await?;
         let busy = format!("PRAGMA busy_timeout = {}", wait.as_millis());
         <Self as Engine>::execute_script(&busy, &mut conn).await?;
         let statement = keys::record_attempt_statement(self, params);
         let rows = <Self as Engine>::fetch_all(statement, &mut conn).await?;
-        keys::new_count(&rows)
+        keys::counted(&rows)
     }
 
     async fn forgive(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {

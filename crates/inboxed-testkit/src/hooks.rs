@@ -184,7 +184,7 @@ impl<S: Store, K: Seams<S::Db>> Store for Seamed<S, K> {
         &self,
         params: &KeyParams<'_>,
         wait: std::time::Duration,
-    ) -> Result<u32, StoreError> {
+    ) -> Result<inboxed_core::store::Counted, StoreError> {
         self.inner.record_attempt(params, wait).await
     }
 

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use inboxed_console::DedupRate;
+use inboxed_core::metrics::DedupRate;
 use inboxed_core::metrics::{MESSAGES_TOTAL, RECEIPTS_TOTAL};
 
 /// Sums the samples of the two settling counters by consumer.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use inboxed_console::DedupRate;
+use inboxed_core::metrics::DedupRate;
 
 use super::prometheus_text::parse;
 

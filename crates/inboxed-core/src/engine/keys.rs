@@ -5,32 +5,38 @@ use super::{Args, Columns, Conn, Engine};
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::StoreError;
 use crate::hash::PayloadHash;
-use crate::store::{DeadLetter, DeadLetterParams, DeadLetterReason, DeadLettered, KeyParams};
+use crate::store::{
+    Counted, DeadLetter, DeadLetterParams, DeadLetterReason, DeadLettered, KeyParams,
+};
 
 /// Counts one more attempt, committed on its own; the new count.
 ///
 /// # Errors
 /// The statement failed or returned no row.
-pub async fn record_attempt<E: Engine>(e: &E, p: &KeyParams<'_>) -> Result<u32, StoreError> {
-    new_count(&e.fetch_alone(record_attempt_statement(e, p)).await?)
+pub async fn record_attempt<E: Engine>(e: &E, p: &KeyParams<'_>) -> Result<Counted, StoreError> {
+    counted(&e.fetch_alone(record_attempt_statement(e, p)).await?)
 }
 
 /// The statement of [`record_attempt`], for an engine that runs it on a connection of its own
-/// choosing; [`new_count`] reads what it returns.
+/// choosing; [`counted`] reads what it returns.
 pub fn record_attempt_statement<E: Engine>(e: &E, p: &KeyParams<'_>) -> E::Query {
     e.query(&e.queries().record_attempt)
         .text(p.consumer.as_str())
         .text(p.message_id.as_str())
 }
 
-/// The count `record_attempt.sql` returned.
+/// What `record_attempt.sql` returned: the net count, then the forgiven one.
 ///
 /// # Errors
-/// No row, or a count that is not one.
-pub fn new_count<R: Columns>(rows: &[R]) -> Result<u32, StoreError> {
-    rows.first()
-        .ok_or_else(|| StoreError::from_sqlx(sqlx::Error::RowNotFound))?
-        .count(0)
+/// No row, or counts that are not.
+pub fn counted<R: Columns>(rows: &[R]) -> Result<Counted, StoreError> {
+    let row = rows
+        .first()
+        .ok_or_else(|| StoreError::from_sqlx(sqlx::Error::RowNotFound))?;
+    Ok(Counted {
+        attempts: row.count(0)?,
+        forgiven: row.count(1)?,
+    })
 }
 
 /// Forgives `by` of a key's attempts (negative: takes forgiveness back; never below 0),

@@ -5,13 +5,13 @@ use std::sync::Arc;
 use tracing::{Instrument, debug, warn};
 
 use crate::config::{AttemptCounting, ProcessorConfig};
-use crate::crash::Turn;
+use crate::crash::{CrashAttribution, Turn};
 use crate::envelope::{ConsumerName, Envelope};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::Handler;
 use crate::hash::{PayloadHash, StoredHash};
 use crate::metrics as m;
-use crate::store::{Claim, DeadLetterReason, KeyParams, Store};
+use crate::store::{Claim, Counted, DeadLetterReason, KeyParams, Store};
 
 /// How a message was settled. Every variant means "safe to ack": the effect is committed, or
 /// was committed before, or the message is durably on the dead-letter path.
@@ -252,46 +252,74 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         // Running from before the count too, so that a copy counted after it sees it.
         let shared = crash.shared().await;
         let _running = crash.running(&key);
-        let attempt = match (inner.config.attempt_counting, delivery_count) {
+        let counted = match (inner.config.attempt_counting, delivery_count) {
             // A first delivery, by the broker's count: nothing to read or write.
+            (AttemptCounting::Auto, Some(n)) if n <= 1 => Counted::default(),
+            _ => self.record_attempt(&key).await?,
+        };
+        let attempt = match (inner.config.attempt_counting, delivery_count) {
             (AttemptCounting::Auto, Some(n)) if n <= 1 => 1,
             // A redelivery is counted by the store, plus its uncounted first delivery: a
             // broker counts every delivery it handed out, run or not (at a crash, the whole
             // prefetch window), where the store counts those that ran.
-            (AttemptCounting::Auto, Some(_)) => self.record_attempt(&key).await? + 1,
-            _ => self.record_attempt(&key).await?.max(1),
+            (AttemptCounting::Auto, Some(_)) => counted.attempts + 1,
+            _ => counted.attempts.max(1),
         };
         let suspect = attempt <= inner.config.max_attempts && crash.is_suspect(&key, attempt);
-        let _turn = if suspect {
-            drop(shared);
-            self.alone(&key).await?
-        } else {
-            shared
-        };
-        self.process_counted(envelope, attempt).await
+        if !suspect {
+            let _turn = shared;
+            return self.process_counted(envelope, attempt).await;
+        }
+        drop(shared);
+        let (_turn, grouped) = self.suspect_turn(&key, counted.forgiven).await?;
+        let result = self.process_counted(envelope, attempt).await;
+        if grouped && result.is_err() {
+            // A failure seen here is this delivery's own: its attempt counts after all.
+            if let Err(e) = self
+                .with_contention_retries(|| inner.store.forgive(&key, -1))
+                .await
+            {
+                warn!(error = %e, "could not count a failed attempt of a suspect delivery");
+            }
+        }
+        result
     }
 
     /// The turn of a suspect delivery (the last crash may have been its doing; see
-    /// [`CrashAttribution`](crate::CrashAttribution)): it waits until nothing else of its
-    /// scope runs, its attempt forgiven meanwhile, and runs alone, so that its next crash is
-    /// charged to it only. The wait is bounded by `handler_timeout`; past it the delivery runs
-    /// beside the others.
-    async fn alone(&self, key: &KeyParams<'_>) -> Result<Turn, Error> {
+    /// [`CrashAttribution`](crate::CrashAttribution)): its attempt is forgiven while it waits
+    /// until nothing but suspects runs in its scope, and it runs in their group, of at most
+    /// [`CrashAttribution::group_limit`] of the times it was forgiven. Alone (no other suspect
+    /// waiting, or a limit of one), the forgiveness is taken back as it starts: its next crash
+    /// is charged to it only. In a group others may join it stays forgiven while it runs
+    /// (`true`): a crash then is charged to none of the group, and each is forgiven once more,
+    /// so the next group is half as large. The
+    /// wait is bounded by `handler_timeout`; past it the delivery runs beside the others.
+    async fn suspect_turn(
+        &self,
+        key: &KeyParams<'_>,
+        forgiven: u32,
+    ) -> Result<(Turn, bool), Error> {
         let inner = &*self.inner;
         let crash = &inner.config.crash_attribution;
-        let forgiven = self
+        let forgiving = self
             .with_contention_retries(|| inner.store.forgive(key, 1))
             .await;
-        if let Err(e) = forgiven {
+        if let Err(e) = forgiving {
             warn!(error = %e, "could not forgive a suspect delivery its wait; running it beside the others");
-            return Ok(crash.shared().await);
+            return Ok((crash.shared().await, false));
         }
-        let turn = crash.alone(inner.config.handler_timeout, "delivery").await;
-        // Its turn: a crash from here on is this delivery's again. When this fails the
-        // delivery is requeued without having run, and stays forgiven, as it should.
+        let limit = CrashAttribution::group_limit(forgiven);
+        let turn = crash
+            .alone(inner.config.handler_timeout, "delivery", limit)
+            .await;
+        if turn.is_together() {
+            return Ok((turn, true));
+        }
+        // Alone, or past its wait: a crash from here on is this delivery's again. When this
+        // fails the delivery is requeued without having run, and stays forgiven, as it should.
         self.with_contention_retries(|| inner.store.forgive(key, -1))
             .await?;
-        Ok(turn)
+        Ok((turn, false))
     }
 
     /// The rest of [`Processor::process`], once this delivery's attempt is known (and, when
@@ -419,7 +447,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     /// Counts this delivery's attempt in the store, waiting for a lock at most `lock_timeout`
     /// (SQLite's count waits for the write lock). A wait given up is not retried here: like a
     /// claim that gave up, the delivery is requeued, and its count never landed.
-    async fn record_attempt(&self, key: &KeyParams<'_>) -> Result<u32, StoreError> {
+    async fn record_attempt(&self, key: &KeyParams<'_>) -> Result<Counted, StoreError> {
         let config = &self.inner.config;
         let waited_out = |e: &StoreError| matches!(e, StoreError::Timeout(_) | StoreError::Busy(_));
         config

@@ -54,6 +54,34 @@ async fn a_duplicate_key_is_a_unique_violation_by_its_number() {
     db.finish().await;
 }
 
+/// A connection in a transaction that inserted the ledger row `id`, and another that waits
+/// at most a second for a lock.
+async fn held_and_waiting(
+    db: &TestDb,
+    id: &str,
+) -> (
+    sqlx::pool::PoolConnection<sqlx::MySql>,
+    sqlx::pool::PoolConnection<sqlx::MySql>,
+) {
+    let mut holder = db.conn().await;
+    holder
+        .execute("BEGIN")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    holder
+        .execute(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO ledger VALUES ('{id}', 1)"
+        )))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut waiter = db.conn().await;
+    waiter
+        .execute("SET SESSION innodb_lock_wait_timeout = 1")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    (holder, waiter)
+}
+
 /// A worker's row group whose handler waited out InnoDB's lock wait (1205, SQLSTATE HY000)
 /// lost to a lock conflict, and is regrouped smaller rather than redone row by row: the
 /// conflict is read by the one classifier, whether the handler's `?` made a `StoreError` of
@@ -63,20 +91,7 @@ async fn a_duplicate_key_is_a_unique_violation_by_its_number() {
 async fn a_lock_wait_in_a_handler_is_a_lock_conflict() {
     use inboxed_core::{HandlerError, ResultExt};
     let db = TestDb::new().await;
-    let mut holder = db.conn().await;
-    holder
-        .execute("BEGIN")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    holder
-        .execute("INSERT INTO ledger VALUES ('row', 1)")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut waiter = db.conn().await;
-    waiter
-        .execute("SET SESSION innodb_lock_wait_timeout = 1")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (mut holder, mut waiter) = held_and_waiting(&db, "row").await;
     let mut errors = Vec::new();
     for _ in 0..2 {
         let insert = waiter
@@ -110,20 +125,7 @@ async fn a_lock_wait_in_a_handler_is_a_lock_conflict() {
 #[tokio::test]
 async fn a_lock_wait_timeout_is_a_timeout_and_leaves_the_transaction_open() {
     let db = TestDb::new().await;
-    let mut holder = db.conn().await;
-    holder
-        .execute("BEGIN")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    holder
-        .execute("INSERT INTO ledger VALUES ('claim', 1)")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut waiter = db.conn().await;
-    waiter
-        .execute("SET SESSION innodb_lock_wait_timeout = 1")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (mut holder, mut waiter) = held_and_waiting(&db, "claim").await;
     waiter
         .execute("BEGIN")
         .await

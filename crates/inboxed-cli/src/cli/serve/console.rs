@@ -5,8 +5,9 @@
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use inboxed_console::{ConsoleStore, ConsoleUser, DedupRate, Role};
+use inboxed_console::{ConsoleStore, ConsoleUser, Role};
 use inboxed_core::inbox::{Replayed, Selector};
+use inboxed_core::metrics::DedupRate;
 use inboxed_core::observe::{
     AuditRecord, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, InboxEntry,
     LetterActParams, LettersActed, Observation, RowFilter,

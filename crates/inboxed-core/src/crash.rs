@@ -71,6 +71,8 @@ pub(crate) struct Scope {
     started: OnceLock<Instant>,
     seen: Seen,
     waiting: AtomicUsize,
+    /// Of those, the ones that may run in a group of more than one.
+    joinable: AtomicUsize,
 }
 
 impl Default for CrashAttribution {
@@ -102,6 +104,7 @@ impl CrashAttribution {
                 started: OnceLock::new(),
                 seen: Seen::default(),
                 waiting: AtomicUsize::new(0),
+                joinable: AtomicUsize::new(0),
             })),
         }
     }
@@ -213,19 +216,36 @@ impl CrashAttribution {
     /// came, while three crashes corner a poison among them.
     pub(crate) const MAX_GROUP: usize = 8;
 
+    /// Counts a suspect of at most `limit` in a group as waiting, from now until its turn
+    /// (or until it is dropped, as a wait cut short at shutdown is): taken before its
+    /// forgiveness is written, so that a group opening meanwhile counts it among those who may
+    /// join.
+    pub(crate) fn waiting(&self, work: &'static str, limit: usize) -> Waiting {
+        let scope = self.scope.clone();
+        if let Some(scope) = &scope {
+            scope.waiting.fetch_add(1, Ordering::Relaxed);
+            if limit > 1 {
+                scope.joinable.fetch_add(1, Ordering::Relaxed);
+            }
+            metrics::gauge!(m::SUSPECTS_WAITING, "work" => work).increment(1.0);
+        }
+        Waiting {
+            scope,
+            work,
+            limit: limit.max(1),
+        }
+    }
+
     /// A suspect's turn: waits, at most `wait`, until nothing but suspects runs in the scope,
-    /// and runs in their group, of at most `limit` (1: alone). Past `wait` it runs beside the
-    /// rest. `work` labels the metrics: `delivery`, `inbox_rows` or `outbox_rows`.
-    pub(crate) async fn alone(&self, wait: Duration, work: &'static str, limit: usize) -> Turn {
+    /// and runs in their group, of at most its limit (1: alone). Past `wait` it runs beside the
+    /// rest. Its `work` labels the metrics: `delivery`, `inbox_rows` or `outbox_rows`.
+    pub(crate) async fn alone(&self, waiting: Waiting, wait: Duration) -> Turn {
         let Some(scope) = &self.scope else {
             return Turn::Untracked;
         };
-        scope.waiting.fetch_add(1, Ordering::Relaxed);
-        let waiting = metrics::gauge!(m::SUSPECTS_WAITING, "work" => work);
-        waiting.increment(1.0);
-        let turn = tokio::time::timeout(wait, scope.group_turn(limit.max(1))).await;
-        waiting.decrement(1.0);
-        scope.waiting.fetch_sub(1, Ordering::Relaxed);
+        let (work, limit) = (waiting.work, waiting.limit);
+        let turn = tokio::time::timeout(wait, scope.group_turn(limit, &waiting)).await;
+        drop(waiting);
         match turn {
             Ok(together) => Turn::Group {
                 scope: Arc::clone(scope),
@@ -245,6 +265,27 @@ impl CrashAttribution {
     }
 }
 
+/// A suspect counted as waiting for its turn until dropped
+/// ([`CrashAttribution::waiting`]).
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    scope: Option<Arc<Scope>>,
+    work: &'static str,
+    limit: usize,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let Some(scope) = &self.scope {
+            scope.waiting.fetch_sub(1, Ordering::Relaxed);
+            if self.limit > 1 {
+                scope.joinable.fetch_sub(1, Ordering::Relaxed);
+            }
+            metrics::gauge!(m::SUSPECTS_WAITING, "work" => self.work).decrement(1.0);
+        }
+    }
+}
+
 /// The suspects running together, none but them in their scope.
 #[derive(Debug)]
 struct Group {
@@ -253,6 +294,9 @@ struct Group {
     running: usize,
     /// The most the group may hold: the smallest limit of those who joined it.
     room: usize,
+    /// Whether it still takes members: until the first leaves, so that a stream of suspects
+    /// cannot keep it open while the rest of the scope, a cornered poison among it, waits.
+    admitting: bool,
 }
 
 impl Scope {
@@ -260,7 +304,11 @@ impl Scope {
     /// group once nothing else of the scope runs: `true` when others may run in it. A suspect
     /// that finds no other suspect waiting runs alone, as a lone redelivery does (one after a
     /// crash of a consumer that ran one delivery at a time): its crash is its own.
-    async fn group_turn(&self, limit: usize) -> bool {
+    async fn group_turn(&self, limit: usize, waiting: &Waiting) -> bool {
+        // Asked once, so that a suspect keeps its place in the lock's queue while it looks at
+        // the groups that open.
+        let alone = Arc::clone(&self.lock).write_owned();
+        tokio::pin!(alone);
         loop {
             let opened = self.opened.notified();
             tokio::pin!(opened);
@@ -269,12 +317,13 @@ impl Scope {
                 return true;
             }
             tokio::select! {
-                alone = Arc::clone(&self.lock).write_owned() => {
-                    // Waiting counts this suspect too.
-                    let others = self.waiting.load(Ordering::Relaxed) > 1;
+                alone = &mut alone => {
+                    // Others that may join: the joinable waiters but this one.
+                    let own = usize::from(waiting.limit > 1);
+                    let others = self.joinable.load(Ordering::Relaxed) > own;
                     let room = if others { limit } else { 1 };
                     let mut group = self.group_lock();
-                    *group = Some(Group { _alone: alone, running: 1, room });
+                    *group = Some(Group { _alone: alone, running: 1, room, admitting: true });
                     drop(group);
                     self.opened.notify_waiters();
                     return room > 1;
@@ -287,7 +336,7 @@ impl Scope {
     fn join(&self, limit: usize) -> bool {
         let mut group = self.group_lock();
         match group.as_mut() {
-            Some(open) if open.running < open.room.min(limit) => {
+            Some(open) if open.admitting && open.running < open.room.min(limit) => {
                 open.running += 1;
                 open.room = open.room.min(limit);
                 true
@@ -301,6 +350,7 @@ impl Scope {
         let mut group = self.group_lock();
         if let Some(open) = group.as_mut() {
             open.running -= 1;
+            open.admitting = false;
             if open.running == 0 {
                 *group = None;
             }
@@ -535,16 +585,26 @@ mod tests {
         let running = scope.shared().await;
         let wait = Duration::from_millis(50);
         assert!(
-            other.alone(wait, "delivery", 1).await.is_group(),
+            other
+                .alone(other.waiting("delivery", 1), wait)
+                .await
+                .is_group(),
             "another scope's work is not waited for"
         );
         assert!(
-            scope.alone(wait, "delivery", 1).await.is_shared(),
+            scope
+                .alone(scope.waiting("delivery", 1), wait)
+                .await
+                .is_shared(),
             "its own is, up to the limit"
         );
         let waiter = tokio::spawn({
             let scope = scope.clone();
-            async move { scope.alone(Duration::from_secs(5), "delivery", 1).await }
+            async move {
+                scope
+                    .alone(scope.waiting("delivery", 1), Duration::from_secs(5))
+                    .await
+            }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(scope.suspects_waiting(), 1, "a clone is the same scope");
@@ -553,7 +613,7 @@ mod tests {
         assert_eq!(scope.suspects_waiting(), 0);
         let off = CrashAttribution::off();
         assert!(matches!(
-            off.alone(wait, "delivery", 1).await,
+            off.alone(off.waiting("delivery", 1), wait).await,
             Turn::Untracked
         ));
         assert!(matches!(off.shared().await, Turn::Untracked));
@@ -565,7 +625,7 @@ mod tests {
         let long = Duration::from_secs(5);
         let suspect = |limit: usize| {
             let scope = scope.clone();
-            tokio::spawn(async move { scope.alone(long, "delivery", limit).await })
+            tokio::spawn(async move { scope.alone(scope.waiting("delivery", limit), long).await })
         };
         let running = scope.shared().await;
         let (first, second) = (suspect(4), suspect(2));
@@ -607,5 +667,45 @@ mod tests {
         assert_eq!(CrashAttribution::group_limit(2), 2);
         assert_eq!(CrashAttribution::group_limit(3), 1);
         assert_eq!(CrashAttribution::group_limit(40), 1);
+    }
+
+    #[tokio::test]
+    async fn a_wait_cut_short_is_no_longer_counted_and_a_group_admits_until_one_leaves() {
+        let scope = CrashAttribution::new();
+        let running = scope.shared().await;
+        let cut = tokio::spawn({
+            let scope = scope.clone();
+            async move {
+                let waiting = scope.waiting("delivery", 8);
+                scope.alone(waiting, Duration::from_secs(5)).await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(scope.suspects_waiting(), 1);
+        cut.abort();
+        let _ = cut.await;
+        assert_eq!(scope.suspects_waiting(), 0, "the wait was dropped");
+        drop(running);
+        let wait = Duration::from_millis(30);
+        let (first, second) = (scope.waiting("delivery", 8), scope.waiting("delivery", 8));
+        let first = scope.alone(first, wait).await;
+        let second = scope.alone(second, wait).await;
+        assert!(first.is_together() && second.is_together());
+        drop(first);
+        let late = tokio::spawn({
+            let scope = scope.clone();
+            async move {
+                scope
+                    .alone(scope.waiting("delivery", 8), Duration::from_secs(5))
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !late.is_finished(),
+            "one has left: the group takes no one more"
+        );
+        drop(second);
+        assert!(late.await.unwrap().is_group());
     }
 }

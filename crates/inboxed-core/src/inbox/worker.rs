@@ -145,7 +145,9 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         }
         let _turn = if rows.iter().any(|r| r.suspect || r.group_limit.is_some()) {
             drop(shared);
-            crash.alone(inner.config.lease / 2, "inbox_rows", 1).await
+            crash
+                .alone(crash.waiting("inbox_rows", 1), inner.config.lease / 2)
+                .await
         } else {
             shared
         };

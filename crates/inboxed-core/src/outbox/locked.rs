@@ -79,7 +79,9 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
                 // the rest of the scope ends.
                 tx.rollback().await.map_err(StoreError::from_sqlx)?;
                 drop(turn);
-                turn = crash.alone(config.lease / 2, "outbox_rows", 1).await;
+                turn = crash
+                    .alone(crash.waiting("outbox_rows", 1), config.lease / 2)
+                    .await;
                 waited = true;
                 continue;
             }

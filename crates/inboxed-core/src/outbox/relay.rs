@@ -151,7 +151,9 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         // that if they kill the process only they are charged.
         let _turn = if rows.iter().any(|r| r.group_limit.is_some()) {
             drop(shared);
-            crash.alone(inner.config.lease / 2, "outbox_rows", 1).await
+            crash
+                .alone(crash.waiting("outbox_rows", 1), inner.config.lease / 2)
+                .await
         } else {
             shared
         };

@@ -271,8 +271,10 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             return self.process_counted(envelope, attempt).await;
         }
         drop(shared);
-        let (_turn, grouped) = self.suspect_turn(&key, counted.forgiven).await?;
+        let (turn, grouped) = self.suspect_turn(&key, counted.forgiven).await?;
         let result = self.process_counted(envelope, attempt).await;
+        // The group goes on without this delivery while its forgiveness is taken back.
+        drop(turn);
         if grouped && result.is_err() {
             // A failure seen here is this delivery's own: its attempt counts after all.
             if let Err(e) = self
@@ -301,17 +303,19 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     ) -> Result<(Turn, bool), Error> {
         let inner = &*self.inner;
         let crash = &inner.config.crash_attribution;
+        let limit = CrashAttribution::group_limit(forgiven);
+        // Counted as waiting from before its forgiveness is written, so that a group that
+        // opens meanwhile knows it may join.
+        let waiting = crash.waiting("delivery", limit);
         let forgiving = self
             .with_contention_retries(|| inner.store.forgive(key, 1))
             .await;
         if let Err(e) = forgiving {
+            drop(waiting);
             warn!(error = %e, "could not forgive a suspect delivery its wait; running it beside the others");
             return Ok((crash.shared().await, false));
         }
-        let limit = CrashAttribution::group_limit(forgiven);
-        let turn = crash
-            .alone(inner.config.handler_timeout, "delivery", limit)
-            .await;
+        let turn = crash.alone(waiting, inner.config.handler_timeout).await;
         if turn.is_together() {
             return Ok((turn, true));
         }

@@ -13,7 +13,7 @@
 //! among them is halved down to a group of one in a few crashes, each charged to no one, then
 //! charged alone; the others are charged for the one crash they shared with it, not for the
 //! ones after. Everything else runs side by side. The group size of a delivery is
-//! [`CrashAttribution::MAX_GROUP`] halved for each time it was forgiven; rows run alone (the
+//! 8 (the consumer's default concurrency) halved for each time it was forgiven; rows run alone (the
 //! store's crash halving sizes their batches). A suspect is:
 //! - for the processor, a delivery tried before (attempt above 1), within the scope's
 //!   [window](CrashAttribution::window) of its start, with no other copy of its key running

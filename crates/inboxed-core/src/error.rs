@@ -166,8 +166,8 @@ impl StoreError {
         }
     }
 
-    /// Classifies a `sqlx::Error` from any engine by its code, never its message text
-    /// ([`Kind::of`]).
+    /// Classifies a `sqlx::Error` from any engine by its code (SQLSTATE, SQLite result code,
+    /// MySQL error number), never its message text.
     #[must_use]
     pub fn from_sqlx(err: sqlx::Error) -> Self {
         match Kind::of(&err) {

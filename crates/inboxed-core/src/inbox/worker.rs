@@ -143,14 +143,10 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         if rows.is_empty() {
             return Ok(BatchReport::default());
         }
-        let _turn = if rows.iter().any(|r| r.suspect || r.group_limit.is_some()) {
-            drop(shared);
-            crash
-                .alone(crash.waiting("inbox_rows", 1), inner.config.lease / 2)
-                .await
-        } else {
-            shared
-        };
+        let marked = rows.iter().any(|r| r.suspect || r.group_limit.is_some());
+        let _turn = crash
+            .rows_turn(shared, marked, "inbox_rows", inner.config.lease / 2)
+            .await;
         let rows = self.isolate_suspect(rows, &token).await?;
         metrics::histogram!(m::CLAIM_BATCH_SIZE, "consumer" => inner.consumer.as_str().to_owned())
             .record(rows.len() as f64);

@@ -149,14 +149,10 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         }
         // Rows of a batch that died run alone in their scope (see `CrashAttribution`), so
         // that if they kill the process only they are charged.
-        let _turn = if rows.iter().any(|r| r.group_limit.is_some()) {
-            drop(shared);
-            crash
-                .alone(crash.waiting("outbox_rows", 1), inner.config.lease / 2)
-                .await
-        } else {
-            shared
-        };
+        let marked = rows.iter().any(|r| r.group_limit.is_some());
+        let _turn = crash
+            .rows_turn(shared, marked, "outbox_rows", inner.config.lease / 2)
+            .await;
         let mut report = OutboxRelayReport {
             claimed: rows.len() as u64,
             ..OutboxRelayReport::default()

@@ -34,7 +34,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
+use tokio::sync::{OwnedRwLockReadGuard, RwLock};
+
+use group::Group;
 
 use crate::metrics as m;
 use crate::store::KeyParams;
@@ -236,6 +238,22 @@ impl CrashAttribution {
         }
     }
 
+    /// The turn of a batch of rows: beside the rest (`shared`), unless the store's crash
+    /// halving `marked` some of them, which then run alone, waiting at most `wait`.
+    pub(crate) async fn rows_turn(
+        &self,
+        shared: Turn,
+        marked: bool,
+        work: &'static str,
+        wait: Duration,
+    ) -> Turn {
+        if !marked {
+            return shared;
+        }
+        drop(shared);
+        self.alone(self.waiting(work, 1), wait).await
+    }
+
     /// A suspect's turn: waits, at most `wait`, until nothing but suspects runs in the scope,
     /// and runs in their group, of at most its limit (1: alone). Past `wait` it runs beside the
     /// rest. Its `work` labels the metrics: `delivery`, `inbox_rows` or `outbox_rows`.
@@ -283,84 +301,6 @@ impl Drop for Waiting {
             }
             metrics::gauge!(m::SUSPECTS_WAITING, "work" => self.work).decrement(1.0);
         }
-    }
-}
-
-/// The suspects running together, none but them in their scope.
-#[derive(Debug)]
-struct Group {
-    /// The scope's lock, held for the group.
-    _alone: OwnedRwLockWriteGuard<()>,
-    running: usize,
-    /// The most the group may hold: the smallest limit of those who joined it.
-    room: usize,
-    /// Whether it still takes members: until the first leaves, so that a stream of suspects
-    /// cannot keep it open while the rest of the scope, a cornered poison among it, waits.
-    admitting: bool,
-}
-
-impl Scope {
-    /// Joins the group running now when it has room for one more within `limit`, or opens a
-    /// group once nothing else of the scope runs: `true` when others may run in it. A suspect
-    /// that finds no other suspect waiting runs alone, as a lone redelivery does (one after a
-    /// crash of a consumer that ran one delivery at a time): its crash is its own.
-    async fn group_turn(&self, limit: usize, waiting: &Waiting) -> bool {
-        // Asked once, so that a suspect keeps its place in the lock's queue while it looks at
-        // the groups that open.
-        let alone = Arc::clone(&self.lock).write_owned();
-        tokio::pin!(alone);
-        loop {
-            let opened = self.opened.notified();
-            tokio::pin!(opened);
-            opened.as_mut().enable();
-            if self.join(limit) {
-                return true;
-            }
-            tokio::select! {
-                alone = &mut alone => {
-                    // Others that may join: the joinable waiters but this one.
-                    let own = usize::from(waiting.limit > 1);
-                    let others = self.joinable.load(Ordering::Relaxed) > own;
-                    let room = if others { limit } else { 1 };
-                    let mut group = self.group_lock();
-                    *group = Some(Group { _alone: alone, running: 1, room, admitting: true });
-                    drop(group);
-                    self.opened.notify_waiters();
-                    return room > 1;
-                }
-                () = &mut opened => {}
-            }
-        }
-    }
-
-    fn join(&self, limit: usize) -> bool {
-        let mut group = self.group_lock();
-        match group.as_mut() {
-            Some(open) if open.admitting && open.running < open.room.min(limit) => {
-                open.running += 1;
-                open.room = open.room.min(limit);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// One member left; the last one closes the group, and the scope runs as before.
-    fn leave(&self) {
-        let mut group = self.group_lock();
-        if let Some(open) = group.as_mut() {
-            open.running -= 1;
-            open.admitting = false;
-            if open.running == 0 {
-                *group = None;
-            }
-        }
-    }
-
-    fn group_lock(&self) -> std::sync::MutexGuard<'_, Option<Group>> {
-        self.group
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -490,222 +430,6 @@ fn joined(key: &KeyParams<'_>) -> String {
     format!("{}\0{}", key.consumer.as_str(), key.message_id.as_str())
 }
 
+mod group;
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::{CrashAttribution, Seen, Turn};
-    use crate::envelope::{ConsumerName, MessageId};
-    use crate::store::KeyParams;
-
-    fn key<'a>(consumer: &'a ConsumerName, id: &'a MessageId) -> KeyParams<'a> {
-        KeyParams {
-            consumer,
-            message_id: id,
-        }
-    }
-
-    #[test]
-    fn a_retry_after_a_failure_seen_here_is_not_a_suspect() {
-        let scope = CrashAttribution::new();
-        let (c, other) = (
-            ConsumerName::new("c").unwrap(),
-            ConsumerName::new("d").unwrap(),
-        );
-        let a = MessageId::new("a").unwrap();
-        assert!(!scope.is_suspect(&key(&c, &a), 1), "a first attempt");
-        assert!(
-            scope.is_suspect(&key(&c, &a), 2),
-            "nothing seen: a crash may have come first"
-        );
-        scope.failed(&key(&c, &a), 1);
-        assert!(
-            !scope.is_suspect(&key(&c, &a), 2),
-            "the attempt after the one seen to fail"
-        );
-        assert!(
-            scope.is_suspect(&key(&c, &a), 3),
-            "another attempt came between"
-        );
-        assert!(
-            scope.is_suspect(&key(&other, &a), 2),
-            "another consumer's key"
-        );
-        for i in 0..Seen::KEPT {
-            scope.failed(&key(&c, &MessageId::new(format!("k{i}")).unwrap()), 1);
-        }
-        assert!(
-            scope.is_suspect(&key(&c, &a), 2),
-            "forgotten past the bound"
-        );
-        let elsewhere = CrashAttribution::new();
-        elsewhere.failed(&key(&c, &a), 1);
-        assert!(
-            scope.is_suspect(&key(&c, &a), 2) && !elsewhere.is_suspect(&key(&c, &a), 2),
-            "each scope sees its own"
-        );
-    }
-
-    #[test]
-    fn a_copy_beside_one_running_here_is_not_a_suspect() {
-        let scope = CrashAttribution::new();
-        let (c, b) = (
-            ConsumerName::new("c").unwrap(),
-            MessageId::new("b").unwrap(),
-        );
-        let first = scope.running(&key(&c, &b));
-        let second = scope.running(&key(&c, &b));
-        assert!(
-            !scope.is_suspect(&key(&c, &b), 2),
-            "its earlier attempt is running here"
-        );
-        drop(first);
-        assert!(scope.is_suspect(&key(&c, &b), 2), "alone again");
-        drop(second);
-    }
-
-    #[test]
-    fn past_the_window_or_off_nothing_is_a_suspect() {
-        let (c, b) = (
-            ConsumerName::new("c").unwrap(),
-            MessageId::new("b").unwrap(),
-        );
-        let none = CrashAttribution::window(Duration::ZERO);
-        none.start();
-        assert!(!none.is_suspect(&key(&c, &b), 2));
-        let off = CrashAttribution::off();
-        off.start();
-        assert!(!off.is_suspect(&key(&c, &b), 2));
-        assert!(off.running(&key(&c, &b)).is_none());
-    }
-
-    #[tokio::test]
-    async fn a_suspect_waits_for_its_scope_only() {
-        let (scope, other) = (CrashAttribution::new(), CrashAttribution::new());
-        let running = scope.shared().await;
-        let wait = Duration::from_millis(50);
-        assert!(
-            other
-                .alone(other.waiting("delivery", 1), wait)
-                .await
-                .is_group(),
-            "another scope's work is not waited for"
-        );
-        assert!(
-            scope
-                .alone(scope.waiting("delivery", 1), wait)
-                .await
-                .is_shared(),
-            "its own is, up to the limit"
-        );
-        let waiter = tokio::spawn({
-            let scope = scope.clone();
-            async move {
-                scope
-                    .alone(scope.waiting("delivery", 1), Duration::from_secs(5))
-                    .await
-            }
-        });
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(scope.suspects_waiting(), 1, "a clone is the same scope");
-        drop(running);
-        assert!(waiter.await.unwrap().is_group());
-        assert_eq!(scope.suspects_waiting(), 0);
-        let off = CrashAttribution::off();
-        assert!(matches!(
-            off.alone(off.waiting("delivery", 1), wait).await,
-            Turn::Untracked
-        ));
-        assert!(matches!(off.shared().await, Turn::Untracked));
-    }
-
-    #[tokio::test]
-    async fn suspects_run_in_groups_no_larger_than_the_smallest_limit_among_them() {
-        let scope = CrashAttribution::new();
-        let long = Duration::from_secs(5);
-        let suspect = |limit: usize| {
-            let scope = scope.clone();
-            tokio::spawn(async move { scope.alone(scope.waiting("delivery", limit), long).await })
-        };
-        let running = scope.shared().await;
-        let (first, second) = (suspect(4), suspect(2));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert_eq!(scope.suspects_waiting(), 2);
-        drop(running);
-        let (first, second) = (first.await.unwrap(), second.await.unwrap());
-        assert!(
-            first.is_together() && second.is_together(),
-            "two waiting suspects run together"
-        );
-        let (third, ordinary) = (
-            suspect(4),
-            tokio::spawn({
-                let scope = scope.clone();
-                async move { scope.shared().await }
-            }),
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(
-            !third.is_finished(),
-            "a third is one too many for the second's limit"
-        );
-        assert!(
-            !ordinary.is_finished(),
-            "nothing but suspects runs beside a group"
-        );
-        drop((first, second));
-        let third = third.await.unwrap();
-        assert!(
-            third.is_group() && !third.is_together(),
-            "a suspect that finds no other waiting runs alone"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!ordinary.is_finished());
-        drop(third);
-        assert!(ordinary.await.unwrap().is_shared());
-        assert_eq!(CrashAttribution::group_limit(0), 8);
-        assert_eq!(CrashAttribution::group_limit(2), 2);
-        assert_eq!(CrashAttribution::group_limit(3), 1);
-        assert_eq!(CrashAttribution::group_limit(40), 1);
-    }
-
-    #[tokio::test]
-    async fn a_wait_cut_short_is_no_longer_counted_and_a_group_admits_until_one_leaves() {
-        let scope = CrashAttribution::new();
-        let running = scope.shared().await;
-        let cut = tokio::spawn({
-            let scope = scope.clone();
-            async move {
-                let waiting = scope.waiting("delivery", 8);
-                scope.alone(waiting, Duration::from_secs(5)).await
-            }
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert_eq!(scope.suspects_waiting(), 1);
-        cut.abort();
-        let _ = cut.await;
-        assert_eq!(scope.suspects_waiting(), 0, "the wait was dropped");
-        drop(running);
-        let wait = Duration::from_millis(30);
-        let (first, second) = (scope.waiting("delivery", 8), scope.waiting("delivery", 8));
-        let first = scope.alone(first, wait).await;
-        let second = scope.alone(second, wait).await;
-        assert!(first.is_together() && second.is_together());
-        drop(first);
-        let late = tokio::spawn({
-            let scope = scope.clone();
-            async move {
-                scope
-                    .alone(scope.waiting("delivery", 8), Duration::from_secs(5))
-                    .await
-            }
-        });
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(
-            !late.is_finished(),
-            "one has left: the group takes no one more"
-        );
-        drop(second);
-        assert!(late.await.unwrap().is_group());
-    }
-}
+mod tests;

@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::engine::{Engine, keys};
 use crate::envelope::{ConsumerName, Envelope, MessageId};
 use crate::error::StoreError;
 use crate::hash::{PayloadHash, StoredHash};
@@ -211,14 +212,27 @@ pub struct DurabilityReport {
     pub warnings: Vec<String>,
 }
 
-/// Database operations the inbox engine needs.
+/// Database operations the processor needs.
 ///
-/// Implemented by `inboxed-postgres` and `inboxed-sqlite`. This trait is the seam between the
-/// engine and a dialect. It is **not** meant to be implemented outside this workspace, and its
-/// methods may change in minor releases; depend on [`Processor`](crate::Processor) instead.
+/// Implemented by each engine's store (`PgStore`, `SqliteStore`, `MySqlStore`) and by the
+/// test kit's wrapper. This trait is the seam between the processor and an engine. It is
+/// **not** meant to be implemented outside this workspace, and its methods may change in minor
+/// releases; depend on [`Processor`](crate::Processor) instead.
+///
+/// Two kinds of method. The first seven are the engine's own (how it migrates, checks
+/// durability, begins and claims differ in more than SQL): an engine implements them and a
+/// wrapper forwards them. The rest run the same statements on every engine, written once over
+/// [`Store::engine`]; no engine overrides them, so a wrapper gets them without forwarding and
+/// overrides only what it changes.
 pub trait Store: Clone + Send + Sync + 'static {
     /// The sqlx database this store talks to.
     type Db: sqlx::Database;
+
+    /// The engine whose statements the shared operations run.
+    type Engine: Engine<Db = Self::Db>;
+
+    /// The store itself for an engine's store; the wrapped store for a wrapper.
+    fn engine(&self) -> &Self::Engine;
 
     /// Applies the embedded migrations that are missing. Idempotent.
     fn migrate(&self) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send;
@@ -230,11 +244,14 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// Makes `consumer` known to the store before its first claim, in a statement of its own
     /// (PostgreSQL gives each consumer a compact id that its keys store instead of the name).
-    /// Idempotent; a processor calls it once.
+    /// Idempotent; a processor calls it once. By default there is nothing to register.
     fn register_consumer(
         &self,
         consumer: &ConsumerName,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = consumer;
+        async { Ok(()) }
+    }
 
     /// Begins the transaction that the claim and the handler share.
     fn begin(
@@ -264,17 +281,29 @@ pub trait Store: Clone + Send + Sync + 'static {
         params: &ClaimParams<'_>,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
 
+    /// [`Store::claim`] for each of `envelopes` (distinct keys of `consumer`), inside the
+    /// caller's transaction, with one claim per envelope in the order given. Where the dialect
+    /// allows, one statement claims them all, taking the keys in byte order so that concurrent
+    /// batches sharing keys wait on each other rather than deadlock.
+    fn claim_many(
+        &self,
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        consumer: &ConsumerName,
+        envelopes: &[&Envelope],
+    ) -> impl Future<Output = Result<Vec<Claim>, StoreError>> + Send;
+
     /// Counts one more attempt in its own committed transaction and returns the new count, net
     /// of forgiven ones ([`Store::forgive`]; 0 when all are), with the forgiven ones. `wait`
-    /// bounds a wait for a lock,
-    /// as `lock_timeout` bounds the claim's: SQLite's count waits for the one write lock, which
-    /// a hung delivery's transaction may hold (then [`StoreError::Busy`]); a server's count
-    /// waits for no other delivery's transaction and may ignore it.
+    /// bounds a wait for a lock, as `lock_timeout` bounds the claim's: SQLite's count waits
+    /// for the one write lock, which a hung delivery's transaction may hold (then
+    /// [`StoreError::Busy`]); a server's count waits for no other delivery's transaction.
     fn record_attempt(
         &self,
         params: &KeyParams<'_>,
         wait: Duration,
-    ) -> impl Future<Output = Result<Counted, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Counted, StoreError>> + Send {
+        keys::record_attempt(self.engine(), params, wait)
+    }
 
     /// Forgives `by` of a key's attempts (a negative `by` takes forgiveness back; the total
     /// never goes below 0), committed on its own before it returns. [`Store::record_attempt`]
@@ -287,7 +316,9 @@ pub trait Store: Clone + Send + Sync + 'static {
         &self,
         params: &KeyParams<'_>,
         by: i32,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        keys::forgive(self.engine(), params, by)
+    }
 
     /// Counts one more attempt of each of `ids` (distinct keys of `consumer`), committed before
     /// any handler runs as for [`Store::record_attempt`], in one statement: a batch pays one
@@ -296,7 +327,9 @@ pub trait Store: Clone + Send + Sync + 'static {
         &self,
         consumer: &ConsumerName,
         ids: &[&MessageId],
-    ) -> impl Future<Output = Result<Vec<(String, u32)>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<(String, u32)>, StoreError>> + Send {
+        keys::attempts(self.engine(), true, consumer, ids)
+    }
 
     /// The attempt counters of `ids` (keys of `consumer`), read without counting; keys without
     /// a counter are left out.
@@ -304,25 +337,21 @@ pub trait Store: Clone + Send + Sync + 'static {
         &self,
         consumer: &ConsumerName,
         ids: &[&MessageId],
-    ) -> impl Future<Output = Result<Vec<(String, u32)>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<(String, u32)>, StoreError>> + Send {
+        keys::attempts(self.engine(), false, consumer, ids)
+    }
 
-    /// Forgets the attempt counter of a key, inside the caller's transaction.
+    /// Forgets the attempt counter of a key, inside the caller's transaction: the last
+    /// statement before its commit. On MySQL it also checks that the transaction is still the
+    /// one [`Store::begin`] began ([`StoreError::TransactionEnded`] when the server rolled it
+    /// back under a handler that swallowed the error): call it once, in such a transaction.
     fn clear_attempts(
         &self,
         conn: &mut <Self::Db as sqlx::Database>::Connection,
         params: &KeyParams<'_>,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// [`Store::claim`] for each of `envelopes` (distinct keys of `consumer`), inside the
-    /// caller's transaction, with one claim per envelope in the order given. Where the dialect
-    /// allows, one statement claims them all, taking the keys in byte order so that concurrent
-    /// batches sharing keys wait on each other rather than deadlock.
-    fn claim_many(
-        &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
-        consumer: &ConsumerName,
-        envelopes: &[&Envelope],
-    ) -> impl Future<Output = Result<Vec<Claim>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        keys::clear_attempts(self.engine(), conn, params)
+    }
 
     /// [`Store::clear_attempts`] for each of `ids` (keys of `consumer`), in one statement.
     fn clear_many_attempts(
@@ -330,13 +359,17 @@ pub trait Store: Clone + Send + Sync + 'static {
         conn: &mut <Self::Db as sqlx::Database>::Connection,
         consumer: &ConsumerName,
         ids: &[&MessageId],
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        keys::clear_many_attempts(self.engine(), conn, consumer, ids)
+    }
 
     /// Reads a key's dead letter (conflict records excluded).
     fn load_dead_letter(
         &self,
         params: &KeyParams<'_>,
-    ) -> impl Future<Output = Result<Option<DeadLetter>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<DeadLetter>, StoreError>> + Send {
+        keys::load_dead_letter(self.engine(), params)
+    }
 
     /// Deletes a key's dead letter (conflict records excluded) inside the caller's transaction.
     /// Returns whether there was one.
@@ -344,7 +377,9 @@ pub trait Store: Clone + Send + Sync + 'static {
         &self,
         conn: &mut <Self::Db as sqlx::Database>::Connection,
         params: &KeyParams<'_>,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        keys::delete_dead_letter(self.engine(), conn, params)
+    }
 
     /// Writes a dead letter in its own committed transaction, unless the key was processed or
     /// already has one. Conflict dead letters are kept per distinct payload, so that each
@@ -352,5 +387,7 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn dead_letter(
         &self,
         params: &DeadLetterParams<'_>,
-    ) -> impl Future<Output = Result<DeadLettered, StoreError>> + Send;
+    ) -> impl Future<Output = Result<DeadLettered, StoreError>> + Send {
+        keys::dead_letter(self.engine(), params)
+    }
 }

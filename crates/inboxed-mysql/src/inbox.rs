@@ -94,7 +94,7 @@ impl InboxStore for MySqlStore {
     ) -> Result<Completed, StoreError> {
         engine::inbox::complete(self, conn, params)
             .await
-            .map_err(crate::store::ended)
+            .map_err(inboxed_core::engine::keys::ended)
     }
 
     async fn complete_batch(
@@ -105,7 +105,7 @@ impl InboxStore for MySqlStore {
     ) -> Result<Vec<i64>, StoreError> {
         engine::inbox::complete_batch(self, conn, ids, token)
             .await
-            .map_err(crate::store::ended)
+            .map_err(inboxed_core::engine::keys::ended)
     }
 
     /// A named lock (`GET_LOCK`) on a connection of its own.

@@ -7,14 +7,10 @@ use std::sync::Arc;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{AssertSqlSafe, Executor, MySql, MySqlConnection, Row};
 
-use inboxed_core::engine::keys;
 use inboxed_core::retention::PartitionConfig;
 use inboxed_core::sql::Queries;
-use inboxed_core::store::{
-    BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
-    Isolation, KeyParams,
-};
-use inboxed_core::{ConsumerName, Envelope, MessageId, Namespace, StoreError};
+use inboxed_core::store::{BeginParams, Claim, ClaimParams, DurabilityReport, Isolation};
+use inboxed_core::{ConsumerName, Envelope, Namespace, StoreError};
 
 use crate::queries::TEMPLATES;
 use crate::query::{MySqlQuery, Scripts};
@@ -203,6 +199,11 @@ impl MySqlStore {
 
 impl inboxed_core::Store for MySqlStore {
     type Db = sqlx::MySql;
+    type Engine = Self;
+
+    fn engine(&self) -> &Self {
+        self
+    }
 
     /// In partitioned mode, also creates the partitions ahead, under the maintenance lock:
     /// processes starting together would otherwise carve the same partition twice (1517).
@@ -214,11 +215,6 @@ impl inboxed_core::Store for MySqlStore {
             crate::partitions::maintain(self, config, std::time::SystemTime::now(), &[]).await?;
         }
         Ok(applied)
-    }
-
-    /// Keys store the consumer's name here: nothing to register.
-    async fn register_consumer(&self, _consumer: &ConsumerName) -> Result<(), StoreError> {
-        Ok(())
     }
 
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
@@ -277,47 +273,6 @@ impl inboxed_core::Store for MySqlStore {
         self.claim_one(conn, params.consumer, params.envelope).await
     }
 
-    async fn record_attempt(
-        &self,
-        params: &KeyParams<'_>,
-        _wait: std::time::Duration,
-    ) -> Result<inboxed_core::store::Counted, StoreError> {
-        keys::record_attempt(self, params).await
-    }
-
-    async fn forgive(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
-        keys::forgive(self, params, by).await
-    }
-
-    async fn record_attempts(
-        &self,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
-    ) -> Result<Vec<(String, u32)>, StoreError> {
-        keys::attempts(self, true, consumer, ids).await
-    }
-
-    async fn load_attempts(
-        &self,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
-    ) -> Result<Vec<(String, u32)>, StoreError> {
-        keys::attempts(self, false, consumer, ids).await
-    }
-
-    /// Also checks that the transaction is still the one the store began (the savepoint its
-    /// begin sets, clear_attempts.sql): call it once, in a transaction from
-    /// [`Store::begin`](inboxed_core::Store::begin).
-    async fn clear_attempts(
-        &self,
-        conn: &mut MySqlConnection,
-        params: &KeyParams<'_>,
-    ) -> Result<(), StoreError> {
-        keys::clear_attempts(self, conn, params)
-            .await
-            .map_err(ended)
-    }
-
     async fn claim_many(
         &self,
         conn: &mut MySqlConnection,
@@ -325,47 +280,6 @@ impl inboxed_core::Store for MySqlStore {
         envelopes: &[&Envelope],
     ) -> Result<Vec<Claim>, StoreError> {
         self.claim_keys(conn, consumer, envelopes).await
-    }
-
-    async fn clear_many_attempts(
-        &self,
-        conn: &mut MySqlConnection,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
-    ) -> Result<(), StoreError> {
-        keys::clear_many_attempts(self, conn, consumer, ids)
-            .await
-            .map_err(ended)
-    }
-
-    async fn load_dead_letter(
-        &self,
-        params: &KeyParams<'_>,
-    ) -> Result<Option<DeadLetter>, StoreError> {
-        keys::load_dead_letter(self, params).await
-    }
-
-    async fn delete_dead_letter(
-        &self,
-        conn: &mut MySqlConnection,
-        params: &KeyParams<'_>,
-    ) -> Result<bool, StoreError> {
-        keys::delete_dead_letter(self, conn, params).await
-    }
-
-    async fn dead_letter(&self, p: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
-        keys::dead_letter(self, p).await
-    }
-}
-
-/// The settling statement's error: 1305 there is the savepoint of the store's begin gone with
-/// the transaction (clear_attempts.sql, complete.sql), not a missing routine as elsewhere.
-pub(crate) fn ended(e: StoreError) -> StoreError {
-    match e {
-        StoreError::Database(err) if inboxed_core::error::savepoint_gone(&err) => {
-            StoreError::TransactionEnded(err)
-        }
-        e => e,
     }
 }
 

@@ -6,16 +6,11 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres, Row};
 
-use inboxed_core::engine::keys;
-
 use crate::key_lock;
 use inboxed_core::retention::PartitionConfig;
 use inboxed_core::sql::Queries;
-use inboxed_core::store::{
-    BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
-    KeyParams,
-};
-use inboxed_core::{ConsumerName, Envelope, Isolation, MessageId, Namespace, Store, StoreError};
+use inboxed_core::store::{BeginParams, Claim, ClaimParams, DurabilityReport};
+use inboxed_core::{ConsumerName, Envelope, Isolation, Namespace, Store, StoreError};
 
 use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 
@@ -254,6 +249,11 @@ impl PgStore {
 
 impl Store for PgStore {
     type Db = Postgres;
+    type Engine = Self;
+
+    fn engine(&self) -> &Self {
+        self
+    }
 
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
         let version: i32 = self
@@ -362,69 +362,5 @@ impl Store for PgStore {
         envelopes: &[&Envelope],
     ) -> Result<Vec<Claim>, StoreError> {
         self.claim_keys(conn, consumer, envelopes).await
-    }
-
-    async fn clear_many_attempts(
-        &self,
-        conn: &mut PgConnection,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
-    ) -> Result<(), StoreError> {
-        keys::clear_many_attempts(self, conn, consumer, ids).await
-    }
-
-    async fn record_attempt(
-        &self,
-        params: &KeyParams<'_>,
-        _wait: std::time::Duration,
-    ) -> Result<inboxed_core::store::Counted, StoreError> {
-        keys::record_attempt(self, params).await
-    }
-
-    async fn forgive(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
-        keys::forgive(self, params, by).await
-    }
-
-    async fn record_attempts(
-        &self,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
-    ) -> Result<Vec<(String, u32)>, StoreError> {
-        keys::attempts(self, true, consumer, ids).await
-    }
-
-    async fn load_attempts(
-        &self,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
-    ) -> Result<Vec<(String, u32)>, StoreError> {
-        keys::attempts(self, false, consumer, ids).await
-    }
-
-    async fn clear_attempts(
-        &self,
-        conn: &mut PgConnection,
-        params: &KeyParams<'_>,
-    ) -> Result<(), StoreError> {
-        keys::clear_attempts(self, conn, params).await
-    }
-
-    async fn load_dead_letter(
-        &self,
-        params: &KeyParams<'_>,
-    ) -> Result<Option<DeadLetter>, StoreError> {
-        keys::load_dead_letter(self, params).await
-    }
-
-    async fn delete_dead_letter(
-        &self,
-        conn: &mut PgConnection,
-        params: &KeyParams<'_>,
-    ) -> Result<bool, StoreError> {
-        keys::delete_dead_letter(self, conn, params).await
-    }
-
-    async fn dead_letter(&self, p: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
-        keys::dead_letter(self, p).await
     }
 }

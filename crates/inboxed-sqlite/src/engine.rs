@@ -126,6 +126,20 @@ impl Engine for SqliteStore {
             .map_err(StoreError::from_sqlx)
     }
 
+    /// On a connection whose busy timeout is `wait`: an attempt's count waits for the one
+    /// write lock, which a delivery whose handler hangs holds, and must give up as its claim
+    /// would.
+    async fn fetch_alone_within(
+        &self,
+        q: Self::Query,
+        wait: std::time::Duration,
+    ) -> Result<Vec<SqliteRow>, StoreError> {
+        let mut conn = autocommit_on(&self.pool).await?;
+        let busy = format!("PRAGMA busy_timeout = {}", wait.as_millis());
+        Self::execute_script(&busy, &mut conn).await?;
+        Self::fetch_all(q, &mut conn).await
+    }
+
     async fn execute_alone(&self, q: Self::Query) -> Result<u64, StoreError> {
         q.0.execute(&self.pool)
             .await

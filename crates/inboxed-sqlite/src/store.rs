@@ -8,13 +8,10 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, Row, Sqlite, SqliteConnection, SqlitePool};
 
-use inboxed_core::engine::{Engine, claims, keys};
+use inboxed_core::engine::claims;
 use inboxed_core::sql::Queries;
-use inboxed_core::store::{
-    BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
-    KeyParams,
-};
-use inboxed_core::{ConsumerName, Envelope, MessageId, Namespace, Store, StoreError};
+use inboxed_core::store::{BeginParams, Claim, ClaimParams, DurabilityReport};
+use inboxed_core::{ConsumerName, Envelope, Namespace, Store, StoreError};
 
 use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 
@@ -107,14 +104,14 @@ impl SqliteStore {
 
 impl Store for SqliteStore {
     type Db = Sqlite;
+    type Engine = Self;
+
+    fn engine(&self) -> &Self {
+        self
+    }
 
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
         inboxed_core::engine::migrate::run(self, &self.ns, crate::queries::MIGRATIONS).await
-    }
-
-    /// Keys store the consumer's name here: nothing to register.
-    async fn register_consumer(&self, _consumer: &ConsumerName) -> Result<(), StoreError> {
-        Ok(())
     }
 
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
@@ -168,49 +165,6 @@ impl Store for SqliteStore {
         claims::claim_key(self, conn, claim, params.consumer, params.envelope).await
     }
 
-    /// On a connection whose busy timeout is `wait`: the count waits for the one write lock,
-    /// which a delivery whose handler hangs holds, and must give up as its claim would.
-    async fn record_attempt(
-        &self,
-        params: &KeyParams<'_>,
-        wait: Duration,
-    ) -> Result<inboxed_core::store::Counted, StoreError> {
-        let mut conn = crate::engine::autocommit_on(&self.pool).await?;
-        let busy = format!("PRAGMA busy_timeout = {}", wait.as_millis());
-        <Self as Engine>::execute_script(&busy, &mut conn).await?;
-        let statement = keys::record_attempt_statement(self, params);
-        let rows = <Self as Engine>::fetch_all(statement, &mut conn).await?;
-        keys::counted(&rows)
-    }
-
-    async fn forgive(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
-        keys::forgive(self, params, by).await
-    }
-
-    async fn record_attempts(
-        &self,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
-    ) -> Result<Vec<(String, u32)>, StoreError> {
-        keys::attempts(self, true, consumer, ids).await
-    }
-
-    async fn load_attempts(
-        &self,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
-    ) -> Result<Vec<(String, u32)>, StoreError> {
-        keys::attempts(self, false, consumer, ids).await
-    }
-
-    async fn clear_attempts(
-        &self,
-        conn: &mut SqliteConnection,
-        params: &KeyParams<'_>,
-    ) -> Result<(), StoreError> {
-        keys::clear_attempts(self, conn, params).await
-    }
-
     async fn claim_many(
         &self,
         conn: &mut SqliteConnection,
@@ -218,33 +172,5 @@ impl Store for SqliteStore {
         envelopes: &[&Envelope],
     ) -> Result<Vec<Claim>, StoreError> {
         claims::claim_each(self, conn, consumer, envelopes).await
-    }
-
-    async fn clear_many_attempts(
-        &self,
-        conn: &mut SqliteConnection,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
-    ) -> Result<(), StoreError> {
-        keys::clear_many_attempts(self, conn, consumer, ids).await
-    }
-
-    async fn load_dead_letter(
-        &self,
-        params: &KeyParams<'_>,
-    ) -> Result<Option<DeadLetter>, StoreError> {
-        keys::load_dead_letter(self, params).await
-    }
-
-    async fn delete_dead_letter(
-        &self,
-        conn: &mut SqliteConnection,
-        params: &KeyParams<'_>,
-    ) -> Result<bool, StoreError> {
-        keys::delete_dead_letter(self, conn, params).await
-    }
-
-    async fn dead_letter(&self, p: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
-        keys::dead_letter(self, p).await
     }
 }

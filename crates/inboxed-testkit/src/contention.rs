@@ -162,7 +162,7 @@ where
             .map_err(StoreError::from_sqlx)
     }
 
-    async fn after_settle(&self, conn: &mut DB::Connection) -> Result<(), StoreError> {
+    async fn before_commit(&self, conn: &mut DB::Connection) -> Result<(), StoreError> {
         self.raise::<DB>(Point::Commit, conn)
             .await
             .map_err(StoreError::from_sqlx)

@@ -1,7 +1,6 @@
 //! A store with seams: code a check (or a test) runs at fixed points of an inbox transaction,
-//! before it begins, before and after the claim, and after the statement that settles it (the
-//! last one before its COMMIT). Everything else is delegated to the wrapped store, so the
-//! engine's own SQL runs as it would without the wrapper.
+//! before it begins, before and after the claim, and before its COMMIT. Everything else is
+//! the wrapped store's, so the engine's own SQL runs as it would without the wrapper.
 //!
 //! [`Hooked`] parks a task at a barrier before `begin` or the claim, so that several deliveries
 //! reach the critical statement together.
@@ -13,11 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::Barrier;
 
-use inboxed_core::store::{
-    BeginParams, Claim, ClaimParams, DeadLetter, DeadLetterParams, DeadLettered, DurabilityReport,
-    KeyParams,
-};
-use inboxed_core::{ConsumerName, Envelope, MessageId, Store, StoreError};
+use inboxed_core::store::{BeginParams, Claim, ClaimParams, DurabilityReport, KeyParams};
+use inboxed_core::{ConsumerName, Envelope, Store, StoreError};
 
 /// What a [`Seamed`] store runs at each seam. Every method does nothing by default.
 pub trait Seams<DB: sqlx::Database>: Send + Sync + 'static {
@@ -41,10 +37,10 @@ pub trait Seams<DB: sqlx::Database>: Send + Sync + 'static {
         async { Ok(()) }
     }
 
-    /// Inside the transaction, on its connection, after the statement that settles it (the
-    /// attempt counter's clearing, the last before COMMIT); an `Err` is what that statement
-    /// then fails with.
-    fn after_settle(
+    /// Inside the transaction, on its connection, after its last statement (the attempt
+    /// counter's clearing) and before its COMMIT; an `Err` is what that statement then fails
+    /// with.
+    fn before_commit(
         &self,
         conn: &mut DB::Connection,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
@@ -136,8 +132,16 @@ impl<S> Seamed<S, AtBarrier> {
     }
 }
 
+/// The engine's own operations forwarded, the seams around begin, claim and the last statement
+/// before the commit; the shared operations are the [`Store`] defaults, over the wrapped
+/// engine.
 impl<S: Store, K: Seams<S::Db>> Store for Seamed<S, K> {
     type Db = S::Db;
+    type Engine = S::Engine;
+
+    fn engine(&self) -> &S::Engine {
+        self.inner.engine()
+    }
 
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
         self.inner.migrate().await
@@ -180,43 +184,6 @@ impl<S: Store, K: Seams<S::Db>> Store for Seamed<S, K> {
         Ok(claim)
     }
 
-    async fn record_attempt(
-        &self,
-        params: &KeyParams<'_>,
-        wait: std::time::Duration,
-    ) -> Result<inboxed_core::store::Counted, StoreError> {
-        self.inner.record_attempt(params, wait).await
-    }
-
-    async fn forgive(&self, params: &KeyParams<'_>, by: i32) -> Result<(), StoreError> {
-        self.inner.forgive(params, by).await
-    }
-
-    async fn record_attempts(
-        &self,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
-    ) -> Result<Vec<(String, u32)>, StoreError> {
-        self.inner.record_attempts(consumer, ids).await
-    }
-
-    async fn load_attempts(
-        &self,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
-    ) -> Result<Vec<(String, u32)>, StoreError> {
-        self.inner.load_attempts(consumer, ids).await
-    }
-
-    async fn clear_attempts(
-        &self,
-        conn: &mut <S::Db as sqlx::Database>::Connection,
-        params: &KeyParams<'_>,
-    ) -> Result<(), StoreError> {
-        self.inner.clear_attempts(conn, params).await?;
-        self.seams.after_settle(conn).await
-    }
-
     async fn claim_many(
         &self,
         conn: &mut <S::Db as sqlx::Database>::Connection,
@@ -226,31 +193,12 @@ impl<S: Store, K: Seams<S::Db>> Store for Seamed<S, K> {
         self.inner.claim_many(conn, consumer, envelopes).await
     }
 
-    async fn clear_many_attempts(
+    async fn clear_attempts(
         &self,
         conn: &mut <S::Db as sqlx::Database>::Connection,
-        consumer: &ConsumerName,
-        ids: &[&MessageId],
+        params: &KeyParams<'_>,
     ) -> Result<(), StoreError> {
-        self.inner.clear_many_attempts(conn, consumer, ids).await
-    }
-
-    async fn load_dead_letter(
-        &self,
-        params: &KeyParams<'_>,
-    ) -> Result<Option<DeadLetter>, StoreError> {
-        self.inner.load_dead_letter(params).await
-    }
-
-    async fn delete_dead_letter(
-        &self,
-        conn: &mut <S::Db as sqlx::Database>::Connection,
-        params: &KeyParams<'_>,
-    ) -> Result<bool, StoreError> {
-        self.inner.delete_dead_letter(conn, params).await
-    }
-
-    async fn dead_letter(&self, params: &DeadLetterParams<'_>) -> Result<DeadLettered, StoreError> {
-        self.inner.dead_letter(params).await
+        self.inner.clear_attempts(conn, params).await?;
+        self.seams.before_commit(conn).await
     }
 }

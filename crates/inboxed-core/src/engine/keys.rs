@@ -1,6 +1,8 @@
 //! The [`Store`](crate::Store) operations on a key's attempt counter and dead letter, for
 //! every engine.
 
+use std::time::Duration;
+
 use super::{Args, Columns, Conn, Engine};
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::StoreError;
@@ -9,27 +11,22 @@ use crate::store::{
     Counted, DeadLetter, DeadLetterParams, DeadLetterReason, DeadLettered, KeyParams,
 };
 
-/// Counts one more attempt, committed on its own; the new count.
+/// Counts one more attempt, committed on its own, waiting at most `wait` for a lock where the
+/// engine waits for one ([`Engine::fetch_alone_within`]); the new count, then the forgiven
+/// one.
 ///
 /// # Errors
 /// The statement failed or returned no row.
-pub async fn record_attempt<E: Engine>(e: &E, p: &KeyParams<'_>) -> Result<Counted, StoreError> {
-    counted(&e.fetch_alone(record_attempt_statement(e, p)).await?)
-}
-
-/// The statement of [`record_attempt`], for an engine that runs it on a connection of its own
-/// choosing; [`counted`] reads what it returns.
-pub fn record_attempt_statement<E: Engine>(e: &E, p: &KeyParams<'_>) -> E::Query {
-    e.query(&e.queries().record_attempt)
+pub async fn record_attempt<E: Engine>(
+    e: &E,
+    p: &KeyParams<'_>,
+    wait: Duration,
+) -> Result<Counted, StoreError> {
+    let q = e
+        .query(&e.queries().record_attempt)
         .text(p.consumer.as_str())
-        .text(p.message_id.as_str())
-}
-
-/// What `record_attempt.sql` returned: the net count, then the forgiven one.
-///
-/// # Errors
-/// No row, or counts that are not.
-pub fn counted<R: Columns>(rows: &[R]) -> Result<Counted, StoreError> {
+        .text(p.message_id.as_str());
+    let rows = e.fetch_alone_within(q, wait).await?;
     let row = rows
         .first()
         .ok_or_else(|| StoreError::from_sqlx(sqlx::Error::RowNotFound))?;
@@ -84,7 +81,8 @@ pub async fn attempts<E: Engine>(
 /// Forgets a key's attempt counter in the caller's transaction.
 ///
 /// # Errors
-/// The statement failed.
+/// The statement failed; [`StoreError::TransactionEnded`] when the transaction the statement
+/// checks for is gone (MySQL, [`ended`]).
 pub async fn clear_attempts<E: Engine>(
     e: &E,
     conn: &mut Conn<E>,
@@ -94,13 +92,13 @@ pub async fn clear_attempts<E: Engine>(
         .query(&e.queries().clear_attempts)
         .text(p.consumer.as_str())
         .text(p.message_id.as_str());
-    E::execute(q, conn).await.map(drop)
+    E::execute(q, conn).await.map(drop).map_err(ended)
 }
 
 /// Forgets the attempt counters of `ids` in the caller's transaction, in one statement.
 ///
 /// # Errors
-/// The statement failed.
+/// As [`clear_attempts`].
 pub async fn clear_many_attempts<E: Engine>(
     e: &E,
     conn: &mut Conn<E>,
@@ -111,7 +109,7 @@ pub async fn clear_many_attempts<E: Engine>(
         .query(&e.queries().clear_many_attempts)
         .text(consumer.as_str())
         .texts(&ids.iter().map(|id| id.as_str()).collect::<Vec<_>>());
-    E::execute(q, conn).await.map(drop)
+    E::execute(q, conn).await.map(drop).map_err(ended)
 }
 
 /// A key's dead letter, conflict records excluded.
@@ -232,5 +230,19 @@ fn conflict_hash<'p>(p: &'p DeadLetterParams<'_>) -> &'p [u8] {
     match (p.reason, &p.payload_hash) {
         (DeadLetterReason::Conflict, Some(h)) => h.as_bytes().as_slice(),
         _ => &[],
+    }
+}
+
+/// A settling statement's error read for what it means there. On MySQL, 1305 (no such
+/// savepoint) from `clear_attempts.sql` or `complete.sql` is the savepoint of the store's
+/// begin gone with the transaction: the server rolled it back (a deadlock victim) under a
+/// handler that went on, and whatever ran since ran outside it. Elsewhere it is as it was.
+#[must_use]
+pub fn ended(e: StoreError) -> StoreError {
+    match e {
+        StoreError::Database(err) if crate::error::savepoint_gone(&err) => {
+            StoreError::TransactionEnded(err)
+        }
+        e => e,
     }
 }

@@ -193,8 +193,8 @@ pub type Conn<E> = <<E as Store>::Db as sqlx::Database>::Connection;
 /// What an engine provides to the shared store layer: its types, its rendered SQL, how a
 /// statement runs in the caller's transaction and on its own, and the forms that differ.
 ///
-/// Implemented by the engine's store (`PgStore`, `SqliteStore`); like
-/// [`Store`], not meant to be implemented outside this workspace.
+/// Implemented by the engine's store (`PgStore`, `SqliteStore`, `MySqlStore`), which is its
+/// own [`Store::Engine`]; like [`Store`], not meant to be implemented outside this workspace.
 pub trait Engine: Store {
     /// A statement with its arguments.
     type Query: Args;
@@ -272,6 +272,19 @@ pub trait Engine: Store {
         &self,
         q: Self::Query,
     ) -> impl Future<Output = Result<Vec<Self::Row>, StoreError>> + Send;
+
+    /// [`Engine::fetch_alone`], waiting at most `wait` for a lock that another transaction
+    /// holds where the engine's statement waits for one: SQLite's write lock, which a hung
+    /// delivery's transaction may hold. A server's statement committed on its own waits for no
+    /// other delivery's transaction, so by default `wait` is not needed.
+    fn fetch_alone_within(
+        &self,
+        q: Self::Query,
+        wait: std::time::Duration,
+    ) -> impl Future<Output = Result<Vec<Self::Row>, StoreError>> + Send {
+        let _ = wait;
+        self.fetch_alone(q)
+    }
 
     /// Runs `q` committed on its own; the rows it changed.
     fn execute_alone(&self, q: Self::Query)

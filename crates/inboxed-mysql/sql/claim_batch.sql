@@ -13,15 +13,12 @@
 -- rows other claims held, and two claims deadlocked (1213) under eight workers; here that check
 -- reads without locks, as it should (an earlier row claimed but uncommitted still reads as
 -- pending, which holds the later one back). Under READ COMMITTED (the store's connections)
--- the claim locks no gaps: producers' inserts go on. The ordered-mode rule, `suspect` and
--- `group_limit` are the PostgreSQL ones. Keys are read back as text (the envelope's ids are
+-- the claim locks no gaps: producers' inserts go on. The ordered-mode rule and `group_limit`
+-- are the PostgreSQL ones. Keys are read back as text (the envelope's ids are
 -- UTF-8; the columns are bytes, compared exactly).
 SELECT i.id, CONVERT(i.message_id USING utf8mb4) AS message_id,
        CONVERT(i.aggregate_id USING utf8mb4) AS aggregate_id, i.message_type, i.correlation_id,
-       i.payload, i.attempts + 1 AS attempts,
-       coalesce(i.last_error LIKE 'lease expired%' OR i.last_error LIKE 'batch commit failed%',
-                FALSE) AS suspect,
-       i.group_limit
+       i.payload, i.attempts + 1 AS attempts, i.group_limit
 FROM {{schema}}.`{{prefix}}inbox_messages` i
     FORCE INDEX (`{{prefix}}inbox_messages_claim_idx`)
 WHERE i.consumer_name = $1

@@ -7,14 +7,14 @@
 -- SKIP LOCKED passes over rows other workers hold. A plain SELECT, so its subqueries read
 -- without locks (claim_batch.sql says why that matters): an earlier row of the aggregate that
 -- another worker holds still reads as 'pending', so it holds the later one back. An attempts
--- row means an earlier claim of this row never settled (its worker died): the row is suspect.
+-- row means an earlier claim of this row never settled (its worker died): the row runs alone
+-- (group_limit 1; the PostgreSQL statement says why).
 SELECT i.id, CONVERT(i.message_id USING utf8mb4) AS message_id,
        CONVERT(i.aggregate_id USING utf8mb4) AS aggregate_id, i.message_type, i.correlation_id,
        i.payload, i.attempts,
-       EXISTS (SELECT 1 FROM {{schema}}.`{{prefix}}attempts` a
-               WHERE a.consumer_name = i.consumer_name AND a.message_id = i.message_id)
-           AS suspect,
-       i.group_limit
+       CASE WHEN EXISTS (SELECT 1 FROM {{schema}}.`{{prefix}}attempts` a
+                         WHERE a.consumer_name = i.consumer_name AND a.message_id = i.message_id)
+            THEN 1 END AS group_limit
 FROM {{schema}}.`{{prefix}}inbox_messages` i
     FORCE INDEX (`{{prefix}}inbox_messages_claim_idx`)
 WHERE i.consumer_name = $1

@@ -7,10 +7,9 @@
 -- Ordered mode: a row is only eligible when no earlier row of its aggregate is unfinished
 -- (pending, processing, or dead when parking). An earlier row that another worker is claiming
 -- right now still looks pending to this statement, so it blocks: the check errs on the side of
--- order. The returned order is not guaranteed; the worker sorts by id. `suspect` marks rows
--- whose last claim died (an expired lease) or whose batch could not commit, and `group_limit`
--- how many rows at most the worker may run such a row with (see release_stale); a suspect row
--- without one (a reaper older than contract v3 returned it) runs alone.
+-- order. The returned order is not guaranteed; the worker sorts by id. `group_limit`, set when
+-- a claim holding the row died (release_stale), is how many rows at most the worker may run it
+-- with; NULL for a row no dead claim held.
 --
 -- Written so that stale statistics cannot turn a claim into a scan of done rows (a queue table
 -- churns faster than autovacuum analyzes it, and a cached generic plan outlives the statistics
@@ -52,6 +51,4 @@ SET status = 'processing',
     claim_token = $3
 WHERE m.id = ANY(ARRAY(SELECT id FROM candidates))
 RETURNING m.id, m.message_id, m.aggregate_id, m.message_type, m.correlation_id, m.payload,
-          m.attempts, coalesce(m.last_error LIKE 'lease expired%' OR m.last_error LIKE 'batch commit failed%', false)
-          AS suspect,
-          m.group_limit
+          m.attempts, m.group_limit

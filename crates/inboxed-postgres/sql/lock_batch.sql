@@ -8,16 +8,16 @@
 -- earlier row of the aggregate that another worker holds is still 'pending', so it blocks.
 -- Ordering by availability, which only the claim index provides, keeps stale statistics from
 -- walking the primary key through done rows (see claim_batch).
--- An attempts row means an earlier claim of this row never settled: its worker died. It is
+-- An attempts row means an earlier claim of this row never settled: its worker died, and the
+-- row may be why, so it comes back with a group_limit of 1 and runs alone (a lease claim's
+-- group_limit in the column does not apply here: no reaper judged a lock-held claim). It is
 -- probed per returned row, not joined: a join read every attempts entry of the consumer, dead
--- ones included, on each claim. The lock-held worker runs a suspect row alone whatever its
--- group_limit (returned for the shape of the row only).
+-- ones included, on each claim.
 SELECT i.id, i.message_id, i.aggregate_id, i.message_type, i.correlation_id, i.payload,
        i.attempts,
-       EXISTS (SELECT 1 FROM {{schema}}."{{prefix}}attempts" a
-               WHERE a.consumer_name = i.consumer_name AND a.message_id = i.message_id)
-           AS suspect,
-       i.group_limit
+       CASE WHEN EXISTS (SELECT 1 FROM {{schema}}."{{prefix}}attempts" a
+                         WHERE a.consumer_name = i.consumer_name AND a.message_id = i.message_id)
+            THEN 1 END AS group_limit
 FROM {{schema}}."{{prefix}}inbox_messages" i
 WHERE i.consumer_name = $1
   AND i.status = 'pending'

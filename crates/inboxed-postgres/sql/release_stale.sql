@@ -13,8 +13,9 @@
 -- back, and it may be run with at most half as many rows as the process held (group_limit,
 -- migration 0010); a row that kills its worker is halved down to a group of one, and charged
 -- from then on. Except when the process held more rows than the row's group_limit allowed:
--- the worker ignored the limit (one older than contract v3), so the halving cannot corner
--- anything, and the attempt is charged as before v3.
+-- its worker ran the row beside more (a worker of another language that ignores the limit, or
+-- a Rust worker whose wait for its turn alone ran out), so the halving cannot corner
+-- anything, and the attempt stands.
 --
 -- A process is judged whole: the limit picks dying rows, and every dying row of their
 -- processes is returned in this statement, however many. One reaper at a time (a transaction

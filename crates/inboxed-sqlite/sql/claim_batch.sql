@@ -3,7 +3,8 @@
 -- ?6 now (ms; NULL: the clock of this process), ?7 ordered, ?8 park
 --
 -- Runs alone: a writing statement takes SQLite's one write lock as it starts (waiting up to
--- the busy timeout), so claims cannot interleave and no row lock is needed. The ordered-mode rule, `suspect` and `group_limit` are the PostgreSQL ones.
+-- the busy timeout), so claims cannot interleave and no row lock is needed. The ordered-mode rule and `group_limit`
+-- are the PostgreSQL ones.
 UPDATE {{schema}}."{{prefix}}inbox_messages"
 SET status = 'processing',
     attempts = attempts + 1,
@@ -29,6 +30,4 @@ WHERE id IN (
     LIMIT ?4
 )
 RETURNING id, message_id, aggregate_id, message_type, correlation_id, payload, attempts,
-          coalesce(last_error LIKE 'lease expired%' OR last_error LIKE 'batch commit failed%', 0)
-          AS suspect,
           group_limit

@@ -196,8 +196,7 @@ fn inbox_row<R: Columns>(r: &R) -> Result<InboxRow, StoreError> {
         r.opt_text(4)?,
         r.bytes(5)?,
         r.int(6)?,
-        r.opt_flag(7)?.unwrap_or(false),
-        r.opt_int(8)?,
+        r.opt_int(7)?,
     )
 }
 

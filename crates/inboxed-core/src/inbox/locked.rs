@@ -29,9 +29,10 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             return Ok(BatchReport::default());
         }
         rows.sort_by_key(|r| r.id);
-        // A row whose last claim never settled runs alone; the rest stay locked but untouched
-        // and uncounted until this transaction ends (see Worker::isolate_suspect).
-        if let Some(first) = rows.iter().position(|r| r.suspect) {
+        // A row whose last claim never settled (lock_batch.sql gives it a group limit of 1) runs
+        // alone; the rest stay locked but untouched and uncounted until this transaction ends
+        // (see Worker::isolate_suspect).
+        if let Some(first) = rows.iter().position(|r| r.group_limit.is_some()) {
             let suspect = rows.swap_remove(first);
             rows = vec![suspect];
         }

@@ -113,11 +113,9 @@ pub struct InboxRow {
     pub envelope: Envelope,
     /// Claims of this row so far, this one included.
     pub attempts: u32,
-    /// An earlier claim of this row died without settling it (its lease expired, or its
-    /// lock-held transaction never ended): the row may be what killed its worker.
-    pub suspect: bool,
-    /// The most rows this row may run with, set when a claim holding it died: half what that
-    /// claim still held, or 1 if it held this row alone (lease mode). `None`: no limit.
+    /// The most rows this row may run with, set when a claim holding it died (the row may be
+    /// what killed its worker): half what that claim's process still held, or 1 if it held
+    /// this row alone or the claim was lock-held. `None`: no claim of it died, no limit.
     pub group_limit: Option<u32>,
 }
 
@@ -139,7 +137,6 @@ impl InboxRow {
         correlation_id: Option<String>,
         payload: Vec<u8>,
         attempts: i64,
-        suspect: bool,
         group_limit: Option<i64>,
     ) -> Result<Self, StoreError> {
         let key = crate::envelope::MessageId::new(message_id)
@@ -158,7 +155,6 @@ impl InboxRow {
             id,
             envelope,
             attempts: u32::try_from(attempts).unwrap_or(0),
-            suspect,
             group_limit: group_limit.map(|n| u32::try_from(n).unwrap_or(1).max(1)),
         })
     }

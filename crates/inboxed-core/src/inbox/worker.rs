@@ -143,7 +143,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         if rows.is_empty() {
             return Ok(BatchReport::default());
         }
-        let marked = rows.iter().any(|r| r.suspect || r.group_limit.is_some());
+        let marked = rows.iter().any(|r| r.group_limit.is_some());
         let _turn = crash
             .rows_turn(shared, marked, "inbox_rows", inner.config.lease / 2)
             .await;
@@ -186,19 +186,14 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// limited first, and hands the rest back (their attempt returned). Each death of a group
     /// halves the next, so a message that kills its worker is cornered in about log2(batch)
     /// deaths, charged attempts only once alone, and goes dead alone after max_attempts; its
-    /// batch-mates spend none and go on in large groups. A suspect row without a limit (a
-    /// reaper older than contract v3 returned it) runs alone.
+    /// batch-mates spend none and go on in large groups.
     async fn isolate_suspect(
         &self,
         mut rows: Vec<InboxRow>,
         token: &ClaimToken,
     ) -> Result<Vec<InboxRow>, Error> {
         let claimed = rows.len();
-        let room = |r: &InboxRow| match r.group_limit {
-            Some(n) => n as usize,
-            None if r.suspect => 1,
-            None => claimed,
-        };
+        let room = |r: &InboxRow| r.group_limit.map_or(claimed, |n| n as usize);
         let group = rows.iter().map(room).min().unwrap_or(claimed);
         if group >= rows.len() {
             return Ok(rows);

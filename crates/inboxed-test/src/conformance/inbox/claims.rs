@@ -300,9 +300,10 @@ pub async fn dead_claims_are_redone_in_halves<B: Backend>(_test: &str) {
     db.finish().await;
 }
 
-/// A worker that ignores the group limit (one older than contract v3: it runs suspect rows
-/// with their batch-mates) cannot corner a poison row by halving, so the reaper charges its
-/// rows as before: without that, a row that kills such a worker would never go dead.
+/// A worker that ignores the group limit (one of another language that runs a returned row
+/// with its batch-mates, or a Rust worker whose wait for its turn alone ran out) cannot corner
+/// a poison row by halving, so the reaper charges its rows: without that, a row that kills
+/// such a worker would never go dead.
 pub async fn a_worker_ignoring_the_group_limit_is_charged<B: Backend>(_test: &str) {
     let db = B::create().await;
     let inbox = inbox(&db);

@@ -141,7 +141,9 @@ async fn migrate_twice_is_a_no_op() {
     assert_eq!(
         (
             code,
-            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]")
+            out.contains(
+                "applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]"
+            )
         ),
         (0, true),
         "{out}"
@@ -167,7 +169,9 @@ async fn migrate_into_a_chosen_schema_and_prefix() {
     assert_eq!(
         (
             code,
-            out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]")
+            out.contains(
+                "applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]"
+            )
         ),
         (0, true),
         "{out}"
@@ -315,7 +319,7 @@ fn migrate_status_reports_without_changing_anything() {
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("pending migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]"),
+        out.contains("pending migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]"),
         "{out}"
     );
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
@@ -325,7 +329,7 @@ fn migrate_status_reports_without_changing_anything() {
     let status: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         status["pending"].as_array().map(Vec::len),
-        Some(15),
+        Some(16),
         "{out}"
     );
     let (code, out) = inboxed(&["migrate", "--json", "--database-url", &url]);
@@ -333,7 +337,7 @@ fn migrate_status_reports_without_changing_anything() {
     let applied: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         applied["applied"].as_array().map(Vec::len),
-        Some(15),
+        Some(16),
         "{out}"
     );
     assert_eq!(applied["pending"], serde_json::json!([]), "{out}");

@@ -47,6 +47,7 @@ macro_rules! migrations {
             $crate::migration!(13, "0013_outbox_lock_held", "outbox_lock_held"),
             $crate::migration!(14, "0014_payload_json", "payload_json"),
             $crate::migration!(15, "0015_attempts_forgiven", "attempts_forgiven"),
+            $crate::migration!(16, "0016_outbox_unmarked", "outbox_unmarked"),
         ]
     };
 }

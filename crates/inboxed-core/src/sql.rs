@@ -172,7 +172,7 @@ operations!(
     outbox_lock_plan,
     outbox_hold,
     outbox_mark,
-    outbox_reap_unsettled,
+    outbox_reap_unmarked,
     letters_select,
     letters_delete,
     letters_audit,

@@ -11,7 +11,7 @@
 -- that order; claim_stamp.sql says why not `id IN (SELECT … FROM JSON_TABLE …)`). The batch's
 -- named lock stays until the connection goes back to the pool: a reaper that finds it free
 -- after the commit finds no record.
-DELETE FROM {{schema}}.`{{prefix}}outbox_unsettled` WHERE token = $1;
+DELETE FROM {{schema}}.`{{prefix}}outbox_unmarked` WHERE token = $1;
 DELETE m
 FROM JSON_TABLE($2, '$[*]' COLUMNS (id BIGINT PATH '$[0]', status VARCHAR(16) PATH '$[1]')) AS f
 STRAIGHT_JOIN {{schema}}.`{{prefix}}outbox_messages` m FORCE INDEX (PRIMARY) ON m.id = f.id

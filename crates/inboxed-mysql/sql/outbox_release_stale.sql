@@ -8,7 +8,7 @@
 --
 -- One outbox reaper at a time, as release_stale.sql for the inbox (which says why the gate is
 -- taken first): the gate is the row 'outbox_reaper' of the locks table. The stale rows are
--- taken FOR UPDATE SKIP LOCKED, which passes over a row its late relay is settling right now. Derived tables, because MySQL
+-- taken FOR UPDATE SKIP LOCKED, which passes over a row its late relay is marking right now. Derived tables, because MySQL
 -- updates no table that a subquery of the same statement reads unless that subquery is
 -- materialised (the window function and LIMIT make it so).
 SET @inboxed_gate = (

@@ -9,8 +9,9 @@ use inboxed_core::sql::Templates;
 /// tables as the other engines have them after their migrations 2 to 10, migration 3 the
 /// outbox as they have it after 11 to 13, migration 4 the worker registry of their 10,
 /// migration 5 the record of the relay's lock-held batches of their 13, migration 6 the
-/// time-partitioned table of their 5, and migration 7 the forgiven deliveries of their 15 (a
-/// new engine starts from their result, so those numbers have nothing to do here).
+/// time-partitioned table of their 5, migration 7 the forgiven deliveries of their 15, and
+/// migration 8 the rename of their 16 (a new engine starts from their result, so those numbers
+/// have nothing to do here).
 pub(crate) const MIGRATIONS: &[Migration] = &[
     inboxed_core::migration!(1, "0001_inbox", "inbox"),
     inboxed_core::migration!(2, "0002_inbox_messages", "inbox_messages"),
@@ -19,6 +20,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     inboxed_core::migration!(5, "0005_outbox_unsettled", "outbox_unsettled"),
     inboxed_core::migration!(6, "0006_processed_log", "processed_log"),
     inboxed_core::migration!(7, "0007_attempts_forgiven", "attempts_forgiven"),
+    inboxed_core::migration!(8, "0008_outbox_unmarked", "outbox_unmarked"),
 ];
 
 /// One template per store operation.
@@ -35,7 +37,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     outbox_write, outbox_write_many, outbox_claim, outbox_claim_stamp, outbox_sent, outbox_delete_sent, outbox_fail,
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_browse, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox,
-    outbox_lock, outbox_hold, outbox_mark, outbox_reap_unsettled,
+    outbox_lock, outbox_hold, outbox_mark, outbox_reap_unmarked,
     letters_select, letters_delete, letters_audit, rows_list, row_load, audit_list, rows_by_key,
     claim_partitioned, list_partitions, create_partitions, partition_consumers, lock_maintenance,
     drop_partition, purge_untimed;

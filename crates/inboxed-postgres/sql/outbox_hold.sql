@@ -3,5 +3,5 @@
 -- $1 claim token, $2 the batch's lock key (held by its transaction), $3 relay id, $4 row ids
 --
 -- The table is UNLOGGED (migration 0013): this commit waits for no WAL flush.
-INSERT INTO {{schema}}."{{prefix}}outbox_unsettled" (token, lock_key, relay, ids)
+INSERT INTO {{schema}}."{{prefix}}outbox_unmarked" (token, lock_key, relay, ids)
 VALUES ($1, $2, $3, $4)

@@ -1,5 +1,5 @@
 -- outbox_lock: the lock-held claim. Locks up to $1 unsent rows in insert order, in the relay's
--- transaction, and keeps them locked through the publish and the settling statement: the row
+-- transaction, and keeps them locked through the publish and the marking statement: the row
 -- lock is the lease. Nothing is written to the rows here, so a batch costs the rows one new
 -- version (or none, when sent rows are deleted) and one commit, against two of each for a
 -- lease; a relay that dies lets go of its rows as its connection closes.
@@ -9,8 +9,8 @@
 -- another relay holds is still 'pending', so it blocks. The transaction-level advisory lock
 -- on $3 is taken with the rows (a row cannot be returned without the one-row `held` joined to
 -- it) and marks the batch live until its transaction ends: the reaper
--- (outbox_reap_unsettled) judges a batch's record by it. attempts counts this claim, which is
--- written only when the row is settled; group_limit is the relay's to apply.
+-- (outbox_reap_unmarked) judges a batch's record by it. attempts counts this claim, which is
+-- written only when the row is marked; group_limit is the relay's to apply.
 WITH held AS (
     SELECT pg_advisory_xact_lock($3::bigint) AS locked
 )

@@ -6,5 +6,5 @@
 -- after the last ANALYZE saw an empty table): estimating a handful of pending rows, the
 -- planner reads all of them through a bitmap and sorts them, on every claim. Measured on
 -- 20,000 fresh rows with no statistics: 21 ms a claim of 500 that way, 0.4 ms through the
--- index. SET LOCAL ends with the transaction, which after the claim only settles its rows by id.
+-- index. SET LOCAL ends with the transaction, which after the claim only marks its rows by id.
 SET LOCAL enable_sort = off

@@ -10,7 +10,7 @@
 -- No fencing is needed: this transaction holds the row locks. clock_timestamp(), not now():
 -- now() is the transaction's start, before the publish.
 WITH record AS (
-    DELETE FROM {{schema}}."{{prefix}}outbox_unsettled" WHERE token = $1
+    DELETE FROM {{schema}}."{{prefix}}outbox_unmarked" WHERE token = $1
 ),
 fate AS (
     SELECT * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::int[])

@@ -14,7 +14,7 @@
 -- migration 0013), so the halving cannot corner anything, and the attempt stands as before.
 -- One reaper at a time (a transaction lock; another reaper's pass meanwhile returns nothing and
 -- the next one catches up), so that no batch is split between two reapers' counts, where a
--- part of one row would look held alone. SKIP LOCKED: rows another statement is settling right
+-- part of one row would look held alone. SKIP LOCKED: rows another statement is marking right
 -- now are left for the next pass.
 WITH gate AS (
     SELECT pg_try_advisory_xact_lock(hashtextextended('{{schema}}.{{prefix}}outbox_reaper', 1))

@@ -428,7 +428,7 @@ async fn killed_between_confirmation_and_mark(mode: &str) {
     let unsettled = if mode == "lease" {
         "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sending'"
     } else {
-        "SELECT coalesce(sum(cardinality(ids)), 0)::int8 FROM inboxed_outbox_unsettled"
+        "SELECT coalesce(sum(cardinality(ids)), 0)::int8 FROM inboxed_outbox_unmarked"
     };
     assert_eq!(
         count(&upstream.store, SENT).await,

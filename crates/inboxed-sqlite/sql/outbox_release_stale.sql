@@ -5,7 +5,7 @@
 -- A batch (a claim token) is judged whole, and a row is charged its attempt only when its
 -- batch held it alone; a row held beside others gets its attempt back and may go with at most
 -- half as many rows from now on (PostgreSQL's outbox_release_stale.sql says why). SQLite runs
--- a writing statement alone, so no row can be settled while this one runs.
+-- a writing statement alone, so no row can be marked while this one runs.
 WITH stale AS (
     SELECT id, claim_token FROM {{schema}}."{{prefix}}outbox_messages"
     WHERE status = 'sending' AND claim_token IN (

@@ -43,7 +43,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     outbox_write_many,
     // The outbox relay's lock-held claim: a transaction open through a publish would hold
     // SQLite's one write lock, so its relay holds rows under a lease only.
-    outbox_lock, outbox_lock_plan, outbox_hold, outbox_mark, outbox_reap_unsettled,
+    outbox_lock, outbox_lock_plan, outbox_hold, outbox_mark, outbox_reap_unmarked,
     // No worker registry: a worker's liveness is its lease.
     register_worker, dead_workers, forget_workers, count_workers,
     // The lock-held claim needs row locks, which SQLite does not have.

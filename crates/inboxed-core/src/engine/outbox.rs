@@ -154,17 +154,17 @@ pub async fn hold<E: Engine>(
     e.execute_alone(q).await.map(drop)
 }
 
-/// Judges the lock-held batches that never settled (`outbox_reap_unsettled.sql`); how many
+/// Judges the lock-held batches that were never marked (`outbox_reap_unmarked.sql`); how many
 /// rows. Nothing to do on an engine without lock-held claims.
 ///
 /// # Errors
 /// The statement failed.
-pub async fn reap_unsettled<E: Engine>(e: &E, max_attempts: u32) -> Result<u64, StoreError> {
-    if e.queries().outbox_reap_unsettled.is_empty() {
+pub async fn reap_unmarked<E: Engine>(e: &E, max_attempts: u32) -> Result<u64, StoreError> {
+    if e.queries().outbox_reap_unmarked.is_empty() {
         return Ok(0);
     }
     let q = e
-        .fresh(&e.queries().outbox_reap_unsettled)
+        .fresh(&e.queries().outbox_reap_unmarked)
         .count(max_attempts);
     e.execute_alone(q).await
 }

@@ -11,7 +11,7 @@ use crate::inbox::ClaimMode;
 #[non_exhaustive]
 pub struct OutboxRelayConfig {
     /// How a batch's rows are held while they are published. [`ClaimMode::LockHeld`]: one
-    /// transaction locks the rows, stays open through the publish and settles them, so a row
+    /// transaction locks the rows, stays open through the publish and marks them, so a row
     /// costs one new version (none with `sent_retention` zero) and a batch one commit, and a
     /// dead relay's rows come free as its connection closes; each loop then uses two
     /// connections at once (its transaction's, and one for a moment to record the batch).

@@ -1,11 +1,11 @@
 //! The relay's lock-held claim: one transaction locks a batch, stays open through its publish
-//! and settles it, so a row costs one new version (none when sent rows are deleted) and a
+//! and marks it, so a row costs one new version (none when sent rows are deleted) and a
 //! batch one commit, against two of each under a lease.
 //!
 //! The row locks are the lease, so a relay that dies lets go of its rows as its connection
 //! closes, and every change of its transaction goes with it, attempts included. What is left
 //! is the batch's record, written on another connection before the publish
-//! ([`OutboxStore::hold_outbox`]) and deleted by the settling statement: the reaper counts the
+//! ([`OutboxStore::hold_outbox`]) and deleted by the marking statement: the reaper counts the
 //! attempt of the rows of a record whose transaction is over, and halves the batch, so a row
 //! that kills its relay still ends dead instead of taking the relay down forever.
 
@@ -46,7 +46,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         {
             let judged = inner
                 .store
-                .reap_unsettled_outbox(config.max_attempts)
+                .reap_unmarked_outbox(config.max_attempts)
                 .await?;
             if judged > 0 {
                 super::marks::judged(judged);

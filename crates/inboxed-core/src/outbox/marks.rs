@@ -88,7 +88,7 @@ pub(super) fn judged(rows: u64) {
     metrics::counter!(m::OUTBOX_LEASES_EXPIRED_TOTAL).increment(rows);
     warn!(
         rows,
-        "outbox rows whose relay stopped before settling them are pending again"
+        "outbox rows whose relay stopped before marking them are pending again"
     );
 }
 
@@ -97,16 +97,16 @@ pub(super) fn handed_back(rows: usize, reason: &str) {
 }
 
 pub(super) fn count(report: &OutboxRelayReport) {
-    let outcomes = [
+    let fates = [
         ("sent", report.sent),
         ("retrying", report.retrying),
         ("dead", report.dead),
         ("handed_back", report.handed_back),
         ("lost", report.lost),
     ];
-    for (outcome, n) in outcomes {
+    for (fate, n) in fates {
         if n > 0 {
-            metrics::counter!(m::OUTBOX_ROWS_TOTAL, "outcome" => outcome).increment(n);
+            metrics::counter!(m::OUTBOX_ROWS_TOTAL, "fate" => fate).increment(n);
         }
     }
 }

@@ -103,11 +103,11 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         &self.inner.publisher
     }
 
-    /// Claims one batch, publishes it and settles each row by its outcome, holding the rows
+    /// Claims one batch, publishes it and marks each row by what the broker said, holding the rows
     /// as [`OutboxRelayConfig::claim_mode`] says.
     ///
     /// # Errors
-    /// A store failure claiming or settling. Under a lease, rows whose settling failed keep
+    /// A store failure claiming or marking. Under a lease, rows whose mark failed keep
     /// it and are published again (under the same ids) once it runs out; under a lock-held
     /// claim they come free at once, and are published again under the same ids.
     pub async fn run_once(&self) -> Result<OutboxRelayReport, Error> {
@@ -373,7 +373,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         }
     }
 
-    /// Judges the batches of relays that died: lock-held batches that never settled and
+    /// Judges the batches of relays that died: lock-held batches that were never marked and
     /// leases that ran out get their rows back to pending (or dead, out of attempts), halving
     /// the batch around a row that may have killed its relay. How many rows.
     ///
@@ -383,7 +383,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         const LIMIT: u32 = 1_000;
         let inner = &*self.inner;
         let max_attempts = inner.config.max_attempts;
-        let mut judged = inner.store.reap_unsettled_outbox(max_attempts).await?;
+        let mut judged = inner.store.reap_unmarked_outbox(max_attempts).await?;
         loop {
             let n = inner
                 .store

@@ -11,7 +11,7 @@ use crate::engine::Engine;
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::StoreError;
 /// The claim token and a failed row's parameters and outcome are the inbox's: the outbox's
-/// rows are claimed and settled by the same protocol.
+/// rows are claimed and marked by the same protocol.
 pub use crate::inbox::store::{ClaimToken, FailParams, Failed};
 
 /// What [`OutboxStore::write_outbox`] writes.
@@ -104,7 +104,7 @@ pub struct OutboxFate {
 /// Parameters of [`OutboxStore::mark_outbox`].
 #[derive(Debug, Clone, Copy)]
 pub struct MarkParams<'a> {
-    /// The batch's record ([`OutboxStore::hold_outbox`]), deleted with the settling.
+    /// The batch's record ([`OutboxStore::hold_outbox`]), deleted with the mark.
     pub token: &'a ClaimToken,
     /// The rows published or failed; rows not named (not sent) are left as they were.
     pub fates: &'a [OutboxFate],
@@ -169,7 +169,7 @@ pub trait OutboxStore: Engine {
     }
 
     /// Records a lock-held batch before its publish, committed on its own, so that a batch
-    /// whose relay dies leaves a trace: [`reap_unsettled_outbox`](Self::reap_unsettled_outbox)
+    /// whose relay dies leaves a trace: [`reap_unmarked_outbox`](Self::reap_unmarked_outbox)
     /// counts its rows' attempt.
     fn hold_outbox(
         &self,
@@ -192,12 +192,12 @@ pub trait OutboxStore: Engine {
     }
 
     /// Counts the attempt of the rows of every lock-held batch whose transaction ended
-    /// without settling it (its relay died), and halves those batches; how many rows.
-    fn reap_unsettled_outbox(
+    /// without marking it (its relay died), and halves those batches; how many rows.
+    fn reap_unmarked_outbox(
         &self,
         max_attempts: u32,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        crate::engine::outbox::reap_unsettled(self, max_attempts)
+        crate::engine::outbox::reap_unmarked(self, max_attempts)
     }
 
     /// Marks claimed rows sent, after the broker's confirmation; fenced by the token. The

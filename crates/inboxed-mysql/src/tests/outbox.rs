@@ -143,7 +143,7 @@ async fn a_lock_held_batch_whose_transaction_failed_is_judged() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         db.store
-            .reap_unsettled_outbox(5)
+            .reap_unmarked_outbox(5)
             .await
             .unwrap_or_else(|e| panic!("{e}")),
         0,
@@ -155,7 +155,7 @@ async fn a_lock_held_batch_whose_transaction_failed_is_judged() {
     for _ in 0..40 {
         judged = db
             .store
-            .reap_unsettled_outbox(5)
+            .reap_unmarked_outbox(5)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         if judged > 0 {
@@ -173,7 +173,7 @@ async fn a_lock_held_batch_whose_transaction_failed_is_judged() {
         4
     );
     assert_eq!(
-        db.count("SELECT COUNT(*) FROM inboxed_outbox_unsettled")
+        db.count("SELECT COUNT(*) FROM inboxed_outbox_unmarked")
             .await,
         0
     );
@@ -202,7 +202,7 @@ async fn a_lock_held_batch_without_its_named_lock_claims_nothing() {
         .unwrap_or_else(|e| panic!("{e}"));
     let mut other = db.conn().await.detach();
     let take = "SELECT GET_LOCK(CONCAT('inboxed/', SHA1(CONCAT('`', DATABASE(), \
-                '`.inboxed_outbox_unsettled/', 7))), 0)";
+                '`.inboxed_outbox_unmarked/', 7))), 0)";
     let got: i64 = sqlx::query_scalar(take)
         .fetch_one(&mut other)
         .await

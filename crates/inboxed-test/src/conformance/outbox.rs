@@ -236,7 +236,7 @@ pub async fn outbox_failures_park_only_their_key<B: Backend>(_test: &str) {
     assert_eq!(
         db.store.fail_outbox(&fail(&rows[1], false)).await.unwrap(),
         Failed::LostClaim,
-        "a settled claim cannot be failed again"
+        "a marked claim cannot be failed again"
     );
     // c1 is held by a relay that dies: nothing marks it.
     let t2 = ClaimToken::random();

@@ -109,10 +109,10 @@ pub async fn a_row_that_kills_its_relay_is_cornered_alone<B: Backend>(_test: &st
         );
         if mode == ClaimMode::LockHeld {
             assert_eq!(
-                db.scalar("SELECT count(*) FROM inboxed_outbox_unsettled")
+                db.scalar("SELECT count(*) FROM inboxed_outbox_unmarked")
                     .await,
                 0,
-                "every batch's record went with its settling or its judging"
+                "every batch's record went with its mark or its judging"
             );
         }
         db.finish().await;
@@ -155,7 +155,7 @@ impl Publisher for Held {
 }
 
 /// A reap while a lock-held batch is publishing judges nothing: the batch's transaction holds
-/// its record's key. Then the batch settles, its record goes, and every row is sent once.
+/// its record's key. Then the batch is marked, its record goes, and every row is sent once.
 pub async fn a_reap_beside_a_live_lock_held_batch_judges_nothing<B: Backend>(_test: &str) {
     let Some(db) = eight_rows_to_lock::<B>().await else {
         return;
@@ -167,14 +167,14 @@ pub async fn a_reap_beside_a_live_lock_held_batch_judges_nothing<B: Backend>(_te
     };
     relay.publisher().started.notified().await;
     assert_eq!(
-        db.scalar("SELECT count(*) FROM inboxed_outbox_unsettled")
+        db.scalar("SELECT count(*) FROM inboxed_outbox_unmarked")
             .await,
         1,
         "the batch recorded itself before its publish"
     );
     assert_eq!(relay.reap().await.unwrap(), 0, "a live batch is not judged");
     assert_eq!(
-        db.scalar("SELECT count(*) FROM inboxed_outbox_unsettled")
+        db.scalar("SELECT count(*) FROM inboxed_outbox_unmarked")
             .await,
         1,
         "its record stays"
@@ -191,10 +191,10 @@ pub async fn a_reap_beside_a_live_lock_held_batch_judges_nothing<B: Backend>(_te
         8
     );
     assert_eq!(
-        db.scalar("SELECT count(*) FROM inboxed_outbox_unsettled")
+        db.scalar("SELECT count(*) FROM inboxed_outbox_unmarked")
             .await,
         0,
-        "the settling deleted the record"
+        "the mark deleted the record"
     );
     db.finish().await;
 }

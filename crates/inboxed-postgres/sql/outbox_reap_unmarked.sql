@@ -1,9 +1,9 @@
--- outbox_reap_unsettled: counts the attempt of every lock-held batch that never settled (its
+-- outbox_reap_unmarked: counts the attempt of every lock-held batch that was never marked (its
 -- relay died, or its transaction failed) and halves the batch; how many rows it judged.
 -- $1 max attempts
 --
 -- A record whose lock key can be taken belongs to a transaction that is over; had it
--- committed, its settling statement would have deleted the record with it. Its rows are still
+-- committed, its marking statement would have deleted the record with it. Its rows are still
 -- 'pending' (their transaction rolled back), unless another relay has published them since.
 -- Judged as the inbox's reaper judges a dead worker's rows: a row its batch held alone was
 -- what the relay was publishing when it died: its attempt is counted, at max_attempts it is
@@ -21,7 +21,7 @@ WITH gate AS (
         AS mine
 ),
 orphans AS (
-    DELETE FROM {{schema}}."{{prefix}}outbox_unsettled" u
+    DELETE FROM {{schema}}."{{prefix}}outbox_unmarked" u
     WHERE (SELECT mine FROM gate) AND pg_try_advisory_xact_lock(u.lock_key)
     RETURNING u.ids, u.relay
 ),

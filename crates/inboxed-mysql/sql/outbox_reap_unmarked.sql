@@ -1,14 +1,14 @@
--- outbox_reap_unsettled: counts the attempt of every lock-held batch that never settled (its
+-- outbox_reap_unmarked: counts the attempt of every lock-held batch that was never marked (its
 -- relay died, or its transaction failed) and halves the batch; how many rows it judged.
 -- $1 max attempts
 --
 -- The rule is PostgreSQL's (its file explains it): a record whose named lock is free belongs
 -- to a batch whose connection let go of it (closed, or back in the pool after the transaction
--- ended); had the batch committed, its settling statement would have deleted the record. A
+-- ended); had the batch committed, its marking statement would have deleted the record. A
 -- row its batch held alone is charged its attempt (dead at max_attempts); every row may go
 -- with at most half as many rows as its batch held. A row in several records is judged once by
 -- all of them. One outbox reaper at a time, on the row 'outbox_reaper' of the locks table (as
--- outbox_release_stale.sql). Records being settled right now are passed over (SKIP LOCKED);
+-- outbox_release_stale.sql). Records being marked right now are passed over (SKIP LOCKED);
 -- rows another relay holds right now are waited for and judged by their state after it.
 SET @inboxed_gate = (
     SELECT COUNT(*) FROM {{schema}}.`{{prefix}}locks`
@@ -19,7 +19,7 @@ SET @inboxed_gate = (
 SET @inboxed_orphans = (
     SELECT JSON_ARRAYAGG(JSON_ARRAY(HEX(u.token), i.id, JSON_LENGTH(u.ids), u.relay))
     FROM (
-        SELECT token, ids, relay FROM {{schema}}.`{{prefix}}outbox_unsettled`
+        SELECT token, ids, relay FROM {{schema}}.`{{prefix}}outbox_unmarked`
         WHERE @inboxed_gate = 1 AND IS_FREE_LOCK(lock_name) = 1
         FOR UPDATE SKIP LOCKED
     ) AS u
@@ -32,7 +32,7 @@ FROM (
         token VARCHAR(32) CHARACTER SET ascii PATH '$[0]'
     )) AS o
 ) AS o
-STRAIGHT_JOIN {{schema}}.`{{prefix}}outbox_unsettled` u ON u.token = UNHEX(o.token);
+STRAIGHT_JOIN {{schema}}.`{{prefix}}outbox_unmarked` u ON u.token = UNHEX(o.token);
 -- From the judged ids to the rows by primary key (STRAIGHT_JOIN keeps that order): planned the
 -- other way, the update read the whole table and waited on every row a live batch holds.
 UPDATE (

@@ -28,9 +28,9 @@ pub struct NatsPublisherConfig {
     /// Subjects by outbox destination. A destination with none is published on the subject
     /// of its own name. Defaults to none.
     pub subjects: BTreeMap<String, String>,
-    /// How long the stream's acknowledgement of a message may take; past it the row is
+    /// How long the stream's confirmation of a message (its publish ack) may take; past it the row is
     /// retried under the same id. Keep it well below the relay's lease. Defaults to 10 s.
-    pub ack_timeout: Duration,
+    pub confirm_timeout: Duration,
     /// For a `tls://` URL: a PEM file of certificate authorities to trust beside the
     /// system's roots. Defaults to `None`.
     pub tls_ca_file: Option<PathBuf>,
@@ -43,7 +43,7 @@ impl NatsPublisherConfig {
         Self {
             url: url.into(),
             subjects: BTreeMap::new(),
-            ack_timeout: Duration::from_secs(10),
+            confirm_timeout: Duration::from_secs(10),
             tls_ca_file: None,
         }
     }
@@ -85,7 +85,7 @@ impl NatsPublisher {
                 source: e.into(),
             })?;
         let mut js = async_nats::jetstream::new(client.clone());
-        js.set_timeout(config.ack_timeout);
+        js.set_timeout(config.confirm_timeout);
         Ok(Self { config, client, js })
     }
 

@@ -51,12 +51,12 @@ pub struct RabbitConfig {
     /// still booting can accept the TCP connection and then not answer the handshake; without
     /// a bound, a reconnect would wait on it for ever. Defaults to 15 s.
     pub connect_timeout: Duration,
-    /// How long an ack or reject may wait for its frame to go out. A settle issued on a
+    /// How long an ack or reject may wait for its frame to go out. An answer issued on a
     /// connection that died under it (a killed broker) can otherwise wait for ever, holding
     /// one of the consumer loop's slots and, at shutdown, the loop itself; past this bound it
     /// is reported as failed, and the broker redelivers the message to the reconnected
     /// consumer. Defaults to 10 s.
-    pub settle_timeout: Duration,
+    pub ack_timeout: Duration,
     /// For an `amqps://` URI: a PEM file of certificate authorities to trust beside the
     /// system's roots, for a broker whose certificate a private CA signs. The broker's host
     /// name is always checked against its certificate. Read once, at connect. Defaults to
@@ -81,7 +81,7 @@ impl RabbitConfig {
             max_requeue_hold: Duration::from_secs(1),
             consumer_tag: "inboxed".to_owned(),
             connect_timeout: Duration::from_secs(15),
-            settle_timeout: Duration::from_secs(10),
+            ack_timeout: Duration::from_secs(10),
             tls_ca_file: None,
         }
     }

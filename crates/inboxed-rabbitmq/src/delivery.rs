@@ -1,4 +1,4 @@
-//! One RabbitMQ delivery, settled through its channel's acker.
+//! One RabbitMQ delivery, answered through its channel's acker.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use lapin::options::{BasicAckOptions, BasicRejectOptions};
 use lapin::types::AMQPValue;
 
 use crate::screen::Unreadable;
-use crate::settling::Settling;
+use crate::unacked::Unacked;
 use inboxed_core::{BoxError, Delivery, Envelope, EnvelopeError, KeyCarrier, KeySource};
 
 /// A delivery from [`RabbitSource`](crate::RabbitSource).
@@ -19,9 +19,9 @@ pub struct RabbitDelivery {
     pub(crate) unreadable: Option<Unreadable>,
     pub(crate) key: Arc<KeySource>,
     pub(crate) max_requeue_hold: Duration,
-    pub(crate) settle_timeout: Duration,
-    /// Its channel's unsettled deliveries, for acks of many in one frame.
-    pub(crate) settling: Arc<Settling>,
+    pub(crate) ack_timeout: Duration,
+    /// Its channel's unanswered deliveries, for acks of many in one frame.
+    pub(crate) unacked: Arc<Unacked>,
 }
 
 impl RabbitDelivery {
@@ -33,14 +33,14 @@ impl RabbitDelivery {
 }
 
 /// An acker answers `false` when its channel is gone (the broker then redelivers the message
-/// elsewhere): report that as a failure, never as a settled delivery. One issued on a
+/// elsewhere): report that as a failure, never as an answered delivery. One issued on a
 /// connection that died under it may never answer, so it is bounded by `within`.
-async fn settled(
+async fn answered(
     what: &'static str,
     within: Duration,
-    settling: impl Future<Output = lapin::Result<bool>>,
+    unacked: impl Future<Output = lapin::Result<bool>>,
 ) -> Result<(), BoxError> {
-    match tokio::time::timeout(within, settling).await {
+    match tokio::time::timeout(within, unacked).await {
         Ok(Ok(true)) => Ok(()),
         Ok(Ok(false)) => Err(format!("{what}: the channel closed; the broker redelivers").into()),
         Ok(Err(e)) => Err(Box::new(e)),
@@ -145,24 +145,24 @@ impl Delivery for RabbitDelivery {
 
     async fn ack(self) -> Result<(), BoxError> {
         let ack = self.inner.acker.ack(BasicAckOptions::default());
-        let acked = settled("ack", self.settle_timeout, ack).await;
+        let acked = answered("ack", self.ack_timeout, ack).await;
         // Meant to be acked either way: a later ack of many may cover it.
-        self.settling.settled(self.inner.delivery_tag);
+        self.unacked.answered(self.inner.delivery_tag);
         acked
     }
 
-    /// One `basic.ack` with `multiple` for as many of them as it may cover (`settling.rs`),
+    /// One `basic.ack` with `multiple` for as many of them as it may cover (`unacked.rs`),
     /// the rest one by one.
     async fn ack_all(deliveries: Vec<Self>) -> Result<(), BoxError> {
         let mut first_error = None;
         let mut rest = deliveries;
         while let Some(first) = rest.first() {
-            let settling = Arc::clone(&first.settling);
+            let unacked = Arc::clone(&first.unacked);
             let (channel, others): (Vec<_>, Vec<_>) = rest
                 .into_iter()
-                .partition(|d| Arc::ptr_eq(&d.settling, &settling));
+                .partition(|d| Arc::ptr_eq(&d.unacked, &unacked));
             rest = others;
-            if let Err(e) = ack_on_channel(&settling, channel).await {
+            if let Err(e) = ack_on_channel(&unacked, channel).await {
                 first_error.get_or_insert(e);
             }
         }
@@ -177,23 +177,23 @@ impl Delivery for RabbitDelivery {
         // broker version.
         let options = BasicRejectOptions { requeue: true };
         let reject = self.inner.acker.reject(options);
-        self.rejected(settled("reject", self.settle_timeout, reject).await)
+        self.rejected(answered("reject", self.ack_timeout, reject).await)
     }
 
     /// `basic.reject` without requeue: the queue's dead-letter exchange gets it, if it has one.
     async fn reject(self) -> Result<(), BoxError> {
         let options = BasicRejectOptions { requeue: false };
         let reject = self.inner.acker.reject(options);
-        self.rejected(settled("reject", self.settle_timeout, reject).await)
+        self.rejected(answered("reject", self.ack_timeout, reject).await)
     }
 }
 
 impl RabbitDelivery {
-    /// A reject that is not known to have gone out keeps the delivery unsettled: an ack of
-    /// many must not settle what was to come back.
+    /// A reject that is not known to have gone out keeps the delivery unanswered: an ack of
+    /// many must not answer what was to come back.
     fn rejected(&self, result: Result<(), BoxError>) -> Result<(), BoxError> {
         if result.is_ok() {
-            self.settling.settled(self.inner.delivery_tag);
+            self.unacked.answered(self.inner.delivery_tag);
         }
         result
     }
@@ -202,22 +202,22 @@ impl RabbitDelivery {
 /// Acks `deliveries` of one channel: one frame up to the highest it may cover, sent in the
 /// channel's turn, then each delivery above that on its own.
 async fn ack_on_channel(
-    settling: &Settling,
+    unacked: &Unacked,
     mut deliveries: Vec<RabbitDelivery>,
 ) -> Result<(), BoxError> {
     deliveries.sort_unstable_by_key(|d| d.inner.delivery_tag);
     let tags: Vec<u64> = deliveries.iter().map(|d| d.inner.delivery_tag).collect();
     let mut result = Ok(());
-    let turn = settling.turn().await;
-    if let Some(top) = settling.covered(&tags) {
+    let turn = unacked.turn().await;
+    if let Some(top) = unacked.covered(&tags) {
         let at = tags.partition_point(|&t| t <= top);
         let alone = deliveries.split_off(at);
         if let Some(last) = deliveries.pop() {
             let options = BasicAckOptions { multiple: true };
             let ack = last.inner.acker.ack(options);
-            result = settled("ack", last.settle_timeout, ack).await;
+            result = answered("ack", last.ack_timeout, ack).await;
         }
-        settling.settled_up_to(top);
+        unacked.answered_up_to(top);
         deliveries = alone;
     }
     drop(turn);

@@ -24,8 +24,8 @@ mod nodes;
 mod publisher;
 mod runtime;
 mod screen;
-mod settling;
 mod source;
+mod unacked;
 mod wire;
 
 pub use config::{QueueKind, RabbitConfig};

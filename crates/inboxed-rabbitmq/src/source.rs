@@ -79,14 +79,14 @@ impl RabbitSource {
 
     fn wrap(&self, inner: lapin::message::Delivery, live: &Live) -> RabbitDelivery {
         let unreadable = live.wounds.take(live.channel, inner.delivery_tag);
-        live.settling.delivered(inner.delivery_tag);
+        live.unacked.delivered(inner.delivery_tag);
         RabbitDelivery {
             inner,
             unreadable,
             key: Arc::clone(&self.key),
             max_requeue_hold: self.config.max_requeue_hold,
-            settle_timeout: self.config.settle_timeout,
-            settling: Arc::clone(&live.settling),
+            ack_timeout: self.config.ack_timeout,
+            unacked: Arc::clone(&live.unacked),
         }
     }
 }
@@ -135,8 +135,8 @@ struct Live {
     /// armed and dropped a timer each time, a good part of the relay's CPU at 15,000
     /// deliveries a second.
     lost: Lost,
-    /// The channel's unsettled deliveries.
-    settling: Arc<crate::settling::Settling>,
+    /// The channel's unanswered deliveries.
+    unacked: Arc<crate::unacked::Unacked>,
 }
 
 /// The watch on a connection ([`lost`]), kept with it.
@@ -212,7 +212,7 @@ async fn open_now(config: &RabbitConfig, tls: &OwnedTLSConfig) -> Result<Live, R
         channel: channel.id(),
         wounds,
         lost,
-        settling: Arc::default(),
+        unacked: Arc::default(),
     })
 }
 

@@ -1,8 +1,8 @@
 //! Acks of many deliveries in one frame (`basic.ack` with `multiple`), against a real
 //! RabbitMQ (`INBOXED_AMQP_URL`, default the local broker): batches of one channel commit in
-//! any order, and a frame that settled every delivery up to its tag would ack deliveries of
+//! any order, and a frame that answered every delivery up to its tag would ack deliveries of
 //! another batch still being stored, or one waiting to be rejected. What the broker delivers
-//! again after the connection closes shows what was settled.
+//! again after the connection closes shows what was answered.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -40,7 +40,7 @@ async fn an_ack_of_many_never_settles_a_delivery_of_another_batch() {
     };
     // The later batch commits first: m-1 to m-3 are still being stored.
     RabbitDelivery::ack_all(batch(&[4, 5, 6])).await.unwrap();
-    // m-1 is handed back; m-2 is then the lowest unsettled and covered by its own batch.
+    // m-1 is handed back; m-2 is then the lowest unanswered and covered by its own batch.
     let back = batch(&[1]);
     back.into_iter()
         .next()
@@ -49,7 +49,7 @@ async fn an_ack_of_many_never_settles_a_delivery_of_another_batch() {
         .await
         .unwrap();
     RabbitDelivery::ack_all(batch(&[2])).await.unwrap();
-    // m-3 is dropped unsettled (a shutdown leaves it); m-7 and m-8 above it are acked.
+    // m-3 is dropped unanswered (a shutdown leaves it); m-7 and m-8 above it are acked.
     drop(batch(&[3]));
     RabbitDelivery::ack_all(batch(&[7, 8])).await.unwrap();
     drop(source);
@@ -60,7 +60,7 @@ async fn an_ack_of_many_never_settles_a_delivery_of_another_batch() {
     assert_eq!(
         redelivered,
         ["m-1", "m-3"],
-        "only the handed-back and the unsettled deliveries come again"
+        "only the handed-back and the unanswered deliveries come again"
     );
     let more = tokio::time::timeout(Duration::from_millis(500), again.next()).await;
     assert!(more.is_err(), "nothing else was left unacked");

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::backoff::Backoff;
 use crate::crash::CrashAttribution;
+use crate::kill_switch::KillSwitch;
 use crate::store::{BeginParams, Isolation};
 
 /// What to do when a key arrives again with a *different* payload hash: a producer id
@@ -84,6 +85,11 @@ pub struct ProcessorConfig {
     /// every config of a process one value to judge all its work together. Defaults to a new
     /// [`CrashAttribution::new`] (on, 60 s window).
     pub crash_attribution: CrashAttribution,
+    /// What pauses the consumer when most recent deliveries fail transiently (a downstream
+    /// service or the database is down), so that an outage uses up no message's attempts
+    /// ([`KillSwitch`]). Clones of a config share it. Defaults to a new [`KillSwitch::new`]
+    /// (opens at 10 transient failures in the last 20 deliveries, probes after 5 s, up to 1 min).
+    pub kill_switch: KillSwitch,
 }
 
 impl Default for ProcessorConfig {
@@ -109,6 +115,7 @@ impl Default for ProcessorConfig {
             allow_non_durable_commits: false,
             redact_dead_letter_payloads: false,
             crash_attribution: CrashAttribution::new(),
+            kill_switch: KillSwitch::new(),
         }
     }
 }
@@ -118,6 +125,13 @@ impl ProcessorConfig {
     #[must_use]
     pub fn crash_attribution(mut self, attribution: CrashAttribution) -> Self {
         self.crash_attribution = attribution;
+        self
+    }
+
+    /// Sets [`ProcessorConfig::kill_switch`].
+    #[must_use]
+    pub fn kill_switch(mut self, switch: KillSwitch) -> Self {
+        self.kill_switch = switch;
         self
     }
 

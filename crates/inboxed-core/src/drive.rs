@@ -9,6 +9,7 @@ use tracing::error;
 
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
 use crate::error::{BoxError, Error, error_chain};
+use crate::kill_switch::KillSwitch;
 
 /// How long shutdown waits for an in-order delivery being settled before leaving it unacked.
 const IN_ORDER_GRACE: Duration = Duration::from_secs(10);
@@ -20,7 +21,9 @@ const IN_ORDER_GRACE: Duration = Duration::from_secs(10);
 /// when `max` is 1: the single-delivery path is this loop too). At most `concurrency` batches
 /// are settled at once; a batch of [`AckOrdering::InOrder`] deliveries alone, after everything
 /// before it. At shutdown the reader stops, and the deliveries already received are settled
-/// before this returns, so nothing is dropped between its commit and its ack.
+/// before this returns, so nothing is dropped between its commit and its ack. While `switch`
+/// is open no batch is taken; the first one after its pause is its probe
+/// ([`KillSwitch::admit`]).
 ///
 /// # Errors
 /// The source failed (after what it delivered is settled), or an in-order batch could not be
@@ -30,6 +33,7 @@ pub(crate) async fn drive<Src, F, Fut>(
     shutdown: impl Future<Output = ()>,
     concurrency: usize,
     (max, linger): (usize, Duration),
+    switch: Option<KillSwitch>,
     settle: F,
 ) -> Result<(), Error>
 where
@@ -49,18 +53,26 @@ where
                 log_task(joined);
             }
         }
-        let first = if stopping {
-            rx.try_recv().ok()
+        let (probe, first) = if stopping {
+            (false, rx.try_recv().ok())
         } else {
+            let admitted = async {
+                let probe = match &switch {
+                    Some(switch) => switch.admit().await,
+                    None => false,
+                };
+                (probe, rx.recv().await)
+            };
             tokio::select! {
                 () = &mut shutdown => {
                     stopping = true;
                     reader.0.abort();
                     continue;
                 }
-                first = rx.recv() => first,
+                admitted = admitted => admitted,
             }
         };
+        let probing = switch.as_ref().filter(|_| probe).cloned();
         let Some(first) = first else {
             break Ok(());
         };
@@ -84,13 +96,26 @@ where
             }
         }
         if batch[0].ack_ordering() != AckOrdering::InOrder {
-            tasks.spawn(settle(batch));
+            let settling = settle(batch);
+            tasks.spawn(async move {
+                let settled = settling.await;
+                if let Some(switch) = probing {
+                    switch.probe_ended();
+                }
+                settled
+            });
             continue;
         }
         while let Some(joined) = tasks.join_next().await {
             log_task(joined);
         }
-        let settling = settle(batch);
+        let settling = async {
+            let settled = settle(batch).await;
+            if let Some(switch) = &probing {
+                switch.probe_ended();
+            }
+            settled
+        };
         tokio::pin!(settling);
         // At shutdown an in-order batch retrying in place (the database is down) gets a
         // grace, then is left unacked for the broker to deliver again after the restart.

@@ -307,6 +307,18 @@ pub enum HandlerError {
     /// goes to the dead-letter path at once. Not the same as "processed".
     #[error("permanent failure")]
     Permanent(#[source] BoxError),
+    /// Might succeed, but not before `after` (a downstream service's 429 with `Retry-After`, a
+    /// lock the handler saw held): the delivery is redelivered no sooner where the broker can
+    /// delay it, and the attempt does not count toward `max_attempts`, since the message is not
+    /// at fault. A handler that says so of a message for ever keeps it for ever.
+    #[error("retry after {after:?}")]
+    RetryAfter {
+        /// The earliest the message should run again.
+        after: std::time::Duration,
+        /// What the handler saw.
+        #[source]
+        source: BoxError,
+    },
 }
 
 impl HandlerError {
@@ -318,6 +330,14 @@ impl HandlerError {
     /// A permanent failure from any error.
     pub fn permanent(err: impl Into<BoxError>) -> Self {
         Self::Permanent(err.into())
+    }
+
+    /// A failure to retry no sooner than `after`, from any error.
+    pub fn retry_after(after: std::time::Duration, err: impl Into<BoxError>) -> Self {
+        Self::RetryAfter {
+            after,
+            source: err.into(),
+        }
     }
 }
 

@@ -26,6 +26,7 @@ pub mod handler;
 pub mod hash;
 pub mod inbox;
 pub mod key_source;
+pub mod kill_switch;
 pub mod metrics;
 pub mod migration;
 pub mod namespace;
@@ -47,6 +48,7 @@ pub use error::{BoxError, Error, HandlerError, ResultExt, StoreError, error_chai
 pub use handler::Handler;
 pub use hash::{PayloadHash, StoredHash};
 pub use key_source::{KeyCarrier, KeyPlace, KeySource, REDRIVE_HEADER};
+pub use kill_switch::KillSwitch;
 pub use namespace::Namespace;
 pub use outbox::{Outbox, OutgoingMessage};
 pub use processor::{Outcome, Processor};

@@ -17,6 +17,11 @@ pub const SUSPECTS_WAITING: &str = "inboxed_suspects_waiting";
 /// Histogram of the seconds a suspect held its scope alone, labelled `work`; its sum is the
 /// time the rest of the scope waited for crash attribution.
 pub const ALONE_SECONDS: &str = "inboxed_alone_seconds";
+/// Gauge, 1 while a consumer's kill switch holds its deliveries back (open, or a probe out),
+/// else 0, labelled `consumer` ([`KillSwitch`](crate::KillSwitch)).
+pub const KILL_SWITCH_OPEN: &str = "inboxed_kill_switch_open";
+/// Counter of the times a consumer's kill switch opened, labelled `consumer`.
+pub const KILL_SWITCH_TRIPS_TOTAL: &str = "inboxed_kill_switch_trips_total";
 /// Counter of in-process retries of the inbox transaction, labelled `consumer`.
 pub const RETRIES_TOTAL: &str = "inboxed_retries_total";
 /// Counter of dead letters written, labelled `consumer` and `reason`.

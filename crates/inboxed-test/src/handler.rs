@@ -96,6 +96,9 @@ pub struct Ledger<B> {
     pub broken: Arc<std::sync::atomic::AtomicBool>,
     /// Calls of `handle_batch`, across clones.
     pub batches: Arc<AtomicU32>,
+    /// While on, every message fails transiently before writing anything: the downstream
+    /// service the handler calls is down.
+    pub downstream_down: Arc<std::sync::atomic::AtomicBool>,
     _backend: PhantomData<fn() -> B>,
 }
 
@@ -105,6 +108,7 @@ impl<B> Clone for Ledger<B> {
             calls: Arc::clone(&self.calls),
             broken: Arc::clone(&self.broken),
             batches: Arc::clone(&self.batches),
+            downstream_down: Arc::clone(&self.downstream_down),
             _backend: PhantomData,
         }
     }
@@ -116,6 +120,7 @@ impl<B> Default for Ledger<B> {
             calls: Arc::default(),
             broken: Arc::default(),
             batches: Arc::default(),
+            downstream_down: Arc::default(),
             _backend: PhantomData,
         }
     }
@@ -155,6 +160,9 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Ledger<B> {
         let script: Script = msg.json().permanent()?;
         if script.abort {
             std::process::abort();
+        }
+        if self.downstream_down.load(Ordering::SeqCst) {
+            return Err(HandlerError::transient("downstream service unavailable"));
         }
         if script.fail_while_broken && self.broken.load(Ordering::SeqCst) {
             return Err(HandlerError::permanent("scripted failure while broken"));

@@ -20,6 +20,7 @@ pub mod my;
 pub mod my_parted;
 pub mod nats;
 pub mod netns;
+pub mod outage;
 pub mod outbox;
 pub mod parted;
 pub mod pg;

@@ -12,7 +12,7 @@ use tracing::warn;
 
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
 use crate::drive::drive;
-use crate::error::{Error, delivery_name, error_chain};
+use crate::error::{Error, HandlerError, delivery_name, error_chain};
 use crate::handler::Handler;
 use crate::processor::{Outcome, Processor};
 use crate::store::Store;
@@ -121,7 +121,9 @@ where
                     error = error_chain(&error),
                     tries, "in-order delivery not settled; retrying in place"
                 );
-                tokio::time::sleep(processor.config().requeue_backoff.delay(tries)).await;
+                let delay = asked_delay(&error)
+                    .unwrap_or_else(|| processor.config().requeue_backoff.delay(tries));
+                tokio::time::sleep(delay).await;
             }
             other => break other,
         }
@@ -154,6 +156,10 @@ where
 {
     let backoff = &processor.config().requeue_backoff;
     let delay = Some(match &error {
+        Error::Handler {
+            source: HandlerError::RetryAfter { after, .. },
+            ..
+        } => *after,
         Error::Handler { attempt, .. } => backoff.delay(*attempt),
         // Not the message's fault (the database is down, say): also wait about as long as the
         // outage has lasted, whatever count the broker keeps.
@@ -168,6 +174,17 @@ where
         .await
         .map_err(Error::ack_failed("requeue", name))?;
     Ok(Settled::Requeued { error, delay })
+}
+
+/// The delay the handler asked for ([`HandlerError::RetryAfter`]), if it did.
+fn asked_delay(error: &Error) -> Option<Duration> {
+    match error {
+        Error::Handler {
+            source: HandlerError::RetryAfter { after, .. },
+            ..
+        } => Some(*after),
+        _ => None,
+    }
 }
 
 /// Runs `work`, extending every delivery's broker deadline each `every` meanwhile.
@@ -228,18 +245,26 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
         let extend = config.extend_every;
         let batched = config.batch_size > 1;
         let limits = (config.batch_size, config.batch_linger);
-        drive(source, shutdown, config.concurrency, limits, |deliveries| {
-            let processor = self.processor.clone();
-            async move {
-                if batched {
-                    return batch::settle_batch(&processor, deliveries, extend).await;
+        let switch = Some(self.processor.config().kill_switch.clone());
+        drive(
+            source,
+            shutdown,
+            config.concurrency,
+            limits,
+            switch,
+            |deliveries| {
+                let processor = self.processor.clone();
+                async move {
+                    if batched {
+                        return batch::settle_batch(&processor, deliveries, extend).await;
+                    }
+                    for delivery in deliveries {
+                        settle(&processor, delivery, extend).await?;
+                    }
+                    Ok(())
                 }
-                for delivery in deliveries {
-                    settle(&processor, delivery, extend).await?;
-                }
-                Ok(())
-            }
-        })
+            },
+        )
         .await
     }
 }

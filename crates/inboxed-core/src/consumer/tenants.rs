@@ -101,54 +101,64 @@ impl<S: Store, H: Handler<S::Db>> Tenants<S, H> {
         let extend = config.extend_every;
         let batched = config.batch_size > 1;
         let limits = (config.batch_size, config.batch_linger);
-        drive(source, shutdown, config.concurrency, limits, |deliveries| {
-            // Each delivery with the processor that settles it, decided before the task runs.
-            let mut groups: HashMap<String, Group<S, H, Src::Delivery>> = HashMap::new();
-            let mut unrouted = Vec::new();
-            let mut in_order = Vec::new();
-            for delivery in deliveries {
-                match self.route(&delivery) {
-                    Ok((_, processor)) if delivery.ack_ordering() == AckOrdering::InOrder => {
-                        in_order.push((Ok(processor.clone()), delivery));
-                    }
-                    Ok((tenant, processor)) => {
-                        groups
-                            .entry(tenant.to_owned())
-                            .or_insert_with(|| (processor.clone(), Vec::new()))
-                            .1
-                            .push(delivery);
-                    }
-                    Err(why) if delivery.ack_ordering() == AckOrdering::InOrder => {
-                        in_order.push((Err(why), delivery));
-                    }
-                    Err(why) => unrouted.push((why, delivery)),
-                }
-            }
-            let fallback = self.unrouted.clone();
-            async move {
-                for (routed, delivery) in in_order {
-                    match routed {
-                        Ok(processor) => {
-                            settle(&processor, delivery, extend).await?;
+        // No switch pauses the source: one tenant's outage must not hold back the others. Each
+        // tenant's processor still forgives the transient failures its own switch judges an
+        // outage.
+        drive(
+            source,
+            shutdown,
+            config.concurrency,
+            limits,
+            None,
+            |deliveries| {
+                // Each delivery with the processor that settles it, decided before the task runs.
+                let mut groups: HashMap<String, Group<S, H, Src::Delivery>> = HashMap::new();
+                let mut unrouted = Vec::new();
+                let mut in_order = Vec::new();
+                for delivery in deliveries {
+                    match self.route(&delivery) {
+                        Ok((_, processor)) if delivery.ack_ordering() == AckOrdering::InOrder => {
+                            in_order.push((Ok(processor.clone()), delivery));
                         }
-                        Err(why) => dead_letter(&fallback, delivery, &why).await?,
+                        Ok((tenant, processor)) => {
+                            groups
+                                .entry(tenant.to_owned())
+                                .or_insert_with(|| (processor.clone(), Vec::new()))
+                                .1
+                                .push(delivery);
+                        }
+                        Err(why) if delivery.ack_ordering() == AckOrdering::InOrder => {
+                            in_order.push((Err(why), delivery));
+                        }
+                        Err(why) => unrouted.push((why, delivery)),
                     }
                 }
-                for (why, delivery) in unrouted {
-                    dead_letter(&fallback, delivery, &why).await?;
-                }
-                for (processor, group) in groups.into_values() {
-                    if batched {
-                        settle_batch(&processor, group, extend).await?;
-                    } else {
-                        for delivery in group {
-                            settle(&processor, delivery, extend).await?;
+                let fallback = self.unrouted.clone();
+                async move {
+                    for (routed, delivery) in in_order {
+                        match routed {
+                            Ok(processor) => {
+                                settle(&processor, delivery, extend).await?;
+                            }
+                            Err(why) => dead_letter(&fallback, delivery, &why).await?,
                         }
                     }
+                    for (why, delivery) in unrouted {
+                        dead_letter(&fallback, delivery, &why).await?;
+                    }
+                    for (processor, group) in groups.into_values() {
+                        if batched {
+                            settle_batch(&processor, group, extend).await?;
+                        } else {
+                            for delivery in group {
+                                settle(&processor, delivery, extend).await?;
+                            }
+                        }
+                    }
+                    Ok(())
                 }
-                Ok(())
-            }
-        })
+            },
+        )
         .await
     }
 }

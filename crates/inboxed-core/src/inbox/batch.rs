@@ -189,7 +189,8 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let inner = &*self.inner;
         for row in rows {
             let span = tracing::info_span!("inboxed.work", row = row.id, message_id = %row.envelope.id(), consumer = %inner.consumer);
-            let (failure, permanent) = match self.run_row(&row, token).instrument(span).await {
+            let (failure, permanent, after) = match self.run_row(&row, token).instrument(span).await
+            {
                 Ok(Ok(Completed::Done)) => {
                     report.done += 1;
                     continue;
@@ -198,16 +199,27 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                     report.lost += 1;
                     continue;
                 }
-                Ok(Err(e)) => (error_chain(&e), matches!(e, HandlerError::Permanent(_))),
+                Ok(Err(e)) => {
+                    let after = match &e {
+                        HandlerError::RetryAfter { after, .. } => Some(*after),
+                        _ => None,
+                    };
+                    (
+                        error_chain(&e),
+                        matches!(e, HandlerError::Permanent(_)),
+                        after,
+                    )
+                }
                 // The row's own transaction did not commit (a deferred constraint, a lost
                 // connection): the row's failure, retried after its backoff like a transient
                 // handler error, and dead after its attempts.
                 Err(e) => (
                     format!("the row's transaction failed: {}", error_chain(&e)),
                     false,
+                    None,
                 ),
             };
-            let backoff = inner.config.backoff.delay(row.attempts);
+            let backoff = after.unwrap_or_else(|| inner.config.backoff.delay(row.attempts));
             if self
                 .fail_row(row.id, token, &failure, backoff, permanent, report)
                 .await?

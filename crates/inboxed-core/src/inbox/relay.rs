@@ -316,6 +316,7 @@ impl<S: InboxStore> InboxRelay<S> {
             shutdown,
             self.config.concurrency,
             limits,
+            None,
             |deliveries| {
                 let inbox = self.inbox.clone();
                 let (backoff, streak) = (self.config.retry_backoff, self.streak.clone());

@@ -10,6 +10,7 @@ use crate::envelope::{ConsumerName, Envelope};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::Handler;
 use crate::hash::{PayloadHash, StoredHash};
+use crate::kill_switch::Judged;
 use crate::metrics as m;
 use crate::store::{Claim, Counted, DeadLetterReason, KeyParams, Store};
 
@@ -127,6 +128,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         config: ProcessorConfig,
     ) -> Self {
         config.crash_attribution.start();
+        config.kill_switch.start(&consumer);
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -360,6 +362,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         let (settled, chain) = match failure {
             Failure::Store(e) => {
                 failed_here(attempt);
+                self.judge_transient(envelope).await;
                 return Err(e.into());
             }
             Failure::KeyBusy(e) => {
@@ -371,12 +374,31 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 return Err(e.into());
             }
             Failure::Handler(HandlerError::Permanent(e)) => {
+                inner.config.kill_switch.succeeded();
                 let chain = error_chain(e.as_ref());
                 let reason = DeadLetterReason::Permanent;
                 (
                     self.dead_letter(envelope, reason, &chain, attempt).await,
                     chain,
                 )
+            }
+            Failure::Handler(source) if self.judge_transient(envelope).await => {
+                failed_here(attempt);
+                return Err(Error::Handler {
+                    consumer: inner.consumer.clone(),
+                    attempt,
+                    source,
+                });
+            }
+            Failure::Handler(source @ HandlerError::RetryAfter { .. }) => {
+                // Not the message's fault, by the handler's word: its attempt is given back.
+                self.forgive_unrun(&key).await;
+                failed_here(attempt);
+                return Err(Error::Handler {
+                    consumer: inner.consumer.clone(),
+                    attempt,
+                    source,
+                });
             }
             Failure::Handler(source) if attempt >= inner.config.max_attempts => {
                 let chain = error_chain(&source);
@@ -432,9 +454,38 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             tokio::time::sleep(inner.config.contention_backoff.delay(retries)).await;
         }
     }
+    /// Tells the kill switch that `envelope`'s delivery failed transiently (or the store failed
+    /// under it). When the switch is open, or this failure opened it, the attempts it names are
+    /// forgiven (this one's, and those of the failures that opened it) and this returns `true`:
+    /// an outage uses up no message's attempts.
+    async fn judge_transient(&self, envelope: &Envelope) -> bool {
+        let inner = &*self.inner;
+        match inner
+            .config
+            .kill_switch
+            .failed(&inner.consumer, envelope.id())
+        {
+            Judged::Charged => false,
+            Judged::Forgiven(keys) => {
+                let forgiving = keys.iter().map(|(consumer, message_id)| async move {
+                    let key = KeyParams {
+                        consumer,
+                        message_id,
+                    };
+                    self.forgive_unrun(&key).await;
+                });
+                futures_util::future::join_all(forgiving).await;
+                true
+            }
+        }
+    }
+
     async fn settle_claim(&self, envelope: &Envelope, claim: Claim) -> Result<Outcome, Error> {
         match claim {
-            Claim::New => Ok(Outcome::Processed),
+            Claim::New => {
+                self.inner.config.kill_switch.succeeded();
+                Ok(Outcome::Processed)
+            }
             Claim::DeadLettered => Ok(Outcome::AlreadyDeadLettered),
             Claim::Duplicate { stored } => {
                 let received = envelope.hash();

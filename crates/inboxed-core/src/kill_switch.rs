@@ -1,0 +1,323 @@
+//! The kill switch: when most of a consumer's recent deliveries fail transiently, what failed is
+//! most likely what they all depend on (a downstream service, the database), not each message.
+//! Charging each of them an attempt would dead-letter, in a few minutes of outage, messages that
+//! would have been processed a minute later. So the switch opens: the consumer takes no new
+//! deliveries, the failures that opened it and every transient failure while it is open are
+//! forgiven (they use up no attempt), and after a pause one delivery goes through as a probe. A
+//! probe that succeeds closes the switch; one that fails opens it again for twice the pause.
+//!
+//! A message's own transient failures, among deliveries that succeed or alone (the switch counts
+//! distinct messages), never open it, so they use up its attempts as before: only "the world is down" is forgiven, never "this message is
+//! bad". A permanent failure is the handler's verdict on the message, and counts as an answer
+//! from the world like a success.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use crate::envelope::{ConsumerName, MessageId};
+use crate::metrics as m;
+
+/// How long the others wait for a probe before another one goes (the processor's default
+/// `handler_timeout`): a probe cut short, or one that ended neither way (it waited for another
+/// delivery's claim), never comes back.
+const PROBE_WAIT: Duration = Duration::from_secs(30);
+
+/// A consumer's kill switch ([module docs](self)). Clones share one switch; each default
+/// [`ProcessorConfig`](crate::ProcessorConfig) makes its own, so one consumer's outage does not
+/// pause another; give one value to several configs to pause them together.
+#[derive(Debug, Clone)]
+pub struct KillSwitch {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    settings: Settings,
+    state: Mutex<State>,
+    /// Wakes whoever waits in [`KillSwitch::admit`] when the switch closes, or when a probe
+    /// comes back.
+    changed: Notify,
+    /// The `consumer` label of its metrics: the first consumer whose processor took it.
+    label: Mutex<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    on: bool,
+    window: usize,
+    failures: usize,
+    pause: Duration,
+    max_pause: Duration,
+}
+
+/// A transient failure recorded while closed, with its key, so that opening can forgive it.
+type Failed = (ConsumerName, MessageId);
+
+#[derive(Debug)]
+enum State {
+    /// Deliveries go through. `recent` holds the last `window` settled deliveries, `None` for
+    /// one that succeeded.
+    Closed { recent: VecDeque<Option<Failed>> },
+    /// No delivery goes through until `until`; then one probes.
+    Open { until: Instant, pause: Duration },
+    /// One delivery is probing. If it does not come back by `deadline` (it was cut short, or
+    /// ended in neither way: a wait for another delivery's claim), another one probes.
+    Probing { pause: Duration, deadline: Instant },
+}
+
+/// What a transient failure is charged, by the switch's state.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Judged {
+    /// The switch is closed: the failure uses up its attempt, as any other.
+    Charged,
+    /// The switch is open, or this failure opened it: forgive these keys one attempt each
+    /// (this failure's, and those of the failures that opened it).
+    Forgiven(Vec<Failed>),
+}
+
+impl Default for KillSwitch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KillSwitch {
+    /// A switch that opens when deliveries of 10 distinct messages failed transiently among the
+    /// last 20 settled deliveries, pauses 5 s
+    /// before its first probe, and doubles the pause after each failed probe up to 1 min.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::with(Settings {
+            on: true,
+            window: 20,
+            failures: 10,
+            pause: Duration::from_secs(5),
+            max_pause: Duration::from_secs(60),
+        })
+    }
+
+    /// A switch that never opens: every transient failure uses up its attempt, whatever the
+    /// others do (as before there was a switch).
+    #[must_use]
+    pub fn off() -> Self {
+        Self::with(Settings {
+            on: false,
+            ..Self::new().inner.settings
+        })
+    }
+
+    /// Opens when deliveries of `failures` distinct messages failed transiently among the last
+    /// `window` settled deliveries (`failures` at least 1, `window` at least `failures`).
+    /// Defaults to 10 of 20.
+    #[must_use]
+    pub fn trip_at(self, failures: usize, window: usize) -> Self {
+        let failures = failures.max(1);
+        Self::with(Settings {
+            failures,
+            window: window.max(failures),
+            ..self.inner.settings
+        })
+    }
+
+    /// The pause before the first probe, and the longest it grows to after failed probes.
+    /// Defaults to 5 s and 1 min.
+    #[must_use]
+    pub fn pause(self, first: Duration, max: Duration) -> Self {
+        Self::with(Settings {
+            pause: first,
+            max_pause: max.max(first),
+            ..self.inner.settings
+        })
+    }
+
+    fn with(settings: Settings) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                settings,
+                state: Mutex::new(State::Closed {
+                    recent: VecDeque::with_capacity(settings.window),
+                }),
+                changed: Notify::new(),
+                label: Mutex::new(String::new()),
+            }),
+        }
+    }
+
+    /// Whether deliveries are held back now (open, or a probe out).
+    #[must_use]
+    pub fn is_open(&self) -> bool {
+        !matches!(*self.state(), State::Closed { .. })
+    }
+
+    /// Names the switch's metrics after `consumer`, unless a processor named them already.
+    pub(crate) fn start(&self, consumer: &ConsumerName) {
+        let mut label = self
+            .inner
+            .label
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if label.is_empty() {
+            consumer.as_str().clone_into(&mut label);
+        }
+        drop(label);
+        self.gauge(false);
+    }
+
+    /// Waits until a delivery may go through: at once while closed; while open, until the pause
+    /// is over, when the first caller goes through as the probe (`true`) and the others wait for
+    /// what it finds. Whoever runs the probe calls [`KillSwitch::probe_ended`] when it is
+    /// settled, whatever it came to.
+    pub async fn admit(&self) -> bool {
+        loop {
+            let notified = self.inner.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let wake = {
+                let mut state = self.state();
+                let now = Instant::now();
+                match *state {
+                    State::Closed { .. } => return false,
+                    State::Open { until, pause }
+                    | State::Probing {
+                        deadline: until,
+                        pause,
+                    } if now >= until => {
+                        *state = State::Probing {
+                            pause,
+                            deadline: now + pause.max(PROBE_WAIT),
+                        };
+                        return true;
+                    }
+                    State::Open { until, .. }
+                    | State::Probing {
+                        deadline: until, ..
+                    } => until,
+                }
+            };
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// A probe is settled. One that neither succeeded nor failed (a duplicate, a key another
+    /// delivery held) told nothing: the next delivery probes at once.
+    pub fn probe_ended(&self) {
+        let mut state = self.state();
+        if let State::Probing { pause, .. } = *state {
+            *state = State::Open {
+                until: Instant::now(),
+                pause,
+            };
+            drop(state);
+            self.inner.changed.notify_waiters();
+        }
+    }
+
+    /// A delivery succeeded (or the handler judged it permanently bad: the world answered). A
+    /// success closes the switch only when it is probing: deliveries let through before it
+    /// opened may still succeed during an outage that is partial.
+    pub(crate) fn succeeded(&self) {
+        let mut state = self.state();
+        match &mut *state {
+            State::Closed { recent } => self.push(recent, None),
+            State::Probing { .. } => {
+                *state = State::Closed {
+                    recent: VecDeque::with_capacity(self.inner.settings.window),
+                };
+                drop(state);
+                info!(consumer = %self.label(), "a probe succeeded; the kill switch closes and deliveries go on");
+                self.gauge(false);
+                self.inner.changed.notify_waiters();
+            }
+            State::Open { .. } => {}
+        }
+    }
+
+    /// A delivery of `key` (of `consumer`) failed transiently, or the store failed under it.
+    pub(crate) fn failed(&self, consumer: &ConsumerName, key: &MessageId) -> Judged {
+        let settings = self.inner.settings;
+        if !settings.on {
+            return Judged::Charged;
+        }
+        let mut state = self.state();
+        let now = Instant::now();
+        match &mut *state {
+            State::Closed { recent } => {
+                self.push(recent, Some((consumer.clone(), key.clone())));
+                // Distinct messages: one message failing again and again is its own fault
+                // (its attempts run out), not an outage.
+                let mut distinct: Vec<&Failed> = recent.iter().flatten().collect();
+                distinct.sort_unstable();
+                distinct.dedup();
+                if distinct.len() < settings.failures {
+                    return Judged::Charged;
+                }
+                let opened: Vec<Failed> = recent.drain(..).flatten().collect();
+                *state = State::Open {
+                    until: now + settings.pause,
+                    pause: settings.pause,
+                };
+                drop(state);
+                warn!(
+                    consumer = %self.label(),
+                    failures = opened.len(),
+                    pause = ?settings.pause,
+                    "most recent deliveries failed transiently: the kill switch opens; no delivery is taken until a probe succeeds, and no attempt is charged meanwhile"
+                );
+                metrics::counter!(m::KILL_SWITCH_TRIPS_TOTAL, "consumer" => self.label())
+                    .increment(1);
+                self.gauge(true);
+                Judged::Forgiven(opened)
+            }
+            State::Probing { pause, .. } => {
+                let pause = pause.saturating_mul(2).min(settings.max_pause);
+                *state = State::Open {
+                    until: now + pause,
+                    pause,
+                };
+                drop(state);
+                info!(consumer = %self.label(), pause = ?pause, "a probe failed; the kill switch stays open");
+                self.inner.changed.notify_waiters();
+                Judged::Forgiven(vec![(consumer.clone(), key.clone())])
+            }
+            State::Open { .. } => Judged::Forgiven(vec![(consumer.clone(), key.clone())]),
+        }
+    }
+
+    fn push(&self, recent: &mut VecDeque<Option<Failed>>, outcome: Option<Failed>) {
+        if recent.len() >= self.inner.settings.window {
+            recent.pop_front();
+        }
+        recent.push_back(outcome);
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn label(&self) -> String {
+        self.inner
+            .label
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn gauge(&self, open: bool) {
+        metrics::gauge!(m::KILL_SWITCH_OPEN, "consumer" => self.label())
+            .set(f64::from(u8::from(open)));
+    }
+}
+
+#[cfg(test)]
+mod tests;

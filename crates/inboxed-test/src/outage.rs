@@ -1,0 +1,128 @@
+//! A downstream outage in the middle of a stream, for any broker: the handler's downstream
+//! service is down for a while, every delivery meanwhile fails transiently, and afterwards
+//! every message must be applied once with nothing dead-lettered but a poison that fails on its
+//! own, whose attempts run out after the outage as they would without one. Run at the library's
+//! defaults (`ProcessorConfig::default()`, `ConsumerConfig::default()`).
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use inboxed_core::{
+    Consumer, ConsumerConfig, ConsumerName, DeliverySource, KillSwitch, Processor, ProcessorConfig,
+};
+
+use crate::handler::Script;
+use crate::{Backend, Ledger, TestDb};
+
+/// The poison's id: it fails transiently on every delivery, outage or not.
+pub const POISON: &str = "o-poison";
+
+/// The messages of the stream, `messages` of them crediting 1 each (each holding its
+/// transaction 200 ms, as a call to a downstream service would), then the poison.
+#[must_use]
+pub fn stream(messages: i64) -> Vec<inboxed_core::Envelope> {
+    let mut all: Vec<_> = (0..messages)
+        .map(|i| {
+            Script {
+                sleep_ms: 200,
+                ..Script::default()
+            }
+            .message(&format!("o-{i}"))
+        })
+        .collect();
+    let poison = Script {
+        fail: Some("transient".into()),
+        ..Script::default()
+    };
+    all.insert(
+        usize::try_from(messages / 10).unwrap_or(0),
+        poison.message(POISON),
+    );
+    all
+}
+
+/// What the outage came to.
+#[derive(Debug)]
+pub struct Outage {
+    /// Whether the kill switch was seen open during the outage.
+    pub opened: bool,
+    /// Whether it was closed at the end.
+    pub closed_after: bool,
+    /// The most deliveries the broker reported unacknowledged during the outage, by `unacked`.
+    pub max_unacked: u32,
+    /// From the end of the outage to the last message applied.
+    pub drained_in: Duration,
+}
+
+/// Consumes `source` (holding [`stream`]`(messages)`, published) at the defaults (but for
+/// `switch`, which a test of the defaults gives as [`KillSwitch::new`]), with the
+/// downstream down for `outage` once 40 messages are applied, sampling `unacked` (the broker's
+/// unacknowledged deliveries) every 5 s meanwhile. Returns once every message is applied and the
+/// poison dead-lettered, or after `outage` plus 5 minutes, for the caller's assertions to tell.
+///
+/// # Panics
+/// When the consumer loop fails.
+pub async fn downstream_outage<B, Src, U, UFut>(
+    db: &TestDb<B>,
+    source: Src,
+    messages: i64,
+    outage: Duration,
+    switch: KillSwitch,
+    unacked: U,
+) -> Outage
+where
+    B: Backend,
+    Src: DeliverySource + 'static,
+    U: Fn() -> UFut,
+    UFut: Future<Output = u32>,
+{
+    let ledger = Ledger::<B>::default();
+    let config = ProcessorConfig::default().kill_switch(switch.clone());
+    let processor = Processor::with_config(
+        db.store.clone(),
+        ConsumerName::new("ledger").expect("valid name"),
+        ledger.clone(),
+        config,
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let consumer = tokio::spawn(async move {
+        Consumer::new(processor, ConsumerConfig::default())
+            .run(source, async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    let rows = || db.scalar("SELECT count(*) FROM ledger");
+    while rows().await < 40 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ledger.downstream_down.store(true, Ordering::SeqCst);
+    let down_at = Instant::now();
+    let (mut opened, mut max_unacked) = (false, 0);
+    while down_at.elapsed() < outage {
+        tokio::time::sleep(Duration::from_secs(5).min(outage)).await;
+        opened |= switch.is_open();
+        max_unacked = max_unacked.max(unacked().await);
+    }
+    ledger.downstream_down.store(false, Ordering::SeqCst);
+    let up_at = Instant::now();
+    let dead = || db.scalar("SELECT count(*) FROM inboxed_dead_letters");
+    while rows().await + dead().await < messages + 1 && up_at.elapsed() < Duration::from_secs(300) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let drained_in = up_at.elapsed();
+    let closed_after = !switch.is_open();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = stop.send(());
+    consumer
+        .await
+        .expect("consumer task")
+        .expect("consumer loop");
+    Outage {
+        opened,
+        closed_after,
+        max_unacked,
+        drained_in,
+    }
+}

@@ -8,6 +8,7 @@
 mod chain;
 mod cluster;
 mod nats;
+mod outage;
 mod outbox;
 mod pg_restart;
 mod restart;

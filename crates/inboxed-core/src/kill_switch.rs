@@ -291,6 +291,14 @@ impl KillSwitch {
         }
     }
 
+    /// `n` deliveries (or rows) succeeded.
+    pub(crate) fn succeeded_times(&self, n: u64) {
+        let window = u64::try_from(self.inner.settings.window).unwrap_or(u64::MAX);
+        for _ in 0..n.min(window) {
+            self.succeeded();
+        }
+    }
+
     fn push(&self, recent: &mut VecDeque<Option<Failed>>, outcome: Option<Failed>) {
         if recent.len() >= self.inner.settings.window {
             recent.pop_front();

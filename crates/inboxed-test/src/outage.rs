@@ -2,12 +2,14 @@
 //! service is down for a while, every delivery meanwhile fails transiently, and afterwards
 //! every message must be applied once with nothing dead-lettered but a poison that fails on its
 //! own, whose attempts run out after the outage as they would without one. Run at the library's
-//! defaults (`ProcessorConfig::default()`, `ConsumerConfig::default()`).
+//! defaults (`ProcessorConfig::default()`, `ConsumerConfig::default()`; for store-then-process,
+//! `WorkerConfig::default()`).
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
 use inboxed_core::{
     Consumer, ConsumerConfig, ConsumerName, DeliverySource, KillSwitch, Processor, ProcessorConfig,
 };
@@ -119,6 +121,69 @@ where
         .await
         .expect("consumer task")
         .expect("consumer loop");
+    Outage {
+        opened,
+        closed_after,
+        max_unacked,
+        drained_in,
+    }
+}
+
+/// [`downstream_outage`] for store-then-process workers: [`stream`]`(messages)` stored as
+/// inbox rows of consumer `ledger`, drained by a worker at `WorkerConfig::default()` (but for
+/// `switch`), with the downstream down for `outage` once 40 rows are done. `max_unacked` is the
+/// most rows seen `processing` during the outage. Returns once every row is done and the
+/// poison's row dead, or after `outage` plus 5 minutes.
+///
+/// # Panics
+/// When storing the rows or the worker's run fails.
+pub async fn worker_outage<B: Backend>(
+    db: &TestDb<B>,
+    messages: i64,
+    outage: Duration,
+    switch: KillSwitch,
+) -> Outage {
+    let consumer = ConsumerName::new("ledger").expect("valid name");
+    let inbox = Inbox::new(db.store.clone(), consumer.clone());
+    inbox
+        .store_many(&stream(messages))
+        .await
+        .expect("rows stored");
+    let ledger = Ledger::<B>::default();
+    let config = WorkerConfig::default().kill_switch(switch.clone());
+    let worker = Worker::new(db.store.clone(), consumer, ledger.clone(), config);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        worker
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    let rows = || db.scalar("SELECT count(*) FROM ledger");
+    while rows().await < 40 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ledger.downstream_down.store(true, Ordering::SeqCst);
+    let down_at = Instant::now();
+    let (mut opened, mut max_unacked) = (false, 0);
+    let processing =
+        || db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'processing'");
+    while down_at.elapsed() < outage {
+        tokio::time::sleep(Duration::from_secs(5).min(outage)).await;
+        opened |= switch.is_open();
+        max_unacked = max_unacked.max(u32::try_from(processing().await).unwrap_or(u32::MAX));
+    }
+    ledger.downstream_down.store(false, Ordering::SeqCst);
+    let up_at = Instant::now();
+    let dead = || db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'dead'");
+    while rows().await + dead().await < messages + 1 && up_at.elapsed() < Duration::from_secs(300) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let drained_in = up_at.elapsed();
+    let closed_after = !switch.is_open();
+    let _ = stop.send(());
+    running.await.expect("worker task").expect("worker run");
     Outage {
         opened,
         closed_after,

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
-use tracing::{Instrument, warn};
+use tracing::{Instrument, debug, warn};
 
 use super::store::{
     ClaimToken, CompleteParams, Completed, FailParams, Failed, InboxRow, InboxStore,
@@ -219,6 +219,11 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                     None,
                 ),
             };
+            if permanent {
+                inner.config.kill_switch.succeeded();
+            } else if after.is_none() && self.forgiven(&row, token, &failure, report).await? {
+                continue;
+            }
             let backoff = after.unwrap_or_else(|| inner.config.backoff.delay(row.attempts));
             if self
                 .fail_row(row.id, token, &failure, backoff, permanent, report)
@@ -272,6 +277,34 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         );
         metrics::counter!(m::BATCH_FALLBACKS_TOTAL, "consumer" => self.inner.consumer.as_str().to_owned(), "cause" => cause.label())
             .increment(1);
+    }
+
+    /// Tells the kill switch that `row` failed transiently. While the switch is open (or this
+    /// failure opened it) the row is handed back with its attempt given back, and this returns
+    /// `true`; the rows that failed before it opened were failed already, each with its
+    /// attempt (one, for rows of distinct messages).
+    async fn forgiven(
+        &self,
+        row: &InboxRow,
+        token: &ClaimToken,
+        error: &str,
+        report: &mut BatchReport,
+    ) -> Result<bool, Error> {
+        let inner = &*self.inner;
+        let judged = inner
+            .config
+            .kill_switch
+            .failed(&inner.consumer, row.envelope.id());
+        if judged == crate::kill_switch::Judged::Charged {
+            return Ok(false);
+        }
+        debug!(
+            row = row.id,
+            error, "row failed while the kill switch is open; handed back, attempt given back"
+        );
+        inner.store.release(token, Some(&[row.id])).await?;
+        report.retrying += 1;
+        Ok(true)
     }
 
     /// Records one row's failure (fenced by the token) and tallies what became of it.

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::backoff::Backoff;
 use crate::crash::CrashAttribution;
+use crate::kill_switch::KillSwitch;
 use crate::store::BeginParams;
 
 /// What a dead row does to the later rows of its aggregate in ordered mode.
@@ -109,6 +110,11 @@ pub struct WorkerConfig {
     /// only its rows held ([`CrashAttribution`]). Clones of a config share the scope.
     /// Defaults to a new [`CrashAttribution::new`].
     pub crash_attribution: CrashAttribution,
+    /// What stops the claim loops when rows of many distinct messages fail transiently (a
+    /// downstream service or the database is down), so that an outage uses up no row's
+    /// attempts ([`KillSwitch`]; in lease mode). Clones of a config share it. Defaults to a new
+    /// [`KillSwitch::new`].
+    pub kill_switch: KillSwitch,
 }
 
 impl Default for WorkerConfig {
@@ -134,11 +140,19 @@ impl Default for WorkerConfig {
             shutdown_grace: Duration::from_secs(30),
             begin: BeginParams::default(),
             crash_attribution: CrashAttribution::new(),
+            kill_switch: KillSwitch::new(),
         }
     }
 }
 
 impl WorkerConfig {
+    /// Sets [`WorkerConfig::kill_switch`].
+    #[must_use]
+    pub fn kill_switch(mut self, switch: KillSwitch) -> Self {
+        self.kill_switch = switch;
+        self
+    }
+
     /// Sets [`WorkerConfig::crash_attribution`].
     #[must_use]
     pub fn crash_attribution(mut self, attribution: CrashAttribution) -> Self {

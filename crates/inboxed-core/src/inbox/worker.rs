@@ -83,6 +83,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             config.crash_attribution.id(),
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
+        config.kill_switch.start(&consumer);
         // Groups start at the batch size and shrink only under contention.
         let group_size = config.batch_size.max(1);
         let pace = super::pace::Pace::new(
@@ -150,7 +151,9 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let rows = self.isolate_suspect(rows, &token).await?;
         metrics::histogram!(m::CLAIM_BATCH_SIZE, "consumer" => inner.consumer.as_str().to_owned())
             .record(rows.len() as f64);
-        self.process_batch(rows, token).await
+        let report = self.process_batch(rows, token).await?;
+        inner.config.kill_switch.succeeded_times(report.done);
+        Ok(report)
     }
 
     /// Claims a batch under `token` in a task of its own, holding the claim gate: a claim loop
@@ -334,8 +337,22 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         gate: Option<Gate>,
     ) {
         let mut failures = 0u32;
+        let switch = &self.inner.config.kill_switch;
+        let lease = self.inner.config.claim_mode == super::config::ClaimMode::Lease;
         while !*stop.borrow() {
+            // While the kill switch is open no loop claims; after its pause one batch probes.
+            let probe = if lease {
+                tokio::select! {
+                    probe = switch.admit() => probe,
+                    _ = stop.changed() => break,
+                }
+            } else {
+                false
+            };
             let Some(slot) = self.inner.pace.enter(&mut stop).await else {
+                if probe {
+                    switch.probe_ended();
+                }
                 break;
             };
             let gated = match &gate {
@@ -355,6 +372,9 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             }
             let started = std::time::Instant::now();
             let ran = self.run_once().await;
+            if probe {
+                switch.probe_ended();
+            }
             if let (Some(gate), Some(entered)) = (&gate, gated) {
                 gate.leave(entered);
             }

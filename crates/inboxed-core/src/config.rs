@@ -85,10 +85,11 @@ pub struct ProcessorConfig {
     /// every config of a process one value to judge all its work together. Defaults to a new
     /// [`CrashAttribution::new`] (on, 60 s window).
     pub crash_attribution: CrashAttribution,
-    /// What pauses the consumer when most recent deliveries fail transiently (a downstream
-    /// service or the database is down), so that an outage uses up no message's attempts
-    /// ([`KillSwitch`]). Clones of a config share it. Defaults to a new [`KillSwitch::new`]
-    /// (opens at 10 transient failures in the last 20 deliveries, probes after 5 s, up to 1 min).
+    /// What pauses the consumer when deliveries of many distinct messages fail transiently (a
+    /// downstream service or the database is down), so that an outage uses up no message's
+    /// attempts ([`KillSwitch`]). Clones of a config share it. Defaults to a new [`KillSwitch::new`]
+    /// (opens when 10 distinct messages failed among the last 20 deliveries that ran, probes after 5 s,
+    /// then at most every minute).
     pub kill_switch: KillSwitch,
 }
 

@@ -300,7 +300,8 @@ fn mysql_number(db: &dyn sqlx::error::DatabaseError) -> Option<u16> {
 #[non_exhaustive]
 pub enum HandlerError {
     /// Might succeed later (a lock timeout, a briefly unavailable dependency): the delivery is
-    /// requeued, and the attempt counts toward `max_attempts`.
+    /// requeued, and the attempt counts toward `max_attempts`, unless the consumer's kill switch
+    /// judges the failure an outage's ([`KillSwitch`](crate::KillSwitch)).
     #[error("transient failure")]
     Transient(#[source] BoxError),
     /// Will never succeed (a payload that does not decode, a broken invariant): the message

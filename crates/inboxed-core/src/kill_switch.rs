@@ -6,10 +6,11 @@
 //! forgiven (they use up no attempt), and after a pause one delivery goes through as a probe. A
 //! probe that succeeds closes the switch; one that fails opens it again for twice the pause.
 //!
-//! A message's own transient failures, among deliveries that succeed or alone (the switch counts
-//! distinct messages), never open it, so they use up its attempts as before: only "the world is down" is forgiven, never "this message is
-//! bad". A permanent failure is the handler's verdict on the message, and counts as an answer
-//! from the world like a success.
+//! The switch counts distinct messages, so one message failing again and again, alone or among
+//! deliveries that succeed, never opens it: its own failures use up its attempts as before. A
+//! permanent failure is the handler's verdict on the message, an answer from the world like a
+//! success. A stream whose messages all fail on their own (a bad deploy) looks like an outage,
+//! and is held, not dead-lettered: `inboxed_kill_switch_open` says so.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -55,14 +56,18 @@ struct Settings {
     max_pause: Duration,
 }
 
-/// A transient failure recorded while closed, with its key, so that opening can forgive it.
+/// A transient failure's key, so that opening can forgive it.
 type Failed = (ConsumerName, MessageId);
+
+/// A delivery that ran, in the window: `None` succeeded; a failure with its key and whether its
+/// attempt was charged (a failure before the count, or one the handler asked to retry later,
+/// charged nothing, and opening must not forgive it).
+type Ran = Option<(Failed, bool)>;
 
 #[derive(Debug)]
 enum State {
-    /// Deliveries go through. `recent` holds the last `window` settled deliveries, `None` for
-    /// one that succeeded.
-    Closed { recent: VecDeque<Option<Failed>> },
+    /// Deliveries go through. `recent` holds the last `window` deliveries that ran.
+    Closed { recent: VecDeque<Ran> },
     /// No delivery goes through until `until`; then one probes.
     Open { until: Instant, pause: Duration },
     /// One delivery is probing. If it does not come back by `deadline` (it was cut short, or
@@ -73,8 +78,14 @@ enum State {
 /// What a transient failure is charged, by the switch's state.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Judged {
-    /// The switch is closed: the failure uses up its attempt, as any other.
-    Charged,
+    /// The switch is closed: the failure uses up its attempt, as any other. `doubt`: at least
+    /// half the failures that would open it are in the window, so an outage may be starting;
+    /// a message on its last attempt is then requeued rather than dead-lettered, and its next
+    /// delivery decides (past `max_attempts` unless the switch opens and forgives it).
+    Charged {
+        /// An outage may be starting.
+        doubt: bool,
+    },
     /// The switch is open, or this failure opened it: forgive these keys one attempt each
     /// (this failure's, and those of the failures that opened it).
     Forgiven(Vec<Failed>),
@@ -88,7 +99,7 @@ impl Default for KillSwitch {
 
 impl KillSwitch {
     /// A switch that opens when deliveries of 10 distinct messages failed transiently among the
-    /// last 20 settled deliveries, pauses 5 s
+    /// last 20 deliveries that ran, pauses 5 s
     /// before its first probe, and doubles the pause after each failed probe up to 1 min.
     #[must_use]
     pub fn new() -> Self {
@@ -112,7 +123,7 @@ impl KillSwitch {
     }
 
     /// Opens when deliveries of `failures` distinct messages failed transiently among the last
-    /// `window` settled deliveries (`failures` at least 1, `window` at least `failures`).
+    /// `window` deliveries that ran (`failures` at least 1, `window` at least `failures`).
     /// Defaults to 10 of 20.
     #[must_use]
     pub fn trip_at(self, failures: usize, window: usize) -> Self {
@@ -221,13 +232,17 @@ impl KillSwitch {
     }
 
     /// A delivery succeeded (or the handler judged it permanently bad: the world answered). A
-    /// success closes the switch only when it is probing: deliveries let through before it
-    /// opened may still succeed during an outage that is partial.
+    /// success closes the switch only when it is probing, or when its pause is over and no one
+    /// probes (a loop of the caller's own, or `Tenants`, which do not wait in
+    /// [`KillSwitch::admit`]): deliveries let through before it opened may still succeed during
+    /// an outage that is partial.
     pub(crate) fn succeeded(&self) {
         let mut state = self.state();
+        let now = Instant::now();
         match &mut *state {
             State::Closed { recent } => self.push(recent, None),
-            State::Probing { .. } => {
+            State::Open { until, .. } if now < *until => {}
+            State::Open { .. } | State::Probing { .. } => {
                 *state = State::Closed {
                     recent: VecDeque::with_capacity(self.inner.settings.window),
                 };
@@ -236,30 +251,43 @@ impl KillSwitch {
                 self.gauge(false);
                 self.inner.changed.notify_waiters();
             }
-            State::Open { .. } => {}
         }
     }
 
-    /// A delivery of `key` (of `consumer`) failed transiently, or the store failed under it.
-    pub(crate) fn failed(&self, consumer: &ConsumerName, key: &MessageId) -> Judged {
+    /// A delivery of `key` (of `consumer`) failed transiently, or the store failed under it;
+    /// `charged`: its attempt was counted (so that opening may forgive it).
+    pub(crate) fn failed(&self, consumer: &ConsumerName, key: &MessageId, charged: bool) -> Judged {
         let settings = self.inner.settings;
         if !settings.on {
-            return Judged::Charged;
+            return Judged::Charged { doubt: false };
         }
+        let this = || {
+            if charged {
+                vec![(consumer.clone(), key.clone())]
+            } else {
+                Vec::new()
+            }
+        };
         let mut state = self.state();
         let now = Instant::now();
         match &mut *state {
             State::Closed { recent } => {
-                self.push(recent, Some((consumer.clone(), key.clone())));
+                self.push(recent, Some(((consumer.clone(), key.clone()), charged)));
                 // Distinct messages: one message failing again and again is its own fault
                 // (its attempts run out), not an outage.
-                let mut distinct: Vec<&Failed> = recent.iter().flatten().collect();
+                let mut distinct: Vec<&Failed> = recent.iter().flatten().map(|(f, _)| f).collect();
                 distinct.sort_unstable();
                 distinct.dedup();
                 if distinct.len() < settings.failures {
-                    return Judged::Charged;
+                    return Judged::Charged {
+                        doubt: distinct.len() * 2 >= settings.failures,
+                    };
                 }
-                let opened: Vec<Failed> = recent.drain(..).flatten().collect();
+                let opened: Vec<Failed> = recent
+                    .drain(..)
+                    .flatten()
+                    .filter_map(|(f, charged)| charged.then_some(f))
+                    .collect();
                 *state = State::Open {
                     until: now + settings.pause,
                     pause: settings.pause,
@@ -267,16 +295,19 @@ impl KillSwitch {
                 drop(state);
                 warn!(
                     consumer = %self.label(),
-                    failures = opened.len(),
+                    messages = distinct_count(&opened),
                     pause = ?settings.pause,
-                    "most recent deliveries failed transiently: the kill switch opens; no delivery is taken until a probe succeeds, and no attempt is charged meanwhile"
+                    "deliveries of many distinct messages failed transiently: the kill switch opens; no delivery is taken until a probe succeeds, and no attempt is charged meanwhile"
                 );
                 metrics::counter!(m::KILL_SWITCH_TRIPS_TOTAL, "consumer" => self.label())
                     .increment(1);
                 self.gauge(true);
                 Judged::Forgiven(opened)
             }
-            State::Probing { pause, .. } => {
+            State::Open { until, .. } if now < *until => Judged::Forgiven(this()),
+            // A probe failed: the one let through, or, where no one waits in `admit`, the
+            // first delivery after the pause.
+            State::Open { pause, .. } | State::Probing { pause, .. } => {
                 let pause = pause.saturating_mul(2).min(settings.max_pause);
                 *state = State::Open {
                     until: now + pause,
@@ -285,9 +316,8 @@ impl KillSwitch {
                 drop(state);
                 info!(consumer = %self.label(), pause = ?pause, "a probe failed; the kill switch stays open");
                 self.inner.changed.notify_waiters();
-                Judged::Forgiven(vec![(consumer.clone(), key.clone())])
+                Judged::Forgiven(this())
             }
-            State::Open { .. } => Judged::Forgiven(vec![(consumer.clone(), key.clone())]),
         }
     }
 
@@ -299,7 +329,7 @@ impl KillSwitch {
         }
     }
 
-    fn push(&self, recent: &mut VecDeque<Option<Failed>>, outcome: Option<Failed>) {
+    fn push(&self, recent: &mut VecDeque<Ran>, outcome: Ran) {
         if recent.len() >= self.inner.settings.window {
             recent.pop_front();
         }
@@ -325,6 +355,14 @@ impl KillSwitch {
         metrics::gauge!(m::KILL_SWITCH_OPEN, "consumer" => self.label())
             .set(f64::from(u8::from(open)));
     }
+}
+
+/// How many distinct messages `failed` names.
+fn distinct_count(failed: &[Failed]) -> usize {
+    let mut keys: Vec<&Failed> = failed.iter().collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.len()
 }
 
 #[cfg(test)]

@@ -28,6 +28,11 @@ async fn a_two_minute_downstream_outage_kills_no_row() {
             .await
             .unwrap();
     assert_eq!(dead, [(POISON.to_owned(),)], "no row dead but the poison's");
+    assert!(
+        outage.max_charged <= 1,
+        "the outage charged a valid message at most the one failure before the switch opened: {}",
+        outage.max_charged
+    );
     assert!(outage.opened, "the kill switch opened during the outage");
     assert!(outage.closed_after, "and closed after it");
     assert!(

@@ -64,6 +64,16 @@ async fn a_two_minute_downstream_outage_dead_letters_nothing() {
         [(POISON.to_owned(), "attempts_exhausted".to_owned())],
         "nothing dead-lettered but the poison, after its own attempts"
     );
+    assert!(
+        outage.max_charged <= 1,
+        "the outage charged a valid message at most the one failure before the switch opened: {}",
+        outage.max_charged
+    );
+    assert!(
+        outage.calls_during_outage <= 80,
+        "the consumer stopped calling the downstream: {} calls in the outage",
+        outage.calls_during_outage
+    );
     assert!(outage.opened, "the kill switch opened during the outage");
     assert!(outage.closed_after, "and closed after it");
     assert!(

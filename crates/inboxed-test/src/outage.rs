@@ -55,6 +55,11 @@ pub struct Outage {
     pub max_unacked: u32,
     /// From the end of the outage to the last message applied.
     pub drained_in: Duration,
+    /// Handler calls during the outage: what the downstream was asked while it was down.
+    pub calls_during_outage: u32,
+    /// At the end of the outage, the most attempts charged to a message other than the poison
+    /// (net of forgiven ones): what the outage cost them.
+    pub max_charged: i64,
 }
 
 /// Consumes `source` (holding [`stream`]`(messages)`, published) at the defaults (but for
@@ -96,10 +101,16 @@ where
             .await
     });
     let rows = || db.scalar("SELECT count(*) FROM ledger");
+    let started = Instant::now();
     while rows().await < 40 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the stream did not start"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     ledger.downstream_down.store(true, Ordering::SeqCst);
+    let calls_before = ledger.calls();
     let down_at = Instant::now();
     let (mut opened, mut max_unacked) = (false, 0);
     while down_at.elapsed() < outage {
@@ -107,6 +118,13 @@ where
         opened |= switch.is_open();
         max_unacked = max_unacked.max(unacked().await);
     }
+    let max_charged = db
+        .scalar(
+            "SELECT CAST(coalesce(max(attempts - forgiven), 0) AS BIGINT) FROM inboxed_attempts \
+             WHERE message_id <> 'o-poison'",
+        )
+        .await;
+    let calls_during_outage = ledger.calls() - calls_before;
     ledger.downstream_down.store(false, Ordering::SeqCst);
     let up_at = Instant::now();
     let dead = || db.scalar("SELECT count(*) FROM inboxed_dead_letters");
@@ -126,6 +144,8 @@ where
         closed_after,
         max_unacked,
         drained_in,
+        calls_during_outage,
+        max_charged,
     }
 }
 
@@ -161,10 +181,16 @@ pub async fn worker_outage<B: Backend>(
             .await
     });
     let rows = || db.scalar("SELECT count(*) FROM ledger");
+    let started = Instant::now();
     while rows().await < 40 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the stream did not start"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     ledger.downstream_down.store(true, Ordering::SeqCst);
+    let calls_before = ledger.calls();
     let down_at = Instant::now();
     let (mut opened, mut max_unacked) = (false, 0);
     let processing =
@@ -174,6 +200,13 @@ pub async fn worker_outage<B: Backend>(
         opened |= switch.is_open();
         max_unacked = max_unacked.max(u32::try_from(processing().await).unwrap_or(u32::MAX));
     }
+    let max_charged = db
+        .scalar(
+            "SELECT CAST(coalesce(max(attempts), 0) AS BIGINT) FROM inboxed_inbox_messages \
+             WHERE message_id <> 'o-poison' AND status <> 'done'",
+        )
+        .await;
+    let calls_during_outage = ledger.calls() - calls_before;
     ledger.downstream_down.store(false, Ordering::SeqCst);
     let up_at = Instant::now();
     let dead = || db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'dead'");
@@ -189,5 +222,7 @@ pub async fn worker_outage<B: Backend>(
         closed_after,
         max_unacked,
         drained_in,
+        calls_during_outage,
+        max_charged,
     }
 }

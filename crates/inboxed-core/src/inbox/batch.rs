@@ -294,8 +294,8 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let judged = inner
             .config
             .kill_switch
-            .failed(&inner.consumer, row.envelope.id());
-        if judged == crate::kill_switch::Judged::Charged {
+            .failed(&inner.consumer, row.envelope.id(), true);
+        if matches!(judged, crate::kill_switch::Judged::Charged { .. }) {
             return Ok(false);
         }
         debug!(

@@ -12,16 +12,20 @@ fn key(i: usize) -> (ConsumerName, MessageId) {
 
 fn fail(switch: &KillSwitch, i: usize) -> Judged {
     let (c, m) = key(i);
-    switch.failed(&c, &m)
+    switch.failed(&c, &m, true)
+}
+
+fn charged(judged: &Judged) -> bool {
+    matches!(judged, Judged::Charged { .. })
 }
 
 #[tokio::test(start_paused = true)]
 async fn opens_at_the_failures_of_its_window_and_forgives_them() {
     let switch = KillSwitch::new().trip_at(3, 5);
     switch.succeeded();
-    assert_eq!(fail(&switch, 1), Judged::Charged);
+    assert!(charged(&fail(&switch, 1)));
     switch.succeeded();
-    assert_eq!(fail(&switch, 2), Judged::Charged);
+    assert!(charged(&fail(&switch, 2)));
     assert!(!switch.is_open());
     assert_eq!(
         fail(&switch, 3),
@@ -41,7 +45,7 @@ async fn opens_at_the_failures_of_its_window_and_forgives_them() {
 async fn a_failure_among_successes_is_charged() {
     let switch = KillSwitch::new().trip_at(3, 5);
     for i in 0..20 {
-        assert_eq!(fail(&switch, i), Judged::Charged, "failure {i}");
+        assert!(charged(&fail(&switch, i)), "failure {i}");
         for _ in 0..3 {
             switch.succeeded();
         }
@@ -53,7 +57,7 @@ async fn a_failure_among_successes_is_charged() {
 async fn a_switch_that_is_off_never_opens() {
     let switch = KillSwitch::off().trip_at(1, 1);
     for i in 0..5 {
-        assert_eq!(fail(&switch, i), Judged::Charged);
+        assert!(charged(&fail(&switch, i)));
     }
     assert!(!switch.is_open());
 }
@@ -138,16 +142,65 @@ async fn a_probe_that_told_nothing_lets_the_next_one_go_at_once() {
 async fn one_message_failing_again_and_again_never_opens_it() {
     let switch = KillSwitch::new().trip_at(3, 5);
     for _ in 0..10 {
-        assert_eq!(fail(&switch, 7), Judged::Charged);
+        assert!(charged(&fail(&switch, 7)));
     }
     assert!(
         !switch.is_open(),
         "its own failures use up its own attempts"
     );
-    assert_eq!(fail(&switch, 8), Judged::Charged);
+    assert!(charged(&fail(&switch, 8)));
     assert_eq!(
         fail(&switch, 9),
         Judged::Forgiven(vec![key(7), key(7), key(7), key(8), key(9)]),
         "each failure in the window is forgiven, one attempt each"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn half_the_failures_that_open_it_raise_a_doubt() {
+    let switch = KillSwitch::new().trip_at(4, 8);
+    assert_eq!(fail(&switch, 1), Judged::Charged { doubt: false });
+    assert_eq!(
+        fail(&switch, 2),
+        Judged::Charged { doubt: true },
+        "an outage may be starting: a last attempt is not dead-lettered yet"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_that_charged_nothing_opens_it_and_is_not_forgiven() {
+    let switch = KillSwitch::new().trip_at(2, 4);
+    let (c, m) = key(1);
+    assert!(charged(&switch.failed(&c, &m, false)));
+    assert_eq!(
+        fail(&switch, 2),
+        Judged::Forgiven(vec![key(2)]),
+        "only what was charged is forgiven"
+    );
+    let (c, m) = key(3);
+    assert_eq!(switch.failed(&c, &m, false), Judged::Forgiven(vec![]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_caller_in_admit_the_first_outcome_after_the_pause_probes() {
+    let switch = KillSwitch::new()
+        .trip_at(1, 1)
+        .pause(Duration::from_secs(5), Duration::from_secs(60));
+    let _ = fail(&switch, 0);
+    switch.succeeded();
+    assert!(
+        switch.is_open(),
+        "within the pause a success is not a probe"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(fail(&switch, 1), Judged::Forgiven(vec![key(1)]));
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    switch.succeeded();
+    assert!(
+        switch.is_open(),
+        "the failed probe doubled the pause to 10 s"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    switch.succeeded();
+    assert!(!switch.is_open(), "a success after the pause closes it");
 }

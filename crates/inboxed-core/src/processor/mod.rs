@@ -243,7 +243,11 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         envelope: &Envelope,
         delivery_count: Option<u32>,
     ) -> Result<Outcome, Error> {
-        self.ensure_ready().await?;
+        if let Err(e) = self.ensure_ready().await {
+            // The store is not answering: an outage, for the kill switch, charging nothing.
+            self.judge_transient(envelope, false).await;
+            return Err(e);
+        }
         let inner = &*self.inner;
         let key = KeyParams {
             consumer: &inner.consumer,
@@ -257,7 +261,13 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         let counted = match (inner.config.attempt_counting, delivery_count) {
             // A first delivery, by the broker's count: nothing to read or write.
             (AttemptCounting::Auto, Some(n)) if n <= 1 => Counted::default(),
-            _ => self.record_attempt(&key).await?,
+            _ => match self.record_attempt(&key).await {
+                Ok(counted) => counted,
+                Err(e) => {
+                    self.judge_transient(envelope, false).await;
+                    return Err(e.into());
+                }
+            },
         };
         let attempt = match (inner.config.attempt_counting, delivery_count) {
             (AttemptCounting::Auto, Some(n)) if n <= 1 => 1,
@@ -362,14 +372,14 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         let (settled, chain) = match failure {
             Failure::Store(e) => {
                 failed_here(attempt);
-                self.judge_transient(envelope).await;
+                self.judge_transient(envelope, true).await;
                 return Err(e.into());
             }
             Failure::KeyBusy(e) => {
                 // Not an attempt: forgiven, so that waiting out the claim of a consumer cut off
                 // mid-transaction (until the server ends its session) cannot dead-letter the
                 // message. Before the requeue, which the redelivery follows.
-                self.forgive_unrun(&key).await;
+                self.forgive_attempt(&key).await;
                 failed_here(attempt.saturating_sub(1));
                 return Err(e.into());
             }
@@ -382,39 +392,28 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                     chain,
                 )
             }
-            Failure::Handler(source) if self.judge_transient(envelope).await => {
-                failed_here(attempt);
-                return Err(Error::Handler {
-                    consumer: inner.consumer.clone(),
-                    attempt,
-                    source,
-                });
-            }
-            Failure::Handler(source @ HandlerError::RetryAfter { .. }) => {
-                // Not the message's fault, by the handler's word: its attempt is given back.
-                self.forgive_unrun(&key).await;
-                failed_here(attempt);
-                return Err(Error::Handler {
-                    consumer: inner.consumer.clone(),
-                    attempt,
-                    source,
-                });
-            }
-            Failure::Handler(source) if attempt >= inner.config.max_attempts => {
+            Failure::Handler(source) => {
+                // Not the message's fault, by the handler's word: its attempt is given back
+                // here, and the kill switch must not forgive it again.
+                let retry_after = matches!(source, HandlerError::RetryAfter { .. });
+                if retry_after {
+                    self.forgive_attempt(&key).await;
+                }
+                let spared = self.judge_transient(envelope, !retry_after).await;
+                if retry_after || spared || attempt < inner.config.max_attempts {
+                    failed_here(attempt);
+                    return Err(Error::Handler {
+                        consumer: inner.consumer.clone(),
+                        attempt,
+                        source,
+                    });
+                }
                 let chain = error_chain(&source);
                 let reason = DeadLetterReason::AttemptsExhausted;
                 (
                     self.dead_letter(envelope, reason, &chain, attempt).await,
                     chain,
                 )
-            }
-            Failure::Handler(source) => {
-                failed_here(attempt);
-                return Err(Error::Handler {
-                    consumer: inner.consumer.clone(),
-                    attempt,
-                    source,
-                });
             }
         };
         if settled.is_err() {
@@ -454,25 +453,27 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             tokio::time::sleep(inner.config.contention_backoff.delay(retries)).await;
         }
     }
+
     /// Tells the kill switch that `envelope`'s delivery failed transiently (or the store failed
-    /// under it). When the switch is open, or this failure opened it, the attempts it names are
-    /// forgiven (this one's, and those of the failures that opened it) and this returns `true`:
-    /// an outage uses up no message's attempts.
-    async fn judge_transient(&self, envelope: &Envelope) -> bool {
+    /// under it); `charged`: its attempt was counted. When the switch is open, or this failure
+    /// opened it, the attempts it names are forgiven (this one's, and those of the failures
+    /// that opened it): an outage uses up no message's attempts. `true` when the failure must
+    /// not dead-letter its message now: forgiven, or in doubt (an outage may be starting).
+    async fn judge_transient(&self, envelope: &Envelope, charged: bool) -> bool {
         let inner = &*self.inner;
-        match inner
+        let judged = inner
             .config
             .kill_switch
-            .failed(&inner.consumer, envelope.id())
-        {
-            Judged::Charged => false,
+            .failed(&inner.consumer, envelope.id(), charged);
+        match judged {
+            Judged::Charged { doubt } => doubt,
             Judged::Forgiven(keys) => {
                 let forgiving = keys.iter().map(|(consumer, message_id)| async move {
                     let key = KeyParams {
                         consumer,
                         message_id,
                     };
-                    self.forgive_unrun(&key).await;
+                    self.forgive_attempt(&key).await;
                 });
                 futures_util::future::join_all(forgiving).await;
                 true
@@ -515,11 +516,13 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             .await
     }
 
-    /// Forgives the attempt of a delivery that never ran (its begin or claim gave up waiting),
-    /// before its requeue, waiting for the write at most a second: on SQLite it waits for the
-    /// very write lock the delivery gave up on, and would hold the requeue as long. Past that
-    /// it completes in the background, and a redelivery that comes first is counted without it.
-    async fn forgive_unrun(&self, key: &KeyParams<'_>) {
+    /// Forgives one attempt of a key: of a delivery that never ran (its begin or claim gave up
+    /// waiting), one the handler asked to retry later, or one the kill switch judged an
+    /// outage's. Before the requeue, waiting for the write at most a second: on SQLite it waits
+    /// for the very write lock the delivery gave up on, and would hold the requeue as long.
+    /// Past that it completes in the background, and a redelivery that comes first is counted
+    /// without it.
+    async fn forgive_attempt(&self, key: &KeyParams<'_>) {
         let (store, consumer, id) = (
             self.inner.store.clone(),
             key.consumer.clone(),
@@ -531,7 +534,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 message_id: &id,
             };
             if let Err(e) = store.forgive(&key, 1).await {
-                warn!(error = %e, "could not take a delivery that never ran off the message's attempts");
+                warn!(error = %e, "could not forgive an attempt that was not the message's fault");
             }
         });
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), forgiving).await;

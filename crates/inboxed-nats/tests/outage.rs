@@ -10,7 +10,7 @@ use async_nats::HeaderMap;
 use async_nats::jetstream;
 use inboxed_core::KillSwitch;
 use inboxed_nats::{NatsConfig, NatsSource};
-use inboxed_test::outage::{POISON, downstream_outage, stream};
+use inboxed_test::outage::{downstream_outage, stream};
 use inboxed_test::{Backend, Pg};
 
 /// As on RabbitMQ: few enough that each message left would fail its attempts in the outage.
@@ -64,38 +64,8 @@ async fn a_two_minute_downstream_outage_dead_letters_nothing() {
         pending,
     )
     .await;
-    println!("{outage:?}");
-    assert_eq!(
-        inboxed_test::conformance::ledger_state(&db).await,
-        (MESSAGES, MESSAGES),
-        "every message applied once"
-    );
-    let letters: Vec<(String, String)> =
-        sqlx::query_as("SELECT message_id, reason FROM inboxed_dead_letters")
-            .fetch_all(db.store.pool())
-            .await
-            .unwrap();
-    assert_eq!(
-        letters,
-        [(POISON.to_owned(), "attempts_exhausted".to_owned())],
-        "nothing dead-lettered but the poison, after its own attempts"
-    );
-    assert!(
-        outage.max_charged <= 1,
-        "the outage charged a valid message at most the one failure before the switch opened: {}",
-        outage.max_charged
-    );
-    assert!(
-        outage.calls_during_outage <= 80,
-        "the consumer stopped calling the downstream: {} calls in the outage",
-        outage.calls_during_outage
-    );
-    assert!(outage.opened, "the kill switch opened during the outage");
-    assert!(outage.closed_after, "and closed after it");
-    assert!(
-        outage.max_unacked <= bound,
-        "pending acks stayed within max_ack_pending: {} > {bound}",
-        outage.max_unacked
-    );
+    outage
+        .assert_consumer_came_through(&db, MESSAGES, bound)
+        .await;
     db.finish().await;
 }

@@ -63,10 +63,11 @@ pub struct Outage {
 }
 
 /// Consumes `source` (holding [`stream`]`(messages)`, published) at the defaults (but for
-/// `switch`, which a test of the defaults gives as [`KillSwitch::new`]), with the
-/// downstream down for `outage` once 40 messages are applied, sampling `unacked` (the broker's
-/// unacknowledged deliveries) every 5 s meanwhile. Returns once every message is applied and the
-/// poison dead-lettered, or after `outage` plus 5 minutes, for the caller's assertions to tell.
+/// `switch`, which a test of the defaults gives as [`KillSwitch::new`]), with the downstream
+/// down for `outage` once 40 messages are applied, sampling `unacked` (the broker's
+/// unacknowledged deliveries) every 5 s meanwhile. Returns once every message is applied and
+/// the poison dead-lettered, or after `outage` plus 5 minutes, for the caller's assertions to
+/// tell.
 ///
 /// # Panics
 /// When the consumer loop fails.
@@ -100,60 +101,28 @@ where
             })
             .await
     });
-    let rows = || db.scalar("SELECT count(*) FROM ledger");
-    let started = Instant::now();
-    while rows().await < 40 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the stream did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let seen = Watch {
+        messages,
+        outage,
+        charged: "SELECT CAST(coalesce(max(attempts - forgiven), 0) AS BIGINT) \
+                  FROM inboxed_attempts WHERE message_id <> 'o-poison'",
+        dead: "SELECT count(*) FROM inboxed_dead_letters",
     }
-    ledger.downstream_down.store(true, Ordering::SeqCst);
-    let calls_before = ledger.calls();
-    let down_at = Instant::now();
-    let (mut opened, mut max_unacked) = (false, 0);
-    while down_at.elapsed() < outage {
-        tokio::time::sleep(Duration::from_secs(5).min(outage)).await;
-        opened |= switch.is_open();
-        max_unacked = max_unacked.max(unacked().await);
-    }
-    let max_charged = db
-        .scalar(
-            "SELECT CAST(coalesce(max(attempts - forgiven), 0) AS BIGINT) FROM inboxed_attempts \
-             WHERE message_id <> 'o-poison'",
-        )
-        .await;
-    let calls_during_outage = ledger.calls() - calls_before;
-    ledger.downstream_down.store(false, Ordering::SeqCst);
-    let up_at = Instant::now();
-    let dead = || db.scalar("SELECT count(*) FROM inboxed_dead_letters");
-    while rows().await + dead().await < messages + 1 && up_at.elapsed() < Duration::from_secs(300) {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let drained_in = up_at.elapsed();
-    let closed_after = !switch.is_open();
+    .run(db, &ledger, &switch, unacked)
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let _ = stop.send(());
     consumer
         .await
         .expect("consumer task")
         .expect("consumer loop");
-    Outage {
-        opened,
-        closed_after,
-        max_unacked,
-        drained_in,
-        calls_during_outage,
-        max_charged,
-    }
+    seen
 }
 
 /// [`downstream_outage`] for store-then-process workers: [`stream`]`(messages)` stored as
 /// inbox rows of consumer `ledger`, drained by a worker at `WorkerConfig::default()` (but for
-/// `switch`), with the downstream down for `outage` once 40 rows are done. `max_unacked` is the
-/// most rows seen `processing` during the outage. Returns once every row is done and the
-/// poison's row dead, or after `outage` plus 5 minutes.
+/// `switch`). `max_unacked` is the most rows seen `processing` during the outage, and
+/// `max_charged` the most attempts of a valid row not done at its end.
 ///
 /// # Panics
 /// When storing the rows or the worker's run fails.
@@ -180,49 +149,139 @@ pub async fn worker_outage<B: Backend>(
             })
             .await
     });
-    let rows = || db.scalar("SELECT count(*) FROM ledger");
-    let started = Instant::now();
-    while rows().await < 40 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the stream did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let processing = || async {
+        let n = db
+            .scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'processing'")
+            .await;
+        u32::try_from(n).unwrap_or(u32::MAX)
+    };
+    let seen = Watch {
+        messages,
+        outage,
+        charged: "SELECT CAST(coalesce(max(attempts), 0) AS BIGINT) FROM inboxed_inbox_messages \
+                  WHERE message_id <> 'o-poison' AND status <> 'done'",
+        dead: "SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'dead'",
     }
-    ledger.downstream_down.store(true, Ordering::SeqCst);
-    let calls_before = ledger.calls();
-    let down_at = Instant::now();
-    let (mut opened, mut max_unacked) = (false, 0);
-    let processing =
-        || db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'processing'");
-    while down_at.elapsed() < outage {
-        tokio::time::sleep(Duration::from_secs(5).min(outage)).await;
-        opened |= switch.is_open();
-        max_unacked = max_unacked.max(u32::try_from(processing().await).unwrap_or(u32::MAX));
-    }
-    let max_charged = db
-        .scalar(
-            "SELECT CAST(coalesce(max(attempts), 0) AS BIGINT) FROM inboxed_inbox_messages \
-             WHERE message_id <> 'o-poison' AND status <> 'done'",
-        )
-        .await;
-    let calls_during_outage = ledger.calls() - calls_before;
-    ledger.downstream_down.store(false, Ordering::SeqCst);
-    let up_at = Instant::now();
-    let dead = || db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE status = 'dead'");
-    while rows().await + dead().await < messages + 1 && up_at.elapsed() < Duration::from_secs(300) {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let drained_in = up_at.elapsed();
-    let closed_after = !switch.is_open();
+    .run(db, &ledger, &switch, processing)
+    .await;
     let _ = stop.send(());
     running.await.expect("worker task").expect("worker run");
-    Outage {
-        opened,
-        closed_after,
-        max_unacked,
-        drained_in,
-        calls_during_outage,
-        max_charged,
+    seen
+}
+
+/// The outage itself, once a consumer or a worker drains the stream.
+struct Watch {
+    messages: i64,
+    outage: Duration,
+    /// The most attempts charged to a valid message, at the end of the outage.
+    charged: &'static str,
+    /// How many messages are dead (dead-lettered, or dead rows).
+    dead: &'static str,
+}
+
+impl Watch {
+    /// Waits for 40 messages applied, takes the downstream down for the outage while sampling
+    /// every 5 s, brings it back, and waits for the drain (at most 5 minutes).
+    async fn run<B, U, UFut>(
+        &self,
+        db: &TestDb<B>,
+        ledger: &Ledger<B>,
+        switch: &KillSwitch,
+        unacked: U,
+    ) -> Outage
+    where
+        B: Backend,
+        U: Fn() -> UFut,
+        UFut: Future<Output = u32>,
+    {
+        let rows = || db.scalar("SELECT count(*) FROM ledger");
+        let started = Instant::now();
+        while rows().await < 40 {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the stream did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        ledger.downstream_down.store(true, Ordering::SeqCst);
+        let calls_before = ledger.calls();
+        let down_at = Instant::now();
+        let (mut opened, mut max_unacked) = (false, 0);
+        while down_at.elapsed() < self.outage {
+            tokio::time::sleep(Duration::from_secs(5).min(self.outage)).await;
+            opened |= switch.is_open();
+            max_unacked = max_unacked.max(unacked().await);
+        }
+        let max_charged = db.scalar(self.charged).await;
+        let calls_during_outage = ledger.calls() - calls_before;
+        ledger.downstream_down.store(false, Ordering::SeqCst);
+        let up_at = Instant::now();
+        while rows().await + db.scalar(self.dead).await < self.messages + 1
+            && up_at.elapsed() < Duration::from_secs(300)
+        {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Outage {
+            opened,
+            closed_after: !switch.is_open(),
+            max_unacked,
+            drained_in: up_at.elapsed(),
+            calls_during_outage,
+            max_charged,
+        }
+    }
+}
+
+impl Outage {
+    /// What a consumer's outage at the defaults must come to: every message of the stream
+    /// applied once, nothing dead-lettered but the poison (after its own attempts), at most one
+    /// attempt charged to a valid message, the downstream barely called while down, the switch
+    /// opened and closed, and at most `unacked` deliveries held.
+    ///
+    /// # Panics
+    /// When any of it does not hold.
+    pub async fn assert_consumer_came_through<B: Backend>(
+        &self,
+        db: &TestDb<B>,
+        messages: i64,
+        unacked: u32,
+    ) {
+        println!("{self:?}");
+        assert_eq!(
+            crate::conformance::ledger_state(db).await,
+            (messages, messages),
+            "every message applied once"
+        );
+        let letters = (
+            db.scalar("SELECT count(*) FROM inboxed_dead_letters").await,
+            db.scalar(
+                "SELECT count(*) FROM inboxed_dead_letters \
+                 WHERE message_id = 'o-poison' AND reason = 'attempts_exhausted'",
+            )
+            .await,
+        );
+        assert_eq!(
+            letters,
+            (1, 1),
+            "nothing dead-lettered but the poison, after its own attempts"
+        );
+        assert!(
+            self.max_charged <= 1,
+            "the outage charged a valid message at most the one failure before the switch \
+             opened: {}",
+            self.max_charged
+        );
+        assert!(
+            self.calls_during_outage <= 80,
+            "the consumer stopped calling the downstream: {} calls in the outage",
+            self.calls_during_outage
+        );
+        assert!(self.opened, "the kill switch opened during the outage");
+        assert!(self.closed_after, "and closed after it");
+        assert!(
+            self.max_unacked <= unacked,
+            "the broker's unacknowledged deliveries stayed within {unacked}: {}",
+            self.max_unacked
+        );
     }
 }

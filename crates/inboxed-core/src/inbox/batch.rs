@@ -5,11 +5,9 @@
 
 use std::sync::atomic::Ordering;
 
-use tracing::{Instrument, debug, warn};
+use tracing::{Instrument, warn};
 
-use super::store::{
-    ClaimToken, CompleteParams, Completed, FailParams, Failed, InboxRow, InboxStore,
-};
+use super::store::{ClaimToken, InboxRow, InboxStore};
 use super::worker::{BatchReport, Worker};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::{Handler, call_guarded, call_guarded_batch};
@@ -179,63 +177,6 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             .increment(1);
     }
 
-    /// Each row in a transaction of its own; failures recorded in their own transactions.
-    async fn run_rows(
-        &self,
-        rows: Vec<InboxRow>,
-        token: &ClaimToken,
-        report: &mut BatchReport,
-    ) -> Result<(), Error> {
-        let inner = &*self.inner;
-        for row in rows {
-            let span = tracing::info_span!("inboxed.work", row = row.id, message_id = %row.envelope.id(), consumer = %inner.consumer);
-            let (failure, permanent, after) = match self.run_row(&row, token).instrument(span).await
-            {
-                Ok(Ok(Completed::Done)) => {
-                    report.done += 1;
-                    continue;
-                }
-                Ok(Ok(_)) => {
-                    report.lost += 1;
-                    continue;
-                }
-                Ok(Err(e)) => {
-                    let after = match &e {
-                        HandlerError::RetryAfter { after, .. } => Some(*after),
-                        _ => None,
-                    };
-                    (
-                        error_chain(&e),
-                        matches!(e, HandlerError::Permanent(_)),
-                        after,
-                    )
-                }
-                // The row's own transaction did not commit (a deferred constraint, a lost
-                // connection): the row's failure, retried after its backoff like a transient
-                // handler error, and dead after its attempts.
-                Err(e) => (
-                    format!("the row's transaction failed: {}", error_chain(&e)),
-                    false,
-                    None,
-                ),
-            };
-            if permanent {
-                inner.config.kill_switch.succeeded();
-            } else if after.is_none() && self.forgiven(&row, token, &failure, report).await? {
-                continue;
-            }
-            let backoff = after.unwrap_or_else(|| inner.config.backoff.delay(row.attempts));
-            if self
-                .fail_row(row.id, token, &failure, backoff, permanent, report)
-                .await?
-                == Failed::Dead
-            {
-                warn!(row = row.id, message_id = %row.envelope.id(), error = failure, "row is dead");
-            }
-        }
-        Ok(())
-    }
-
     /// One group of a `handle`-only handler's rows in one transaction: `handle` for each, one
     /// fenced completion, one commit; `Ok(None)` when it committed. Its lock waits are bounded
     /// by [`GROUP_LOCK_WAIT`] (or the configured lock timeout, if shorter): a group waiting on
@@ -277,63 +218,6 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         );
         metrics::counter!(m::BATCH_FALLBACKS_TOTAL, "consumer" => self.inner.consumer.as_str().to_owned(), "cause" => cause.label())
             .increment(1);
-    }
-
-    /// Tells the kill switch that `row` failed transiently. While the switch is open (or this
-    /// failure opened it) the row is handed back with its attempt given back, and this returns
-    /// `true`; the rows that failed before it opened were failed already, each with its
-    /// attempt (one, for rows of distinct messages).
-    async fn forgiven(
-        &self,
-        row: &InboxRow,
-        token: &ClaimToken,
-        error: &str,
-        report: &mut BatchReport,
-    ) -> Result<bool, Error> {
-        let inner = &*self.inner;
-        let judged = inner
-            .config
-            .kill_switch
-            .failed(&inner.consumer, row.envelope.id(), true);
-        if matches!(judged, crate::kill_switch::Judged::Charged { .. }) {
-            return Ok(false);
-        }
-        debug!(
-            row = row.id,
-            error, "row failed while the kill switch is open; handed back, attempt given back"
-        );
-        inner.store.release(token, Some(&[row.id])).await?;
-        report.retrying += 1;
-        Ok(true)
-    }
-
-    /// Records one row's failure (fenced by the token) and tallies what became of it.
-    async fn fail_row(
-        &self,
-        id: i64,
-        token: &ClaimToken,
-        error: &str,
-        backoff: std::time::Duration,
-        permanent: bool,
-        report: &mut BatchReport,
-    ) -> Result<Failed, Error> {
-        let inner = &*self.inner;
-        let params = FailParams {
-            id,
-            token,
-            error,
-            backoff,
-            max_attempts: inner.config.max_attempts,
-            permanent,
-            now: None,
-        };
-        let failed = inner.store.fail(&params).await?;
-        match failed {
-            Failed::Dead => report.dead += 1,
-            Failed::Retrying => report.retrying += 1,
-            _ => report.lost += 1,
-        }
-        Ok(failed)
     }
 
     fn count(&self, report: &BatchReport) {
@@ -404,7 +288,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
 
     /// `handle` for each of `rows`, in order, through `tx`, under the per-message deadline; the
     /// first failure ends it, with the failing row's position.
-    async fn handle_each(
+    pub(super) async fn handle_each(
         &self,
         tx: &mut sqlx::Transaction<'static, S::Db>,
         rows: &[InboxRow],
@@ -421,43 +305,6 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             .map_err(|e| (at, e))?;
         }
         Ok(())
-    }
-
-    /// One row in a transaction of its own: the handler, the fenced completion, the commit.
-    /// The outer `Err` is a failure of the transaction itself (its begin or commit); the inner
-    /// one the handler's, or a completion that found the claim lost.
-    async fn run_row(
-        &self,
-        row: &InboxRow,
-        token: &ClaimToken,
-    ) -> Result<Result<Completed, HandlerError>, StoreError> {
-        let inner = &*self.inner;
-        let mut tx = inner.store.begin(&inner.config.begin).await?;
-        let handled = self
-            .handle_each(&mut tx, std::slice::from_ref(row))
-            .await
-            .map_err(|(_, e)| e);
-        let result = match handled {
-            Ok(()) => {
-                let params = CompleteParams { id: row.id, token };
-                // Also the probe for a handler that swallowed a failed statement (PostgreSQL
-                // then refuses every statement until the transaction is rolled back).
-                match inner.store.complete(&mut *tx, &params).await {
-                    Ok(Completed::Done) => {
-                        tx.commit().await.map_err(StoreError::from_sqlx)?;
-                        return Ok(Ok(Completed::Done));
-                    }
-                    Ok(other) => Ok(other),
-                    Err(e) => Err(HandlerError::transient(format!(
-                        "completing the row failed after the handler returned Ok (did it swallow a database error?): {}",
-                        error_chain(&e)
-                    ))),
-                }
-            }
-            Err(e) => Err(e),
-        };
-        tx.rollback().await.map_err(StoreError::from_sqlx)?;
-        Ok(result)
     }
 }
 

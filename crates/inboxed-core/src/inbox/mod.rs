@@ -23,6 +23,7 @@ mod reaper;
 mod receipt;
 mod relay;
 mod replay;
+mod rows;
 pub mod store;
 mod wake;
 mod worker;

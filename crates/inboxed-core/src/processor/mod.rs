@@ -10,7 +10,6 @@ use crate::envelope::{ConsumerName, Envelope};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::Handler;
 use crate::hash::{PayloadHash, StoredHash};
-use crate::kill_switch::Judged;
 use crate::metrics as m;
 use crate::store::{Claim, Counted, DeadLetterReason, KeyParams, Store};
 
@@ -88,6 +87,7 @@ impl<S, H> Clone for Processor<S, H> {
 
 mod attempt;
 mod batch;
+mod charge;
 mod dead_letter;
 mod operator;
 
@@ -454,33 +454,6 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         }
     }
 
-    /// Tells the kill switch that `envelope`'s delivery failed transiently (or the store failed
-    /// under it); `charged`: its attempt was counted. When the switch is open, or this failure
-    /// opened it, the attempts it names are forgiven (this one's, and those of the failures
-    /// that opened it): an outage uses up no message's attempts. `true` when the failure must
-    /// not dead-letter its message now: forgiven, or in doubt (an outage may be starting).
-    async fn judge_transient(&self, envelope: &Envelope, charged: bool) -> bool {
-        let inner = &*self.inner;
-        let judged = inner
-            .config
-            .kill_switch
-            .failed(&inner.consumer, envelope.id(), charged);
-        match judged {
-            Judged::Charged { doubt } => doubt,
-            Judged::Forgiven(keys) => {
-                let forgiving = keys.iter().map(|(consumer, message_id)| async move {
-                    let key = KeyParams {
-                        consumer,
-                        message_id,
-                    };
-                    self.forgive_attempt(&key).await;
-                });
-                futures_util::future::join_all(forgiving).await;
-                true
-            }
-        }
-    }
-
     async fn settle_claim(&self, envelope: &Envelope, claim: Claim) -> Result<Outcome, Error> {
         match claim {
             Claim::New => {
@@ -498,46 +471,6 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 }
             }
         }
-    }
-
-    /// Counts this delivery's attempt in the store, waiting for a lock at most `lock_timeout`
-    /// (SQLite's count waits for the write lock). A wait given up is not retried here: like a
-    /// claim that gave up, the delivery is requeued, and its count never landed.
-    async fn record_attempt(&self, key: &KeyParams<'_>) -> Result<Counted, StoreError> {
-        let config = &self.inner.config;
-        let waited_out = |e: &StoreError| matches!(e, StoreError::Timeout(_) | StoreError::Busy(_));
-        config
-            .contention_backoff
-            .retrying(
-                config.contention_retries,
-                |e| e.is_transient() && !waited_out(e),
-                || self.inner.store.record_attempt(key, config.lock_timeout),
-            )
-            .await
-    }
-
-    /// Forgives one attempt of a key: of a delivery that never ran (its begin or claim gave up
-    /// waiting), one the handler asked to retry later, or one the kill switch judged an
-    /// outage's. Before the requeue, waiting for the write at most a second: on SQLite it waits
-    /// for the very write lock the delivery gave up on, and would hold the requeue as long.
-    /// Past that it completes in the background, and a redelivery that comes first is counted
-    /// without it.
-    async fn forgive_attempt(&self, key: &KeyParams<'_>) {
-        let (store, consumer, id) = (
-            self.inner.store.clone(),
-            key.consumer.clone(),
-            key.message_id.clone(),
-        );
-        let forgiving = tokio::spawn(async move {
-            let key = KeyParams {
-                consumer: &consumer,
-                message_id: &id,
-            };
-            if let Err(e) = store.forgive(&key, 1).await {
-                warn!(error = %e, "could not forgive an attempt that was not the message's fault");
-            }
-        });
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), forgiving).await;
     }
 
     async fn with_contention_retries<T, F, Fut>(&self, op: F) -> Result<T, StoreError>

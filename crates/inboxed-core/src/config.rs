@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::backoff::Backoff;
 use crate::crash::CrashAttribution;
 use crate::kill_switch::KillSwitch;
+use crate::ladder::Ladder;
 use crate::store::{BeginParams, Isolation};
 
 /// What to do when a key arrives again with a *different* payload hash: a producer id
@@ -64,9 +65,10 @@ pub struct ProcessorConfig {
     pub contention_retries: u32,
     /// Backoff between those in-process retries. Defaults to 5 ms base, 500 ms cap.
     pub contention_backoff: Backoff,
-    /// Delay the consumer loop asks the broker for when it requeues a failed delivery.
-    /// Defaults to 1 s base, 5 min cap, by attempt number.
-    pub requeue_backoff: Backoff,
+    /// Delays the consumer loop asks the broker for when it requeues a failed delivery, by the
+    /// attempt that failed; what each broker does with a delay is in docs/failures.md.
+    /// Defaults to [`Ladder::default`]: 1 s, 10 s, 1 min, 5 min, 15 min.
+    pub ladder: Ladder,
     /// Same key, different payload. Defaults to [`ConflictPolicy::DeadLetter`].
     pub conflict_policy: ConflictPolicy,
     /// Source of attempt numbers. Defaults to [`AttemptCounting::Auto`].
@@ -107,10 +109,7 @@ impl Default for ProcessorConfig {
                 base: Duration::from_millis(5),
                 max: Duration::from_millis(500),
             },
-            requeue_backoff: Backoff {
-                base: Duration::from_secs(1),
-                max: Duration::from_secs(300),
-            },
+            ladder: Ladder::default(),
             conflict_policy: ConflictPolicy::DeadLetter,
             attempt_counting: AttemptCounting::Auto,
             allow_non_durable_commits: false,
@@ -194,10 +193,10 @@ impl ProcessorConfig {
         self
     }
 
-    /// Sets [`ProcessorConfig::requeue_backoff`].
+    /// Sets [`ProcessorConfig::ladder`].
     #[must_use]
-    pub fn requeue_backoff(mut self, backoff: Backoff) -> Self {
-        self.requeue_backoff = backoff;
+    pub fn ladder(mut self, ladder: Ladder) -> Self {
+        self.ladder = ladder;
         self
     }
 

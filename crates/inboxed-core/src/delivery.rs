@@ -51,8 +51,7 @@ pub trait Delivery: Send + Sync + 'static {
     /// Whether the broker has certainly not delivered this message before. A batch of first
     /// deliveries cannot follow a crash of its own, so it skips the store's attempt counting
     /// ([`Processor::process_batch_with_counts`](crate::Processor::process_batch_with_counts)).
-    /// The default trusts a delivery count of 1; RabbitMQ, whose classic queues count nothing,
-    /// answers from its `redelivered` flag.
+    /// The default trusts a delivery count of 1.
     fn is_first_delivery(&self) -> bool {
         self.delivery_count() == Some(1)
     }

@@ -41,9 +41,19 @@ pub struct RabbitConfig {
     /// Delay between reconnection attempts after the broker went away. Defaults to 100 ms
     /// doubling to 10 s, with jitter.
     pub reconnect: Backoff,
-    /// RabbitMQ cannot delay a requeue, so a delivery asked to come back later is held this
-    /// long at most before it is nacked back to the queue (holding it keeps it out of other
-    /// consumers' hands, and counts against the prefetch). Defaults to 1 s.
+    /// RabbitMQ cannot delay a requeue. A delivery asked to come back after one of these
+    /// steps or more is parked in that step's delay queue (the longest step it reaches; named
+    /// `<queue>.delay.10s` and so on: quorum queues whose TTL dead-letters back to `queue`,
+    /// each declared when first used), and acked once the broker confirmed the copy: the delay
+    /// lives in the broker and survives a restart of the consumer. Shorter delays are held in
+    /// process ([`RabbitConfig::max_requeue_hold`]). Defaults to 10 s, 1 min, 5 min and 15 min,
+    /// the steps of the default [`Ladder`](inboxed_core::Ladder) from 10 s; empty: every delay
+    /// is held in process, at most `max_requeue_hold`.
+    pub delays: Vec<Duration>,
+    /// A delivery asked to come back sooner than the shortest of [`RabbitConfig::delays`]
+    /// (or when parking it failed) is held this long at most before it is rejected back to
+    /// the queue (holding it keeps it out of other consumers' hands, and counts against the
+    /// prefetch). Defaults to 1 s.
     pub max_requeue_hold: Duration,
     /// Consumer tag sent to the broker, shown in its management views. Defaults to `inboxed`.
     pub consumer_tag: String,
@@ -78,6 +88,7 @@ impl RabbitConfig {
                 base: Duration::from_millis(100),
                 max: Duration::from_secs(10),
             },
+            delays: [10, 60, 300, 900].map(Duration::from_secs).to_vec(),
             max_requeue_hold: Duration::from_secs(1),
             consumer_tag: "inboxed".to_owned(),
             connect_timeout: Duration::from_secs(15),
@@ -104,6 +115,13 @@ impl RabbitConfig {
     #[must_use]
     pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.tls_ca_file = Some(path.into());
+        self
+    }
+
+    /// Sets [`RabbitConfig::delays`].
+    #[must_use]
+    pub fn delays(mut self, steps: impl IntoIterator<Item = Duration>) -> Self {
+        self.delays = steps.into_iter().collect();
         self
     }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use lapin::options::{BasicAckOptions, BasicRejectOptions};
 use lapin::types::AMQPValue;
 
+use crate::delay::DelayQueues;
 use crate::screen::Unreadable;
 use crate::unacked::Unacked;
 use inboxed_core::{BoxError, Delivery, Envelope, EnvelopeError, KeyCarrier, KeySource};
@@ -19,6 +20,8 @@ pub struct RabbitDelivery {
     pub(crate) unreadable: Option<Unreadable>,
     pub(crate) key: Arc<KeySource>,
     pub(crate) max_requeue_hold: Duration,
+    /// Its source queue's delay queues, if it has any.
+    pub(crate) delays: Option<Arc<DelayQueues>>,
     pub(crate) ack_timeout: Duration,
     /// Its channel's unanswered deliveries, for acks of many in one frame.
     pub(crate) unacked: Arc<Unacked>,
@@ -121,26 +124,27 @@ impl Delivery for RabbitDelivery {
         &self.inner.data
     }
 
-    /// Quorum queues count a redelivered message's earlier deliveries (`x-delivery-count`, and
-    /// `x-acquired-count` on brokers whose delivery count skips some returns); this is that plus
-    /// one. `None` otherwise, and the store counts attempts itself: always on classic queues,
-    /// which only flag a redelivery, and on a first delivery, whose headers may still carry the
-    /// count of a queue it was moved from.
+    /// 1 on a first delivery (`redelivered` unset): the store then counts nothing, and counts
+    /// the attempts of later deliveries, to which it adds this one. On a redelivery, the earlier
+    /// deliveries a quorum queue counted (`x-delivery-count`, and `x-acquired-count` on brokers
+    /// whose delivery count skips some returns) plus one; a classic queue only flags a
+    /// redelivery, which is 2 here: at least the second, and the store counts the rest. A
+    /// message dead-lettered on its way here (`x-death`: back from a delay queue) is a
+    /// redelivery too, 2, whatever its flag and counts say: they started again with the copy.
     fn delivery_count(&self) -> Option<u32> {
+        const REDELIVERED: u32 = 2;
+        if self.moved() {
+            return Some(REDELIVERED);
+        }
         if !self.inner.redelivered {
-            return None;
+            return Some(1);
         }
         let count = |name| {
             let value = self.header(name)?;
             std::str::from_utf8(&value).ok()?.parse::<u32>().ok()
         };
-        let earlier = count("x-delivery-count").max(count("x-acquired-count"))?;
-        Some(earlier.saturating_add(1))
-    }
-
-    /// RabbitMQ flags every message that may have been delivered before, on every queue type.
-    fn is_first_delivery(&self) -> bool {
-        !self.inner.redelivered
+        let earlier = count("x-delivery-count").max(count("x-acquired-count"));
+        Some(earlier.map_or(REDELIVERED, |n| n.saturating_add(1).max(REDELIVERED)))
     }
 
     async fn ack(self) -> Result<(), BoxError> {
@@ -169,10 +173,25 @@ impl Delivery for RabbitDelivery {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// A delay of one of the source's delay steps or more parks a copy in that step's delay
+    /// queue and acks this delivery (`delay.rs`); a shorter one, or one whose copy the broker
+    /// did not confirm, is held in process (at most `max_requeue_hold`) and rejected back.
     async fn requeue(self, delay: Option<Duration>) -> Result<(), BoxError> {
-        if let Some(delay) = delay {
-            tokio::time::sleep(delay.min(self.max_requeue_hold)).await;
+        let delay = delay.unwrap_or_default();
+        // A delivery the client could not read whole is never copied: the copy would lose
+        // what the screen took out of it.
+        if let (Some(delays), None) = (&self.delays, &self.unreadable)
+            && let Some(step) = delays.step_for(delay)
+        {
+            match delays.park(step, &self.inner, self.ack_timeout).await {
+                Ok(()) => return self.ack().await,
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "could not park a delivery in its delay queue; holding it in process instead"
+                ),
+            }
         }
+        tokio::time::sleep(delay.min(self.max_requeue_hold)).await;
         // reject, not nack: quorum queues count a rejected return in x-delivery-count on every
         // broker version.
         let options = BasicRejectOptions { requeue: true };
@@ -189,6 +208,15 @@ impl Delivery for RabbitDelivery {
 }
 
 impl RabbitDelivery {
+    /// Dead-lettered on its way here: the broker's `x-death` header.
+    fn moved(&self) -> bool {
+        self.inner
+            .properties
+            .headers()
+            .as_ref()
+            .is_some_and(|h| h.inner().contains_key("x-death"))
+    }
+
     /// A reject that is not known to have gone out keeps the delivery unanswered: an ack of
     /// many must not answer what was to come back.
     fn rejected(&self, result: Result<(), BoxError>) -> Result<(), BoxError> {

@@ -19,6 +19,7 @@
 //! ```
 
 mod config;
+mod delay;
 mod delivery;
 mod nodes;
 mod publisher;

@@ -12,6 +12,7 @@ use tracing::{info, warn};
 use inboxed_core::{BoxError, DeliverySource, KeySource};
 
 use crate::config::{QueueKind, RabbitConfig};
+use crate::delay::DelayQueues;
 use crate::delivery::RabbitDelivery;
 use crate::runtime;
 use crate::screen::Wounds;
@@ -20,7 +21,7 @@ use crate::screen::Wounds;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RabbitError {
-    /// Connecting, opening the channel, setting the prefetch, declaring or consuming failed.
+    /// Connecting, opening a channel, setting the prefetch, declaring or consuming failed.
     #[error("RabbitMQ: could not {step} (queue {queue:?})")]
     Setup {
         /// The step that failed.
@@ -85,6 +86,7 @@ impl RabbitSource {
             unreadable,
             key: Arc::clone(&self.key),
             max_requeue_hold: self.config.max_requeue_hold,
+            delays: live.delays.clone(),
             ack_timeout: self.config.ack_timeout,
             unacked: Arc::clone(&live.unacked),
         }
@@ -137,6 +139,8 @@ struct Live {
     lost: Lost,
     /// The channel's unanswered deliveries.
     unacked: Arc<crate::unacked::Unacked>,
+    /// Where a requeue waits minutes, on a channel of its own.
+    delays: Option<Arc<DelayQueues>>,
 }
 
 /// The watch on a connection ([`lost`]), kept with it.
@@ -196,6 +200,10 @@ async fn open_now(config: &RabbitConfig, tls: &OwnedTLSConfig) -> Result<Live, R
             .await
             .map_err(setup("declare the queue"))?;
     }
+    let delays = DelayQueues::open(&conn, &config.queue, &config.delays)
+        .await
+        .map_err(setup("open the delay queues' channel"))?
+        .map(Arc::new);
     let consumer = channel
         .basic_consume(
             config.queue.as_str().into(),
@@ -213,6 +221,7 @@ async fn open_now(config: &RabbitConfig, tls: &OwnedTLSConfig) -> Result<Live, R
         wounds,
         lost,
         unacked: Arc::default(),
+        delays,
     })
 }
 

@@ -13,6 +13,7 @@ mod cluster;
 mod failover;
 mod failover_workers;
 mod hosts;
+mod ladder;
 mod outage;
 mod outbox;
 mod pg_restart;

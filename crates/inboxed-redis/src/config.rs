@@ -24,8 +24,9 @@ pub struct RedisConfig {
     /// than this for any answer before it gives up on the command. At least 1 ms (Redis reads
     /// `BLOCK 0` as for ever). Defaults to 2 s.
     pub block: Duration,
-    /// An entry delivered this long ago and still not acked (its consumer crashed, or it was
-    /// requeued) is taken over by `XAUTOCLAIM` and delivered again. It must exceed the longest
+    /// An entry delivered this long ago and still not acked (its consumer crashed) is taken
+    /// over by `XAUTOCLAIM` and delivered again; a requeued one comes back when its delay has
+    /// passed, sooner or later than this. It must exceed the longest
     /// handler run, or a slow handler's entry is delivered twice at once (the inbox still
     /// applies it once). Defaults to 30 s.
     pub claim_idle: Duration,

@@ -18,6 +18,8 @@ use crate::entry::Entry;
 pub(crate) struct Shared {
     pub(crate) stream: String,
     pub(crate) group: String,
+    /// The key of the group's schedule of requeued entries (`schedule.rs`).
+    pub(crate) schedule: String,
     pub(crate) key: KeySource,
 }
 
@@ -131,9 +133,14 @@ impl Delivery for RedisDelivery {
         }
     }
 
-    /// Redis cannot hand an entry back: it stays pending and is delivered again once idle for
-    /// `claim_idle`, whatever `delay` asks.
-    async fn requeue(self, _delay: Option<Duration>) -> Result<(), BoxError> {
+    /// The entry stays pending and is scheduled to come back after `delay` (`schedule.rs`):
+    /// a member of the group takes it over then, and not before.
+    async fn requeue(mut self, delay: Option<Duration>) -> Result<(), BoxError> {
+        let due = crate::schedule::unix_ms(delay.unwrap_or_default());
+        let _: i64 = self
+            .conn
+            .zadd(&self.shared.schedule, &self.entry.id, due)
+            .await?;
         Ok(())
     }
 

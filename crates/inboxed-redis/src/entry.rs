@@ -98,8 +98,8 @@ fn entry(value: Value) -> redis::RedisResult<Entry> {
     Ok(Entry { id, fields })
 }
 
-/// The entries of a list of entries.
-fn entries(value: Value) -> redis::RedisResult<Vec<Entry>> {
+/// The entries of a list of entries (an `XCLAIM` reply).
+pub(crate) fn entries(value: Value) -> redis::RedisResult<Vec<Entry>> {
     items(value, "a list of entries")?
         .into_iter()
         .map(entry)

@@ -1,7 +1,8 @@
 //! Redis Streams for inboxed, over redis-rs: a consumer group member whose entries are
 //! `XACK`ed only after the database commit or the durable dead letter, because the consumer
-//! loop (`inboxed_core::Consumer`) acks them only then. Entries left pending (a crash, a
-//! requeue) are taken over with `XAUTOCLAIM` once idle for `claim_idle`.
+//! loop (`inboxed_core::Consumer`) acks them only then. Entries left pending by a crash are
+//! taken over with `XAUTOCLAIM` once idle for `claim_idle`; a requeued entry is taken over with
+//! `XCLAIM` when the delay it was given has passed.
 //!
 //! ```no_run
 //! # async fn run(processor: inboxed_core::Processor<inboxed_postgres::PgStore, impl inboxed_core::Handler<sqlx::Postgres>>) -> Result<(), Box<dyn std::error::Error>> {
@@ -20,6 +21,7 @@ mod config;
 mod delivery;
 mod entry;
 mod publisher;
+mod schedule;
 mod source;
 
 pub use config::RedisConfig;

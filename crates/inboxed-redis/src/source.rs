@@ -1,5 +1,5 @@
 //! The entries of one consumer group member: new ones with `XREADGROUP`, abandoned ones taken
-//! over with `XAUTOCLAIM`.
+//! over with `XAUTOCLAIM`, requeued ones with `XCLAIM` when they are due (`schedule.rs`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use inboxed_core::{BoxError, DeliverySource};
 use crate::config::RedisConfig;
 use crate::delivery::{RedisDelivery, Shared};
 use crate::entry::{self, Entry};
+use crate::schedule;
 
 /// How much longer than a blocking read (`RedisConfig::block`) a command may take to answer.
 const RESPONSE_SLACK: Duration = Duration::from_secs(5);
@@ -133,6 +134,7 @@ impl RedisSource {
             shared: Arc::new(Shared {
                 stream: config.stream.clone(),
                 group: config.group.clone(),
+                schedule: crate::schedule::key(&config.stream, &config.group),
                 key: config.key.clone(),
             }),
             config,
@@ -144,8 +146,9 @@ impl RedisSource {
         })
     }
 
-    /// Entries idle past `claim_idle`, taken over, with their delivery counts. Runs at most four
-    /// times per `claim_idle`, since nothing can become claimable faster.
+    /// Entries idle past `claim_idle`, taken over, with their delivery counts; one that a
+    /// requeue scheduled for later stays pending (now this member's) until its time. Runs at
+    /// most four times per `claim_idle`, since nothing can become claimable faster.
     async fn claim(&mut self) -> redis::RedisResult<()> {
         let every = (self.config.claim_idle / 4).max(Duration::from_millis(50));
         if self.last_claim.is_some_and(|at| at.elapsed() < every) {
@@ -166,15 +169,74 @@ impl RedisSource {
             .await?;
         let (cursor, claimed) = entry::claim_reply(reply)?;
         self.claim_cursor = cursor;
-        let (stream, group) = (c.stream.clone(), c.group.clone());
+        let schedule = self.shared.schedule.clone();
+        let now = schedule::unix_ms(Duration::ZERO);
         for entry in claimed {
-            let pending: redis::streams::StreamPendingCountReply = self
-                .conn
-                .xpending_count(&stream, &group, &entry.id, &entry.id, 1)
-                .await?;
-            let count = pending.ids.first().map_or(1, |p| p.times_delivered);
-            self.push(entry, u32::try_from(count).unwrap_or(u32::MAX));
+            let due: Option<u64> = self.conn.zscore(&schedule, &entry.id).await?;
+            match due {
+                Some(due) if due > now => continue,
+                // Due: whoever removes it from the schedule delivers it.
+                Some(_) if !self.unscheduled(&entry.id).await? => continue,
+                _ => self.push_counted(entry).await?,
+            }
         }
+        Ok(())
+    }
+
+    /// Requeued entries whose time has come, taken over whoever holds them.
+    async fn due(&mut self) -> redis::RedisResult<()> {
+        let now = schedule::unix_ms(Duration::ZERO);
+        let ids: Vec<String> = self
+            .conn
+            .zrangebyscore_limit(
+                &self.shared.schedule,
+                "-inf",
+                now,
+                0,
+                isize::try_from(self.config.prefetch).unwrap_or(isize::MAX),
+            )
+            .await?;
+        for id in ids {
+            if !self.unscheduled(&id).await? {
+                continue;
+            }
+            let c = &self.config;
+            let reply: redis::Value = redis::cmd("XCLAIM")
+                .arg(&c.stream)
+                .arg(&c.group)
+                .arg(&c.consumer)
+                .arg(0)
+                .arg(&id)
+                .query_async(&mut self.conn)
+                .await?;
+            // Nothing when the entry is no longer pending (acked meanwhile).
+            for entry in entry::entries(reply)? {
+                self.push_counted(entry).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes `id` from the schedule; whether this call removed it.
+    async fn unscheduled(&mut self, id: &str) -> redis::RedisResult<bool> {
+        let removed: i64 = self.conn.zrem(&self.shared.schedule, id).await?;
+        Ok(removed == 1)
+    }
+
+    /// Hands out an entry taken over, with the group's count of its deliveries.
+    async fn push_counted(&mut self, entry: Entry) -> redis::RedisResult<()> {
+        let pending: redis::streams::StreamPendingCountReply = self
+            .conn
+            .xpending_count(
+                &self.config.stream,
+                &self.config.group,
+                &entry.id,
+                &entry.id,
+                1,
+            )
+            .await?;
+        let count = pending.ids.first().map_or(1, |p| p.times_delivered);
+        self.push(entry, u32::try_from(count).unwrap_or(u32::MAX));
         Ok(())
     }
 
@@ -229,10 +291,13 @@ impl DeliverySource for RedisSource {
             if let Some(delivery) = self.ready.pop_front() {
                 return Some(Ok(delivery));
             }
-            let fetched = match self.claim().await {
-                Ok(()) if self.ready.is_empty() => self.read().await,
-                other => other,
-            };
+            let mut fetched = self.due().await;
+            if fetched.is_ok() && self.ready.is_empty() {
+                fetched = self.claim().await;
+            }
+            if fetched.is_ok() && self.ready.is_empty() {
+                fetched = self.read().await;
+            }
             match fetched {
                 Ok(()) => self.failures = 0,
                 Err(e) => {

@@ -143,8 +143,8 @@ async fn batches_ack_with_one_xack_and_leave_nothing_pending() {
     db.finish().await;
 }
 
-/// An entry left pending (requeued, or its consumer died) is taken over by another member
-/// once idle for `claim_idle`, with the group's delivery count.
+/// An entry its consumer left pending (it died) is taken over by another member once idle for
+/// `claim_idle`, with the group's delivery count.
 #[tokio::test]
 async fn idle_entries_are_taken_over_with_their_count() {
     let (mut conn, name) = stream().await;
@@ -158,7 +158,7 @@ async fn idle_entries_are_taken_over_with_their_count() {
     let mut first = source(&name, "c1", idle).await;
     let d = first.next().await.unwrap().unwrap();
     assert_eq!(d.delivery_count(), Some(1));
-    d.requeue(None).await.unwrap();
+    drop((d, first));
     let mut second = source(&name, "c2", idle).await;
     tokio::time::sleep(idle).await;
     let again = second.next().await.unwrap().unwrap();
@@ -166,6 +166,47 @@ async fn idle_entries_are_taken_over_with_their_count() {
     assert_eq!(again.delivery_count(), Some(2));
     again.ack().await.unwrap();
     assert_eq!(pending(&mut conn, &name).await, 0);
+    let _: () = conn.del(&name).await.unwrap();
+}
+
+/// A requeued entry comes back when its delay has passed, not when it has been idle for
+/// `claim_idle` (here ten times shorter), and to another member when the one that requeued it
+/// is gone: the delay lives in Redis.
+#[tokio::test]
+async fn a_requeued_entry_waits_its_delay_across_members() {
+    let (mut conn, name) = stream().await;
+    add(
+        &mut conn,
+        &name,
+        &[("message_id", b"r-1"), ("payload", b"{}")],
+    )
+    .await;
+    let idle = Duration::from_millis(300);
+    let delay = Duration::from_secs(3);
+    let mut first = source(&name, "c1", idle).await;
+    let d = first.next().await.unwrap().unwrap();
+    let requeued = std::time::Instant::now();
+    d.requeue(Some(delay)).await.unwrap();
+    drop(first);
+    let mut second = source(&name, "c2", idle).await;
+    let again = tokio::time::timeout(Duration::from_secs(10), second.next())
+        .await
+        .expect("back within 10 s")
+        .unwrap()
+        .unwrap();
+    let waited = requeued.elapsed();
+    println!("requeued for {delay:?}, back after {waited:?}");
+    assert!(waited >= delay, "back after {waited:?}, before its delay");
+    assert!(
+        waited < delay + Duration::from_secs(2),
+        "back after {waited:?}"
+    );
+    assert_eq!(again.envelope().unwrap().id().as_str(), "r-1");
+    assert!(again.delivery_count() >= Some(2));
+    again.ack().await.unwrap();
+    assert_eq!(pending(&mut conn, &name).await, 0);
+    let scheduled: usize = conn.zcard(format!("{name}:ledger:delays")).await.unwrap();
+    assert_eq!(scheduled, 0, "taken off the schedule");
     let _: () = conn.del(&name).await.unwrap();
 }
 

@@ -213,15 +213,11 @@ pub async fn worker_child_main<B: Backend>(locator: &str) {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(50);
-    // No backoff: the parent's workers pick failed rows up again at once.
-    let no_backoff = inboxed_core::Backoff {
-        base: Duration::ZERO,
-        max: Duration::ZERO,
-    };
+    // No delay: the parent's workers pick failed rows up again at once.
     let config = WorkerConfig::default()
         .batch_size(50)
         .max_attempts(max_attempts)
-        .backoff(no_backoff);
+        .ladder(inboxed_core::Ladder::constant(Duration::ZERO));
     let worker = Worker::new(store, consumer, Ledger::<B>::default(), config);
     if std::env::var_os("INBOXED_CHILD_SIGTERM").is_some() {
         use tokio::signal::unix::{SignalKind, signal};

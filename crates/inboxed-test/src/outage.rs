@@ -3,7 +3,7 @@
 //! every message must be applied once with nothing dead-lettered but a poison that fails on its
 //! own, whose attempts run out after the outage as they would without one. Run at the library's
 //! defaults (`ProcessorConfig::default()`, `ConsumerConfig::default()`; for store-then-process,
-//! `WorkerConfig::default()`).
+//! `WorkerConfig::default()`) but for the ladder ([`ladder`]).
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
 use inboxed_core::{
-    Consumer, ConsumerConfig, ConsumerName, DeliverySource, KillSwitch, Processor, ProcessorConfig,
+    Consumer, ConsumerConfig, ConsumerName, DeliverySource, KillSwitch, Ladder, Processor,
+    ProcessorConfig,
 };
 
 use crate::handler::Script;
@@ -19,6 +20,16 @@ use crate::{Backend, Ledger, TestDb};
 
 /// The poison's id: it fails transiently on every delivery, outage or not.
 pub const POISON: &str = "o-poison";
+
+/// The ladder of the outage tests: 1 s, 2 s, 4 s, 8 s, so that the poison's five attempts end
+/// about 15 s after the outage rather than the default ladder's six and a half minutes. The
+/// outage itself charges nothing whatever the ladder (what fails while the switch is open
+/// keeps its attempt number, and so its first step); each broker's ladder test checks the
+/// default's delays against the clock.
+#[must_use]
+pub fn ladder() -> Ladder {
+    Ladder::new([1, 2, 4, 8].map(Duration::from_secs))
+}
 
 /// The messages of the stream, `messages` of them crediting 1 each (each holding its
 /// transaction 200 ms, as a call to a downstream service would), then the poison.
@@ -86,7 +97,9 @@ where
     UFut: Future<Output = u32>,
 {
     let ledger = Ledger::<B>::default();
-    let config = ProcessorConfig::default().kill_switch(switch.clone());
+    let config = ProcessorConfig::default()
+        .kill_switch(switch.clone())
+        .ladder(ladder());
     let processor = Processor::with_config(
         db.store.clone(),
         ConsumerName::new("ledger").expect("valid name"),
@@ -139,7 +152,9 @@ pub async fn worker_outage<B: Backend>(
         .await
         .expect("rows stored");
     let ledger = Ledger::<B>::default();
-    let config = WorkerConfig::default().kill_switch(switch.clone());
+    let config = WorkerConfig::default()
+        .kill_switch(switch.clone())
+        .ladder(ladder());
     let worker = Worker::new(db.store.clone(), consumer, ledger.clone(), config);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(async move {

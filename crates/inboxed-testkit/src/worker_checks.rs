@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use inboxed_core::inbox::{
     ClaimMode, Inbox, InboxStore, Reaper, ReaperConfig, Worker, WorkerConfig,
 };
-use inboxed_core::{Backoff, ConsumerName, Envelope, Handler};
+use inboxed_core::{ConsumerName, Envelope, Handler, Ladder};
 use tokio::sync::Notify;
 
 use crate::failure::{CheckFailure, Report};
@@ -386,10 +386,11 @@ where
             inner: Arc::clone(&self.handler),
             fault,
         };
-        let config: WorkerConfig = self.config.worker.clone().backoff(Backoff {
-            base: Duration::ZERO,
-            max: Duration::ZERO,
-        });
+        let config: WorkerConfig = self
+            .config
+            .worker
+            .clone()
+            .ladder(Ladder::constant(Duration::ZERO));
         Worker::new(self.store.clone(), consumer.clone(), handler, config)
     }
 }

@@ -81,7 +81,7 @@ impl ConsumerConfig {
 
 /// Processes one delivery and settles it: ack after commit or dead letter, requeue otherwise.
 /// An [`AckOrdering::InOrder`] delivery is never requeued: it is retried in place, with
-/// `requeue_backoff` between tries, until it settles.
+/// the ladder's delays between tries, until it settles.
 ///
 /// # Errors
 /// Only a failure to talk to the broker; processing failures become a requeue.
@@ -121,9 +121,7 @@ where
                     error = error_chain(&error),
                     tries, "in-order delivery not settled; retrying in place"
                 );
-                let delay = asked_delay(&error)
-                    .unwrap_or_else(|| processor.config().requeue_backoff.delay(tries));
-                tokio::time::sleep(delay).await;
+                tokio::time::sleep(retry_delay(processor, &error)).await;
             }
             other => break other,
         }
@@ -141,8 +139,8 @@ where
     }
 }
 
-/// Returns a delivery whose processing failed (nothing committed) to the broker, after a
-/// backoff by its attempt or, when the store failed, by how long the outage has lasted.
+/// Returns a delivery whose processing failed (nothing committed) to the broker, after
+/// [`retry_delay`].
 async fn requeue<S, H, D>(
     processor: &Processor<S, H>,
     delivery: D,
@@ -154,21 +152,7 @@ where
     H: Handler<S::Db>,
     D: Delivery,
 {
-    let backoff = &processor.config().requeue_backoff;
-    let delay = Some(match &error {
-        Error::Handler {
-            source: HandlerError::RetryAfter { after, .. },
-            ..
-        } => *after,
-        Error::Handler { attempt, .. } => backoff.delay(*attempt),
-        // Not the message's fault (the database is down, say): also wait about as long as the
-        // outage has lasted, whatever count the broker keeps.
-        _ => {
-            let outage = processor.failure_streak().failed();
-            let by_count = backoff.delay(delivery.delivery_count().unwrap_or(1));
-            by_count.max(backoff.after_outage(outage))
-        }
-    });
+    let delay = Some(retry_delay(processor, &error));
     delivery
         .requeue(delay)
         .await
@@ -176,14 +160,23 @@ where
     Ok(Settled::Requeued { error, delay })
 }
 
-/// The delay the handler asked for ([`HandlerError::RetryAfter`]), if it did.
-fn asked_delay(error: &Error) -> Option<Duration> {
+/// How long a delivery that failed waits before it runs again: what the handler asked for
+/// ([`HandlerError::RetryAfter`]), the ladder's delay for the attempt that failed, or, when the
+/// store failed (nobody's attempt), about as long as the outage has lasted, so that retries
+/// thin out however many deliveries fail meanwhile and whatever count the broker keeps.
+fn retry_delay<S, H>(processor: &Processor<S, H>, error: &Error) -> Duration
+where
+    S: Store,
+    H: Handler<S::Db>,
+{
+    let ladder = &processor.config().ladder;
     match error {
         Error::Handler {
             source: HandlerError::RetryAfter { after, .. },
             ..
-        } => Some(*after),
-        _ => None,
+        } => *after,
+        Error::Handler { attempt, .. } => ladder.delay(*attempt),
+        _ => ladder.after_outage(processor.failure_streak().failed()),
     }
 }
 

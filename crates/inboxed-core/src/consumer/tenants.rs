@@ -184,12 +184,13 @@ async fn dead_letter<S: Store, H: Handler<S::Db>, D: Delivery>(
             Err(e) if in_order => {
                 tries += 1;
                 tracing::warn!(error = %e, tries, "could not dead-letter a delivery no tenant takes; trying again in place");
-                tokio::time::sleep(processor.config().requeue_backoff.delay(tries)).await;
+                let outage = processor.failure_streak().failed();
+                tokio::time::sleep(processor.config().ladder.after_outage(outage)).await;
             }
             Err(e) => {
                 tracing::warn!(error = %e, "could not dead-letter a delivery no tenant takes; requeued");
                 return delivery
-                    .requeue(Some(processor.config().requeue_backoff.delay(1)))
+                    .requeue(Some(processor.config().ladder.delay(1)))
                     .await
                     .map_err(Error::ack_failed("requeue", why.0.clone()));
             }

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use crate::backoff::Backoff;
 use crate::crash::CrashAttribution;
 use crate::kill_switch::KillSwitch;
+use crate::ladder::Ladder;
 use crate::store::BeginParams;
 
 /// What a dead row does to the later rows of its aggregate in ordered mode.
@@ -88,8 +88,10 @@ pub struct WorkerConfig {
     /// deaths charged to no one (the reaper halves its group until it runs alone), then this
     /// many. Defaults to 5.
     pub max_attempts: u32,
-    /// Delay before a failed row is available again, by attempt. Defaults to 1 s base, 5 min cap.
-    pub backoff: Backoff,
+    /// Delay before a failed row is claimable again, by the attempt that failed; the row keeps
+    /// it (`available_at`), so it survives a restart. Defaults to [`Ladder::default`]: 1 s,
+    /// 10 s, 1 min, 5 min, 15 min.
+    pub ladder: Ladder,
     /// Per-aggregate ordering: never two rows of one aggregate in flight, arrival order within
     /// an aggregate. Defaults to `false`.
     pub ordered: bool,
@@ -130,10 +132,7 @@ impl Default for WorkerConfig {
             notify: true,
             liveness: true,
             max_attempts: 5,
-            backoff: Backoff {
-                base: Duration::from_secs(1),
-                max: Duration::from_secs(300),
-            },
+            ladder: Ladder::default(),
             ordered: false,
             on_dead: OnDead::Park,
             handler_timeout: Duration::from_secs(30),
@@ -230,10 +229,10 @@ impl WorkerConfig {
         self
     }
 
-    /// Sets [`WorkerConfig::backoff`].
+    /// Sets [`WorkerConfig::ladder`].
     #[must_use]
-    pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
+    pub fn ladder(mut self, ladder: Ladder) -> Self {
+        self.ladder = ladder;
         self
     }
 

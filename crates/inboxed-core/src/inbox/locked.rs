@@ -170,7 +170,7 @@ fn fate<S, H>(
         message_id: row.envelope.id().as_str().to_owned(),
         status,
         error,
-        backoff: w.inner.config.backoff.delay(attempts),
+        backoff: w.inner.config.ladder.delay(attempts),
         attempts,
     }
 }

@@ -56,7 +56,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             } else if after.is_none() && self.forgiven(&row, token, &failure, report).await? {
                 continue;
             }
-            let backoff = after.unwrap_or_else(|| inner.config.backoff.delay(row.attempts));
+            let backoff = after.unwrap_or_else(|| inner.config.ladder.delay(row.attempts));
             if self
                 .fail_row(row.id, token, &failure, backoff, permanent, report)
                 .await?

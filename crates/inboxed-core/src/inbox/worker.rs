@@ -336,7 +336,8 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         wake: Option<Arc<Notify>>,
         gate: Option<Gate>,
     ) {
-        let mut failures = 0u32;
+        // The store failing under this loop: wait about as long as it has been failing.
+        let streak = crate::FailureStreak::default();
         let switch = &self.inner.config.kill_switch;
         let lease = self.inner.config.claim_mode == super::config::ClaimMode::Lease;
         while !*stop.borrow() {
@@ -385,23 +386,22 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 .leave(slot, claimed, full, started.elapsed());
             metrics::gauge!(m::WORKER_LOOPS, "consumer" => self.inner.consumer.as_str().to_owned())
                 .set(f64::from(self.inner.pace.limit()));
+            if ran.is_ok() {
+                streak.succeeded();
+            }
             let idle = match ran {
-                Ok(report) if report.claimed > 0 => {
-                    failures = 0;
-                    continue;
-                }
+                Ok(report) if report.claimed > 0 => continue,
                 Ok(_) => self
                     .inner
                     .config
                     .poll_interval
                     .mul_f64(0.5 + fastrand::f64()),
                 Err(e) => {
-                    failures += 1;
                     error!(error = %e, "worker batch failed");
                     self.inner
                         .config
-                        .backoff
-                        .delay(failures)
+                        .ladder
+                        .after_outage(streak.failed())
                         .max(Duration::from_millis(50))
                 }
             };

@@ -9,7 +9,7 @@ use inboxed_core::inbox::{Worker, WorkerConfig};
 use inboxed_core::outbox::store::{ClaimToken, OutboxStore};
 use inboxed_core::outbox::{Outbox, OutgoingError, OutgoingMessage};
 use inboxed_core::store::BeginParams;
-use inboxed_core::{Backoff, ConsumerName, Envelope, Error, Handler, HandlerError, Store};
+use inboxed_core::{ConsumerName, Envelope, Error, Handler, HandlerError, Ladder, Store};
 
 use super::ledger_state;
 use super::outbox::{claim, label, outbox_rows};
@@ -115,10 +115,9 @@ pub async fn worker_batches_announce_each_message_once<B: Backend>(_test: &str) 
         outbox: Outbox::new(db.store.clone()).for_consumer(super::ledger()),
         ledger: Ledger::default(),
     };
-    let config = WorkerConfig::default().batch_size(8).backoff(Backoff {
-        base: Duration::ZERO,
-        max: Duration::ZERO,
-    });
+    let config = WorkerConfig::default()
+        .batch_size(8)
+        .ladder(Ladder::constant(Duration::ZERO));
     let workers: Vec<_> = (0..2)
         .map(|_| {
             Worker::new(

@@ -61,10 +61,7 @@ pub async fn batch_handler_is_all_or_nothing<B: Backend>(_test: &str) {
         let config = WorkerConfig::default()
             .batch_size(100)
             .claim_mode(mode)
-            .backoff(inboxed_core::Backoff {
-                base: std::time::Duration::ZERO,
-                max: std::time::Duration::ZERO,
-            });
+            .ladder(inboxed_core::Ladder::constant(std::time::Duration::ZERO));
         let w = inboxed_core::inbox::Worker::new(db.store.clone(), ledger(), handler, config);
 
         let clean: Vec<Envelope> = (1..=20)

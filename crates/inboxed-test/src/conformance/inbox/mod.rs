@@ -41,7 +41,7 @@ pub use survival::{
 use std::time::Duration;
 
 use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
-use inboxed_core::{Backoff, Envelope};
+use inboxed_core::{Envelope, Ladder};
 
 use super::ledger;
 use crate::backend::{Backend, TestDb};
@@ -57,10 +57,7 @@ pub(crate) fn worker<B: Backend>(
     config: WorkerConfig,
     handler: &Ledger<B>,
 ) -> Worker<B::Store, Ledger<B>> {
-    let config = config.backoff(Backoff {
-        base: Duration::ZERO,
-        max: Duration::ZERO,
-    });
+    let config = config.ladder(Ladder::constant(Duration::ZERO));
     Worker::new(db.store.clone(), ledger(), handler.clone(), config)
 }
 

@@ -129,8 +129,8 @@ impl Delivery for RabbitDelivery {
     /// deliveries a quorum queue counted (`x-delivery-count`, and `x-acquired-count` on brokers
     /// whose delivery count skips some returns) plus one; a classic queue only flags a
     /// redelivery, which is 2 here: at least the second, and the store counts the rest. A
-    /// message dead-lettered on its way here (`x-death`: back from a delay queue) is a
-    /// redelivery too, 2, whatever its flag and counts say: they started again with the copy.
+    /// message back from one of its source's delay queues (named in `x-death`) is a redelivery
+    /// too, 2, whatever its flag and counts say: they started again with the copy.
     fn delivery_count(&self) -> Option<u32> {
         const REDELIVERED: u32 = 2;
         if self.moved() {
@@ -208,13 +208,26 @@ impl Delivery for RabbitDelivery {
 }
 
 impl RabbitDelivery {
-    /// Dead-lettered on its way here: the broker's `x-death` header.
+    /// Back from one of its source's delay queues: the broker's `x-death` header names one.
     fn moved(&self) -> bool {
-        self.inner
-            .properties
-            .headers()
-            .as_ref()
-            .is_some_and(|h| h.inner().contains_key("x-death"))
+        let Some(delays) = &self.delays else {
+            return false;
+        };
+        let Some(headers) = self.inner.properties.headers() else {
+            return false;
+        };
+        let Some(AMQPValue::FieldArray(deaths)) = headers.inner().get("x-death") else {
+            return false;
+        };
+        deaths.as_slice().iter().any(|death| match death {
+            AMQPValue::FieldTable(death) => match death.inner().get("queue") {
+                Some(AMQPValue::LongString(queue)) => {
+                    std::str::from_utf8(queue.as_bytes()).is_ok_and(|q| delays.is_delay_queue(q))
+                }
+                _ => false,
+            },
+            _ => false,
+        })
     }
 
     /// A reject that is not known to have gone out keeps the delivery unanswered: an ack of

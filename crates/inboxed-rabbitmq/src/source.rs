@@ -56,6 +56,8 @@ pub struct RabbitSource {
     live: Option<Live>,
     failures: u32,
     tls: OwnedTLSConfig,
+    /// Where a requeue waits ten seconds or more; kept across reconnects.
+    delays: Option<Arc<DelayQueues>>,
 }
 
 impl RabbitSource {
@@ -71,6 +73,7 @@ impl RabbitSource {
         let live = open(&config, &tls).await?;
         Ok(Self {
             key: Arc::new(config.key.clone()),
+            delays: DelayQueues::new(&config).map(Arc::new),
             config,
             live: Some(live),
             failures: 0,
@@ -86,7 +89,7 @@ impl RabbitSource {
             unreadable,
             key: Arc::clone(&self.key),
             max_requeue_hold: self.config.max_requeue_hold,
-            delays: live.delays.clone(),
+            delays: self.delays.clone(),
             ack_timeout: self.config.ack_timeout,
             unacked: Arc::clone(&live.unacked),
         }
@@ -139,8 +142,6 @@ struct Live {
     lost: Lost,
     /// The channel's unanswered deliveries.
     unacked: Arc<crate::unacked::Unacked>,
-    /// Where a requeue waits minutes, on a channel of its own.
-    delays: Option<Arc<DelayQueues>>,
 }
 
 /// The watch on a connection ([`lost`]), kept with it.
@@ -200,10 +201,6 @@ async fn open_now(config: &RabbitConfig, tls: &OwnedTLSConfig) -> Result<Live, R
             .await
             .map_err(setup("declare the queue"))?;
     }
-    let delays = DelayQueues::open(&conn, &config.queue, &config.delays)
-        .await
-        .map_err(setup("open the delay queues' channel"))?
-        .map(Arc::new);
     let consumer = channel
         .basic_consume(
             config.queue.as_str().into(),
@@ -221,7 +218,6 @@ async fn open_now(config: &RabbitConfig, tls: &OwnedTLSConfig) -> Result<Live, R
         wounds,
         lost,
         unacked: Arc::default(),
-        delays,
     })
 }
 

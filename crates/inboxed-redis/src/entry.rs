@@ -129,16 +129,24 @@ pub(crate) fn read_reply(value: Value) -> redis::RedisResult<Vec<Entry>> {
     Ok(out)
 }
 
-/// An `XAUTOCLAIM` reply: the cursor for the next call and the entries taken over.
-pub(crate) fn claim_reply(value: Value) -> redis::RedisResult<(String, Vec<Entry>)> {
+/// An `XAUTOCLAIM … JUSTID` reply: the cursor for the next call and the ids taken over.
+pub(crate) fn claimed_ids(value: Value) -> redis::RedisResult<(String, Vec<String>)> {
     let mut parts = items(value, "a claim reply")?.into_iter();
-    let cursor = bytes(
+    let text = |value, what| {
+        String::from_utf8(bytes(value, what)?).map_err(|_| shape("an id that is not text"))
+    };
+    let cursor = text(
         parts.next().ok_or_else(|| shape("a claim cursor"))?,
         "a claim cursor",
     )?;
-    let cursor = String::from_utf8(cursor).map_err(|_| shape("a claim cursor"))?;
-    let claimed = entries(parts.next().ok_or_else(|| shape("claimed entries"))?)?;
-    Ok((cursor, claimed))
+    let ids = items(
+        parts.next().ok_or_else(|| shape("claimed ids"))?,
+        "claimed ids",
+    )?
+    .into_iter()
+    .map(|id| text(id, "a claimed id"))
+    .collect::<redis::RedisResult<_>>()?;
+    Ok((cursor, ids))
 }
 
 #[cfg(test)]
@@ -181,14 +189,18 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_reply_gives_its_cursor_and_entries() {
+    fn claim_replies_give_their_cursor_ids_and_entries() {
         let reply = Value::Array(vec![
             bulk(b"0-0"),
-            Value::Array(vec![Value::Array(vec![bulk(b"5-1"), Value::Array(vec![])])]),
+            Value::Array(vec![bulk(b"5-1"), bulk(b"6-0")]),
             Value::Array(vec![]),
         ]);
-        let (cursor, claimed) = claim_reply(reply).unwrap();
-        assert_eq!(cursor, "0-0");
-        assert_eq!(claimed[0].id, "5-1");
+        let (cursor, ids) = claimed_ids(reply).unwrap();
+        assert_eq!(
+            (cursor.as_str(), ids),
+            ("0-0", vec!["5-1".to_owned(), "6-0".to_owned()])
+        );
+        let claimed = Value::Array(vec![Value::Array(vec![bulk(b"5-1"), Value::Array(vec![])])]);
+        assert_eq!(entries(claimed).unwrap()[0].id, "5-1");
     }
 }

@@ -79,6 +79,9 @@ pub struct RedisSource {
     claim_cursor: String,
     last_claim: Option<Instant>,
     failures: u32,
+    /// The scripts that take an entry over (`schedule.rs`).
+    take_due: redis::Script,
+    take_over: redis::Script,
 }
 
 impl std::fmt::Debug for RedisSource {
@@ -143,6 +146,8 @@ impl RedisSource {
             claim_cursor: "0-0".to_owned(),
             last_claim: None,
             failures: 0,
+            take_due: schedule::take_due(),
+            take_over: schedule::take_over(),
         })
     }
 
@@ -157,6 +162,7 @@ impl RedisSource {
         self.last_claim = Some(Instant::now());
         let c = &self.config;
         let idle = u64::try_from(c.claim_idle.as_millis()).unwrap_or(u64::MAX);
+        // Ownership only (no count, no fields): whether each is delivered is decided below.
         let reply: redis::Value = redis::cmd("XAUTOCLAIM")
             .arg(&c.stream)
             .arg(&c.group)
@@ -165,20 +171,24 @@ impl RedisSource {
             .arg(&self.claim_cursor)
             .arg("COUNT")
             .arg(c.prefetch)
+            .arg("JUSTID")
             .query_async(&mut self.conn)
             .await?;
-        let (cursor, claimed) = entry::claim_reply(reply)?;
+        let (cursor, ids) = entry::claimed_ids(reply)?;
         self.claim_cursor = cursor;
-        let schedule = self.shared.schedule.clone();
         let now = schedule::unix_ms(Duration::ZERO);
-        for entry in claimed {
-            let due: Option<u64> = self.conn.zscore(&schedule, &entry.id).await?;
-            match due {
-                Some(due) if due > now => continue,
-                // Due: whoever removes it from the schedule delivers it.
-                Some(_) if !self.unscheduled(&entry.id).await? => continue,
-                _ => self.push_counted(entry).await?,
-            }
+        for id in ids {
+            let reply: redis::Value = self
+                .take_over
+                .key(&self.config.stream)
+                .key(&self.shared.schedule)
+                .arg(&self.config.group)
+                .arg(&self.config.consumer)
+                .arg(&id)
+                .arg(now)
+                .invoke_async(&mut self.conn)
+                .await?;
+            self.push_claimed(reply).await?;
         }
         Ok(())
     }
@@ -197,30 +207,26 @@ impl RedisSource {
             )
             .await?;
         for id in ids {
-            if !self.unscheduled(&id).await? {
-                continue;
-            }
-            let c = &self.config;
-            let reply: redis::Value = redis::cmd("XCLAIM")
-                .arg(&c.stream)
-                .arg(&c.group)
-                .arg(&c.consumer)
-                .arg(0)
+            let reply: redis::Value = self
+                .take_due
+                .key(&self.config.stream)
+                .key(&self.shared.schedule)
+                .arg(&self.config.group)
+                .arg(&self.config.consumer)
                 .arg(&id)
-                .query_async(&mut self.conn)
+                .invoke_async(&mut self.conn)
                 .await?;
-            // Nothing when the entry is no longer pending (acked meanwhile).
-            for entry in entry::entries(reply)? {
-                self.push_counted(entry).await?;
-            }
+            self.push_claimed(reply).await?;
         }
         Ok(())
     }
 
-    /// Removes `id` from the schedule; whether this call removed it.
-    async fn unscheduled(&mut self, id: &str) -> redis::RedisResult<bool> {
-        let removed: i64 = self.conn.zrem(&self.shared.schedule, id).await?;
-        Ok(removed == 1)
+    /// Hands out the entries of an `XCLAIM` reply (none when the entry was not taken).
+    async fn push_claimed(&mut self, reply: redis::Value) -> redis::RedisResult<()> {
+        for entry in entry::entries(reply)? {
+            self.push_counted(entry).await?;
+        }
+        Ok(())
     }
 
     /// Hands out an entry taken over, with the group's count of its deliveries.

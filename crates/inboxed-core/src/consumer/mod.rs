@@ -79,9 +79,14 @@ impl ConsumerConfig {
     }
 }
 
+/// The longest an in-order delivery waits in place between two tries, whatever the ladder
+/// says: its consumer is not polled meanwhile, and Kafka takes a member that has not polled for
+/// `max.poll.interval.ms` (5 min by default) out of its group.
+const MAX_WAIT_IN_PLACE: Duration = Duration::from_secs(60);
+
 /// Processes one delivery and settles it: ack after commit or dead letter, requeue otherwise.
 /// An [`AckOrdering::InOrder`] delivery is never requeued: it is retried in place, with
-/// the ladder's delays between tries, until it settles.
+/// the ladder's delays (at most a minute) between tries, until it settles.
 ///
 /// # Errors
 /// Only a failure to talk to the broker; processing failures become a requeue.
@@ -121,7 +126,7 @@ where
                     error = error_chain(&error),
                     tries, "in-order delivery not settled; retrying in place"
                 );
-                tokio::time::sleep(retry_delay(processor, &error)).await;
+                tokio::time::sleep(retry_delay(processor, &error).min(MAX_WAIT_IN_PLACE)).await;
             }
             other => break other,
         }

@@ -102,7 +102,9 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         // it counted run one by one: a crash then is charged to what was counted (see
         // `CrashAttribution`). Let go before a message that takes a turn of its own.
         let mut shared = Some(self.inner.config.crash_attribution.shared().await);
-        let together = self.together(batch, &firsts, first_delivery).await;
+        let together = self
+            .together(batch, &firsts, first_delivery, &count_of)
+            .await;
         let mut steps: Vec<(usize, Step)> = match together {
             Together::Settled(settled) => {
                 for (&i, result) in firsts.iter().zip(settled) {
@@ -122,7 +124,10 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 if run.ordered {
                     order.sort_unstable();
                 }
-                order.into_iter().map(|i| (i, Step::Broker(None))).collect()
+                order
+                    .into_iter()
+                    .map(|i| (i, Step::Broker(count_of(i))))
+                    .collect()
             }
             Together::Delivered => firsts
                 .iter()
@@ -166,12 +171,14 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     }
 
     /// Runs the keys at `firsts` in one transaction, unless one of them was tried before.
-    /// `first_delivery`: the broker delivered each of them for the first time.
+    /// `first_delivery`: the broker delivered each of them for the first time; `count_of`,
+    /// the broker's count of each.
     async fn together(
         &self,
         batch: &[Envelope],
         firsts: &[usize],
         first_delivery: bool,
+        count_of: &impl Fn(usize) -> Option<u32>,
     ) -> Together {
         if firsts.is_empty() || self.ensure_ready().await.is_err() {
             return Together::Unread;
@@ -204,21 +211,39 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             order.sort_by_key(|&i| tried.get(batch[i].id().as_str()).copied().unwrap_or(0));
             return Together::OneByOne(order);
         }
-        let counted = self
-            .with_contention_retries(|| inner.store.record_attempts(&inner.consumer, &ids))
-            .await;
-        let counts = match counted {
-            Ok(counts) => counts,
+        // Counted as on the single path ([`AttemptCounting::Auto`]): a first delivery by the
+        // broker's count writes nothing and is attempt 1; a redelivery is the store's count
+        // plus that uncounted first delivery; without a count, the store's count.
+        let auto = inner.config.attempt_counting == AttemptCounting::Auto;
+        let (fresh, counted): (Vec<usize>, Vec<usize>) = firsts
+            .iter()
+            .partition(|&&i| auto && count_of(i).is_some_and(|n| n <= 1));
+        let ids: Vec<&MessageId> = counted.iter().map(|&i| batch[i].id()).collect();
+        let recorded = if ids.is_empty() {
+            Ok(Vec::new())
+        } else {
+            self.with_contention_retries(|| inner.store.record_attempts(&inner.consumer, &ids))
+                .await
+        };
+        let recorded: HashMap<String, u32> = match recorded {
+            Ok(counts) => counts.into_iter().collect(),
             Err(e) => {
                 warn!(error = %e, "could not count a batch's attempts; processing it one by one");
                 return Together::Unread;
             }
         };
-        let counts: HashMap<String, u32> = counts.into_iter().collect();
         // A concurrent delivery of a key counted it meanwhile: one by one, as counted.
-        let raced = firsts
+        let raced = recorded.values().any(|&n| n > 1);
+        let mut counts: HashMap<String, u32> = fresh
             .iter()
-            .any(|&i| counts.get(batch[i].id().as_str()).copied().unwrap_or(1) > 1);
+            .map(|&i| (batch[i].id().as_str().to_owned(), 1))
+            .collect();
+        for &i in &counted {
+            let key = batch[i].id().as_str();
+            let store = recorded.get(key).copied().unwrap_or(1);
+            let first = u32::from(auto && count_of(i).is_some_and(|n| n > 1));
+            counts.insert(key.to_owned(), store + first);
+        }
         if raced {
             return Together::Counted(counts);
         }
@@ -346,8 +371,8 @@ pub(crate) struct BatchRun<'a> {
 enum Together {
     /// In one transaction: the results of the first copies, in order.
     Settled(Vec<Result<Outcome, Error>>),
-    /// This delivery's attempts were counted (the counts by key), but the batch failed or
-    /// raced: one by one, with those counts.
+    /// This delivery's attempts were counted (the attempt of each key, as the single path
+    /// counts it), but the batch failed or raced: one by one, with those attempts.
     Counted(HashMap<String, u32>),
     /// Tried before: one by one in this order (the least tried first), each counted when it
     /// is reached.

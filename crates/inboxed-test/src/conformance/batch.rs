@@ -172,6 +172,45 @@ pub async fn first_deliveries_skip_the_store_count<B: Backend>(_test: &str) {
     db.finish().await;
 }
 
+/// A batch that is not all first deliveries counts each attempt as the single path does: a
+/// first delivery (broker count 1) is attempt 1 and writes nothing, a redelivery (count 2) is
+/// the store's count plus its uncounted first delivery. The first delivery's own redelivery
+/// is then attempt 2, not 3.
+pub async fn a_mixed_batch_counts_attempts_as_one_at_a_time<B: Backend>(_test: &str) {
+    let db = B::create().await;
+    let (p, _handler) = processor(&db, ProcessorConfig::default());
+    let failing = |id: &str| {
+        Script {
+            fail: Some("transient".into()),
+            ..Script::default()
+        }
+        .message(id)
+    };
+    let (fresh, again) = (failing("b-f"), failing("b-g"));
+    let results = p
+        .process_batch_with_counts(&[fresh.clone(), again], &[Some(1), Some(2)])
+        .await;
+    let attempts: Vec<u32> = results
+        .iter()
+        .map(|r| match r {
+            Err(inboxed_core::Error::Handler { attempt, .. }) => *attempt,
+            other => panic!("a transient failure, not {other:?}"),
+        })
+        .collect();
+    assert_eq!(attempts, [1, 2], "first delivery, then a redelivery");
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_attempts WHERE message_id = 'b-f'")
+            .await,
+        0,
+        "a first delivery writes nothing"
+    );
+    match p.process(&fresh, Some(2)).await {
+        Err(inboxed_core::Error::Handler { attempt, .. }) => assert_eq!(attempt, 2),
+        other => panic!("a transient failure, not {other:?}"),
+    }
+    db.finish().await;
+}
+
 /// An operator's redrive inside a batch takes the single path: it lifts the dead letter and
 /// is applied, next to a fresh message applied with the batch.
 pub async fn redrive_in_a_batch_lifts_its_dead_letter<B: Backend>(_test: &str) {

@@ -21,9 +21,9 @@ mod stress;
 mod testkit;
 
 pub use batch::{
-    batch_processes_each_key_once, concurrent_batches_commit_each_key_once,
-    first_deliveries_skip_the_store_count, poison_in_a_batch_spares_its_batch_mates,
-    redrive_in_a_batch_lifts_its_dead_letter,
+    a_mixed_batch_counts_attempts_as_one_at_a_time, batch_processes_each_key_once,
+    concurrent_batches_commit_each_key_once, first_deliveries_skip_the_store_count,
+    poison_in_a_batch_spares_its_batch_mates, redrive_in_a_batch_lifts_its_dead_letter,
 };
 pub use consumer::{
     a_failed_ack_names_the_message_and_its_cause, consumer_acks_only_after_commit,
@@ -244,6 +244,7 @@ macro_rules! conformance_tests {
             batch_processes_each_key_once,
             poison_in_a_batch_spares_its_batch_mates,
             first_deliveries_skip_the_store_count,
+            a_mixed_batch_counts_attempts_as_one_at_a_time,
             concurrent_batches_commit_each_key_once,
             redrive_in_a_batch_lifts_its_dead_letter,
             invalid_input_is_rejected_and_nothing_is_written,

@@ -43,6 +43,11 @@ impl Cpu {
         Self(seen)
     }
 
+    /// CPU seconds of process `name` from `self` to `later`.
+    pub(crate) fn used(&self, later: &Self, name: &str) -> f64 {
+        later.0.get(name).copied().unwrap_or(0.0) - self.0.get(name).copied().unwrap_or(0.0)
+    }
+
     /// Microseconds of CPU per message by process, from `self` to `later`.
     pub(crate) fn per_message(&self, later: &Self, messages: u64) -> String {
         #[allow(clippy::cast_precision_loss, reason = "message counts")]

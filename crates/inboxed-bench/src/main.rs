@@ -36,6 +36,7 @@ mod mysql_defaults;
 mod mysql_inbox;
 mod outbox;
 mod plot;
+mod policy;
 mod processor;
 mod rabbitmq;
 mod receipt;
@@ -115,6 +116,9 @@ enum Bench {
     /// The first minute after a consumer restarts (SIGTERM, or SIGKILL) on a RabbitMQ quorum
     /// queue or NATS, against a minute of steady state.
     Restart(restart::Args),
+    /// The outage policy (kill switch, ladder) at the defaults: its cost when nothing fails
+    /// against `KillSwitch::off()`, and the drain after a downstream outage against a clean one.
+    Policy(policy::Args),
     /// One consumer process of `restart` (started by it).
     #[command(hide = true)]
     RestartConsumer(restart::ConsumerArgs),
@@ -136,6 +140,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Retention(args) => retention::run(&cli.database_url, args).await,
         Bench::Sizing(args) => sizing::run(&cli.database_url, args).await,
         Bench::Rabbitmq(args) => rabbitmq::run(&cli.database_url, args).await,
+        Bench::Policy(args) => policy::run(&cli.database_url, args).await,
         Bench::Relay(args) => relay::run(&cli.database_url, args).await,
         Bench::Memory(args) => memory::run(&cli.database_url, args).await,
         Bench::Outbox(args) => outbox::run(&cli.database_url, args).await,

@@ -206,8 +206,8 @@ pub(crate) fn batched(prefetch: u16) -> ConsumerConfig {
 }
 
 /// The consumer loop with the processor, as `config` says, until `target` acks.
-pub(crate) async fn through_inbox(
-    processor: Processor<PgStore, Credit>,
+pub(crate) async fn through_inbox<H: inboxed_core::Handler<sqlx::Postgres>>(
+    processor: Processor<PgStore, H>,
     source: RabbitSource,
     config: ConsumerConfig,
     target: u64,

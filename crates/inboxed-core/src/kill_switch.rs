@@ -184,6 +184,9 @@ impl KillSwitch {
     /// what it finds. Whoever runs the probe calls [`KillSwitch::probe_ended`] when it is
     /// settled, whatever it came to.
     pub async fn admit(&self) -> bool {
+        if !self.inner.settings.on {
+            return false;
+        }
         loop {
             let notified = self.inner.changed.notified();
             tokio::pin!(notified);
@@ -237,6 +240,9 @@ impl KillSwitch {
     /// [`KillSwitch::admit`]): deliveries let through before it opened may still succeed during
     /// an outage that is partial.
     pub(crate) fn succeeded(&self) {
+        if !self.inner.settings.on {
+            return;
+        }
         let mut state = self.state();
         let now = Instant::now();
         match &mut *state {
@@ -323,6 +329,9 @@ impl KillSwitch {
 
     /// `n` deliveries (or rows) succeeded.
     pub(crate) fn succeeded_times(&self, n: u64) {
+        if !self.inner.settings.on {
+            return;
+        }
         let window = u64::try_from(self.inner.settings.window).unwrap_or(u64::MAX);
         for _ in 0..n.min(window) {
             self.succeeded();

@@ -9,7 +9,7 @@ use inboxed_rabbitmq::{QueueKind, RabbitConfig, RabbitSource};
 use inboxed_test::amqp::url as amqp_url;
 use inboxed_test::handler::Script;
 use inboxed_test::{Backend, Ledger, Pg, TestDb};
-use lapin::options::QueueDeclareOptions;
+use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 
 /// Messages ready in `queue` (0 when it does not exist yet).
@@ -137,5 +137,12 @@ async fn the_default_ladder_waits_in_the_broker_and_survives_a_restart() {
     );
     assert_eq!(ready(&channel, &parked).await, 0);
     assert_eq!(inboxed_test::amqp::depth(&channel, &name).await, 0);
+    // The delay queues outlive their source otherwise.
+    for queue in [format!("{name}.delay.10s"), parked, name] {
+        channel
+            .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+            .await
+            .expect("delete the queue");
+    }
     db.finish().await;
 }

@@ -5,5 +5,6 @@
 // A test fails by panicking.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod outage;
 mod outbox;
 mod sqs;

@@ -7,5 +7,6 @@
 
 mod common;
 mod kafka;
+mod outage;
 mod outbox;
 mod rebalance;

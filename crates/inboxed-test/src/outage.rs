@@ -35,15 +35,7 @@ pub fn ladder() -> Ladder {
 /// transaction 200 ms, as a call to a downstream service would), then the poison.
 #[must_use]
 pub fn stream(messages: i64) -> Vec<inboxed_core::Envelope> {
-    let mut all: Vec<_> = (0..messages)
-        .map(|i| {
-            Script {
-                sleep_ms: 200,
-                ..Script::default()
-            }
-            .message(&format!("o-{i}"))
-        })
-        .collect();
+    let mut all = clean_stream(messages);
     let poison = Script {
         fail: Some("transient".into()),
         ..Script::default()
@@ -53,6 +45,21 @@ pub fn stream(messages: i64) -> Vec<inboxed_core::Envelope> {
         poison.message(POISON),
     );
     all
+}
+
+/// [`stream`] without the poison: for an in-order broker, where a poison holds up its
+/// partition for the whole of its attempts.
+#[must_use]
+pub fn clean_stream(messages: i64) -> Vec<inboxed_core::Envelope> {
+    (0..messages)
+        .map(|i| {
+            Script {
+                sleep_ms: 200,
+                ..Script::default()
+            }
+            .message(&format!("o-{i}"))
+        })
+        .collect()
 }
 
 /// What the outage came to.
@@ -116,12 +123,66 @@ where
     });
     let seen = Watch {
         messages,
+        poison: true,
         outage,
         charged: "SELECT CAST(coalesce(max(attempts - forgiven), 0) AS BIGINT) \
                   FROM inboxed_attempts WHERE message_id <> 'o-poison'",
         dead: "SELECT count(*) FROM inboxed_dead_letters",
     }
     .run(db, &ledger, &switch, unacked)
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = stop.send(());
+    consumer
+        .await
+        .expect("consumer task")
+        .expect("consumer loop");
+    seen
+}
+
+/// [`downstream_outage`] for an in-order broker (Kafka): [`clean_stream`]`(messages)`, published,
+/// consumed at the defaults, the default ladder included. The switch never opens there (one
+/// message is retried in place at a time, and it counts distinct messages); what keeps the
+/// message at the head from being dead-lettered is the ladder's waits.
+///
+/// # Panics
+/// When the consumer loop fails.
+pub async fn in_order_outage<B, Src>(
+    db: &TestDb<B>,
+    source: Src,
+    messages: i64,
+    outage: Duration,
+) -> Outage
+where
+    B: Backend,
+    Src: DeliverySource + 'static,
+{
+    let ledger = Ledger::<B>::default();
+    let config = ProcessorConfig::default();
+    let switch = config.kill_switch.clone();
+    let processor = Processor::with_config(
+        db.store.clone(),
+        ConsumerName::new("ledger").expect("valid name"),
+        ledger.clone(),
+        config,
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let consumer = tokio::spawn(async move {
+        Consumer::new(processor, ConsumerConfig::default())
+            .run(source, async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    let seen = Watch {
+        messages,
+        poison: false,
+        outage,
+        charged: "SELECT CAST(coalesce(max(attempts - forgiven), 0) AS BIGINT) \
+                  FROM inboxed_attempts",
+        dead: "SELECT count(*) FROM inboxed_dead_letters",
+    }
+    .run(db, &ledger, &switch, || async { 0 })
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let _ = stop.send(());
@@ -172,6 +233,7 @@ pub async fn worker_outage<B: Backend>(
     };
     let seen = Watch {
         messages,
+        poison: true,
         outage,
         charged: "SELECT CAST(coalesce(max(attempts), 0) AS BIGINT) FROM inboxed_inbox_messages \
                   WHERE message_id <> 'o-poison' AND status <> 'done'",
@@ -187,6 +249,8 @@ pub async fn worker_outage<B: Backend>(
 /// The outage itself, once a consumer or a worker drains the stream.
 struct Watch {
     messages: i64,
+    /// Whether the stream holds the poison, which ends dead.
+    poison: bool,
     outage: Duration,
     /// The most attempts charged to a valid message, at the end of the outage.
     charged: &'static str,
@@ -231,7 +295,8 @@ impl Watch {
         let calls_during_outage = ledger.calls() - calls_before;
         ledger.downstream_down.store(false, Ordering::SeqCst);
         let up_at = Instant::now();
-        while rows().await + db.scalar(self.dead).await < self.messages + 1
+        let expected = self.messages + i64::from(self.poison);
+        while rows().await + db.scalar(self.dead).await < expected
             && up_at.elapsed() < Duration::from_secs(300)
         {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -297,6 +362,30 @@ impl Outage {
             self.max_unacked <= unacked,
             "the broker's unacknowledged deliveries stayed within {unacked}: {}",
             self.max_unacked
+        );
+    }
+
+    /// What an in-order broker's outage at the defaults must come to: every message applied
+    /// once, nothing dead-lettered, the message at the head charged less than `max_attempts`.
+    ///
+    /// # Panics
+    /// When any of it does not hold.
+    pub async fn assert_in_order_came_through<B: Backend>(&self, db: &TestDb<B>, messages: i64) {
+        println!("{self:?}");
+        assert_eq!(
+            crate::conformance::ledger_state(db).await,
+            (messages, messages),
+            "every message applied once"
+        );
+        assert_eq!(
+            db.scalar("SELECT count(*) FROM inboxed_dead_letters").await,
+            0,
+            "nothing dead-lettered"
+        );
+        assert!(
+            (1..5).contains(&self.max_charged),
+            "the head was charged its failures in the outage, fewer than its five attempts: {}",
+            self.max_charged
         );
     }
 }

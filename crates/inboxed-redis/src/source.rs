@@ -16,6 +16,9 @@ use crate::delivery::{RedisDelivery, Shared};
 use crate::entry::{self, Entry};
 use crate::schedule;
 
+/// How often a member asks the schedule for requeued entries that are due.
+const DUE_EVERY: Duration = Duration::from_millis(250);
+
 /// How much longer than a blocking read (`RedisConfig::block`) a command may take to answer.
 const RESPONSE_SLACK: Duration = Duration::from_secs(5);
 
@@ -78,6 +81,7 @@ pub struct RedisSource {
     ready: VecDeque<RedisDelivery>,
     claim_cursor: String,
     last_claim: Option<Instant>,
+    last_due: Option<Instant>,
     failures: u32,
     /// The scripts that take an entry over (`schedule.rs`).
     take_due: redis::Script,
@@ -145,6 +149,7 @@ impl RedisSource {
             ready: VecDeque::new(),
             claim_cursor: "0-0".to_owned(),
             last_claim: None,
+            last_due: None,
             failures: 0,
             take_due: schedule::take_due(),
             take_over: schedule::take_over(),
@@ -193,8 +198,14 @@ impl RedisSource {
         Ok(())
     }
 
-    /// Requeued entries whose time has come, taken over whoever holds them.
+    /// Requeued entries whose time has come, taken over whoever holds them. Asked at most every
+    /// [`DUE_EVERY`]: a read that empties its entries fast would otherwise add a round trip per
+    /// read, and a ladder's shortest step is a second.
     async fn due(&mut self) -> redis::RedisResult<()> {
+        if self.last_due.is_some_and(|at| at.elapsed() < DUE_EVERY) {
+            return Ok(());
+        }
+        self.last_due = Some(Instant::now());
         let now = schedule::unix_ms(Duration::ZERO);
         let ids: Vec<String> = self
             .conn

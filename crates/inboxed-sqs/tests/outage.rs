@@ -7,8 +7,6 @@
 
 use std::time::Duration;
 
-use aws_sdk_sqs::Client;
-use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName};
 
 use inboxed_core::KillSwitch;
@@ -16,21 +14,10 @@ use inboxed_sqs::{SqsConfig, SqsSource};
 use inboxed_test::outage::{downstream_outage, stream};
 use inboxed_test::{Backend, Pg};
 
+use crate::sqs::client;
+
 /// As on RabbitMQ: few enough that each message left would fail its attempts in the outage.
 const MESSAGES: i64 = 120;
-
-fn client() -> Client {
-    let endpoint = std::env::var("INBOXED_SQS_ENDPOINT")
-        .unwrap_or_else(|_| "http://127.0.0.1:15000".to_owned());
-    let config = aws_sdk_sqs::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .http_client(inboxed_sqs::https_client())
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "inboxed-test"))
-        .build();
-    Client::from_conf(config)
-}
 
 #[tokio::test]
 async fn a_two_minute_downstream_outage_dead_letters_nothing() {

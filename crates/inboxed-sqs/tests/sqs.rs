@@ -27,7 +27,7 @@ fn endpoint() -> String {
 }
 
 /// A client with static credentials, which the emulator accepts whatever they are.
-fn client() -> Client {
+pub(crate) fn client() -> Client {
     let config = aws_sdk_sqs::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .http_client(inboxed_sqs::https_client())

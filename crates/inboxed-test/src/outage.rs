@@ -103,41 +103,10 @@ where
     U: Fn() -> UFut,
     UFut: Future<Output = u32>,
 {
-    let ledger = Ledger::<B>::default();
     let config = ProcessorConfig::default()
-        .kill_switch(switch.clone())
+        .kill_switch(switch)
         .ladder(ladder());
-    let processor = Processor::with_config(
-        db.store.clone(),
-        ConsumerName::new("ledger").expect("valid name"),
-        ledger.clone(),
-        config,
-    );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let consumer = tokio::spawn(async move {
-        Consumer::new(processor, ConsumerConfig::default())
-            .run(source, async {
-                let _ = stopped.await;
-            })
-            .await
-    });
-    let seen = Watch {
-        messages,
-        poison: true,
-        outage,
-        charged: "SELECT CAST(coalesce(max(attempts - forgiven), 0) AS BIGINT) \
-                  FROM inboxed_attempts WHERE message_id <> 'o-poison'",
-        dead: "SELECT count(*) FROM inboxed_dead_letters",
-    }
-    .run(db, &ledger, &switch, unacked)
-    .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let _ = stop.send(());
-    consumer
-        .await
-        .expect("consumer task")
-        .expect("consumer loop");
-    seen
+    consume_through(db, source, config, messages, outage, true, unacked).await
 }
 
 /// [`downstream_outage`] for an in-order broker (Kafka): [`clean_stream`]`(messages)`, published,
@@ -157,8 +126,28 @@ where
     B: Backend,
     Src: DeliverySource + 'static,
 {
-    let ledger = Ledger::<B>::default();
     let config = ProcessorConfig::default();
+    consume_through(db, source, config, messages, outage, false, || async { 0 }).await
+}
+
+/// The consumer loop at `config` (and `ConsumerConfig::default()`) over `source` while
+/// [`Watch`] runs the outage; stopped once the stream is drained.
+async fn consume_through<B, Src, U, UFut>(
+    db: &TestDb<B>,
+    source: Src,
+    config: ProcessorConfig,
+    messages: i64,
+    outage: Duration,
+    poison: bool,
+    unacked: U,
+) -> Outage
+where
+    B: Backend,
+    Src: DeliverySource + 'static,
+    U: Fn() -> UFut,
+    UFut: Future<Output = u32>,
+{
+    let ledger = Ledger::<B>::default();
     let switch = config.kill_switch.clone();
     let processor = Processor::with_config(
         db.store.clone(),
@@ -176,13 +165,13 @@ where
     });
     let seen = Watch {
         messages,
-        poison: false,
+        poison,
         outage,
         charged: "SELECT CAST(coalesce(max(attempts - forgiven), 0) AS BIGINT) \
-                  FROM inboxed_attempts",
+                  FROM inboxed_attempts WHERE message_id <> 'o-poison'",
         dead: "SELECT count(*) FROM inboxed_dead_letters",
     }
-    .run(db, &ledger, &switch, || async { 0 })
+    .run(db, &ledger, &switch, unacked)
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let _ = stop.send(());

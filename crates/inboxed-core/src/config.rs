@@ -6,6 +6,7 @@ use crate::backoff::Backoff;
 use crate::crash::CrashAttribution;
 use crate::kill_switch::KillSwitch;
 use crate::ladder::Ladder;
+use crate::rate_limit::RateLimit;
 use crate::store::{BeginParams, Isolation};
 
 /// What to do when a key arrives again with a *different* payload hash: a producer id
@@ -93,6 +94,10 @@ pub struct ProcessorConfig {
     /// (opens when 10 distinct messages failed among the last 20 deliveries that ran, probes after 5 s,
     /// then at most every minute).
     pub kill_switch: KillSwitch,
+    /// How fast deliveries reach the handler, overall and per key, each permit taken before
+    /// the inbox transaction begins ([`RateLimit`]). Clones of a config share it. Defaults to
+    /// [`RateLimit::none`].
+    pub rate_limit: RateLimit,
 }
 
 impl Default for ProcessorConfig {
@@ -116,6 +121,7 @@ impl Default for ProcessorConfig {
             redact_dead_letter_payloads: false,
             crash_attribution: CrashAttribution::new(),
             kill_switch: KillSwitch::new(),
+            rate_limit: RateLimit::none(),
         }
     }
 }
@@ -190,6 +196,13 @@ impl ProcessorConfig {
     #[must_use]
     pub fn attempt_counting(mut self, counting: AttemptCounting) -> Self {
         self.attempt_counting = counting;
+        self
+    }
+
+    /// Sets [`ProcessorConfig::rate_limit`].
+    #[must_use]
+    pub fn rate_limit(mut self, limit: RateLimit) -> Self {
+        self.rate_limit = limit;
         self
     }
 

@@ -10,6 +10,7 @@ use tracing::error;
 use crate::delivery::{AckOrdering, Delivery, DeliverySource};
 use crate::error::{BoxError, Error, error_chain};
 use crate::kill_switch::KillSwitch;
+use crate::rate_limit::RateLimit;
 
 /// How long shutdown waits for an in-order delivery being settled before leaving it unacked.
 const IN_ORDER_GRACE: Duration = Duration::from_secs(10);
@@ -23,7 +24,8 @@ const IN_ORDER_GRACE: Duration = Duration::from_secs(10);
 /// before it. At shutdown the reader stops, and the deliveries already received are settled
 /// before this returns, so nothing is dropped between its commit and its ack. While `switch`
 /// is open no batch is taken; the first one after its pause is its probe
-/// ([`KillSwitch::admit`]).
+/// ([`KillSwitch::admit`]). Under `limit`'s overall limit a batch is taken only with a permit
+/// for each of its deliveries, and only as large as the permits at hand ([`RateLimit`]).
 ///
 /// # Errors
 /// The source failed (after what it delivered is settled), or an in-order batch could not be
@@ -34,6 +36,7 @@ pub(crate) async fn drive<Src, F, Fut>(
     concurrency: usize,
     (max, linger): (usize, Duration),
     switch: Option<KillSwitch>,
+    limit: Option<RateLimit>,
     settle: F,
 ) -> Result<(), Error>
 where
@@ -53,15 +56,19 @@ where
                 log_task(joined);
             }
         }
-        let (probe, first) = if stopping {
-            (false, rx.try_recv().ok())
+        let (probe, first, room) = if stopping {
+            (false, rx.try_recv().ok(), max)
         } else {
             let admitted = async {
                 let probe = match &switch {
                     Some(switch) => switch.admit().await,
                     None => false,
                 };
-                (probe, rx.recv().await)
+                let room = match &limit {
+                    Some(limit) => limit.take(max).await,
+                    None => max,
+                };
+                (probe, rx.recv().await, room)
             };
             tokio::select! {
                 () = &mut shutdown => {
@@ -77,6 +84,8 @@ where
             break Ok(());
         };
         let mut batch = vec![first];
+        // This batch's bound: the permits taken for it.
+        let max = room.max(1);
         let deadline = tokio::time::Instant::now() + linger;
         // What is queued already is taken without a timer; only an empty queue waits out
         // the linger (a timer armed per delivery cost the relay a good part of its CPU).

@@ -22,6 +22,10 @@ pub const ALONE_SECONDS: &str = "inboxed_alone_seconds";
 pub const KILL_SWITCH_OPEN: &str = "inboxed_kill_switch_open";
 /// Counter of the times a consumer's kill switch opened, labelled `consumer`.
 pub const KILL_SWITCH_TRIPS_TOTAL: &str = "inboxed_kill_switch_trips_total";
+/// Counter of deliveries and rows held back by their rate limit ([`RateLimit`](crate::RateLimit)),
+/// labelled `consumer` and `action`: `deferred` (handed back with the wait as its delay),
+/// `waited` (an in-order delivery waited in place for its key's permit).
+pub const RATE_LIMITED_TOTAL: &str = "inboxed_rate_limited_total";
 /// Counter of in-process retries of the inbox transaction, labelled `consumer`.
 pub const RETRIES_TOTAL: &str = "inboxed_retries_total";
 /// Counter of dead letters written, labelled `consumer` and `reason`.

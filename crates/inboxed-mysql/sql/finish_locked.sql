@@ -20,7 +20,8 @@ UPDATE JSON_TABLE($1, '$[*]' COLUMNS (
 STRAIGHT_JOIN {{schema}}.`{{prefix}}inbox_messages` m FORCE INDEX (PRIMARY) ON m.id = f.id
 SET m.status = f.status,
     m.attempts = f.attempts,
-    m.last_error = f.error,
+    -- A row deferred by its rate limit (pending, no error) keeps the error it had.
+    m.last_error = CASE WHEN f.status = 'done' THEN NULL ELSE COALESCE(f.error, m.last_error) END,
     m.done_at = CASE WHEN f.status = 'done' THEN FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000) END,
     m.available_at = CASE WHEN f.status = 'pending'
                           THEN FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000) + f.backoff

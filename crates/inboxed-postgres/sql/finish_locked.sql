@@ -14,7 +14,8 @@ fate AS (
 UPDATE {{schema}}."{{prefix}}inbox_messages" m
 SET status = fate.status,
     attempts = fate.attempts,
-    last_error = fate.error,
+    -- A row deferred by its rate limit (pending, no error) keeps the error it had.
+    last_error = CASE WHEN fate.status = 'done' THEN NULL ELSE coalesce(fate.error, m.last_error) END,
     -- clock_timestamp(), not now(): now() is the batch transaction's start, which would cut
     -- the backoff short by however long the batch ran.
     done_at = CASE WHEN fate.status = 'done' THEN clock_timestamp() END,

@@ -33,8 +33,9 @@ where
     let in_order = deliveries
         .first()
         .is_some_and(|d| d.ack_ordering() == AckOrdering::InOrder);
-    let (results, names) = process(processor, &deliveries, extend_every, in_order).await;
     let mut errors = Vec::new();
+    let (deliveries, tail) = within_key_limits(processor, deliveries, in_order, &mut errors).await;
+    let (results, names) = process(processor, &deliveries, extend_every, in_order).await;
     if in_order {
         for ((delivery, result), name) in deliveries.into_iter().zip(results).zip(names) {
             let settled = match result {
@@ -43,6 +44,10 @@ where
                 _ => settle(processor, delivery, extend_every).await.map(drop),
             };
             errors.extend(settled.err());
+        }
+        // From the first over its key's limit on, one by one: each waits for its permit.
+        for delivery in tail {
+            errors.extend(settle(processor, delivery, extend_every).await.err());
         }
     } else {
         let (mut acks, mut acked, mut failed) = (Vec::new(), Vec::new(), Vec::new());
@@ -83,6 +88,52 @@ where
         );
     }
     errors.into_iter().next().map_or(Ok(()), Err)
+}
+
+/// Takes each delivery's key permit ([`RateLimit::per_key`](crate::RateLimit::per_key)) and
+/// returns those that have one. An unordered delivery over its key's limit is handed back with
+/// the wait as its delay (a failure to hand it back goes to `errors`); in order, the first one
+/// over its limit and everything after it are returned apart, to be settled one by one after
+/// the batch (each waits in place for its permit).
+async fn within_key_limits<S, H, D>(
+    processor: &Processor<S, H>,
+    deliveries: Vec<D>,
+    in_order: bool,
+    errors: &mut Vec<Error>,
+) -> (Vec<D>, Vec<D>)
+where
+    S: Store,
+    H: Handler<S::Db>,
+    D: Delivery,
+{
+    let limit = &processor.config().rate_limit;
+    if !limit.limits_keys() {
+        return (deliveries, Vec::new());
+    }
+    let (mut within, mut tail, mut deferred) = (Vec::new(), Vec::new(), Vec::new());
+    for delivery in deliveries {
+        if !tail.is_empty() {
+            tail.push(delivery);
+            continue;
+        }
+        let over = match delivery.envelope() {
+            Ok(envelope) => limit.check_key(&envelope).err(),
+            Err(_) => None,
+        };
+        match over {
+            None => within.push(delivery),
+            Some(_) if in_order => tail.push(delivery),
+            Some(delay) => deferred.push((delivery, delay)),
+        }
+    }
+    let deferring = deferred.into_iter().map(|(delivery, delay)| async move {
+        let name = delivery_name(&delivery.envelope());
+        super::defer(processor, delivery, delay, name).await
+    });
+    for deferred in futures_util::future::join_all(deferring).await {
+        errors.extend(deferred.err());
+    }
+    (within, tail)
 }
 
 /// The batch through the processor: one result per delivery, `None` for the in-order ones

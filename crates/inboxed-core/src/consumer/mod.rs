@@ -14,7 +14,9 @@ use crate::delivery::{AckOrdering, Delivery, DeliverySource};
 use crate::drive::drive;
 use crate::error::{Error, HandlerError, delivery_name, error_chain};
 use crate::handler::Handler;
+use crate::metrics as m;
 use crate::processor::{Outcome, Processor};
+use crate::rate_limit::RateLimit;
 use crate::store::Store;
 
 /// How a delivery was settled with the broker.
@@ -29,6 +31,12 @@ pub enum Settled {
         error: Error,
         /// The delay asked of the broker.
         delay: Option<Duration>,
+    },
+    /// Handed back before it ran, with this delay: its key was over its rate limit
+    /// ([`RateLimit::per_key`]). It used up no attempt.
+    Deferred {
+        /// The delay asked of the broker: until its key has a permit.
+        delay: Duration,
     },
 }
 
@@ -105,6 +113,11 @@ where
     let in_order = delivery.ack_ordering() == AckOrdering::InOrder;
     let envelope = delivery.envelope();
     let name = delivery_name(&envelope);
+    if let Ok(envelope) = &envelope
+        && let Some(delay) = over_key_limit(processor, envelope, in_order).await
+    {
+        return defer(processor, delivery, delay, name).await;
+    }
     let mut tries = 0;
     let result = loop {
         let result = match &envelope {
@@ -144,6 +157,54 @@ where
         }
         Err(error) => requeue(processor, delivery, error, name).await,
     }
+}
+
+/// Takes a permit of `envelope`'s key ([`RateLimit::per_key`]), or returns how long until
+/// there is one. An in-order delivery cannot be handed back without holding up its partition,
+/// so it waits in place for the permit instead (never more than [`MAX_WAIT_IN_PLACE`] at a
+/// time) and gets `None`.
+async fn over_key_limit<S, H>(
+    processor: &Processor<S, H>,
+    envelope: &crate::Envelope,
+    in_order: bool,
+) -> Option<Duration>
+where
+    S: Store,
+    H: Handler<S::Db>,
+{
+    let limit = &processor.config().rate_limit;
+    loop {
+        match limit.check_key(envelope) {
+            Ok(()) => return None,
+            Err(wait) if in_order => {
+                metrics::counter!(m::RATE_LIMITED_TOTAL, "consumer" => processor.consumer().as_str().to_owned(), "action" => "waited")
+                    .increment(1);
+                tokio::time::sleep(wait.min(MAX_WAIT_IN_PLACE)).await;
+            }
+            Err(wait) => return Some(wait),
+        }
+    }
+}
+
+/// Hands back a delivery over its key's rate limit, before it ran, for `delay`.
+async fn defer<S, H, D>(
+    processor: &Processor<S, H>,
+    delivery: D,
+    delay: Duration,
+    name: String,
+) -> Result<Settled, Error>
+where
+    S: Store,
+    H: Handler<S::Db>,
+    D: Delivery,
+{
+    metrics::counter!(m::RATE_LIMITED_TOTAL, "consumer" => processor.consumer().as_str().to_owned(), "action" => "deferred")
+        .increment(1);
+    delivery
+        .requeue(Some(delay))
+        .await
+        .map_err(Error::ack_failed("requeue", name))?;
+    Ok(Settled::Deferred { delay })
 }
 
 /// Returns a delivery whose processing failed (nothing committed) to the broker, after
@@ -246,12 +307,14 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
         let batched = config.batch_size > 1;
         let limits = (config.batch_size, config.batch_linger);
         let switch = Some(self.processor.config().kill_switch.clone());
+        let limit = Some(self.processor.config().rate_limit.clone()).filter(RateLimit::is_limited);
         drive(
             source,
             shutdown,
             config.concurrency,
             limits,
             switch,
+            limit,
             |deliveries| {
                 let processor = self.processor.clone();
                 async move {

@@ -103,12 +103,14 @@ impl<S: Store, H: Handler<S::Db>> Tenants<S, H> {
         let limits = (config.batch_size, config.batch_linger);
         // No switch pauses the source: one tenant's outage must not hold back the others. Each
         // tenant's processor still forgives the transient failures its own switch judges an
-        // outage.
+        // outage. Nor does an overall rate limit: each tenant's processor applies its
+        // per-key limit as it settles (a limit per tenant is one keyed by tenant).
         drive(
             source,
             shutdown,
             config.concurrency,
             limits,
+            None,
             None,
             |deliveries| {
                 // Each delivery with the processor that settles it, decided before the task runs.

@@ -112,7 +112,8 @@ pub async fn extend_leases<E: Engine>(
 
 /// Hands back the rows held under `token` (only `ids`, when given) without counting an
 /// attempt, by `sql` (the inbox's `release.sql`, the outbox's `outbox_release.sql`: one
-/// protocol); how many.
+/// protocol; the inbox's also takes `after`, the delay before the rows are claimable again);
+/// how many.
 ///
 /// # Errors
 /// The statement failed.
@@ -121,8 +122,12 @@ pub async fn release_claimed<E: Engine>(
     sql: &std::sync::Arc<str>,
     token: &ClaimToken,
     ids: Option<&[i64]>,
+    after: Option<Duration>,
 ) -> Result<u64, StoreError> {
-    let q = e.query(sql).bytes(token.as_bytes()).opt_ids(ids);
+    let mut q = e.query(sql).bytes(token.as_bytes()).opt_ids(ids);
+    if let Some(after) = after {
+        q = q.int(millis_of(after));
+    }
     e.execute_alone(q).await
 }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::crash::CrashAttribution;
 use crate::kill_switch::KillSwitch;
 use crate::ladder::Ladder;
+use crate::rate_limit::RateLimit;
 use crate::store::BeginParams;
 
 /// What a dead row does to the later rows of its aggregate in ordered mode.
@@ -117,6 +118,11 @@ pub struct WorkerConfig {
     /// attempts ([`KillSwitch`]; in lease mode). Clones of a config share it. Defaults to a new
     /// [`KillSwitch::new`].
     pub kill_switch: KillSwitch,
+    /// How fast rows reach the handler, overall and per key ([`RateLimit`]): a claim takes at
+    /// most as many rows as the overall limit has permits at hand, and a claimed row over its
+    /// key's limit is handed back, its attempt given back, to be claimed again after the wait.
+    /// Clones of a config share it. Defaults to [`RateLimit::none`].
+    pub rate_limit: RateLimit,
 }
 
 impl Default for WorkerConfig {
@@ -140,6 +146,7 @@ impl Default for WorkerConfig {
             begin: BeginParams::default(),
             crash_attribution: CrashAttribution::new(),
             kill_switch: KillSwitch::new(),
+            rate_limit: RateLimit::none(),
         }
     }
 }
@@ -149,6 +156,13 @@ impl WorkerConfig {
     #[must_use]
     pub fn kill_switch(mut self, switch: KillSwitch) -> Self {
         self.kill_switch = switch;
+        self
+    }
+
+    /// Sets [`WorkerConfig::rate_limit`].
+    #[must_use]
+    pub fn rate_limit(mut self, limit: RateLimit) -> Self {
+        self.rate_limit = limit;
         self
     }
 

@@ -13,12 +13,12 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// transaction of its own, dead-letters rows claimed too often without ever finishing,
     /// runs the other rows optimistically through one `handle_batch` behind one savepoint (row by row behind their own
     /// savepoints after a failure), settles every row, and commits once.
-    pub(super) async fn run_locked(&self) -> Result<BatchReport, Error> {
+    pub(super) async fn run_locked(&self, limit: u32) -> Result<BatchReport, Error> {
         let inner = &*self.inner;
         let mut tx = inner.store.begin(&inner.config.begin).await?;
         let params = LockBatchParams {
             consumer: &inner.consumer,
-            limit: inner.config.batch_size,
+            limit,
             now: None,
             ordered: inner.config.ordered,
             park: inner.config.on_dead == super::config::OnDead::Park,
@@ -53,6 +53,15 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 .find(|(id, _)| id == row.envelope.id().as_str())
                 .map_or(1, |(_, n)| *n);
             let attempt = row.attempts + claims;
+            // Over its key's rate limit: back to pending for the wait, its attempts as they
+            // were (this claim did not run it) and its last error kept.
+            if let Err(wait) = inner.config.rate_limit.check_key(&row.envelope) {
+                let mut deferred = fate(&row, "pending", None, row.attempts, self);
+                deferred.backoff = wait;
+                fates.push(deferred);
+                report.deferred += 1;
+                continue;
+            }
             if attempt > inner.config.max_attempts {
                 let error = format!(
                     "claimed {claims} times without finishing: its worker died or hung each time"
@@ -131,6 +140,10 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                     }
                 }
             }
+        }
+        if report.deferred > 0 {
+            metrics::counter!(crate::metrics::RATE_LIMITED_TOTAL, "consumer" => inner.consumer.as_str().to_owned(), "action" => "deferred")
+                .increment(report.deferred);
         }
         inner
             .store

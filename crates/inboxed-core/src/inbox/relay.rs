@@ -317,6 +317,7 @@ impl<S: InboxStore> InboxRelay<S> {
             self.config.concurrency,
             limits,
             None,
+            None,
             |deliveries| {
                 let inbox = self.inbox.clone();
                 let (backoff, streak) = (self.config.retry_backoff, self.streak.clone());

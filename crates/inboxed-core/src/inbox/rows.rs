@@ -91,7 +91,10 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             row = row.id,
             error, "row failed while the kill switch is open; handed back, attempt given back"
         );
-        inner.store.release(token, Some(&[row.id])).await?;
+        inner
+            .store
+            .release(token, Some(&[row.id]), std::time::Duration::ZERO)
+            .await?;
         report.retrying += 1;
         Ok(true)
     }

@@ -356,13 +356,21 @@ pub trait InboxStore: Engine {
     }
 
     /// Hands back the unfinished rows of `token` (all of them, or only `ids`), giving back their
-    /// attempt: their handlers did not run (graceful shutdown, or batch-mates of a suspect row).
+    /// attempt: their handlers did not run (graceful shutdown, batch-mates of a suspect row, a
+    /// row over its key's rate limit). Claimable again `after` from now, or as they were.
     fn release(
         &self,
         token: &ClaimToken,
         ids: Option<&[i64]>,
+        after: Duration,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        crate::engine::inbox::release_claimed(self, &self.queries().release, token, ids)
+        crate::engine::inbox::release_claimed(
+            self,
+            &self.queries().release,
+            token,
+            ids,
+            Some(after),
+        )
     }
 
     /// The reaper: returns expired leases, and the rows of dead workers, to pending (or dead).

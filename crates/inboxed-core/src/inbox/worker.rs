@@ -30,6 +30,9 @@ pub struct BatchReport {
     pub dead: u64,
     /// Rows whose claim was lost to the reaper before completion: rolled back.
     pub lost: u64,
+    /// Rows handed back before they ran, over their key's rate limit
+    /// ([`WorkerConfig::rate_limit`]), their attempt given back.
+    pub deferred: u64,
 }
 
 /// Processes the stored rows of one consumer: claims batches under fenced leases, then runs
@@ -112,19 +115,30 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         &self.inner.id
     }
 
-    /// Claims one batch and processes it.
+    /// Claims one batch and processes it: at most `batch_size` rows, and under an overall
+    /// rate limit as many as it has permits for (it waits for the first).
     ///
     /// # Errors
     /// A store failure claiming the batch or committing it. Rows of a batch that could not
     /// commit are handed back to pending.
     pub async fn run_once(&self) -> Result<BatchReport, Error> {
+        let config = &self.inner.config;
+        let permits = config.rate_limit.take(config.batch_size as usize).await;
+        self.run_up_to(permits).await
+    }
+
+    /// Claims at most `limit` rows and processes them.
+    async fn run_up_to(&self, limit: usize) -> Result<BatchReport, Error> {
         let inner = &*self.inner;
+        let limit = u32::try_from(limit)
+            .unwrap_or(u32::MAX)
+            .clamp(1, inner.config.batch_size.max(1));
         if inner.config.claim_mode == super::config::ClaimMode::LockHeld {
-            return self.run_locked().await;
+            return self.run_locked(limit).await;
         }
         let token = ClaimToken::random();
         self.track(token, true);
-        let report = self.claim_and_process(token).await;
+        let report = self.claim_and_process(token, limit).await;
         self.track(token, false);
         report
     }
@@ -136,11 +150,11 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// halving, release_stale.sql). The wait is bounded by half the lease (its heartbeat
     /// starts with the batch); past it the batch runs beside the others, and a death then
     /// charges its rows as if the limit had been ignored.
-    async fn claim_and_process(&self, token: ClaimToken) -> Result<BatchReport, Error> {
+    async fn claim_and_process(&self, token: ClaimToken, limit: u32) -> Result<BatchReport, Error> {
         let inner = &*self.inner;
         let crash = &inner.config.crash_attribution;
         let shared = crash.shared().await;
-        let rows = self.claim(token).await?;
+        let rows = self.claim(token, limit).await?;
         if rows.is_empty() {
             return Ok(BatchReport::default());
         }
@@ -151,15 +165,53 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let rows = self.isolate_suspect(rows, &token).await?;
         metrics::histogram!(m::CLAIM_BATCH_SIZE, "consumer" => inner.consumer.as_str().to_owned())
             .record(rows.len() as f64);
-        let report = self.process_batch(rows, token).await?;
+        let claimed = rows.len() as u64;
+        let (rows, deferred) = self.defer_over_limit(rows, &token).await?;
+        let mut report = self.process_batch(rows, token).await?;
+        report.claimed = claimed;
+        report.deferred = deferred;
         inner.config.kill_switch.succeeded_times(report.done);
         Ok(report)
+    }
+
+    /// Hands back each row over its key's rate limit, its attempt given back and claimable
+    /// again once its key has a permit; returns the others and how many were handed back.
+    async fn defer_over_limit(
+        &self,
+        rows: Vec<InboxRow>,
+        token: &ClaimToken,
+    ) -> Result<(Vec<InboxRow>, u64), Error> {
+        let inner = &*self.inner;
+        let limit = &inner.config.rate_limit;
+        if !limit.limits_keys() {
+            return Ok((rows, 0));
+        }
+        let mut within = Vec::with_capacity(rows.len());
+        let mut deferred = 0;
+        for row in rows {
+            match limit.check_key(&row.envelope) {
+                Ok(()) => within.push(row),
+                Err(wait) => {
+                    inner.store.release(token, Some(&[row.id]), wait).await?;
+                    deferred += 1;
+                }
+            }
+        }
+        if deferred > 0 {
+            metrics::counter!(m::RATE_LIMITED_TOTAL, "consumer" => inner.consumer.as_str().to_owned(), "action" => "deferred")
+                .increment(deferred);
+        }
+        Ok((within, deferred))
     }
 
     /// Claims a batch under `token` in a task of its own, holding the claim gate: a claim loop
     /// aborted at shutdown cannot cut the claim off between its commit and its reply (it would
     /// commit rows nobody holds). Shutdown waits at the gate, then hands back every token.
-    async fn claim(&self, token: ClaimToken) -> Result<Vec<InboxRow>, crate::error::StoreError> {
+    async fn claim(
+        &self,
+        token: ClaimToken,
+        limit: u32,
+    ) -> Result<Vec<InboxRow>, crate::error::StoreError> {
         let worker = self.clone();
         let claiming = tokio::spawn(async move {
             let _gate = Arc::clone(&worker.inner.claims).read_owned().await;
@@ -168,7 +220,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 consumer: &inner.consumer,
                 worker: &inner.id,
                 token: &token,
-                limit: inner.config.batch_size,
+                limit,
                 lease: inner.config.lease,
                 now: None,
                 ordered: inner.config.ordered,
@@ -203,7 +255,10 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         }
         rows.sort_by_key(|r| (room(r), r.id));
         let others: Vec<i64> = rows[group..].iter().map(|r| r.id).collect();
-        self.inner.store.release(token, Some(&others)).await?;
+        self.inner
+            .store
+            .release(token, Some(&others), Duration::ZERO)
+            .await?;
         rows.truncate(group);
         Ok(rows)
     }
@@ -314,7 +369,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         // Every token is tried, whatever fails.
         let mut first_error = None;
         for token in tokens {
-            if let Err(e) = self.inner.store.release(&token, None).await {
+            if let Err(e) = self.inner.store.release(&token, None, Duration::ZERO).await {
                 warn!(error = %e, "could not hand back a cut-short batch; its lease will expire");
                 first_error.get_or_insert(e);
             }
@@ -350,6 +405,17 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             } else {
                 false
             };
+            // Under an overall rate limit, a claim takes only as many rows as it has permits.
+            let batch = self.inner.config.batch_size as usize;
+            let permits = tokio::select! {
+                permits = self.inner.config.rate_limit.take(batch) => permits,
+                _ = stop.changed() => {
+                    if probe {
+                        switch.probe_ended();
+                    }
+                    break;
+                }
+            };
             let Some(slot) = self.inner.pace.enter(&mut stop).await else {
                 if probe {
                     switch.probe_ended();
@@ -372,7 +438,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 n.as_mut().enable();
             }
             let started = std::time::Instant::now();
-            let ran = self.run_once().await;
+            let ran = self.run_up_to(permits).await;
             if probe {
                 switch.probe_ended();
             }

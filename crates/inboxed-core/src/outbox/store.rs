@@ -238,7 +238,13 @@ pub trait OutboxStore: Engine {
         token: &ClaimToken,
         ids: Option<&[i64]>,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        crate::engine::inbox::release_claimed(self, &self.queries().outbox_release, token, ids)
+        crate::engine::inbox::release_claimed(
+            self,
+            &self.queries().outbox_release,
+            token,
+            ids,
+            None,
+        )
     }
 
     /// Deletes up to `limit` rows sent before `older_than`, oldest first (dead rows stay);

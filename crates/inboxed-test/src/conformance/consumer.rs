@@ -13,15 +13,17 @@ use super::{ledger_state, processor};
 use crate::backend::Backend;
 use crate::handler::{Script, credit};
 
-type Log = Arc<Mutex<Vec<(String, &'static str, i64)>>>;
+pub(super) type Log = Arc<Mutex<Vec<(String, &'static str, i64)>>>;
 
-struct Memory<B: Backend> {
-    id: String,
-    payload: Vec<u8>,
-    store: B::Store,
-    log: Log,
+/// A delivery whose broker is a log: what was done to it, and what another connection saw
+/// committed at its ack.
+pub(super) struct Memory<B: Backend> {
+    pub(super) id: String,
+    pub(super) payload: Vec<u8>,
+    pub(super) store: B::Store,
+    pub(super) log: Log,
     /// Acked like a Kafka offset: in order.
-    in_order: bool,
+    pub(super) in_order: bool,
 }
 
 impl<B: Backend> Delivery for Memory<B> {
@@ -70,7 +72,7 @@ impl<B: Backend> Delivery for Memory<B> {
     }
 }
 
-struct Source<B: Backend>(VecDeque<Memory<B>>);
+pub(super) struct Source<B: Backend>(pub(super) VecDeque<Memory<B>>);
 
 impl<B: Backend> DeliverySource for Source<B> {
     type Delivery = Memory<B>;

@@ -15,6 +15,7 @@ mod outbox_batch;
 mod outbox_crash;
 mod outbox_delete;
 mod outbox_operate;
+mod rate_limit;
 mod redrive;
 mod retention;
 mod stress;
@@ -87,6 +88,10 @@ pub use outbox_delete::outbox_delete_sent_is_fenced_and_frees_the_key;
 pub use outbox_operate::{
     outbox_operator_lists_retries_and_discards_dead_rows,
     outbox_rows_are_searched_newest_first_within_a_window,
+};
+pub use rate_limit::{
+    consumer_rate_limits_defer_by_key_and_pace_overall,
+    worker_rate_limits_defer_by_key_and_cap_claims,
 };
 pub use redrive::redrive_lifts_the_dead_letter_once;
 pub use retention::{
@@ -178,6 +183,7 @@ macro_rules! conformance_tests {
             a_worker_ignoring_the_group_limit_is_charged,
             dead_letters_are_retried_into_the_inbox_and_discarded,
             rows_and_the_audit_trail_are_listed,
+            worker_rate_limits_defer_by_key_and_cap_claims,
         );
     };
     // The test kit's own cases (crate inboxed-testkit): it passes a correct handler and
@@ -252,6 +258,7 @@ macro_rules! conformance_tests {
             consumer_acks_only_after_commit,
             consumer_in_batches_acks_only_after_commit,
             consumer_in_ordered_batches_keeps_the_order,
+            consumer_rate_limits_defer_by_key_and_pace_overall,
             long_handler_extends_the_delivery_deadline,
             a_failed_ack_names_the_message_and_its_cause,
             poison_that_kills_the_process_is_dead_lettered,

@@ -142,7 +142,7 @@ async fn migrate_twice_is_a_no_op() {
         (
             code,
             out.contains(
-                "applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]"
+                "applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]"
             )
         ),
         (0, true),
@@ -170,7 +170,7 @@ async fn migrate_into_a_chosen_schema_and_prefix() {
         (
             code,
             out.contains(
-                "applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]"
+                "applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]"
             )
         ),
         (0, true),
@@ -319,7 +319,9 @@ fn migrate_status_reports_without_changing_anything() {
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("pending migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]"),
+        out.contains(
+            "pending migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]"
+        ),
         "{out}"
     );
     let (code, out) = inboxed(&["migrate", "--status", "--database-url", &url]);
@@ -329,7 +331,7 @@ fn migrate_status_reports_without_changing_anything() {
     let status: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         status["pending"].as_array().map(Vec::len),
-        Some(16),
+        Some(17),
         "{out}"
     );
     let (code, out) = inboxed(&["migrate", "--json", "--database-url", &url]);

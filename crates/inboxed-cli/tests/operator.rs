@@ -12,8 +12,9 @@ use inboxed_test::{Backend, Pg};
 
 use common::inboxed;
 
-/// `stats` with no consumer named reports every consumer with rows: its backlog, its dead
-/// letters and its processed keys, as tables and as JSON with the same figures.
+/// `stats` with no consumer named reports every consumer with rows: its backlog, its open kill
+/// switches (not one whose process stopped refreshing it), its dead letters and its processed
+/// keys, as tables and as JSON with the same figures.
 #[tokio::test]
 async fn stats_reports_backlog_dead_letters_and_keys_of_every_consumer() {
     use inboxed_core::inbox::Inbox;
@@ -36,8 +37,31 @@ async fn stats_reports_backlog_dead_letters_and_keys_of_every_consumer() {
         .dead_letter_invalid(b"{}", &EnvelopeError::MissingId)
         .await
         .unwrap();
+    // Shipping's switch opened two minutes ago and probes in 20 s; billing's process died
+    // with its switch open ten minutes ago.
+    let now = std::time::SystemTime::now();
+    let opened = inboxed_core::kill_switch::Opened {
+        at: now - std::time::Duration::from_secs(120),
+        next_probe: now + std::time::Duration::from_secs(20),
+    };
+    let shipping = ConsumerName::new("shipping").unwrap();
+    inboxed_core::Store::report_switch(&db.store, &shipping, "replica-1", Some(opened))
+        .await
+        .unwrap();
+    let stale = "WITH s AS (INSERT INTO inboxed_kill_switches VALUES ('billing', 'gone', \
+                 now() - interval '11 minutes', now() - interval '10 minutes', \
+                 now() - interval '10 minutes') RETURNING 1) SELECT count(*) FROM s";
+    assert_eq!(db.scalar(stale).await, 1);
     let (code, out) = inboxed(&["stats", "--database-url", &db.locator]);
     assert_eq!(code, 0, "{out}");
+    let switch = out
+        .lines()
+        .skip_while(|l| *l != "kill switches")
+        .nth(2)
+        .unwrap_or_else(|| panic!("no kill switch row:\n{out}"));
+    let cells: Vec<&str> = switch.split_whitespace().collect();
+    assert_eq!(cells[..3], ["shipping", "1", "2m"], "{switch}");
+    assert!(!out.contains("billing"), "{out}");
     let row = out
         .lines()
         .find(|l| l.trim_start().starts_with("shipping") && !l.contains("ago"))
@@ -69,6 +93,18 @@ async fn stats_reports_backlog_dead_letters_and_keys_of_every_consumer() {
     );
     assert_eq!(report["dead_letters"][0]["count"], 1);
     assert_eq!(report["processed_keys"][0]["consumer"], "shipping");
+    let switches = report["kill_switches"].as_array().unwrap();
+    assert_eq!(switches.len(), 1, "{switches:?}");
+    assert_eq!(switches[0]["consumer"], "shipping");
+    assert_eq!(switches[0]["open"], 1);
+    let probe = switches[0]["next_probe_in_seconds"].as_i64().unwrap();
+    assert!((15..=20).contains(&probe), "{probe}");
+    // Closed: gone from the report.
+    inboxed_core::Store::report_switch(&db.store, &shipping, "replica-1", None)
+        .await
+        .unwrap();
+    let (_, out) = inboxed(&["stats", "--database-url", &db.locator]);
+    assert!(out.contains("kill switches\n  (none open)"), "{out}");
     db.finish().await;
 }
 

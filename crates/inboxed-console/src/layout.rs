@@ -146,11 +146,27 @@ pub(crate) fn ago(t: Option<SystemTime>) -> String {
         .duration_since(t)
         .unwrap_or(Duration::ZERO)
         .as_secs();
+    format!("{} ago", span(secs))
+}
+
+/// How long until `t`: "in 20s", or "due" once it has passed.
+pub(crate) fn until(t: Option<SystemTime>) -> String {
+    let Some(t) = t else {
+        return "-".to_owned();
+    };
+    match t.duration_since(SystemTime::now()) {
+        Ok(ahead) if ahead.as_secs() > 0 => format!("in {}", span(ahead.as_secs())),
+        _ => "due".to_owned(),
+    }
+}
+
+/// Seconds in the largest whole unit: 42s, 5m, 3h, 2d.
+fn span(secs: u64) -> String {
     match secs {
-        0..60 => format!("{secs}s ago"),
-        60..3600 => format!("{}m ago", secs / 60),
-        3600..86_400 => format!("{}h ago", secs / 3600),
-        _ => format!("{}d ago", secs / 86_400),
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        3600..86_400 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
     }
 }
 

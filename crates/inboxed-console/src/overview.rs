@@ -1,4 +1,4 @@
-//! `/`: every consumer's backlog, its processed keys (how many, their growth and age, the
+//! `/`: every consumer's backlog, the kill switches open, its processed keys (how many, their growth and age, the
 //! table's size, and the dedup hit rate where a process's counters are at hand), the dead
 //! letters by consumer and reason, the outbox's backlog. Read through the partial indexes of
 //! rows not done and the planner's statistics, so the page costs what the backlog is, not what
@@ -16,7 +16,7 @@ use maud::{Markup, html};
 
 use crate::access::Viewer;
 use crate::forms::query;
-use crate::layout::{ago, bytes, page, unavailable};
+use crate::layout::{ago, bytes, page, unavailable, until};
 use crate::{Console, ConsoleStore, DedupRate};
 
 pub(crate) async fn show<S: ConsoleStore>(
@@ -66,6 +66,27 @@ pub(crate) async fn show<S: ConsoleStore>(
                     td { (ago(b.oldest_pending)) }
                     td class=[(b.expired_leases > 0).then_some("warn")] { (b.expired_leases) }
                     td class=[(b.parked_aggregates > 0).then_some("warn")] { (b.parked_aggregates) }
+                } } }
+            } }
+        }
+        h2 { "Kill switches" }
+        @if seen.switches.is_empty() {
+            p { "None open: every consumer takes deliveries." }
+        } @else {
+            p { "Paused: most recent deliveries of these consumers failed transiently (a \
+                 dependency is down); they take no new deliveries until a probe succeeds, and \
+                 charge no attempts meanwhile." }
+            div.scroll { table {
+                thead { tr {
+                    th { "Consumer" } th { "Open in" } th { "Since" } th { "Next probe" }
+                    th { "Last heard" }
+                } }
+                tbody { @for k in &seen.switches { tr.warn {
+                    td { (k.consumer) }
+                    td { (k.open) @if k.open == 1 { " process" } @else { " processes" } }
+                    td { (ago(k.opened_at)) }
+                    td { (until(k.next_probe)) }
+                    td { (ago(k.seen_at)) }
                 } } }
             } }
         }

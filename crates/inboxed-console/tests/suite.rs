@@ -20,6 +20,30 @@ async fn the_pages_show_the_dead_letters_and_never_render_what_a_producer_sent()
 
     let (status, overview) = get(&format!("{base}/")).await;
     assert_eq!(status, 200, "{overview}");
+    assert!(
+        overview.contains("None open"),
+        "no kill switch open yet: {overview}"
+    );
+    // Billing's switch opened a minute ago and probes in 30 s: the page says it is paused.
+    let now = std::time::SystemTime::now();
+    let opened = inboxed_core::kill_switch::Opened {
+        at: now - std::time::Duration::from_secs(61),
+        next_probe: now + std::time::Duration::from_secs(30),
+    };
+    let billing = inboxed_core::ConsumerName::new("billing").unwrap();
+    inboxed_core::Store::report_switch(&store, &billing, "one", Some(opened))
+        .await
+        .unwrap();
+    let (_, overview) = get(&format!("{base}/")).await;
+    let switches = &overview[overview.find("Kill switches").expect("the section")..];
+    let switches = &switches[..switches.find("Processed keys").expect("the next section")];
+    assert!(switches.contains("<td>billing</td>"), "{switches}");
+    assert!(switches.contains("1 process"), "{switches}");
+    assert!(switches.contains("1m ago"), "{switches}");
+    assert!(
+        switches.contains("in 29s") || switches.contains("in 30s"),
+        "the probe in about 30 s: {switches}"
+    );
     assert!(overview.contains("billing"), "{overview}");
     assert!(
         overview.contains("<td>2</td>"),

@@ -14,9 +14,9 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
@@ -45,6 +45,20 @@ struct Inner {
     changed: Notify,
     /// The `consumer` label of its metrics: the first consumer whose processor took it.
     label: Mutex<String>,
+    /// Names this switch's row among the open switches (`report.rs`): random, so that each
+    /// process's switch has a row of its own.
+    id: String,
+    /// Since when it is open and when it probes next, for whoever reports it (`report.rs`).
+    opened: watch::Sender<Option<Opened>>,
+}
+
+/// An open switch, as it is reported to the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opened {
+    /// When it opened.
+    pub at: SystemTime,
+    /// When its next probe goes.
+    pub next_probe: SystemTime,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -155,6 +169,8 @@ impl KillSwitch {
                 }),
                 changed: Notify::new(),
                 label: Mutex::new(String::new()),
+                id: uuid::Uuid::new_v4().simple().to_string()[..12].to_owned(),
+                opened: watch::Sender::new(None),
             }),
         }
     }
@@ -163,6 +179,21 @@ impl KillSwitch {
     #[must_use]
     pub fn is_open(&self) -> bool {
         !matches!(*self.state(), State::Closed { .. })
+    }
+
+    /// Whether the switch can open at all (not [`KillSwitch::off`]).
+    pub(crate) fn is_on(&self) -> bool {
+        self.inner.settings.on
+    }
+
+    /// This switch's id among the open switches.
+    pub(crate) fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// Since when it is open (and when it probes next), as it changes.
+    pub(crate) fn watch_opened(&self) -> watch::Receiver<Option<Opened>> {
+        self.inner.opened.subscribe()
     }
 
     /// Names the switch's metrics after `consumer`, unless a processor named them already.
@@ -255,6 +286,7 @@ impl KillSwitch {
                 drop(state);
                 info!(consumer = %self.label(), "a probe succeeded; the kill switch closes and deliveries go on");
                 self.gauge(false);
+                self.inner.opened.send_replace(None);
                 self.inner.changed.notify_waiters();
             }
         }
@@ -308,6 +340,11 @@ impl KillSwitch {
                 metrics::counter!(m::KILL_SWITCH_TRIPS_TOTAL, "consumer" => self.label())
                     .increment(1);
                 self.gauge(true);
+                let at = SystemTime::now();
+                self.inner.opened.send_replace(Some(Opened {
+                    at,
+                    next_probe: at + settings.pause,
+                }));
                 Judged::Forgiven(opened)
             }
             State::Open { until, .. } if now < *until => Judged::Forgiven(this()),
@@ -322,6 +359,11 @@ impl KillSwitch {
                 drop(state);
                 info!(consumer = %self.label(), pause = ?pause, "a probe failed; the kill switch stays open");
                 self.inner.changed.notify_waiters();
+                self.inner.opened.send_modify(|opened| {
+                    let next_probe = SystemTime::now() + pause;
+                    let at = opened.map_or_else(SystemTime::now, |o| o.at);
+                    *opened = Some(Opened { at, next_probe });
+                });
                 Judged::Forgiven(this())
             }
         }
@@ -374,5 +416,8 @@ fn distinct_count(failed: &[Failed]) -> usize {
     keys.len()
 }
 
+mod report;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use report::reporting;

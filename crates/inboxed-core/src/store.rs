@@ -253,6 +253,18 @@ pub trait Store: Clone + Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Records that `consumer`'s kill switch `switch` is open (`Some`: opened, a probe failed,
+    /// or a refresh while it stays open), or that it closed (`None`), in a statement of its
+    /// own, for `inboxed stats` and the console.
+    fn report_switch(
+        &self,
+        consumer: &ConsumerName,
+        switch: &str,
+        opened: Option<crate::kill_switch::Opened>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        crate::engine::observe::report_switch(self.engine(), consumer, switch, opened)
+    }
+
     /// Begins the transaction that the claim and the handler share.
     fn begin(
         &self,

@@ -21,6 +21,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     inboxed_core::migration!(6, "0006_processed_log", "processed_log"),
     inboxed_core::migration!(7, "0007_attempts_forgiven", "attempts_forgiven"),
     inboxed_core::migration!(8, "0008_outbox_unmarked", "outbox_unmarked"),
+    inboxed_core::migration!(9, "0009_kill_switches", "kill_switches"),
 ];
 
 /// One template per store operation.
@@ -37,6 +38,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     outbox_write, outbox_write_many, outbox_claim, outbox_claim_stamp, outbox_sent, outbox_delete_sent, outbox_fail,
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_browse, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox,
+    switch_open, switch_close, observe_switches,
     outbox_lock, outbox_hold, outbox_mark, outbox_reap_unmarked,
     letters_select, letters_delete, letters_audit, rows_list, row_load, audit_list, rows_by_key,
     claim_partitioned, list_partitions, create_partitions, partition_consumers, lock_maintenance,

@@ -24,7 +24,8 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     create_schema, migrations_table, migrations_applied, migration_record, migrations_exist,
     outbox_write, outbox_write_many, outbox_claim, outbox_sent, outbox_delete_sent, outbox_fail,
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_browse, outbox_load,
-    outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox, outbox_lock,
+    outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox,
+    switch_open, switch_close, observe_switches, outbox_lock,
     outbox_lock_plan, outbox_hold, outbox_mark, outbox_reap_unmarked,
     letters_select, letters_delete, letters_audit, rows_list, row_load, audit_list, rows_by_key;
     absent:

@@ -21,6 +21,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     outbox_write, outbox_claim, outbox_sent, outbox_delete_sent, outbox_fail,
     outbox_release_stale, outbox_release, outbox_purge_sent, outbox_list, outbox_browse, outbox_load,
     outbox_select_dead, outbox_retry, outbox_discard, outbox_audit, observe_outbox,
+    switch_open, switch_close, observe_switches,
     letters_select, letters_delete, letters_audit, rows_list, row_load, audit_list, rows_by_key;
     absent:
     // No batch gate: one writer at a time already, and no session locks.

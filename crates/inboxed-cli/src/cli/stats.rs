@@ -1,5 +1,6 @@
-//! `inboxed stats`: the store-then-process backlog and the dead letters of every consumer, and
-//! the processed keys (count, growth, oldest age, table size) of the consumers named or seen.
+//! `inboxed stats`: the store-then-process backlog, the open kill switches and the dead letters of
+//! every consumer, and the processed keys (count, growth, oldest age, table size) of the
+//! consumers named or seen.
 
 use std::collections::BTreeSet;
 use std::io::{IsTerminal, Write};
@@ -161,6 +162,12 @@ impl Report {
                 "next_lease_expiry_in_seconds": self.until(b.next_lease_expiry),
                 "parked_aggregates": b.parked_aggregates,
             })).collect::<Vec<_>>(),
+            "kill_switches": self.seen.switches.iter().map(|k| json!({
+                "consumer": k.consumer, "open": k.open,
+                "open_for_seconds": secs(self.age(k.opened_at)),
+                "next_probe_in_seconds": self.until(k.next_probe),
+                "last_heard_seconds_ago": secs(self.age(k.seen_at)),
+            })).collect::<Vec<_>>(),
             "dead_letters": self.seen.dead_letters.iter().map(|d| json!({
                 "consumer": d.consumer, "reason": d.reason, "count": d.count,
                 "newest_age_seconds": secs(self.age(d.newest)),
@@ -182,6 +189,40 @@ impl Report {
                 "settled": r.settled, "rate": r.rate(),
             })).collect::<Vec<_>>()),
         })
+    }
+
+    /// The consumers paused by a kill switch: how many processes' switches are open, since
+    /// when, the next probe.
+    fn write_switches(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let age = |t| self.age(t).map_or_else(|| "-".to_owned(), human_age);
+        writeln!(out, "kill switches")?;
+        if self.seen.switches.is_empty() {
+            return writeln!(out, "  (none open)");
+        }
+        writeln!(
+            out,
+            "  {:<24} {:>5} {:>12} {:>12} {:>12}",
+            "consumer", "open", "since", "next probe", "last heard"
+        )?;
+        for k in &self.seen.switches {
+            let next = match self.until(k.next_probe) {
+                Some(s) if s > 0 => {
+                    format!("in {}", human_age(Duration::from_secs(s.unsigned_abs())))
+                }
+                Some(_) => "due".to_owned(),
+                None => "-".to_owned(),
+            };
+            writeln!(
+                out,
+                "  {:<24} {:>5} {:>12} {:>12} {:>12}",
+                k.consumer,
+                k.open,
+                format!("{} ago", age(k.opened_at)),
+                next,
+                format!("{} ago", age(k.seen_at)),
+            )?;
+        }
+        Ok(())
     }
 
     fn write(&self, out: &mut impl Write) -> std::io::Result<()> {
@@ -224,6 +265,7 @@ impl Report {
                 )?;
             }
         }
+        self.write_switches(out)?;
         writeln!(out, "dead letters")?;
         if self.seen.dead_letters.is_empty() {
             writeln!(out, "  (none)")?;

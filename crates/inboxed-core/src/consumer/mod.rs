@@ -293,7 +293,8 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
     /// Runs until the source closes or `shutdown` resolves, then drains in-flight work. The
     /// source is read by a task of its own; with a [`ConsumerConfig::batch_size`] above 1 its
     /// deliveries are settled in batches, else one by one. At shutdown the deliveries already
-    /// received are settled before this returns.
+    /// received are settled before this returns. While its kill switch is open, the switch is
+    /// recorded in the store for `inboxed stats` and the console.
     ///
     /// # Errors
     /// The source failed to receive, or an in-order delivery could not be acked.
@@ -306,14 +307,14 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
         let extend = config.extend_every;
         let batched = config.batch_size > 1;
         let limits = (config.batch_size, config.batch_linger);
-        let switch = Some(self.processor.config().kill_switch.clone());
+        let switch = self.processor.config().kill_switch.clone();
         let limit = Some(self.processor.config().rate_limit.clone()).filter(RateLimit::is_limited);
-        drive(
+        let running = drive(
             source,
             shutdown,
             config.concurrency,
             limits,
-            switch,
+            Some(switch.clone()),
             limit,
             |deliveries| {
                 let processor = self.processor.clone();
@@ -327,7 +328,8 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
                     Ok(())
                 }
             },
-        )
-        .await
+        );
+        let (store, consumer) = (self.processor.store(), self.processor.consumer());
+        crate::kill_switch::reporting(&switch, store, consumer, running).await
     }
 }

@@ -4,11 +4,13 @@
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use super::{Args, Columns, Engine};
+use crate::envelope::ConsumerName;
 use crate::error::StoreError;
 use crate::inbox::store::millis;
+use crate::kill_switch::Opened;
 use crate::observe::{
     Backlog, DeadLetterCount, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, Observation,
-    OutboxBacklog, rows,
+    OpenSwitches, OutboxBacklog, rows,
 };
 
 /// A row that the observation statements' rows read from; every sqlx row whose database reads
@@ -82,6 +84,17 @@ pub async fn observe<E: Engine>(e: &E) -> Result<Observation, StoreError> {
             ))
         })
         .collect::<Result<_, StoreError>>()?;
+    let switches = e.fetch_alone(e.query(&qs.observe_switches)).await?;
+    let switches = switches
+        .iter()
+        .map(|r| {
+            Ok(OpenSwitches::from_columns(
+                r.text(0)?,
+                r.int(1)?,
+                [r.opt_int(2)?, r.opt_int(3)?, r.opt_int(4)?],
+            ))
+        })
+        .collect::<Result<_, StoreError>>()?;
     Ok(Observation::new(
         backlog
             .iter()
@@ -92,7 +105,34 @@ pub async fn observe<E: Engine>(e: &E) -> Result<Observation, StoreError> {
             .map(Observed::letter_count)
             .collect::<Result<_, _>>()?,
     )
-    .with_outbox(outbox))
+    .with_outbox(outbox)
+    .with_switches(switches))
+}
+
+/// Writes that `consumer`'s switch `switch` is open (`Some`), or deletes its row (`None`).
+///
+/// # Errors
+/// The statement failed.
+pub async fn report_switch<E: Engine>(
+    e: &E,
+    consumer: &ConsumerName,
+    switch: &str,
+    opened: Option<Opened>,
+) -> Result<(), StoreError> {
+    let qs = e.queries();
+    let q = match opened {
+        Some(opened) => e
+            .query(&qs.switch_open)
+            .text(consumer.as_str())
+            .text(switch)
+            .int(millis(opened.at))
+            .int(millis(opened.next_probe)),
+        None => e
+            .query(&qs.switch_close)
+            .text(consumer.as_str())
+            .text(switch),
+    };
+    e.execute_alone(q).await.map(drop)
 }
 
 /// The dead letters `filter` selects, newest first.

@@ -343,7 +343,8 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             };
             loops.spawn(async move { worker.claim_loop(stop, wake, gate).await });
         }
-        shutdown.await;
+        let (switch, store) = (&self.inner.config.kill_switch, &self.inner.store);
+        crate::kill_switch::reporting(switch, store, &self.inner.consumer, shutdown).await;
         let _ = stop_tx.send(true);
         let grace = self.inner.config.shutdown_grace;
         let drained =

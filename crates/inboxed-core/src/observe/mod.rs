@@ -157,6 +157,43 @@ impl OutboxBacklog {
     }
 }
 
+/// One consumer's kill switches that are open ([`KillSwitch`](crate::KillSwitch)), as their
+/// consumers and workers report them while they run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OpenSwitches {
+    /// The consumer.
+    pub consumer: String,
+    /// How many switches are open: one per process (or per switch value) that reported one.
+    pub open: u64,
+    /// When the first of them opened.
+    pub opened_at: Option<SystemTime>,
+    /// When the next probe of any of them goes.
+    pub next_probe: Option<SystemTime>,
+    /// When a process last said one is still open (every 30 s while it is); switches not
+    /// heard of for 3 minutes are left out.
+    pub seen_at: Option<SystemTime>,
+}
+
+impl OpenSwitches {
+    /// The switches from the observation query's columns (times in milliseconds since the
+    /// epoch).
+    #[must_use]
+    pub fn from_columns(
+        consumer: String,
+        open: i64,
+        [opened_at, next_probe, seen_at]: [Option<i64>; 3],
+    ) -> Self {
+        Self {
+            consumer,
+            open: u64::try_from(open).unwrap_or(0),
+            opened_at: from_millis(opened_at),
+            next_probe: from_millis(next_probe),
+            seen_at: from_millis(seen_at),
+        }
+    }
+}
+
 /// Everything [`ObserveStore::observe`] reads, in one call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -167,6 +204,8 @@ pub struct Observation {
     pub dead_letters: Vec<DeadLetterCount>,
     /// Per outbox destination with rows unsent, dead, or sent in the last minute.
     pub outbox: Vec<OutboxBacklog>,
+    /// Per consumer with a kill switch open.
+    pub switches: Vec<OpenSwitches>,
 }
 
 impl Observation {
@@ -177,7 +216,15 @@ impl Observation {
             backlog,
             dead_letters,
             outbox: Vec::new(),
+            switches: Vec::new(),
         }
+    }
+
+    /// The same, with the consumers whose kill switches are open.
+    #[must_use]
+    pub fn with_switches(mut self, switches: Vec<OpenSwitches>) -> Self {
+        self.switches = switches;
+        self
     }
 
     /// The same, with the outbox's backlog.

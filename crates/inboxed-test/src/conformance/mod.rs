@@ -19,6 +19,7 @@ mod rate_limit;
 mod redrive;
 mod retention;
 mod stress;
+mod switches;
 mod testkit;
 
 pub use batch::{
@@ -100,6 +101,7 @@ pub use retention::{
     short_retention_window_is_refused,
 };
 pub use stress::concurrent_stress_ledger_is_exact;
+pub use switches::an_open_kill_switch_is_recorded_until_it_closes;
 pub use testkit::{
     testkit_catches_a_batch_override_on_a_second_connection,
     testkit_catches_a_handler_that_commits_itself,
@@ -259,6 +261,7 @@ macro_rules! conformance_tests {
             consumer_in_batches_acks_only_after_commit,
             consumer_in_ordered_batches_keeps_the_order,
             consumer_rate_limits_defer_by_key_and_pace_overall,
+            an_open_kill_switch_is_recorded_until_it_closes,
             long_handler_extends_the_delivery_deadline,
             a_failed_ack_names_the_message_and_its_cause,
             poison_that_kills_the_process_is_dead_lettered,

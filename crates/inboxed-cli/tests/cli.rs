@@ -339,7 +339,7 @@ fn migrate_status_reports_without_changing_anything() {
     let applied: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         applied["applied"].as_array().map(Vec::len),
-        Some(16),
+        Some(17),
         "{out}"
     );
     assert_eq!(applied["pending"], serde_json::json!([]), "{out}");

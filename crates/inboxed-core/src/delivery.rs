@@ -97,6 +97,16 @@ pub trait DeliverySource: Send {
 
     /// The next delivery; `None` when the source is closed.
     fn next(&mut self) -> impl Future<Output = Option<Result<Self::Delivery, BoxError>>> + Send;
+
+    /// Keeps the source's session with its broker alive while the consumer takes no delivery
+    /// (the one before waits to be retried in place, or the kill switch is open), without
+    /// handing out more. It is dropped as soon as the consumer takes deliveries again, and the
+    /// next [`DeliverySource::next`] goes on from where the source was. A broker that drops a
+    /// member which stops reading (Kafka's `max.poll.interval.ms`) needs it; by default it
+    /// waits for ever, as most brokers keep a quiet consumer.
+    fn idle(&mut self) -> impl Future<Output = ()> + Send {
+        std::future::pending()
+    }
 }
 
 /// Acks each of `deliveries` on its own, concurrently: [`Delivery::ack_all`]'s default, for an

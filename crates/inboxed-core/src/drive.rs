@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::JoinSet;
 use tracing::error;
 
@@ -169,14 +170,27 @@ impl<T> Drop for AbortOnDrop<T> {
 }
 
 /// Reads `source` into `tx` until either ends; the source's error, if that is what ended it.
+/// While `tx` is full (the loop takes nothing: a delivery retried in place, an open switch)
+/// the source idles ([`DeliverySource::idle`]), keeping its session alive.
 async fn read_into<Src: DeliverySource>(
     mut source: Src,
     tx: tokio::sync::mpsc::Sender<Src::Delivery>,
 ) -> Result<(), BoxError> {
     while let Some(next) = source.next().await {
-        if tx.send(next?).await.is_err() {
+        let delivery = next?;
+        // Room at once, most of the time: no idle future, no timer.
+        let room = match tx.try_reserve() {
+            Ok(room) => Ok(room),
+            Err(TrySendError::Closed(())) => break,
+            Err(TrySendError::Full(())) => tokio::select! {
+                room = tx.reserve() => room,
+                () = source.idle() => tx.reserve().await,
+            },
+        };
+        let Ok(room) = room else {
             break;
-        }
+        };
+        room.send(delivery);
     }
     Ok(())
 }

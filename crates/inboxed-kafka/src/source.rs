@@ -1,12 +1,13 @@
 //! The records of a consumer group member's assigned partitions, in partition order.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Message};
 use tracing::warn;
 
 use inboxed_core::{BoxError, DeliverySource};
@@ -45,12 +46,29 @@ pub enum KafkaSetupError {
     },
 }
 
+/// How long a member takes nothing before it pauses its partitions and polls them idle
+/// ([`KafkaSource::idle`]), at most a quarter of `max.poll.interval.ms`: shorter holds (the
+/// consumer's channel filling under load) cost nothing.
+const PAUSE_AFTER: Duration = Duration::from_secs(10);
+
+/// How often a paused member polls: each poll tells the group it is alive.
+const POLL_PAUSED: Duration = Duration::from_secs(1);
+
 /// Records of the partitions assigned to this member of the group. Offsets are stored only by
 /// acks (after the database commit) and committed every `commit_interval`, and on close.
+///
+/// While the consumer takes nothing for a while (a record retried in place waits out the
+/// ladder, minutes at its later steps), the member pauses its partitions and keeps polling,
+/// so that the group does not take them away after `max.poll.interval.ms`; the next read
+/// resumes them where they were.
 pub struct KafkaSource {
     config: KafkaConfig,
     shared: Arc<Shared>,
     failures: u32,
+    /// The assigned partitions are paused by [`KafkaSource::idle`].
+    paused: bool,
+    /// Records a paused poll returned (fetched before the pause), handed out first.
+    held: VecDeque<KafkaDelivery>,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -58,6 +76,7 @@ impl std::fmt::Debug for KafkaSource {
         f.debug_struct("KafkaSource")
             .field("config", &self.config)
             .field("failures", &self.failures)
+            .field("paused", &self.paused)
             .finish_non_exhaustive()
     }
 }
@@ -112,7 +131,39 @@ impl KafkaSource {
             config,
             shared,
             failures: 0,
+            paused: false,
+            held: VecDeque::new(),
         })
+    }
+
+    fn delivery(&self, record: &BorrowedMessage<'_>) -> KafkaDelivery {
+        KafkaDelivery {
+            topic: record.topic().to_owned(),
+            partition: record.partition(),
+            offset: record.offset(),
+            headers: raw_headers(record),
+            payload: record.payload().unwrap_or_default().to_vec(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Pauses (`true`) or resumes every assigned partition. A failure is logged: a pause that
+    /// did not happen leaves records to be held in memory, a resume that did not happen is
+    /// tried again at the next read.
+    fn set_paused(&mut self, pause: bool) {
+        let consumer = &self.shared.consumer;
+        let done = consumer.assignment().and_then(|assigned| {
+            if pause {
+                consumer.pause(&assigned)
+            } else {
+                consumer.resume(&assigned)
+            }
+        });
+        match done {
+            Ok(()) => self.paused = pause,
+            Err(e) => warn!(error = %e, group = %self.config.group, pause,
+                "could not pause or resume the assigned partitions"),
+        }
     }
 }
 
@@ -126,20 +177,19 @@ impl DeliverySource for KafkaSource {
     /// Never ends on its own: a failed receive is retried with backoff, and the consumer loop's
     /// shutdown is what stops it.
     async fn next(&mut self) -> Option<Result<KafkaDelivery, BoxError>> {
+        if self.paused {
+            self.set_paused(false);
+        }
+        if let Some(held) = self.held.pop_front() {
+            return Some(Ok(held));
+        }
         loop {
-            let received = self.shared.consumer.recv().await;
+            let shared = Arc::clone(&self.shared);
+            let received = shared.consumer.recv().await;
             match received {
                 Ok(record) => {
                     self.failures = 0;
-                    let headers = raw_headers(&record);
-                    return Some(Ok(KafkaDelivery {
-                        topic: record.topic().to_owned(),
-                        partition: record.partition(),
-                        offset: record.offset(),
-                        headers,
-                        payload: record.payload().unwrap_or_default().to_vec(),
-                        shared: Arc::clone(&self.shared),
-                    }));
+                    return Some(Ok(self.delivery(&record)));
                 }
                 Err(e) => {
                     self.failures = self.failures.saturating_add(1);
@@ -147,6 +197,29 @@ impl DeliverySource for KafkaSource {
                         "Kafka receive failed; retrying");
                     tokio::time::sleep(self.config.reconnect.delay(self.failures)).await;
                 }
+            }
+        }
+    }
+
+    /// After [`PAUSE_AFTER`] taking nothing, pauses the assigned partitions and polls every
+    /// [`POLL_PAUSED`]: the group keeps the member, and nothing new is fetched meanwhile (a
+    /// record fetched before the pause is held for the next read).
+    async fn idle(&mut self) {
+        tokio::time::sleep(PAUSE_AFTER.min(self.config.max_poll_interval / 4)).await;
+        self.set_paused(true);
+        loop {
+            let shared = Arc::clone(&self.shared);
+            match tokio::time::timeout(POLL_PAUSED, shared.consumer.recv()).await {
+                Ok(Ok(record)) => {
+                    let held = self.delivery(&record);
+                    self.held.push_back(held);
+                }
+                Ok(Err(e)) => {
+                    warn!(error = %e, group = %self.config.group, "Kafka poll failed while paused");
+                    tokio::time::sleep(POLL_PAUSED).await;
+                }
+                // Nothing came: the poll itself is what the group needed.
+                Err(_) => {}
             }
         }
     }

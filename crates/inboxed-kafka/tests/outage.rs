@@ -1,9 +1,9 @@
 //! A downstream service down for two minutes in the middle of a one-partition topic, at the
 //! library's defaults, the ladder included (`inboxed_test::outage::in_order_outage`): Kafka is in
 //! order, so the record at the head is retried in place and the kill switch (which counts
-//! distinct messages) stays closed; the ladder's waits (1 s, 10 s, 1 min, then at most a minute
-//! in place) keep its fifth attempt past the outage, and afterwards every record is applied once
-//! with nothing dead-lettered.
+//! distinct messages) stays closed; the ladder's waits (1 s, 10 s, 1 min, 5 min) keep its fifth
+//! attempt past the outage, a probe a minute (charged nothing) finds the downstream back, and
+//! afterwards every record is applied once with nothing dead-lettered.
 
 use std::time::Duration;
 

@@ -6,6 +6,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod common;
+mod in_place;
 mod kafka;
 mod outage;
 mod outbox;

@@ -50,7 +50,9 @@ async fn storm(
             .env("INBOXED_BROKER_CHILD", &locator)
             .env("INBOXED_RABBIT_QUEUE", &name)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            // A child that dies on its own (not by a kill) says why here: once, under a loaded
+            // CI run, one exited with SIGABRT before its first kill, and nothing told why.
+            .stderr(Stdio::inherit())
             .envs(env.iter().copied());
         command
     });

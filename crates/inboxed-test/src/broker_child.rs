@@ -116,8 +116,9 @@ pub fn broker_child_locator() -> Option<String> {
 /// The child: settles `source`'s deliveries through the `ledger` consumer one at a time until
 /// it is killed; in batches of up to `INBOXED_CONSUMER_BATCH` when that is set,
 /// `INBOXED_CONSUMER_CONCURRENCY` at once when that is, and with `INBOXED_MAX_ATTEMPTS` and
-/// `INBOXED_ATTEMPT_COUNTING=durable` when those are. With
-/// `INBOXED_CHILD_HANDLER=second_connection` its handler is the known-bad
+/// `INBOXED_ATTEMPT_COUNTING=durable` when those are; with `INBOXED_DOWNSTREAM_DOWN=1` the
+/// handler's downstream service is down (every call fails transiently) for the child's life.
+/// With `INBOXED_CHILD_HANDLER=second_connection` its handler is the known-bad
 /// [`SecondConnection`], for a harness to catch.
 pub async fn broker_child_main<B: Backend, S: DeliverySource + 'static>(locator: &str, source: S) {
     let store = B::attach(locator).await;
@@ -127,7 +128,13 @@ pub async fn broker_child_main<B: Backend, S: DeliverySource + 'static>(locator:
         };
         return consume(store, handler, source).await;
     }
-    consume(store, Ledger::<B>::default(), source).await;
+    let ledger = Ledger::<B>::default();
+    if std::env::var("INBOXED_DOWNSTREAM_DOWN").as_deref() == Ok("1") {
+        ledger
+            .downstream_down
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    consume(store, ledger, source).await;
 }
 
 /// The child's consumer loop, with `handler`.

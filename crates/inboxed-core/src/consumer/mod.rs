@@ -87,16 +87,16 @@ impl ConsumerConfig {
     }
 }
 
-/// The longest an in-order delivery waits in place between two tries, whatever the ladder
-/// says. Its source is not read while it is retried (the next record waits behind it), and
-/// Kafka takes a member that has not polled for `max.poll.interval.ms` (5 min by default) out
-/// of its group: at a minute each, the default ladder's four waits of a record's five attempts
-/// take about 2¼ minutes, which leaves the handler's five runs the rest.
-const MAX_WAIT_IN_PLACE: Duration = Duration::from_secs(60);
+/// How often an in-order delivery waiting in place for its next attempt runs as a probe
+/// ([`Processor::probe`], charged nothing): the ladder's later steps are minutes, and the
+/// partition behind the delivery waits with it, so a dependency that is back is noticed within
+/// this rather than at the next step.
+const PROBE_IN_PLACE: Duration = Duration::from_secs(60);
 
 /// Processes one delivery and settles it: ack after commit or dead letter, requeue otherwise.
-/// An [`AckOrdering::InOrder`] delivery is never requeued: it is retried in place, with
-/// the ladder's delays (at most a minute) between tries, until it settles.
+/// An [`AckOrdering::InOrder`] delivery is never requeued: it is retried in place, with the
+/// ladder's delays between its attempts and a probe every minute meanwhile, until it settles
+/// (its source keeps its session alive: [`DeliverySource::idle`]).
 ///
 /// # Errors
 /// Only a failure to talk to the broker; processing failures become a requeue.
@@ -137,11 +137,21 @@ where
         match result {
             Err(error) if in_order => {
                 tries += 1;
+                let wait = retry_delay(processor, &error);
                 warn!(
                     error = error_chain(&error),
-                    tries, "in-order delivery not settled; retrying in place"
+                    tries,
+                    ?wait,
+                    "in-order delivery not settled; retrying in place"
                 );
-                tokio::time::sleep(retry_delay(processor, &error).min(MAX_WAIT_IN_PLACE)).await;
+                let Ok(envelope) = &envelope else {
+                    tokio::time::sleep(wait).await;
+                    continue;
+                };
+                let count = delivery.delivery_count();
+                if let Some(probed) = probe_in_place(processor, envelope, count, wait).await {
+                    break Ok(probed);
+                }
             }
             other => break other,
         }
@@ -159,10 +169,37 @@ where
     }
 }
 
+/// Waits `wait` for an in-order delivery's next attempt, probing every [`PROBE_IN_PLACE`]
+/// meanwhile; the outcome of the probe that settled it, or `None` when the wait is over.
+async fn probe_in_place<S, H>(
+    processor: &Processor<S, H>,
+    envelope: &crate::Envelope,
+    delivery_count: Option<u32>,
+    wait: Duration,
+) -> Option<Outcome>
+where
+    S: Store,
+    H: Handler<S::Db>,
+{
+    let attempt_at = tokio::time::Instant::now() + wait;
+    loop {
+        let left = attempt_at.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        tokio::time::sleep(left.min(PROBE_IN_PLACE)).await;
+        if tokio::time::Instant::now() >= attempt_at {
+            return None;
+        }
+        if let Ok(outcome) = processor.probe(envelope, delivery_count).await {
+            return Some(outcome);
+        }
+    }
+}
+
 /// Takes a permit of `envelope`'s key ([`RateLimit::per_key`]), or returns how long until
 /// there is one. An in-order delivery cannot be handed back without holding up its partition,
-/// so it waits in place for the permit instead (never more than [`MAX_WAIT_IN_PLACE`] at a
-/// time) and gets `None`.
+/// so it waits in place for the permit instead and gets `None`.
 async fn over_key_limit<S, H>(
     processor: &Processor<S, H>,
     envelope: &crate::Envelope,
@@ -179,7 +216,7 @@ where
             Err(wait) if in_order => {
                 metrics::counter!(m::RATE_LIMITED_TOTAL, "consumer" => processor.consumer().as_str().to_owned(), "action" => "waited")
                     .increment(1);
-                tokio::time::sleep(wait.min(MAX_WAIT_IN_PLACE)).await;
+                tokio::time::sleep(wait).await;
             }
             Err(wait) => return Some(wait),
         }

@@ -151,7 +151,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         for (i, step) in steps {
             let result = match step {
                 Step::Counted(attempt) => {
-                    let result = self.process_counted(&batch[i], attempt).await;
+                    let result = self.process_counted(&batch[i], attempt, false).await;
                     self.count(&result);
                     result
                 }

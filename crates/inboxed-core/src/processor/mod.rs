@@ -204,6 +204,27 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         envelope: &Envelope,
         delivery_count: Option<u32>,
     ) -> Result<Outcome, Error> {
+        self.process_as(envelope, delivery_count, false).await
+    }
+
+    /// [`Processor::process`] as a probe between two attempts of an in-order delivery retried
+    /// in place: a failure other than a permanent one is not charged (its attempt is forgiven)
+    /// and never dead-letters the message. It tells whether the dependency is back sooner than
+    /// the ladder's next step.
+    pub(crate) async fn probe(
+        &self,
+        envelope: &Envelope,
+        delivery_count: Option<u32>,
+    ) -> Result<Outcome, Error> {
+        self.process_as(envelope, delivery_count, true).await
+    }
+
+    async fn process_as(
+        &self,
+        envelope: &Envelope,
+        delivery_count: Option<u32>,
+        probe: bool,
+    ) -> Result<Outcome, Error> {
         let span = tracing::info_span!(
             "inboxed.process",
             message_id = %envelope.id(),
@@ -211,7 +232,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             correlation_id = envelope.correlation_id(),
         );
         let result = self
-            .process_inner(envelope, delivery_count)
+            .process_inner(envelope, delivery_count, probe)
             .instrument(span)
             .await;
         self.count(&result);
@@ -242,6 +263,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         &self,
         envelope: &Envelope,
         delivery_count: Option<u32>,
+        probe: bool,
     ) -> Result<Outcome, Error> {
         if let Err(e) = self.ensure_ready().await {
             // The store is not answering: an outage, for the kill switch, charging nothing.
@@ -280,11 +302,11 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         let suspect = attempt <= inner.config.max_attempts && crash.is_suspect(&key, attempt);
         if !suspect {
             let _turn = shared;
-            return self.process_counted(envelope, attempt).await;
+            return self.process_counted(envelope, attempt, probe).await;
         }
         drop(shared);
         let (turn, grouped) = self.suspect_turn(&key, counted.forgiven).await?;
-        let result = self.process_counted(envelope, attempt).await;
+        let result = self.process_counted(envelope, attempt, probe).await;
         // The group goes on without this delivery while its forgiveness is taken back.
         drop(turn);
         if grouped && result.is_err() {
@@ -339,8 +361,14 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     }
 
     /// The rest of [`Processor::process`], once this delivery's attempt is known (and, when
-    /// counted by the store, committed).
-    async fn process_counted(&self, envelope: &Envelope, attempt: u32) -> Result<Outcome, Error> {
+    /// counted by the store, committed). A `probe` ([`Processor::probe`]) is charged nothing
+    /// unless the handler says the message is bad for good.
+    async fn process_counted(
+        &self,
+        envelope: &Envelope,
+        attempt: u32,
+        probe: bool,
+    ) -> Result<Outcome, Error> {
         let inner = &*self.inner;
         if attempt > inner.config.max_attempts {
             let err = format!(
@@ -371,8 +399,11 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         let failed_here = |attempt: u32| inner.config.crash_attribution.failed(&key, attempt);
         let (settled, chain) = match failure {
             Failure::Store(e) => {
+                if probe {
+                    self.forgive_attempt(&key).await;
+                }
                 failed_here(attempt);
-                self.judge_transient(envelope, true).await;
+                self.judge_transient(envelope, !probe).await;
                 return Err(e.into());
             }
             Failure::KeyBusy(e) => {
@@ -393,9 +424,9 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
                 )
             }
             Failure::Handler(source) => {
-                // Not the message's fault, by the handler's word: its attempt is given back
-                // here, and the kill switch must not forgive it again.
-                let retry_after = matches!(source, HandlerError::RetryAfter { .. });
+                // Not the message's fault, by the handler's word (or a probe, charged nothing):
+                // its attempt is given back here, and the kill switch must not forgive it again.
+                let retry_after = probe || matches!(source, HandlerError::RetryAfter { .. });
                 if retry_after {
                     self.forgive_attempt(&key).await;
                 }

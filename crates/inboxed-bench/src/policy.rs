@@ -6,7 +6,11 @@
 //!   does no work: the policy before there was one), interleaved round by round (each in turn
 //!   first); the ratio of each round, and this process's CPU per message;
 //! - a downstream outage at the start of a drain: the time from the outage's end until the queue
-//!   is drained, against a clean drain of the same messages.
+//!   is drained, against a clean drain of the same messages;
+//! - what a two-core machine can decide of the first: the processor alone (no broker, one
+//!   message at a time), this process's CPU per message with the defaults against
+//!   `KillSwitch::off()`, interleaved rounds. The policy's work is in this process; the
+//!   database's is the same for both.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,8 +20,8 @@ use lapin::{Connection, ConnectionProperties};
 use sqlx::{PgConnection, Postgres};
 
 use inboxed_core::{
-    ConsumerConfig, ConsumerName, Envelope, Handler, HandlerError, KillSwitch, Processor,
-    ProcessorConfig,
+    ConsumerConfig, ConsumerName, Envelope, Handler, HandlerError, KillSwitch, MessageId,
+    Processor, ProcessorConfig,
 };
 use inboxed_postgres::PgStore;
 
@@ -39,6 +43,76 @@ pub(crate) struct Args {
     /// How long the downstream service is down at the start of the outage drain, in seconds.
     #[arg(long, default_value_t = 30)]
     outage_secs: u64,
+    /// Messages per round of the processor-alone CPU measurement.
+    #[arg(long, default_value_t = 5_000)]
+    cpu_messages: u64,
+    /// Rounds of the processor-alone CPU measurement; each measures both configurations.
+    #[arg(long, default_value_t = 20)]
+    cpu_rounds: usize,
+}
+
+/// The processor alone, one message at a time through `Processor::process` (a first
+/// delivery, as a broker would count it): this process's CPU per message with the defaults and
+/// with `KillSwitch::off()`, in interleaved rounds; the median of the rounds' ratios, off /
+/// defaults, is the share of the bare processor's throughput the policy leaves when the CPU is
+/// what limits it.
+async fn processor_alone(store: &PgStore, messages: u64, rounds: usize) -> anyhow::Result<()> {
+    println!(
+        "processor alone: {messages} messages per round, {rounds} rounds, one at a time, \
+         first deliveries"
+    );
+    let up = || Downstream {
+        credit: Credit { accounts: ACCOUNTS },
+        down: Arc::default(),
+    };
+    let (mut ratios, mut with, mut without) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        let mut cpu = [0.0; 2];
+        let order = if round % 2 == 1 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let config = if which == 0 {
+                ProcessorConfig::default()
+            } else {
+                ProcessorConfig::default().kill_switch(KillSwitch::off())
+            };
+            let p = processor(store, up(), config)?;
+            p.ensure_ready().await?;
+            let envelopes: Vec<Envelope> = (0..messages)
+                .map(|_| Envelope::new(MessageId::from_uuid(uuid::Uuid::now_v7()), b"{}".to_vec()))
+                .collect();
+            let before = Cpu::read(&[SELF]);
+            for envelope in &envelopes {
+                p.process(envelope, Some(1)).await?;
+            }
+            #[allow(clippy::cast_precision_loss, reason = "message counts")]
+            let per = before.used(&Cpu::read(&[SELF]), SELF) / messages as f64 * 1e6;
+            cpu[which] = per;
+        }
+        println!(
+            "round {round}: CPU per message, defaults {:.1} µs, kill switch off {:.1} µs, \
+             ratio off / defaults {:.3}",
+            cpu[0],
+            cpu[1],
+            cpu[1] / cpu[0]
+        );
+        ratios.push(cpu[1] / cpu[0]);
+        with.push(cpu[0]);
+        without.push(cpu[1]);
+    }
+    println!();
+    println!("| processor alone, nothing failing (medians) | CPU µs per message, this process |");
+    println!("|---|---|");
+    println!(
+        "| defaults (kill switch, ladder) | {:.1} |",
+        crate::median(with)
+    );
+    println!("| `KillSwitch::off()` | {:.1} |", crate::median(without));
+    println!(
+        "| median of the rounds' ratios, off / defaults (throughput share, goal ≥ 0.95) | {:.3} |",
+        crate::median(ratios)
+    );
+    println!();
+    Ok(())
 }
 
 /// [`Credit`], failing transiently while `down` is set: a downstream service that is down.
@@ -74,6 +148,7 @@ const SELF: &str = "inboxed-bench";
 
 pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     let store = bench_store(server, 32, ACCOUNTS).await?;
+    processor_alone(&store, args.cpu_messages, args.cpu_rounds).await?;
     let conn = Connection::connect(&args.broker.amqp_url, ConnectionProperties::default()).await?;
     let channel = conn.create_channel().await?;
     channel

@@ -32,6 +32,9 @@ pub struct Script {
     pub commit_fails: bool,
     /// Fail transiently (after writing) while the handler's call count is at most this.
     pub fail_first: u32,
+    /// With `fail_first`: ask to be retried after this many milliseconds
+    /// (`HandlerError::retry_after`) instead of failing transiently.
+    pub retry_after_ms: u64,
     /// Fail after writing: `permanent`, `transient` or `panic`.
     pub fail: Option<String>,
     /// Abort the whole process before writing (a poison message that kills its consumer).
@@ -58,6 +61,7 @@ impl Default for Script {
             swallow: false,
             commit_fails: false,
             fail_first: 0,
+            retry_after_ms: 0,
             fail: None,
             abort: false,
             flaky: 0.0,
@@ -196,6 +200,12 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Ledger<B> {
         }
         if script.flaky > 0.0 && fastrand::f64() < script.flaky {
             return Err(HandlerError::transient("scripted flaky failure"));
+        }
+        if call <= script.fail_first && script.retry_after_ms > 0 {
+            return Err(HandlerError::retry_after(
+                Duration::from_millis(script.retry_after_ms),
+                format!("scripted retry-after on call {call}"),
+            ));
         }
         if call <= script.fail_first {
             return Err(HandlerError::transient(format!(

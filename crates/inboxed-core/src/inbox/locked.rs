@@ -128,6 +128,15 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                     fates.push(fate(&row, "done", None, attempt, self));
                     report.done += 1;
                 }
+                Err(HandlerError::RetryAfter { after, source }) => {
+                    // Not the message's fault, by the handler's word: back after `after`, this
+                    // claim's attempt given back.
+                    let error = Some(error_chain(source.as_ref()));
+                    let mut later = fate(&row, "pending", error, attempt.saturating_sub(1), self);
+                    later.backoff = after;
+                    fates.push(later);
+                    report.retrying += 1;
+                }
                 Err(e) => {
                     let dead = matches!(e, HandlerError::Permanent(_))
                         || attempt >= inner.config.max_attempts;

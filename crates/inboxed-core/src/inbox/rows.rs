@@ -51,12 +51,29 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                     None,
                 ),
             };
-            if permanent {
-                inner.config.kill_switch.succeeded();
-            } else if after.is_none() && self.forgiven(&row, token, &failure, report).await? {
+            if let Some(after) = after {
+                // Not the message's fault, by the handler's word: back after `after`, its
+                // attempt given back; the switch hears of it, charging nothing.
+                let _ = inner
+                    .config
+                    .kill_switch
+                    .failed(&inner.consumer, row.envelope.id(), false);
+                debug!(
+                    row = row.id,
+                    error = failure,
+                    ?after,
+                    "row asked to be retried later"
+                );
+                inner.store.release(token, Some(&[row.id]), after).await?;
+                report.retrying += 1;
                 continue;
             }
-            let backoff = after.unwrap_or_else(|| inner.config.ladder.delay(row.attempts));
+            if permanent {
+                inner.config.kill_switch.succeeded();
+            } else if self.forgiven(&row, token, &failure, report).await? {
+                continue;
+            }
+            let backoff = inner.config.ladder.delay(row.attempts);
             if self
                 .fail_row(row.id, token, &failure, backoff, permanent, report)
                 .await?

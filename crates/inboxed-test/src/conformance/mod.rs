@@ -53,11 +53,11 @@ pub use failures::{
     swallowed_statement_error_is_not_acked, transient_failure_is_retried_then_dead_lettered,
 };
 pub use inbox::{
-    a_worker_ignoring_the_group_limit_is_charged, batch_handler_is_all_or_nothing,
-    batch_receipt_stores_each_key_once, batch_whose_commit_fails_isolates_the_culprit,
-    claim_batch_skips_rows_locked_by_another_worker, complete_after_reclaim_is_fenced,
-    concurrent_claims_never_share_a_row, dead_claims_are_redone_in_halves,
-    dead_letters_are_retried_into_the_inbox_and_discarded,
+    a_row_asked_to_retry_later_keeps_its_attempts, a_worker_ignoring_the_group_limit_is_charged,
+    batch_handler_is_all_or_nothing, batch_receipt_stores_each_key_once,
+    batch_whose_commit_fails_isolates_the_culprit, claim_batch_skips_rows_locked_by_another_worker,
+    complete_after_reclaim_is_fenced, concurrent_claims_never_share_a_row,
+    dead_claims_are_redone_in_halves, dead_letters_are_retried_into_the_inbox_and_discarded,
     dead_worker_rows_return_at_the_next_pass, graceful_shutdown_loses_nothing,
     killed_worker_process_loses_nothing, lock_held_mode_processes_exactly_once,
     observation_counts_backlog_and_dead_letters, ordered_mode_can_skip_dead_events,
@@ -186,6 +186,7 @@ macro_rules! conformance_tests {
             dead_letters_are_retried_into_the_inbox_and_discarded,
             rows_and_the_audit_trail_are_listed,
             worker_rate_limits_defer_by_key_and_cap_claims,
+            a_row_asked_to_retry_later_keeps_its_attempts,
         );
     };
     // The test kit's own cases (crate inboxed-testkit): it passes a correct handler and

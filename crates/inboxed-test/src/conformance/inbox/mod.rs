@@ -24,9 +24,9 @@ pub use ordering::{
     ordered_mode_can_skip_dead_events, ordered_mode_keeps_order_and_parks_dead_aggregates,
 };
 pub use processing::{
-    batch_whose_commit_fails_isolates_the_culprit, lock_held_mode_processes_exactly_once,
-    poison_rows_go_dead_after_max_attempts, stored_rows_wake_idle_workers,
-    workers_process_each_row_exactly_once,
+    a_row_asked_to_retry_later_keeps_its_attempts, batch_whose_commit_fails_isolates_the_culprit,
+    lock_held_mode_processes_exactly_once, poison_rows_go_dead_after_max_attempts,
+    stored_rows_wake_idle_workers, workers_process_each_row_exactly_once,
 };
 pub use receipt::{
     batch_receipt_stores_each_key_once, purge_removes_only_old_done_rows,

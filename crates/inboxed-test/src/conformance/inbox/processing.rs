@@ -287,3 +287,54 @@ pub async fn batch_whose_commit_fails_isolates_the_culprit<B: Backend>(_test: &s
     assert_eq!(ledger_state(&db).await, (9, 55 - 4));
     db.finish().await;
 }
+
+/// A row whose handler asks to be retried later (`HandlerError::retry_after`: a 429 with
+/// `Retry-After`, a lock it saw held) comes back after that delay with its attempts as they
+/// were, in both claim modes where the engine has them: five asks 300 ms apart under
+/// `max_attempts(2)`, then applied once, nothing dead; charged, the third claim would find it
+/// out of attempts. (A lock-held claim runs the row twice, in its batch and then alone, so it
+/// waits three times, not five.)
+pub async fn a_row_asked_to_retry_later_keeps_its_attempts<B: Backend>(_test: &str) {
+    use inboxed_core::inbox::ClaimMode;
+    use std::time::{Duration, Instant};
+
+    let db = B::create().await;
+    let mut modes = vec![(ClaimMode::Lease, 5)];
+    if !B::SERIAL_WRITERS {
+        modes.push((ClaimMode::LockHeld, 2));
+    }
+    for (round, (mode, waits)) in modes.into_iter().enumerate() {
+        let handler = Ledger::<B>::default();
+        let asks = Script {
+            fail_first: 5,
+            retry_after_ms: 300,
+            ..Script::default()
+        };
+        inbox(&db)
+            .store(&asks.message(&format!("later-{round}")))
+            .await
+            .unwrap();
+        let config = WorkerConfig::default().claim_mode(mode).max_attempts(2);
+        let w = worker(&db, config, &handler);
+        let started = Instant::now();
+        let applied = i64::try_from(round + 1).unwrap();
+        while ledger_state(&db).await.0 < applied {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{mode:?}: not applied; {} calls",
+                handler.calls()
+            );
+            assert_eq!(with_status(&db, "dead").await, 0, "{mode:?}");
+            w.run_once().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            started.elapsed() >= Duration::from_millis(300 * waits),
+            "{mode:?}: each ask waited its 300 ms: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(handler.calls(), 6, "{mode:?}");
+        assert_eq!(with_status(&db, "dead").await, 0, "{mode:?}");
+    }
+    db.finish().await;
+}

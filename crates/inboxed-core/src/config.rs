@@ -94,7 +94,7 @@ pub struct ProcessorConfig {
     /// (opens when 10 distinct messages failed among the last 20 deliveries that ran, probes after 5 s,
     /// then at most every minute).
     pub kill_switch: KillSwitch,
-    /// How fast deliveries reach the handler, overall and per key, each permit taken before
+    /// How fast deliveries reach the handler, overall and per bucket, each permit taken before
     /// the inbox transaction begins ([`RateLimit`]). Clones of a config share it. Defaults to
     /// [`RateLimit::none`].
     pub rate_limit: RateLimit,

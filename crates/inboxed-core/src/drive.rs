@@ -25,8 +25,8 @@ const IN_ORDER_GRACE: Duration = Duration::from_secs(10);
 /// before it. At shutdown the reader stops, and the deliveries already received are settled
 /// before this returns, so nothing is dropped between its commit and its ack. While `switch`
 /// is open no batch is taken; the first one after its pause is its probe
-/// ([`KillSwitch::admit`]). Under `limit`'s overall limit a batch is taken only with a permit
-/// for each of its deliveries, and only as large as the permits at hand ([`RateLimit`]).
+/// ([`KillSwitch::admit`]). Under `limit`'s overall limit a batch is settled only with a permit
+/// for each of its deliveries, and is only as large as the permits at hand ([`RateLimit`]).
 ///
 /// # Errors
 /// The source failed (after what it delivered is settled), or an in-order batch could not be
@@ -65,11 +65,14 @@ where
                     Some(switch) => switch.admit().await,
                     None => false,
                 };
-                let room = match &limit {
-                    Some(limit) => limit.take(max).await,
-                    None => max,
+                let first = rx.recv().await;
+                // Once there is a delivery to take them for: a consumer waiting for work
+                // spends no permits that others sharing the limit could use.
+                let room = match (&limit, &first) {
+                    (Some(limit), Some(_)) => limit.take(max).await,
+                    _ => max,
                 };
-                (probe, rx.recv().await, room)
+                (probe, first, room)
             };
             tokio::select! {
                 () = &mut shutdown => {

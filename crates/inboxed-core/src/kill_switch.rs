@@ -52,12 +52,13 @@ struct Inner {
     opened: watch::Sender<Option<Opened>>,
 }
 
-/// An open switch, as it is reported to the store.
+/// An open switch, as it is reported to the store: wall-clock times, since the operator who
+/// reads them (`inboxed stats`, the console) is in another process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Opened {
-    /// When it opened.
+    /// When it opened: how long the consumer has been paused.
     pub at: SystemTime,
-    /// When its next probe goes.
+    /// When its next probe goes: when it may resume, at the earliest.
     pub next_probe: SystemTime,
 }
 
@@ -283,10 +284,10 @@ impl KillSwitch {
                 *state = State::Closed {
                     recent: VecDeque::with_capacity(self.inner.settings.window),
                 };
+                self.inner.opened.send_replace(None);
                 drop(state);
                 info!(consumer = %self.label(), "a probe succeeded; the kill switch closes and deliveries go on");
                 self.gauge(false);
-                self.inner.opened.send_replace(None);
                 self.inner.changed.notify_waiters();
             }
         }
@@ -330,6 +331,12 @@ impl KillSwitch {
                     until: now + settings.pause,
                     pause: settings.pause,
                 };
+                // Under the state's lock, so that a close right after cannot be overtaken.
+                let at = SystemTime::now();
+                self.inner.opened.send_replace(Some(Opened {
+                    at,
+                    next_probe: at + settings.pause,
+                }));
                 drop(state);
                 warn!(
                     consumer = %self.label(),
@@ -340,11 +347,6 @@ impl KillSwitch {
                 metrics::counter!(m::KILL_SWITCH_TRIPS_TOTAL, "consumer" => self.label())
                     .increment(1);
                 self.gauge(true);
-                let at = SystemTime::now();
-                self.inner.opened.send_replace(Some(Opened {
-                    at,
-                    next_probe: at + settings.pause,
-                }));
                 Judged::Forgiven(opened)
             }
             State::Open { until, .. } if now < *until => Judged::Forgiven(this()),
@@ -356,14 +358,14 @@ impl KillSwitch {
                     until: now + pause,
                     pause,
                 };
-                drop(state);
-                info!(consumer = %self.label(), pause = ?pause, "a probe failed; the kill switch stays open");
-                self.inner.changed.notify_waiters();
                 self.inner.opened.send_modify(|opened| {
                     let next_probe = SystemTime::now() + pause;
                     let at = opened.map_or_else(SystemTime::now, |o| o.at);
                     *opened = Some(Opened { at, next_probe });
                 });
+                drop(state);
+                info!(consumer = %self.label(), pause = ?pause, "a probe failed; the kill switch stays open");
+                self.inner.changed.notify_waiters();
                 Judged::Forgiven(this())
             }
         }

@@ -24,7 +24,7 @@ pub const KILL_SWITCH_OPEN: &str = "inboxed_kill_switch_open";
 pub const KILL_SWITCH_TRIPS_TOTAL: &str = "inboxed_kill_switch_trips_total";
 /// Counter of deliveries and rows held back by their rate limit ([`RateLimit`](crate::RateLimit)),
 /// labelled `consumer` and `action`: `deferred` (handed back with the wait as its delay),
-/// `waited` (an in-order delivery waited in place for its key's permit).
+/// `waited` (an in-order delivery waited in place for its bucket's permit).
 pub const RATE_LIMITED_TOTAL: &str = "inboxed_rate_limited_total";
 /// Counter of in-process retries of the inbox transaction, labelled `consumer`.
 pub const RETRIES_TOTAL: &str = "inboxed_retries_total";

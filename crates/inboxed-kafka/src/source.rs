@@ -148,8 +148,8 @@ impl KafkaSource {
     }
 
     /// Pauses (`true`) or resumes every assigned partition. A failure is logged: a pause that
-    /// did not happen leaves records to be held in memory, a resume that did not happen is
-    /// tried again at the next read.
+    /// did not happen leaves records to be held in memory (paused again at the next record), a
+    /// resume that did not happen is tried again before the next read.
     fn set_paused(&mut self, pause: bool) {
         let consumer = &self.shared.consumer;
         let done = consumer.assignment().and_then(|assigned| {
@@ -177,8 +177,12 @@ impl DeliverySource for KafkaSource {
     /// Never ends on its own: a failed receive is retried with backoff, and the consumer loop's
     /// shutdown is what stops it.
     async fn next(&mut self) -> Option<Result<KafkaDelivery, BoxError>> {
-        if self.paused {
+        // Paused partitions would never deliver: resume them, however long that takes.
+        while self.paused {
             self.set_paused(false);
+            if self.paused {
+                tokio::time::sleep(POLL_PAUSED).await;
+            }
         }
         if let Some(held) = self.held.pop_front() {
             return Some(Ok(held));
@@ -201,9 +205,11 @@ impl DeliverySource for KafkaSource {
         }
     }
 
-    /// After [`PAUSE_AFTER`] taking nothing, pauses the assigned partitions and polls every
-    /// [`POLL_PAUSED`]: the group keeps the member, and nothing new is fetched meanwhile (a
-    /// record fetched before the pause is held for the next read).
+    /// After 10 s taking nothing (at most a quarter of `max.poll.interval.ms`), pauses the
+    /// assigned partitions and polls every second: the group keeps the member, and nothing new is fetched meanwhile. A
+    /// record that comes anyway (fetched before the pause, or from a partition a rebalance
+    /// assigned since) is held for the next read, and the assignment paused again, so that what
+    /// is held stays within one fetch.
     async fn idle(&mut self) {
         tokio::time::sleep(PAUSE_AFTER.min(self.config.max_poll_interval / 4)).await;
         self.set_paused(true);
@@ -213,6 +219,7 @@ impl DeliverySource for KafkaSource {
                 Ok(Ok(record)) => {
                     let held = self.delivery(&record);
                     self.held.push_back(held);
+                    self.set_paused(true);
                 }
                 Ok(Err(e)) => {
                     warn!(error = %e, group = %self.config.group, "Kafka poll failed while paused");

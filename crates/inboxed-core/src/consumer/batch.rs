@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tracing::warn;
 
-use super::{keep_alive, requeue, settle};
+use super::{keep_alive, requeue, settle, settle_as};
 use crate::delivery::{AckOrdering, Delivery};
 use crate::error::{Error, delivery_name, error_chain};
 use crate::handler::Handler;
@@ -34,18 +34,31 @@ where
         .first()
         .is_some_and(|d| d.ack_ordering() == AckOrdering::InOrder);
     let mut errors = Vec::new();
-    let (deliveries, tail) = within_key_limits(processor, deliveries, in_order, &mut errors).await;
-    let (results, names) = process(processor, &deliveries, extend_every, in_order).await;
+    let (deliveries, tail, deferred) = within_bucket_limits(processor, deliveries, in_order);
+    // The deferred are handed back while the rest are processed: a broker that holds a short
+    // requeue (RabbitMQ, up to a second) must not hold up the batch.
+    let deferring = deferred.into_iter().map(|(delivery, delay)| async move {
+        let name = delivery_name(&delivery.envelope());
+        super::defer(processor, delivery, delay, name).await
+    });
+    let (deferred, (results, names)) = tokio::join!(
+        futures_util::future::join_all(deferring),
+        process(processor, &deliveries, extend_every, in_order)
+    );
+    errors.extend(deferred.into_iter().filter_map(Result::err));
     if in_order {
         for ((delivery, result), name) in deliveries.into_iter().zip(results).zip(names) {
             let settled = match result {
                 Some(Ok(_)) => delivery.ack().await.map_err(Error::ack_failed("ack", name)),
-                // Retried in place until it settles (settle acks it), before any later offset.
-                _ => settle(processor, delivery, extend_every).await.map(drop),
+                // Retried in place until it settles (settle acks it), before any later offset;
+                // its bucket's permit is taken already.
+                _ => settle_as(processor, delivery, extend_every, false)
+                    .await
+                    .map(drop),
             };
             errors.extend(settled.err());
         }
-        // From the first over its key's limit on, one by one: each waits for its permit.
+        // From the first over its bucket's limit on, one by one: each waits for its permit.
         for delivery in tail {
             errors.extend(settle(processor, delivery, extend_every).await.err());
         }
@@ -90,25 +103,27 @@ where
     errors.into_iter().next().map_or(Ok(()), Err)
 }
 
-/// Takes each delivery's key permit ([`RateLimit::per_key`](crate::RateLimit::per_key)) and
-/// returns those that have one. An unordered delivery over its key's limit is handed back with
-/// the wait as its delay (a failure to hand it back goes to `errors`); in order, the first one
-/// over its limit and everything after it are returned apart, to be settled one by one after
-/// the batch (each waits in place for its permit).
-async fn within_key_limits<S, H, D>(
+/// Takes each delivery's bucket permit ([`RateLimit::per_bucket`](crate::RateLimit::per_bucket))
+/// and returns those that have one, and those to hand back with their delays. In order, the
+/// first one over its limit and everything after it are returned apart instead (the tail), to
+/// be settled one by one after the batch, each waiting in place for its permit.
+#[allow(
+    clippy::type_complexity,
+    reason = "three lists, named where they are taken apart"
+)]
+fn within_bucket_limits<S, H, D>(
     processor: &Processor<S, H>,
     deliveries: Vec<D>,
     in_order: bool,
-    errors: &mut Vec<Error>,
-) -> (Vec<D>, Vec<D>)
+) -> (Vec<D>, Vec<D>, Vec<(D, Duration)>)
 where
     S: Store,
     H: Handler<S::Db>,
     D: Delivery,
 {
     let limit = &processor.config().rate_limit;
-    if !limit.limits_keys() {
-        return (deliveries, Vec::new());
+    if !limit.limits_buckets() {
+        return (deliveries, Vec::new(), Vec::new());
     }
     let (mut within, mut tail, mut deferred) = (Vec::new(), Vec::new(), Vec::new());
     for delivery in deliveries {
@@ -117,7 +132,7 @@ where
             continue;
         }
         let over = match delivery.envelope() {
-            Ok(envelope) => limit.check_key(&envelope).err(),
+            Ok(envelope) => limit.check_bucket(&envelope, !in_order).err(),
             Err(_) => None,
         };
         match over {
@@ -126,14 +141,7 @@ where
             Some(delay) => deferred.push((delivery, delay)),
         }
     }
-    let deferring = deferred.into_iter().map(|(delivery, delay)| async move {
-        let name = delivery_name(&delivery.envelope());
-        super::defer(processor, delivery, delay, name).await
-    });
-    for deferred in futures_util::future::join_all(deferring).await {
-        errors.extend(deferred.err());
-    }
-    (within, tail)
+    (within, tail, deferred)
 }
 
 /// The batch through the processor: one result per delivery, `None` for the in-order ones

@@ -32,10 +32,10 @@ pub enum Settled {
         /// The delay asked of the broker.
         delay: Option<Duration>,
     },
-    /// Handed back before it ran, with this delay: its key was over its rate limit
-    /// ([`RateLimit::per_key`]). It used up no attempt.
+    /// Handed back before it ran, with this delay: its bucket was over its rate limit
+    /// ([`RateLimit::per_bucket`]). It used up no attempt.
     Deferred {
-        /// The delay asked of the broker: until its key has a permit.
+        /// The delay asked of the broker: until its slot among its bucket's permits.
         delay: Duration,
     },
 }
@@ -110,11 +110,28 @@ where
     H: Handler<S::Db>,
     D: Delivery,
 {
+    settle_as(processor, delivery, extend_every, true).await
+}
+
+/// [`settle`]; `limited`: the delivery has yet to take its bucket's permit (a delivery of a
+/// batch that took it already must not take a second).
+pub(super) async fn settle_as<S, H, D>(
+    processor: &Processor<S, H>,
+    delivery: D,
+    extend_every: Option<Duration>,
+    limited: bool,
+) -> Result<Settled, Error>
+where
+    S: Store,
+    H: Handler<S::Db>,
+    D: Delivery,
+{
     let in_order = delivery.ack_ordering() == AckOrdering::InOrder;
     let envelope = delivery.envelope();
     let name = delivery_name(&envelope);
-    if let Ok(envelope) = &envelope
-        && let Some(delay) = over_key_limit(processor, envelope, in_order).await
+    if limited
+        && let Ok(envelope) = &envelope
+        && let Some(delay) = over_bucket_limit(processor, envelope, in_order).await
     {
         return defer(processor, delivery, delay, name).await;
     }
@@ -197,10 +214,10 @@ where
     }
 }
 
-/// Takes a permit of `envelope`'s key ([`RateLimit::per_key`]), or returns how long until
-/// there is one. An in-order delivery cannot be handed back without holding up its partition,
-/// so it waits in place for the permit instead and gets `None`.
-async fn over_key_limit<S, H>(
+/// Takes a permit of `envelope`'s bucket ([`RateLimit::per_bucket`]), or returns how long to
+/// defer the delivery. An in-order delivery cannot be handed back without holding up its
+/// partition, so it waits in place for the permit instead and gets `None`.
+async fn over_bucket_limit<S, H>(
     processor: &Processor<S, H>,
     envelope: &crate::Envelope,
     in_order: bool,
@@ -211,7 +228,7 @@ where
 {
     let limit = &processor.config().rate_limit;
     loop {
-        match limit.check_key(envelope) {
+        match limit.check_bucket(envelope, !in_order) {
             Ok(()) => return None,
             Err(wait) if in_order => {
                 metrics::counter!(m::RATE_LIMITED_TOTAL, "consumer" => processor.consumer().as_str().to_owned(), "action" => "waited")
@@ -223,7 +240,7 @@ where
     }
 }
 
-/// Hands back a delivery over its key's rate limit, before it ran, for `delay`.
+/// Hands back a delivery over its bucket's rate limit, before it ran, for `delay`.
 async fn defer<S, H, D>(
     processor: &Processor<S, H>,
     delivery: D,

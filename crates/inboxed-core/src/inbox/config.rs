@@ -118,9 +118,9 @@ pub struct WorkerConfig {
     /// attempts ([`KillSwitch`]; in lease mode). Clones of a config share it. Defaults to a new
     /// [`KillSwitch::new`].
     pub kill_switch: KillSwitch,
-    /// How fast rows reach the handler, overall and per key ([`RateLimit`]): a claim takes at
+    /// How fast rows reach the handler, overall and per bucket ([`RateLimit`]): a claim takes at
     /// most as many rows as the overall limit has permits at hand, and a claimed row over its
-    /// key's limit is handed back, its attempt given back, to be claimed again after the wait.
+    /// bucket's limit is handed back, its attempt given back, to be claimed again at its slot.
     /// Clones of a config share it. Defaults to [`RateLimit::none`].
     pub rate_limit: RateLimit,
 }

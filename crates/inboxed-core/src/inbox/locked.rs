@@ -53,21 +53,20 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 .find(|(id, _)| id == row.envelope.id().as_str())
                 .map_or(1, |(_, n)| *n);
             let attempt = row.attempts + claims;
-            // Over its key's rate limit: back to pending for the wait, its attempts as they
-            // were (this claim did not run it) and its last error kept.
-            if let Err(wait) = inner.config.rate_limit.check_key(&row.envelope) {
-                let mut deferred = fate(&row, "pending", None, row.attempts, self);
-                deferred.backoff = wait;
-                fates.push(deferred);
-                report.deferred += 1;
-                continue;
-            }
             if attempt > inner.config.max_attempts {
                 let error = format!(
                     "claimed {claims} times without finishing: its worker died or hung each time"
                 );
                 fates.push(fate(&row, "dead", Some(error), attempt, self));
                 report.dead += 1;
+            } else if let Err(wait) = inner.config.rate_limit.check_bucket(&row.envelope, true) {
+                // Over its bucket's rate limit: back to pending until its slot, its last error
+                // kept, charged every earlier claim that never finished but not this one (the
+                // claim counters are forgotten with the fates).
+                let mut deferred = fate(&row, "pending", None, attempt - 1, self);
+                deferred.backoff = wait;
+                fates.push(deferred);
+                report.deferred += 1;
             } else {
                 runnable.push((row, attempt));
             }
@@ -133,7 +132,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                     // claim's attempt given back.
                     let error = Some(error_chain(source.as_ref()));
                     let mut later = fate(&row, "pending", error, attempt.saturating_sub(1), self);
-                    later.backoff = after;
+                    later.backoff = after.max(inner.config.poll_interval);
                     fates.push(later);
                     report.retrying += 1;
                 }

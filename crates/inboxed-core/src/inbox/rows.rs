@@ -52,8 +52,10 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 ),
             };
             if let Some(after) = after {
-                // Not the message's fault, by the handler's word: back after `after`, its
-                // attempt given back; the switch hears of it, charging nothing.
+                // Not the message's fault, by the handler's word: back after `after` (at least
+                // a poll's interval: a `Retry-After: 0` must not spin on the row), its attempt
+                // given back; the switch hears of it, charging nothing.
+                let after = after.max(inner.config.poll_interval);
                 let _ = inner
                     .config
                     .kill_switch

@@ -357,7 +357,7 @@ pub trait InboxStore: Engine {
 
     /// Hands back the unfinished rows of `token` (all of them, or only `ids`), giving back their
     /// attempt: their handlers did not run (graceful shutdown, batch-mates of a suspect row, a
-    /// row over its key's rate limit). Claimable again `after` from now, or as they were.
+    /// row over its bucket's rate limit). Claimable again `after` from now, or as they were.
     fn release(
         &self,
         token: &ClaimToken,

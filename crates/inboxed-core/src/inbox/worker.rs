@@ -16,6 +16,15 @@ use crate::error::Error;
 use crate::handler::Handler;
 use crate::metrics as m;
 
+/// How many rows a claim may take under the overall rate limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Permits {
+    /// Permits taken for this many rows.
+    Taken(usize),
+    /// None taken yet: one row, whose permit is taken once it is claimed.
+    AfterClaim,
+}
+
 /// What one claim-and-process round did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -30,8 +39,9 @@ pub struct BatchReport {
     pub dead: u64,
     /// Rows whose claim was lost to the reaper before completion: rolled back.
     pub lost: u64,
-    /// Rows handed back before they ran, over their key's rate limit
-    /// ([`WorkerConfig::rate_limit`]), their attempt given back.
+    /// Rows handed back before they ran, over their bucket's rate limit
+    /// ([`WorkerConfig::rate_limit`]), their attempt given back: they are claimable again at
+    /// their slot, so a report of only deferred rows is not work done.
     pub deferred: u64,
 }
 
@@ -124,21 +134,24 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     pub async fn run_once(&self) -> Result<BatchReport, Error> {
         let config = &self.inner.config;
         let permits = config.rate_limit.take(config.batch_size as usize).await;
-        self.run_up_to(permits).await
+        self.run_up_to(Permits::Taken(permits)).await
     }
 
-    /// Claims at most `limit` rows and processes them.
-    async fn run_up_to(&self, limit: usize) -> Result<BatchReport, Error> {
+    /// Claims at most as many rows as `permits` allow and processes them.
+    async fn run_up_to(&self, permits: Permits) -> Result<BatchReport, Error> {
         let inner = &*self.inner;
-        let limit = u32::try_from(limit)
-            .unwrap_or(u32::MAX)
-            .clamp(1, inner.config.batch_size.max(1));
+        let limit = match permits {
+            Permits::Taken(n) => u32::try_from(n).unwrap_or(u32::MAX),
+            Permits::AfterClaim => 1,
+        }
+        .clamp(1, inner.config.batch_size.max(1));
         if inner.config.claim_mode == super::config::ClaimMode::LockHeld {
             return self.run_locked(limit).await;
         }
         let token = ClaimToken::random();
         self.track(token, true);
-        let report = self.claim_and_process(token, limit).await;
+        let after = permits == Permits::AfterClaim;
+        let report = self.claim_and_process(token, limit, after).await;
         self.track(token, false);
         report
     }
@@ -150,13 +163,22 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// halving, release_stale.sql). The wait is bounded by half the lease (its heartbeat
     /// starts with the batch); past it the batch runs beside the others, and a death then
     /// charges its rows as if the limit had been ignored.
-    async fn claim_and_process(&self, token: ClaimToken, limit: u32) -> Result<BatchReport, Error> {
+    async fn claim_and_process(
+        &self,
+        token: ClaimToken,
+        limit: u32,
+        permit_after: bool,
+    ) -> Result<BatchReport, Error> {
         let inner = &*self.inner;
         let crash = &inner.config.crash_attribution;
         let shared = crash.shared().await;
         let rows = self.claim(token, limit).await?;
         if rows.is_empty() {
             return Ok(BatchReport::default());
+        }
+        if permit_after {
+            // The claim found work: its permit now, before any handler's transaction.
+            inner.config.rate_limit.take(rows.len()).await;
         }
         let marked = rows.iter().any(|r| r.group_limit.is_some());
         let _turn = crash
@@ -166,7 +188,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         metrics::histogram!(m::CLAIM_BATCH_SIZE, "consumer" => inner.consumer.as_str().to_owned())
             .record(rows.len() as f64);
         let claimed = rows.len() as u64;
-        let (rows, deferred) = self.defer_over_limit(rows, &token).await?;
+        let (rows, deferred) = self.defer_over_limit(rows, &token).await;
         let mut report = self.process_batch(rows, token).await?;
         report.claimed = claimed;
         report.deferred = deferred;
@@ -174,26 +196,32 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         Ok(report)
     }
 
-    /// Hands back each row over its key's rate limit, its attempt given back and claimable
-    /// again once its key has a permit; returns the others and how many were handed back.
+    /// Hands back each row over its bucket's rate limit, its attempt given back and claimable
+    /// again at its slot ([`RateLimit`](crate::RateLimit)); returns the others and how many
+    /// were handed back. A row that could not be handed back runs with the others, over its
+    /// limit: better than leaving it claimed until its lease runs out.
     async fn defer_over_limit(
         &self,
         rows: Vec<InboxRow>,
         token: &ClaimToken,
-    ) -> Result<(Vec<InboxRow>, u64), Error> {
+    ) -> (Vec<InboxRow>, u64) {
         let inner = &*self.inner;
         let limit = &inner.config.rate_limit;
-        if !limit.limits_keys() {
-            return Ok((rows, 0));
+        if !limit.limits_buckets() {
+            return (rows, 0);
         }
         let mut within = Vec::with_capacity(rows.len());
         let mut deferred = 0;
         for row in rows {
-            match limit.check_key(&row.envelope) {
-                Ok(()) => within.push(row),
-                Err(wait) => {
-                    inner.store.release(token, Some(&[row.id]), wait).await?;
-                    deferred += 1;
+            let Err(wait) = limit.check_bucket(&row.envelope, true) else {
+                within.push(row);
+                continue;
+            };
+            match inner.store.release(token, Some(&[row.id]), wait).await {
+                Ok(_) => deferred += 1,
+                Err(e) => {
+                    warn!(error = %e, row = row.id, "could not hand back a row over its rate limit; running it");
+                    within.push(row);
                 }
             }
         }
@@ -201,7 +229,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             metrics::counter!(m::RATE_LIMITED_TOTAL, "consumer" => inner.consumer.as_str().to_owned(), "action" => "deferred")
                 .increment(deferred);
         }
-        Ok((within, deferred))
+        (within, deferred)
     }
 
     /// Claims a batch under `token` in a task of its own, holding the claim gate: a claim loop
@@ -396,6 +424,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let streak = crate::FailureStreak::default();
         let switch = &self.inner.config.kill_switch;
         let lease = self.inner.config.claim_mode == super::config::ClaimMode::Lease;
+        let mut idle_before = false;
         while !*stop.borrow() {
             // While the kill switch is open no loop claims; after its pause one batch probes.
             let probe = if lease {
@@ -406,15 +435,25 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             } else {
                 false
             };
-            // Under an overall rate limit, a claim takes only as many rows as it has permits.
+            // Under an overall rate limit, a claim takes only as many rows as it has permits;
+            // after a claim that found nothing, one row first and its permit once it is found,
+            // so that polling an empty inbox spends no permits that others sharing the limit
+            // could use (a lock-held claim, whose transaction must not wait, takes one first).
             let batch = self.inner.config.batch_size as usize;
-            let permits = tokio::select! {
-                permits = self.inner.config.rate_limit.take(batch) => permits,
-                _ = stop.changed() => {
-                    if probe {
-                        switch.probe_ended();
+            let limited = self.inner.config.rate_limit.is_limited();
+            let permits = if limited && idle_before && lease {
+                Permits::AfterClaim
+            } else {
+                let limit = &self.inner.config.rate_limit;
+                let want = if idle_before { 1 } else { batch };
+                tokio::select! {
+                    permits = limit.take(want) => Permits::Taken(permits),
+                    _ = stop.changed() => {
+                        if probe {
+                            switch.probe_ended();
+                        }
+                        break;
                     }
-                    break;
                 }
             };
             let Some(slot) = self.inner.pace.enter(&mut stop).await else {
@@ -447,6 +486,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 gate.leave(entered);
             }
             let claimed = ran.as_ref().map_or(0, |r| r.claimed);
+            idle_before = claimed == 0;
             let full = claimed >= u64::from(self.inner.config.batch_size.max(1));
             self.inner
                 .pace

@@ -68,6 +68,10 @@ async fn report<S: Store>(
         let now = *opened.borrow_and_update();
         let mut failed = false;
         if now.is_some() || written.load(Ordering::Relaxed) {
+            // Marked before the write: a run that ends while it is in flight still deletes.
+            if now.is_some() {
+                written.store(true, Ordering::Relaxed);
+            }
             match store.report_switch(consumer, switch.id(), now).await {
                 Ok(()) => written.store(now.is_some(), Ordering::Relaxed),
                 Err(e) => {

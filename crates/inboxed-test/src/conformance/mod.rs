@@ -91,8 +91,8 @@ pub use outbox_operate::{
     outbox_rows_are_searched_newest_first_within_a_window,
 };
 pub use rate_limit::{
-    consumer_rate_limits_defer_by_key_and_pace_overall,
-    worker_rate_limits_defer_by_key_and_cap_claims,
+    consumer_rate_limits_defer_by_bucket_and_pace_overall,
+    worker_rate_limits_defer_by_bucket_and_cap_claims,
 };
 pub use redrive::redrive_lifts_the_dead_letter_once;
 pub use retention::{
@@ -185,7 +185,7 @@ macro_rules! conformance_tests {
             a_worker_ignoring_the_group_limit_is_charged,
             dead_letters_are_retried_into_the_inbox_and_discarded,
             rows_and_the_audit_trail_are_listed,
-            worker_rate_limits_defer_by_key_and_cap_claims,
+            worker_rate_limits_defer_by_bucket_and_cap_claims,
             a_row_asked_to_retry_later_keeps_its_attempts,
         );
     };
@@ -261,7 +261,7 @@ macro_rules! conformance_tests {
             consumer_acks_only_after_commit,
             consumer_in_batches_acks_only_after_commit,
             consumer_in_ordered_batches_keeps_the_order,
-            consumer_rate_limits_defer_by_key_and_pace_overall,
+            consumer_rate_limits_defer_by_bucket_and_pace_overall,
             an_open_kill_switch_is_recorded_until_it_closes,
             long_handler_extends_the_delivery_deadline,
             a_failed_ack_names_the_message_and_its_cause,

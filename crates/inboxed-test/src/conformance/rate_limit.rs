@@ -1,4 +1,4 @@
-//! Rate limits: a message over its key's limit is handed back before it runs and uses up no
+//! Rate limits: a message over its bucket's limit is handed back before it runs and uses up no
 //! attempt; the overall limit paces what is taken; an in-order delivery waits in place.
 
 use std::collections::VecDeque;
@@ -17,18 +17,18 @@ use super::{ledger_state, processor};
 use crate::backend::{Backend, TestDb};
 use crate::handler::{Ledger, credit};
 
-/// The key of `<key>-<n>`: what comes before the dash.
-fn key_of(envelope: &Envelope) -> Option<String> {
+/// The bucket of `<bucket>-<n>`: what comes before the dash.
+fn bucket_of(envelope: &Envelope) -> Option<String> {
     envelope
         .id()
         .as_str()
         .split_once('-')
-        .map(|(key, _)| key.to_owned())
+        .map(|(bucket, _)| bucket.to_owned())
 }
 
-/// One key permit a minute: a second message of a key waits about a minute.
-fn one_a_minute_per_key() -> RateLimit {
-    RateLimit::none().per_key(1, Duration::from_secs(60), key_of)
+/// One permit a minute per bucket: a second message of a bucket waits about a minute.
+fn one_a_minute_per_bucket() -> RateLimit {
+    RateLimit::none().per_bucket(1, Duration::from_secs(60), bucket_of)
 }
 
 fn deliveries<B: Backend>(
@@ -56,14 +56,14 @@ fn logged(log: &Log, what: &str) -> Vec<String> {
         .collect()
 }
 
-/// A delivery over its key's limit is handed back with the wait as its delay, before its
-/// handler runs (no call, no attempt, no row); another key goes through; in a batch, each key
-/// gets its permits and the rest are handed back; an in-order delivery waits in place for its
-/// permit instead; the overall limit paces a consumer (30 messages at 10 a second, a burst of
-/// 10, take at least 2 s).
-pub async fn consumer_rate_limits_defer_by_key_and_pace_overall<B: Backend>(_test: &str) {
+/// A delivery over its bucket's limit is handed back with the wait as its delay, before its
+/// handler runs (no call, no attempt, no row); another bucket goes through; in a batch, each
+/// bucket gets its permits and the rest are handed back; an in-order delivery waits in place for
+/// its permit instead; the overall limit paces a consumer (30 messages at 10 a second, a burst
+/// of 10, take at least 2 s).
+pub async fn consumer_rate_limits_defer_by_bucket_and_pace_overall<B: Backend>(_test: &str) {
     let db = B::create().await;
-    let config = ProcessorConfig::default().rate_limit(one_a_minute_per_key());
+    let config = ProcessorConfig::default().rate_limit(one_a_minute_per_bucket());
     let (p, handler) = processor(&db, config);
     let log: Log = Arc::default();
     let mut queue = deliveries(&db, &log, &["a-1", "a-2", "b-1"], false);
@@ -84,10 +84,10 @@ pub async fn consumer_rate_limits_defer_by_key_and_pace_overall<B: Backend>(_tes
     assert_eq!(handler.calls.load(Ordering::SeqCst), 2);
     assert_eq!(ledger_state(&db).await, (2, 2));
 
-    // In a batch: c and d get one permit each; the rest are handed back, none run.
+    // In a batch: buckets c and d get one permit each; the rest are handed back, none run.
     let (p, handler) = processor(
         &db,
-        ProcessorConfig::default().rate_limit(one_a_minute_per_key()),
+        ProcessorConfig::default().rate_limit(one_a_minute_per_bucket()),
     );
     let log: Log = Arc::default();
     let ids = ["c-1", "c-2", "d-1", "c-3", "d-2", "d-3"];
@@ -107,8 +107,8 @@ pub async fn consumer_rate_limits_defer_by_key_and_pace_overall<B: Backend>(_tes
     assert_eq!(handler.calls.load(Ordering::SeqCst), 2);
     assert_eq!(ledger_state(&db).await, (4, 4));
 
-    // In order: two of one key a second, the second waits its turn in place.
-    let limit = RateLimit::none().per_key(1, Duration::from_secs(1), key_of);
+    // In order: two of one bucket a second, the second waits its turn in place.
+    let limit = RateLimit::none().per_bucket(1, Duration::from_secs(1), bucket_of);
     let (p, _) = processor(&db, ProcessorConfig::default().rate_limit(limit));
     let log: Log = Arc::default();
     let started = Instant::now();
@@ -140,11 +140,11 @@ pub async fn consumer_rate_limits_defer_by_key_and_pace_overall<B: Backend>(_tes
     db.finish().await;
 }
 
-/// A worker hands back a claimed row over its key's limit with its attempt given back and
-/// `available_at` moved by the wait, so the next claim does not take it again; the overall
+/// A worker hands back a claimed row over its bucket's limit with its attempt given back and
+/// `available_at` moved to its slot, so the next claim does not take it again; the overall
 /// limit caps what a claim takes at the permits at hand. In both claim modes where the engine
 /// has them.
-pub async fn worker_rate_limits_defer_by_key_and_cap_claims<B: Backend>(_test: &str) {
+pub async fn worker_rate_limits_defer_by_bucket_and_cap_claims<B: Backend>(_test: &str) {
     let db = B::create().await;
     let mut modes = vec![ClaimMode::Lease];
     if !B::SERIAL_WRITERS {
@@ -156,12 +156,12 @@ pub async fn worker_rate_limits_defer_by_key_and_cap_claims<B: Backend>(_test: &
         let ids: Vec<String> = ["a", "a", "a", "b", "b", "b"]
             .iter()
             .enumerate()
-            .map(|(i, key)| format!("{key}{round}-{i}"))
+            .map(|(i, bucket)| format!("{bucket}{round}-{i}"))
             .collect();
         enqueue_all(&db, ids.iter().map(|id| credit(id, 1)).collect(), 1).await;
         let config = WorkerConfig::default()
             .claim_mode(mode)
-            .rate_limit(one_a_minute_per_key());
+            .rate_limit(one_a_minute_per_bucket());
         let w = worker(&db, config, &handler);
         let report = w.run_once().await.expect("run");
         assert_eq!(

@@ -16,7 +16,7 @@ use crate::handler::{Script, credit};
 
 /// Two messages failing transiently open a switch (2 of 2, a pause of 1.5 s): while it is
 /// open the store shows it for consumer `ledger` (one switch, since when, the next probe); the
-/// probe after the pause succeeds, the switch closes, and its row is gone when the run ends.
+/// probe after the pause succeeds, the switch closes, and its row is gone while the run goes on.
 pub async fn an_open_kill_switch_is_recorded_until_it_closes<B: Backend>(_test: &str) {
     let db = B::create().await;
     let pause = Duration::from_millis(1_500);
@@ -27,10 +27,18 @@ pub async fn an_open_kill_switch_is_recorded_until_it_closes<B: Backend>(_test: 
         fail: Some("transient".into()),
         ..Script::default()
     };
+    // After the probe, two slow messages keep the run going: the row must go at the close,
+    // not only when the run ends.
+    let slow = Script {
+        sleep_ms: 500,
+        ..Script::default()
+    };
     let messages = [
         ("f-1", transient.message("f-1")),
         ("f-2", transient.message("f-2")),
         ("ok-1", credit("ok-1", 1)),
+        ("slow-1", slow.message("slow-1")),
+        ("slow-2", slow.message("slow-2")),
     ];
     let queue: VecDeque<Memory<B>> = messages
         .iter()
@@ -50,16 +58,19 @@ pub async fn an_open_kill_switch_is_recorded_until_it_closes<B: Backend>(_test: 
         ran
     };
     let watching = async {
-        let mut seen = Vec::new();
+        let (mut seen, mut closed_while_running) = (Vec::new(), false);
         while !done.load(Ordering::SeqCst) {
             let observed = db.store.observe().await.expect("observe");
+            let running = !done.load(Ordering::SeqCst);
+            closed_while_running |= running && !seen.is_empty() && observed.switches.is_empty();
             seen.extend(observed.switches);
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        seen
+        (seen, closed_while_running)
     };
-    let (ran, seen) = tokio::join!(running, watching);
+    let (ran, (seen, closed_while_running)) = tokio::join!(running, watching);
     ran.expect("run");
+    assert!(closed_while_running, "the row went only when the run ended");
     let first = seen.first().expect("the open switch was never recorded");
     assert_eq!(
         (first.consumer.as_str(), first.open),
@@ -90,7 +101,7 @@ pub async fn an_open_kill_switch_is_recorded_until_it_closes<B: Backend>(_test: 
         .filter(|(_, what, _)| *what == "ack")
         .map(|(id, _, _)| id.clone())
         .collect();
-    assert_eq!(acked, ["ok-1"]);
-    assert_eq!(ledger_state(&db).await, (1, 1));
+    assert_eq!(acked, ["ok-1", "slow-1", "slow-2"]);
+    assert_eq!(ledger_state(&db).await, (3, 3));
     db.finish().await;
 }

@@ -293,7 +293,7 @@ pub async fn batch_whose_commit_fails_isolates_the_culprit<B: Backend>(_test: &s
 /// were, in both claim modes where the engine has them: five asks 300 ms apart under
 /// `max_attempts(2)`, then applied once, nothing dead; charged, the third claim would find it
 /// out of attempts. (A lock-held claim runs the row twice, in its batch and then alone, so it
-/// waits three times, not five.)
+/// waits twice, not five times.)
 pub async fn a_row_asked_to_retry_later_keeps_its_attempts<B: Backend>(_test: &str) {
     use inboxed_core::inbox::ClaimMode;
     use std::time::{Duration, Instant};

@@ -61,10 +61,6 @@ async fn processor_alone(store: &PgStore, messages: u64, rounds: usize) -> anyho
         "processor alone: {messages} messages per round, {rounds} rounds, one at a time, \
          first deliveries"
     );
-    let up = || Downstream {
-        credit: Credit { accounts: ACCOUNTS },
-        down: Arc::default(),
-    };
     let (mut ratios, mut with, mut without) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=rounds {
         let mut cpu = [0.0; 2];
@@ -130,6 +126,14 @@ impl Handler<Postgres> for Downstream {
     }
 }
 
+/// The downstream, up.
+fn up() -> Downstream {
+    Downstream {
+        credit: Credit { accounts: ACCOUNTS },
+        down: Arc::default(),
+    }
+}
+
 fn processor(
     store: &PgStore,
     handler: Downstream,
@@ -154,10 +158,6 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     channel
         .confirm_select(lapin::options::ConfirmSelectOptions::default())
         .await?;
-    let up = || Downstream {
-        credit: Credit { accounts: ACCOUNTS },
-        down: Arc::default(),
-    };
     let prefetch = inboxed_rabbitmq::RabbitConfig::new("", "").prefetch;
     println!(
         "{} messages per measurement, {} rounds, RabbitMQ classic queue, prefetch {prefetch}, \

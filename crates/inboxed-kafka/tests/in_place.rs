@@ -12,10 +12,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use rdkafka::ClientConfig;
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
-
 use inboxed_core::{
     BoxError, Consumer, ConsumerConfig, ConsumerName, DeliverySource, Ladder, Processor,
     ProcessorConfig,
@@ -23,7 +19,7 @@ use inboxed_core::{
 use inboxed_kafka::{KafkaConfig, KafkaDelivery, KafkaSource};
 use inboxed_test::{Backend, Ledger, Pg, Script};
 
-use common::{brokers, topic};
+use common::{brokers, publish, topic};
 
 /// The source, counting the records it hands out; `idle` forwarded or not.
 struct Counted {
@@ -56,30 +52,16 @@ impl DeliverySource for Counted {
 async fn waits_in_place(idle: bool) -> u32 {
     let db = Pg::create().await;
     let topic = topic().await;
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", brokers())
-        .create()
-        .unwrap();
-    for i in 0..4 {
-        let id = format!("w-{i}");
-        let script = Script {
-            fail_first: if i == 0 { 2 } else { 0 },
-            ..Script::default()
-        };
-        let headers = OwnedHeaders::new().insert(Header {
-            key: "message_id",
-            value: Some(id.as_str()),
-        });
-        let message = script.message(&id);
-        let record: FutureRecord<'_, (), [u8]> = FutureRecord::to(&topic)
-            .payload(message.payload())
-            .headers(headers);
-        producer
-            .send(record, Duration::from_secs(10))
-            .await
-            .map_err(|(e, _)| e)
-            .unwrap();
-    }
+    let messages: Vec<_> = (0..4)
+        .map(|i| {
+            let script = Script {
+                fail_first: if i == 0 { 2 } else { 0 },
+                ..Script::default()
+            };
+            script.message(&format!("w-{i}"))
+        })
+        .collect();
+    publish(&topic, &messages).await;
     let mut config = KafkaConfig::new(brokers(), format!("in-place-{topic}"), [topic.as_str()])
         .commit_interval(Duration::from_millis(100))
         .property("session.timeout.ms", "6000");

@@ -7,15 +7,11 @@
 
 use std::time::Duration;
 
-use rdkafka::ClientConfig;
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
-
 use inboxed_kafka::{KafkaConfig, KafkaSource};
 use inboxed_test::outage::{clean_stream, in_order_outage};
 use inboxed_test::{Backend, Pg};
 
-use crate::common::{brokers, topic};
+use crate::common::{brokers, publish, topic};
 
 const MESSAGES: i64 = 80;
 
@@ -23,24 +19,7 @@ const MESSAGES: i64 = 80;
 async fn a_two_minute_downstream_outage_dead_letters_nothing() {
     let db = Pg::create().await;
     let topic = topic().await;
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", brokers())
-        .create()
-        .unwrap();
-    for message in clean_stream(MESSAGES) {
-        let headers = OwnedHeaders::new().insert(Header {
-            key: "message_id",
-            value: Some(message.id().as_str()),
-        });
-        let record: FutureRecord<'_, (), [u8]> = FutureRecord::to(&topic)
-            .payload(message.payload())
-            .headers(headers);
-        producer
-            .send(record, Duration::from_secs(10))
-            .await
-            .map_err(|(e, _)| e)
-            .unwrap();
-    }
+    publish(&topic, &clean_stream(MESSAGES)).await;
     let config = KafkaConfig::new(brokers(), format!("ledger-{topic}"), [topic.as_str()]);
     let src = KafkaSource::connect(config).await.unwrap();
     let outage = in_order_outage(&db, src, MESSAGES, Duration::from_secs(120)).await;

@@ -58,7 +58,9 @@ async fn storm(
     });
     let mut config = ChaosConfig::default();
     config.messages = 120;
-    config.storm = Duration::from_secs(4);
+    // Six seconds: each consumer is killed only once it applied an effect, and on a loaded
+    // two-core CI run a start took long enough that four seconds held three kills.
+    config.storm = Duration::from_secs(6);
     config.run_between_kills = (Duration::from_millis(250), Duration::from_millis(600));
     config.quiet = Duration::from_secs(1);
     let publisher = channel.clone();
@@ -117,7 +119,7 @@ async fn publish(channel: &Channel, queue: &str, id: &str) -> Result<(), lapin::
     Ok(())
 }
 
-/// The suite's ledger consumer, killed at random points for 4 s while 120 messages (about a
+/// The suite's ledger consumer, killed at random points for 6 s while 120 messages (about a
 /// quarter of them published twice) arrive: each message's effect once. The consumer whose
 /// handler commits its ledger row on a second connection, under the same storm, is caught
 /// with doubled messages; one allowed a single attempt (each delivery a kill caught in flight

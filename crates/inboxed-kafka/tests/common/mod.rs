@@ -1,10 +1,36 @@
-//! What the Kafka tests share: the broker's address and a fresh topic per test.
+//! What the Kafka tests share: the broker's address, a fresh topic per test, and publishing
+//! envelopes the way a producer keyed by the `message_id` header does.
 
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+
+/// Publishes `messages` to `topic` in order, each with its id in the `message_id` header,
+/// waiting for each to be acknowledged.
+pub(crate) async fn publish(topic: &str, messages: &[inboxed_core::Envelope]) {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .create()
+        .unwrap();
+    for message in messages {
+        let headers = OwnedHeaders::new().insert(Header {
+            key: "message_id",
+            value: Some(message.id().as_str()),
+        });
+        let record: FutureRecord<'_, (), [u8]> = FutureRecord::to(topic)
+            .payload(message.payload())
+            .headers(headers);
+        producer
+            .send(record, Duration::from_secs(10))
+            .await
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+}
 
 /// `INBOXED_KAFKA_BROKERS`, default the local Kafka-API broker on port 19092 that
 /// scripts/test.sh starts.

@@ -363,7 +363,10 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
         let limits = (config.batch_size, config.batch_linger);
         let switch = self.processor.config().kill_switch.clone();
         let limit = Some(self.processor.config().rate_limit.clone()).filter(RateLimit::is_limited);
-        let running = drive(
+        // On the heap: the loop's state holds an in-order batch's whole settling, and a caller
+        // that awaits `run` on a thread's stack (a `#[tokio::test]`, a `block_on`) would carry
+        // it there (a test consumer overflowed a 2 MiB test thread that way).
+        let running = Box::pin(drive(
             source,
             shutdown,
             config.concurrency,
@@ -382,7 +385,7 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
                     Ok(())
                 }
             },
-        );
+        ));
         let (store, consumer) = (self.processor.store(), self.processor.consumer());
         crate::kill_switch::reporting(&switch, store, consumer, running).await
     }

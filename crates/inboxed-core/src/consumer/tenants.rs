@@ -104,8 +104,9 @@ impl<S: Store, H: Handler<S::Db>> Tenants<S, H> {
         // No switch pauses the source: one tenant's outage must not hold back the others. Each
         // tenant's processor still forgives the transient failures its own switch judges an
         // outage. Nor does an overall rate limit: each tenant's processor applies its
-        // per-key limit as it settles (a limit per tenant is one keyed by tenant).
-        drive(
+        // per-bucket limit as it settles (a limit per tenant is a bucket per tenant). Boxed,
+        // as in `Consumer::run`: the loop's state is large.
+        Box::pin(drive(
             source,
             shutdown,
             config.concurrency,
@@ -160,7 +161,7 @@ impl<S: Store, H: Handler<S::Db>> Tenants<S, H> {
                     Ok(())
                 }
             },
-        )
+        ))
         .await
     }
 }

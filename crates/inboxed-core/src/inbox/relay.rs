@@ -311,7 +311,7 @@ impl<S: InboxStore> InboxRelay<S> {
     ) -> Result<(), Error> {
         let batched = self.config.batch_size > 1;
         let limits = (self.config.batch_size, self.config.batch_linger);
-        drive(
+        Box::pin(drive(
             source,
             shutdown,
             self.config.concurrency,
@@ -333,7 +333,7 @@ impl<S: InboxStore> InboxRelay<S> {
                     Ok(())
                 }
             },
-        )
+        ))
         .await
     }
 }

@@ -281,6 +281,10 @@ impl<S: DeliverySource> DeliverySource for Counted<S> {
             .await
             .map(|r| r.map(|inner| CountedDelivery { inner, acked }))
     }
+
+    async fn idle(&mut self) {
+        self.inner.idle().await;
+    }
 }
 
 impl<D: Delivery> Delivery for CountedDelivery<D> {

@@ -105,6 +105,11 @@ impl<S: DeliverySource> DeliverySource for AnnouncedSource<S> {
             })
         })
     }
+
+    /// The wrapped source's, so that a Kafka child keeps its group while it waits.
+    async fn idle(&mut self) {
+        self.inner.idle().await;
+    }
 }
 
 /// The database locator when this process is a broker child.

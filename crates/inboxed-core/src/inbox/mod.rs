@@ -16,6 +16,7 @@
 mod batch;
 mod config;
 mod guards;
+mod limits;
 mod locked;
 mod outcomes;
 mod pace;

@@ -10,20 +10,12 @@ use tokio::task::JoinSet;
 use tracing::{error, warn};
 
 use super::config::WorkerConfig;
+use super::limits::Permits;
 use super::store::{ClaimBatchParams, ClaimToken, Gate, InboxRow, InboxStore};
 use crate::envelope::ConsumerName;
 use crate::error::Error;
 use crate::handler::Handler;
 use crate::metrics as m;
-
-/// How many rows a claim may take under the overall rate limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Permits {
-    /// Permits taken for this many rows.
-    Taken(usize),
-    /// None taken yet: one row, whose permit is taken once it is claimed.
-    AfterClaim,
-}
 
 /// What one claim-and-process round did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -194,42 +186,6 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         report.deferred = deferred;
         inner.config.kill_switch.succeeded_times(report.done);
         Ok(report)
-    }
-
-    /// Hands back each row over its bucket's rate limit, its attempt given back and claimable
-    /// again at its slot ([`RateLimit`](crate::RateLimit)); returns the others and how many
-    /// were handed back. A row that could not be handed back runs with the others, over its
-    /// limit: better than leaving it claimed until its lease runs out.
-    async fn defer_over_limit(
-        &self,
-        rows: Vec<InboxRow>,
-        token: &ClaimToken,
-    ) -> (Vec<InboxRow>, u64) {
-        let inner = &*self.inner;
-        let limit = &inner.config.rate_limit;
-        if !limit.limits_buckets() {
-            return (rows, 0);
-        }
-        let mut within = Vec::with_capacity(rows.len());
-        let mut deferred = 0;
-        for row in rows {
-            let Err(wait) = limit.check_bucket(&row.envelope, true) else {
-                within.push(row);
-                continue;
-            };
-            match inner.store.release(token, Some(&[row.id]), wait).await {
-                Ok(_) => deferred += 1,
-                Err(e) => {
-                    warn!(error = %e, row = row.id, "could not hand back a row over its rate limit; running it");
-                    within.push(row);
-                }
-            }
-        }
-        if deferred > 0 {
-            metrics::counter!(m::RATE_LIMITED_TOTAL, "consumer" => inner.consumer.as_str().to_owned(), "action" => "deferred")
-                .increment(deferred);
-        }
-        (within, deferred)
     }
 
     /// Claims a batch under `token` in a task of its own, holding the claim gate: a claim loop

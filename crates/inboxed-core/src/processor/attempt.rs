@@ -1,10 +1,13 @@
-//! One inbox transaction: begin, claim, handler, the settling statement, commit.
+//! One inbox transaction: begin, claim, handler, the settling statement, commit; retried in
+//! process on contention, and what its claim comes to.
 
 use std::time::Instant;
 
-use super::{Failure, Processor};
+use tracing::debug;
+
+use super::{Failure, Outcome, Processor};
 use crate::envelope::Envelope;
-use crate::error::{HandlerError, StoreError, error_chain};
+use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::{Handler, call_guarded};
 use crate::metrics as m;
 use crate::store::{Claim, ClaimParams, KeyParams, Store};
@@ -100,5 +103,72 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         metrics::histogram!(m::HANDLER_DURATION_SECONDS, "consumer" => inner.consumer.as_str().to_owned())
             .record(started.elapsed().as_secs_f64());
         result.map_err(Failure::Handler)
+    }
+
+    /// The inbox transaction, retried in process while it fails on contention (serialization
+    /// failure, deadlock), whether in the claim, the commit or the handler.
+    pub(super) async fn transaction(
+        &self,
+        envelope: &Envelope,
+        retry: bool,
+    ) -> Result<Claim, Failure> {
+        let inner = &*self.inner;
+        let mut retries = 0;
+        loop {
+            let failure = match self.attempt_once(envelope, retry).await {
+                Ok(claim) => return Ok(claim),
+                Err(failure) => failure,
+            };
+            let contention = match &failure {
+                Failure::Store(e) => e.is_contention(),
+                Failure::Handler(HandlerError::Transient(e)) => e
+                    .downcast_ref::<StoreError>()
+                    .is_some_and(StoreError::is_contention),
+                Failure::Handler(_) | Failure::KeyBusy(_) => false,
+            };
+            if !contention || retries >= inner.config.contention_retries {
+                return Err(failure);
+            }
+            retries += 1;
+            metrics::counter!(m::RETRIES_TOTAL, "consumer" => inner.consumer.as_str().to_owned())
+                .increment(1);
+            debug!(retries, "inbox transaction hit contention; retrying");
+            tokio::time::sleep(inner.config.contention_backoff.delay(retries)).await;
+        }
+    }
+
+    pub(super) async fn settle_claim(
+        &self,
+        envelope: &Envelope,
+        claim: Claim,
+    ) -> Result<Outcome, Error> {
+        match claim {
+            Claim::New => {
+                self.inner.config.kill_switch.succeeded();
+                Ok(Outcome::Processed)
+            }
+            Claim::DeadLettered => Ok(Outcome::AlreadyDeadLettered),
+            Claim::Duplicate { stored } => {
+                let received = envelope.hash();
+                match stored {
+                    Some(stored) if !stored.matches(&received) => {
+                        self.conflict(envelope, stored, received).await
+                    }
+                    _ => Ok(Outcome::Duplicate),
+                }
+            }
+        }
+    }
+
+    pub(super) async fn with_contention_retries<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let config = &self.inner.config;
+        config
+            .contention_backoff
+            .retrying(config.contention_retries, StoreError::is_transient, op)
+            .await
     }
 }

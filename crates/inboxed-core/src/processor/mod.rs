@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use tracing::{Instrument, debug, warn};
+use tracing::{Instrument, warn};
 
 use crate::config::{AttemptCounting, ProcessorConfig};
 use crate::crash::{CrashAttribution, Turn};
@@ -11,7 +11,7 @@ use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::Handler;
 use crate::hash::{PayloadHash, StoredHash};
 use crate::metrics as m;
-use crate::store::{Claim, Counted, DeadLetterReason, KeyParams, Store};
+use crate::store::{Counted, DeadLetterReason, KeyParams, Store};
 
 /// How a message was settled. Every variant means "safe to ack": the effect is committed, or
 /// was committed before, or the message is durably on the dead-letter path.
@@ -455,64 +455,5 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             warn!(error = %chain, "an operator's redrive failed again; its dead letter stays as it was");
         }
         settled
-    }
-
-    /// The inbox transaction, retried in process while it fails on contention (serialization
-    /// failure, deadlock), whether in the claim, the commit or the handler.
-    async fn transaction(&self, envelope: &Envelope, retry: bool) -> Result<Claim, Failure> {
-        let inner = &*self.inner;
-        let mut retries = 0;
-        loop {
-            let failure = match self.attempt_once(envelope, retry).await {
-                Ok(claim) => return Ok(claim),
-                Err(failure) => failure,
-            };
-            let contention = match &failure {
-                Failure::Store(e) => e.is_contention(),
-                Failure::Handler(HandlerError::Transient(e)) => e
-                    .downcast_ref::<StoreError>()
-                    .is_some_and(StoreError::is_contention),
-                Failure::Handler(_) | Failure::KeyBusy(_) => false,
-            };
-            if !contention || retries >= inner.config.contention_retries {
-                return Err(failure);
-            }
-            retries += 1;
-            metrics::counter!(m::RETRIES_TOTAL, "consumer" => inner.consumer.as_str().to_owned())
-                .increment(1);
-            debug!(retries, "inbox transaction hit contention; retrying");
-            tokio::time::sleep(inner.config.contention_backoff.delay(retries)).await;
-        }
-    }
-
-    async fn settle_claim(&self, envelope: &Envelope, claim: Claim) -> Result<Outcome, Error> {
-        match claim {
-            Claim::New => {
-                self.inner.config.kill_switch.succeeded();
-                Ok(Outcome::Processed)
-            }
-            Claim::DeadLettered => Ok(Outcome::AlreadyDeadLettered),
-            Claim::Duplicate { stored } => {
-                let received = envelope.hash();
-                match stored {
-                    Some(stored) if !stored.matches(&received) => {
-                        self.conflict(envelope, stored, received).await
-                    }
-                    _ => Ok(Outcome::Duplicate),
-                }
-            }
-        }
-    }
-
-    async fn with_contention_retries<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, StoreError>>,
-    {
-        let config = &self.inner.config;
-        config
-            .contention_backoff
-            .retrying(config.contention_retries, StoreError::is_transient, op)
-            .await
     }
 }

@@ -17,7 +17,7 @@ use sqlx::{AssertSqlSafe, ConnectOptions, Executor, MySql, MySqlConnection, MySq
 
 use inboxed_core::outbox::{Outbox, OutgoingMessage};
 use inboxed_core::{
-    ConsumerName, Envelope, Handler, HandlerError, MessageId, Processor, ProcessorConfig, Store,
+    ConsumerName, Envelope, Handler, HandlerError, MessageId, Processor, ProcessorConfig,
 };
 use inboxed_mysql::MySqlStore;
 

@@ -13,7 +13,7 @@ use sqlx::mysql::MySqlConnectOptions;
 use sqlx::{ConnectOptions as _, Executor as _, MySql, MySqlConnection, MySqlPool};
 
 use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
-use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId, ResultExt, Store};
+use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId, ResultExt};
 use inboxed_mysql::MySqlStore;
 
 /// Drain throughput with the default settings on MySQL, by worker count.

@@ -15,7 +15,7 @@ use sqlx::mysql::MySqlConnectOptions;
 use sqlx::{ConnectOptions, Executor, MySql, MySqlConnection, MySqlPool};
 
 use inboxed_core::inbox::{ClaimMode, Inbox, Worker, WorkerConfig};
-use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId, Store};
+use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId};
 use inboxed_mysql::MySqlStore;
 
 /// Store-then-process workers on MySQL against bare claim loops.

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 use inboxed_core::inbox::store::InboxStore;
 use inboxed_core::inbox::{Enqueued, Inbox};
-use inboxed_core::{ConsumerName, Envelope, MessageId, Store};
+use inboxed_core::{ConsumerName, Envelope, MessageId};
 use inboxed_mysql::MySqlStore;
 use inboxed_postgres::PgStore;
 

@@ -74,7 +74,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
         handler,
         config,
     );
-    worker.run(std::future::pending()).await?;
+    worker.run(std::future::pending::<()>()).await?;
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres};
 
 use inboxed_core::{
-    ConsumerName, Envelope, Handler, HandlerError, MessageId, Processor, ProcessorConfig, Store,
+    ConsumerName, Envelope, Handler, HandlerError, MessageId, Processor, ProcessorConfig,
 };
 use inboxed_postgres::PgStore;
 

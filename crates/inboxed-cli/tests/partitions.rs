@@ -9,7 +9,7 @@ use crate::common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use inboxed_core::retention::PartitionConfig;
-use inboxed_core::{ConsumerName, Processor, Store};
+use inboxed_core::{ConsumerName, Processor};
 use inboxed_postgres::PgStore;
 use inboxed_test::{Backend, Ledger, Pg, credit};
 

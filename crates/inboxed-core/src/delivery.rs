@@ -105,7 +105,7 @@ pub trait DeliverySource: Send {
     /// member which stops reading (Kafka's `max.poll.interval.ms`) needs it; by default it
     /// waits for ever, as most brokers keep a quiet consumer.
     fn idle(&mut self) -> impl Future<Output = ()> + Send {
-        std::future::pending()
+        std::future::pending::<()>()
     }
 }
 

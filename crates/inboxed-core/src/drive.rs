@@ -33,7 +33,7 @@ const IN_ORDER_GRACE: Duration = Duration::from_secs(10);
 /// settled with the broker (settling past it would ack it).
 pub(crate) async fn drive<Src, F, Fut>(
     source: Src,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future,
     concurrency: usize,
     (max, linger): (usize, Duration),
     switch: Option<KillSwitch>,
@@ -75,7 +75,7 @@ where
                 (probe, first, room)
             };
             tokio::select! {
-                () = &mut shutdown => {
+                _ = &mut shutdown => {
                     stopping = true;
                     reader.0.abort();
                     continue;
@@ -138,7 +138,7 @@ where
                     Ok(()) => continue,
                     Err(e) => break Err(e),
                 },
-                () = &mut shutdown => {
+                _ = &mut shutdown => {
                     stopping = true;
                     reader.0.abort();
                 }

@@ -16,7 +16,7 @@ use crate::queries::TEMPLATES;
 use crate::query::{MySqlQuery, Scripts};
 use crate::server::{Server, judge, url_without_password};
 
-/// The inbox in a MySQL 8.0.1+ or MariaDB 10.6+ database (InnoDB).
+/// The inbox in a MySQL 8.0.16+ or MariaDB 10.6+ database (InnoDB).
 #[derive(Debug, Clone)]
 pub struct MySqlStore {
     pub(crate) pool: MySqlPool,
@@ -159,6 +159,17 @@ impl MySqlStore {
             .after_release(|conn, _meta| {
                 Box::pin(async move { conn.execute(RESET_BOUNDS).await.map(|_| true) })
             })
+    }
+
+    /// Creates or updates the inbox's tables in the store's namespace (the embedded
+    /// migrations not yet applied, under a lock, so processes starting together apply each
+    /// once) and returns the versions it applied. Run it at start, or run `inboxed migrate`
+    /// from a deployment step instead.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database is unreachable or refuses a migration.
+    pub async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        <Self as inboxed_core::Store>::migrate(self).await
     }
 
     /// The pool.

@@ -7,7 +7,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use inboxed_core::retention::{PartitionConfig, RetentionStore};
-use inboxed_core::{ConsumerName, Outcome, Processor, Store};
+use inboxed_core::{ConsumerName, Outcome, Processor};
 use inboxed_postgres::{PgStore, message_key};
 use inboxed_test::{Backend, Ledger, Pg, TestDb, credit};
 

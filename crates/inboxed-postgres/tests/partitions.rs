@@ -12,7 +12,7 @@ use tokio::sync::Barrier;
 use inboxed_core::retention::store::PurgeParams;
 use inboxed_core::retention::{PartitionConfig, Purger, PurgerConfig, Retention, RetentionStore};
 use inboxed_core::{
-    ConsumerName, Error, Isolation, Outcome, Processor, ProcessorConfig, Store, StoreError,
+    ConsumerName, Error, Isolation, Outcome, Processor, ProcessorConfig, StoreError,
 };
 use inboxed_postgres::PgStore;
 use inboxed_test::hooks::{HookPoint, Hooked};

@@ -53,7 +53,7 @@ async fn host_main(pg: &str) {
     .await
     .unwrap();
     let consumer = Consumer::new(processor, ConsumerConfig::default().concurrency(8));
-    let consume = consumer.run(source, std::future::pending());
+    let consume = consumer.run(source, std::future::pending::<()>());
     let mut config = WorkerConfig::default()
         .lease(LEASE)
         .heartbeat(Duration::from_secs(1));
@@ -68,8 +68,8 @@ async fn host_main(pg: &str) {
     println!("inboxed-host: ready");
     let (consumed, worked, ()) = tokio::join!(
         consume,
-        worker.run(std::future::pending()),
-        reaper.run(std::future::pending())
+        worker.run(std::future::pending::<()>()),
+        reaper.run(std::future::pending::<()>())
     );
     consumed.unwrap();
     worked.unwrap();

@@ -387,7 +387,7 @@ async fn a_relay_killed_between_confirmation_and_mark_resends_under_the_same_ids
             .batch_size(10)
             .lease(Duration::from_secs(1));
         OutboxRelay::new(store, DieAfterConfirm(publisher().await), config)
-            .run(std::future::pending())
+            .run(std::future::pending::<()>())
             .await
             .unwrap();
         return;

@@ -88,6 +88,17 @@ impl SqliteStore {
         Ok(Self::new(pool))
     }
 
+    /// Creates or updates the inbox's tables in the store's namespace (the embedded
+    /// migrations not yet applied, under a lock, so processes starting together apply each
+    /// once) and returns the versions it applied. Run it at start, or run `inboxed migrate`
+    /// from a deployment step instead.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database is unreachable or refuses a migration.
+    pub async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        <Self as Store>::migrate(self).await
+    }
+
     /// The pool.
     #[must_use]
     pub fn pool(&self) -> &SqlitePool {

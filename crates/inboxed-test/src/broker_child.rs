@@ -176,7 +176,7 @@ async fn consume<St: Store, H: Handler<St::Db>, S: DeliverySource + 'static>(
         .concurrency(concurrency)
         .batch_size(batch);
     Consumer::new(processor, config)
-        .run(source, std::future::pending())
+        .run(source, std::future::pending::<()>())
         .await
         .expect("consumer loop");
 }

@@ -117,10 +117,10 @@ where
     let handler = Forward::new(&store, &consumer, service.next.clone());
     let processor = Processor::new(store.clone(), consumer, handler);
     let consumer = Consumer::new(processor, ConsumerConfig::default().concurrency(4));
-    let consume = consumer.run(source, std::future::pending());
+    let consume = consumer.run(source, std::future::pending::<()>());
     if service.next.is_some() {
         let relay = OutboxRelay::new(store, publisher, relay_config());
-        let (consumed, relayed) = tokio::join!(consume, relay.run(std::future::pending()));
+        let (consumed, relayed) = tokio::join!(consume, relay.run(std::future::pending::<()>()));
         consumed.expect("the consumer runs");
         relayed.expect("the relay runs");
     } else {

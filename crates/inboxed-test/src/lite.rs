@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sqlx::SqliteConnection;
 
-use inboxed_core::{Namespace, Store};
+use inboxed_core::Namespace;
 use inboxed_sqlite::SqliteStore;
 
 use crate::backend::{Backend, LEDGER, TestDb};

@@ -4,7 +4,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sqlx::{AssertSqlSafe, Connection, MySqlConnection};
 
-use inboxed_core::{Namespace, Store};
+use inboxed_core::Namespace;
 use inboxed_mysql::MySqlStore;
 
 use crate::backend::{Backend, TestDb};

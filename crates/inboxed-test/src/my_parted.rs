@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use inboxed_core::Store;
 use inboxed_core::retention::PartitionConfig;
 use inboxed_mysql::MySqlStore;
 use sqlx::MySqlConnection;

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use inboxed_core::Store;
 use inboxed_core::retention::PartitionConfig;
 use inboxed_postgres::PgStore;
 use sqlx::PgConnection;

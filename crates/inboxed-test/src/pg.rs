@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, PgConnection, PgPool};
 
-use inboxed_core::{Namespace, Store};
+use inboxed_core::Namespace;
 use inboxed_postgres::PgStore;
 
 use crate::backend::{Backend, LEDGER, TestDb};

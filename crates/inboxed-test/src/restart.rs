@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::postgres::PgPoolOptions;
 
-use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, DeliverySource, Processor, Store};
+use inboxed_core::{Consumer, ConsumerConfig, ConsumerName, DeliverySource, Processor};
 use inboxed_postgres::PgStore;
 
 use crate::backend::LEDGER;

@@ -1,105 +1,137 @@
-//! # inboxed
+#![doc = include_str!("../README.md")]
 //!
-//! Exactly-once *processing* on top of at-least-once *delivery*: the inbox pattern.
-//!
-//! Every delivery runs one database transaction in a fixed order: begin, insert
-//! `(message_id, consumer_name)` into the processed-messages table with
-//! `ON CONFLICT DO NOTHING`, run your handler on the same transaction's connection, commit, and
-//! only then ack the broker. A redelivery finds the committed row and does nothing; a
-//! concurrent duplicate waits on the uncommitted row and then finds it; a crash before commit
-//! leaves nothing behind, and a crash after commit is caught by the next delivery's claim.
-//!
-//! ## What it does not cover
-//! - Side effects outside the database transaction (HTTP calls, emails, a second database, a
-//!   cache or search index): they run again on redelivery.
-//! - Producers that mint a new id on every retry: the key must be assigned once, when the event
-//!   is created. Broker offsets, receipt handles and delivery counters are never keys.
-//!
-//! ## Quick start
-//! ```no_run
-//! use inboxed::{ConsumerName, Envelope, Handler, HandlerError, MessageId, Outcome, Processor};
-//! use inboxed::sqlite::SqliteStore;
-//! use inboxed::Store;
-//! use sqlx::{Sqlite, SqliteConnection};
-//!
-//! struct Ledger;
-//!
-//! impl Handler<Sqlite> for Ledger {
-//!     async fn handle(&self, msg: &Envelope, conn: &mut SqliteConnection) -> Result<(), HandlerError> {
-//!         sqlx::query("INSERT INTO ledger (message_id, amount) VALUES (?1, 10)")
-//!             .bind(msg.id().as_str())
-//!             .execute(&mut *conn)
-//!             .await?;
-//!         Ok(())
-//!     }
-//! }
-//!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let store = SqliteStore::open("app.db").await?;
-//! store.migrate().await?;
-//! let processor = Processor::new(store, ConsumerName::new("ledger")?, Ledger);
-//! let msg = Envelope::new(MessageId::new("3f6c2a9e-8b1d-4e7a-9c55-0d2f1b7e4a10")?, br#"{"amount":10}"#.to_vec());
-//! match processor.process(&msg, Some(1)).await {
-//!     Ok(Outcome::Processed | Outcome::Duplicate) => { /* ack */ }
-//!     Ok(other) => { /* dead-lettered or conflicting: settled, ack */ let _ = other; }
-//!     Err(e) => { /* nothing committed: requeue */ let _ = e; }
-//! }
-//! # Ok(()) }
-//! ```
-//!
-//! ## Layout
-//! - [`inboxed_core`] (re-exported here): envelope, processor, consumer loop, errors.
-//! - [`postgres`] (feature `postgres`) and [`sqlite`] (feature `sqlite`): the stores.
-//! - [`rabbitmq`] (feature `rabbitmq`), [`nats`] (feature `nats`) and [`redis`] (feature
-//!   `redis`): broker sources for [`Consumer`]. `kafka` and `sqs` are the same for Kafka and
-//!   Amazon SQS; they build C and SDK code, so they are opt-in.
+//! ## What this crate exports
+//! The names a service uses, chosen one by one: [`prelude`] for a consumer's handful, the
+//! top level for the processor's settings, and a module per concern ([`inbox`], [`outbox`],
+//! [`retention`], [`delivery`], [`error`], [`metrics`]), beside one module per engine and
+//! broker behind its feature. The store seams the engines implement stay inside
+//! `inboxed-core`: their bounds appear in signatures here, but nothing here lets a caller
+//! name or implement them, so they can change without breaking a service. The list of every
+//! public item is checked in (`crates/inboxed/public-api.txt`) and compared in CI.
 
-pub use inboxed_core::*;
-
-/// Kafka records, their offsets committed only after the database commit.
-#[cfg(feature = "kafka")]
-pub mod kafka {
-    pub use inboxed_kafka::*;
+/// What a consumer's code names: `use inboxed::prelude::*;`.
+pub mod prelude {
+    pub use inboxed_core::{
+        Consumer, ConsumerConfig, ConsumerName, Envelope, Handler, HandlerError, MessageId, Outbox,
+        Outcome, OutgoingMessage, Processor, ProcessorConfig, ResultExt,
+    };
 }
 
-/// Amazon SQS messages, deleted only after the database commit.
-#[cfg(feature = "sqs")]
-pub mod sqs {
-    pub use inboxed_sqs::*;
+pub use inboxed_core::{
+    AttemptCounting, Backoff, ConflictPolicy, Consumer, ConsumerConfig, ConsumerName,
+    CrashAttribution, DeadLetterReason, Envelope, EnvelopeError, Error, Handler, HandlerError,
+    Isolation, KillSwitch, Ladder, MessageId, Namespace, Outbox, Outcome, OutgoingMessage,
+    PayloadHash, Processor, ProcessorConfig, RateLimit, ResultExt, StoreError, StoredHash, Tenants,
+};
+
+/// Errors, each keeping its source: what the library returns and what a handler returns.
+pub mod error {
+    pub use inboxed_core::envelope::EnvelopeError;
+    pub use inboxed_core::error::{
+        BoxError, Error, HandlerError, ResultExt, StoreError, error_chain,
+    };
+    pub use inboxed_core::outbox::OutgoingError;
+    pub use inboxed_core::retention::RetentionError;
 }
 
-/// Redis Streams entries, acked only after the commit.
-#[cfg(feature = "redis")]
-pub mod redis {
-    pub use inboxed_redis::*;
+/// A broker's side of the consumer loop: implement [`Delivery`](delivery::Delivery) and
+/// [`DeliverySource`](delivery::DeliverySource) for a broker without an adapter here, or run
+/// a loop of your own with [`settle`](delivery::settle).
+pub mod delivery {
+    pub use inboxed_core::consumer::{Settled, settle};
+    pub use inboxed_core::delivery::{AckOrdering, Delivery, DeliverySource};
+    pub use inboxed_core::key_source::{KeyCarrier, KeyPlace, KeySource, REDRIVE_HEADER};
 }
 
-/// NATS JetStream messages, acked only after the commit.
-#[cfg(feature = "nats")]
-pub mod nats {
-    pub use inboxed_nats::*;
+/// Store, then process: receipt stores and commits before the ack, workers process the rows.
+pub mod inbox {
+    pub use inboxed_core::inbox::{
+        BatchReport, ClaimMode, Enqueued, Inbox, InboxRelay, InboxRelayConfig, OnDead, Reaper,
+        ReaperConfig, Relayed, Replayed, Selector, Worker, WorkerConfig,
+    };
 }
 
-/// RabbitMQ deliveries, acked only after the commit.
-#[cfg(feature = "rabbitmq")]
-pub mod rabbitmq {
-    pub use inboxed_rabbitmq::*;
+/// Outgoing messages written in the business transaction, published after its commit.
+pub mod outbox {
+    pub use inboxed_core::outbox::{
+        CORRELATION_HEADER, Confirmation, MAX_DESTINATION_BYTES, MAX_ORDERING_KEY_BYTES, Outbox,
+        OutboxRelay, OutboxRelayConfig, OutboxRelayReport, OutgoingError, OutgoingMessage,
+        Publisher, TYPE_HEADER,
+    };
+}
+
+/// How long processed keys are kept, and the purger that removes them.
+pub mod retention {
+    pub use inboxed_core::retention::{
+        DEFAULT_MARGIN, PartitionConfig, PassReport, Purger, PurgerConfig, Retention,
+        RetentionError,
+    };
+}
+
+/// The metric names the library records through the `metrics` crate (docs/metrics.md).
+pub mod metrics {
+    pub use inboxed_core::metrics::*;
 }
 
 /// PostgreSQL store.
 #[cfg(feature = "postgres")]
 pub mod postgres {
-    pub use inboxed_postgres::*;
+    pub use inboxed_postgres::{PgStore, default_namespace};
 }
 
 /// SQLite store.
 #[cfg(feature = "sqlite")]
 pub mod sqlite {
-    pub use inboxed_sqlite::*;
+    pub use inboxed_sqlite::{SqliteStore, default_namespace};
 }
 
-/// MySQL and MariaDB store (the processor so far).
+/// MySQL 8.0.16+ and MariaDB 10.6+ store.
 #[cfg(feature = "mysql")]
 pub mod mysql {
-    pub use inboxed_mysql::*;
+    pub use inboxed_mysql::MySqlStore;
+}
+
+/// RabbitMQ deliveries, acked only after the commit; and the outbox's publisher.
+#[cfg(feature = "rabbitmq")]
+pub mod rabbitmq {
+    pub use inboxed_rabbitmq::{
+        QueueKind, RabbitConfig, RabbitDelivery, RabbitError, RabbitPublisher,
+        RabbitPublisherConfig, RabbitSource, Route,
+    };
+}
+
+/// NATS JetStream messages, acked only after the commit; and the outbox's publisher.
+#[cfg(feature = "nats")]
+pub mod nats {
+    pub use inboxed_nats::{
+        NatsConfig, NatsDelivery, NatsError, NatsPublisher, NatsPublisherConfig, NatsSource,
+    };
+}
+
+/// Redis Streams entries, acked only after the commit; and the outbox's publisher.
+#[cfg(feature = "redis")]
+pub mod redis {
+    pub use inboxed_redis::{
+        RedisConfig, RedisDelivery, RedisError, RedisPublisher, RedisPublisherConfig, RedisSource,
+    };
+}
+
+/// Kafka records, their offsets committed only after the database commit; and the outbox's
+/// publisher. `rdkafka` is re-exported for its client settings.
+#[cfg(feature = "kafka")]
+pub mod kafka {
+    pub use inboxed_kafka::{
+        KafkaConfig, KafkaDelivery, KafkaPublisher, KafkaPublisherConfig, KafkaSetupError,
+        KafkaSource, rdkafka,
+    };
+}
+
+/// Amazon SQS messages, deleted only after the database commit; and the outbox's publisher.
+/// `aws_sdk_sqs` is re-exported for its client.
+#[cfg(feature = "sqs")]
+pub mod sqs {
+    pub use inboxed_sqs::{
+        SqsConfig, SqsDelivery, SqsPublisher, SqsPublisherConfig, SqsSetupError, SqsSource,
+        aws_sdk_sqs,
+    };
 }

@@ -24,7 +24,6 @@ use inboxed::postgres::PgStore;
 use inboxed::rabbitmq::{RabbitConfig, RabbitSource};
 use inboxed::{
     Consumer, ConsumerConfig, ConsumerName, Envelope, Handler, HandlerError, Processor, ResultExt,
-    Store,
 };
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueuePurgeOptions};
 use lapin::types::FieldTable;

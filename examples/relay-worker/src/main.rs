@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use inboxed::inbox::{Worker, WorkerConfig};
 use inboxed::postgres::PgStore;
-use inboxed::{ConsumerName, Envelope, Handler, HandlerError, ResultExt, Store};
+use inboxed::{ConsumerName, Envelope, Handler, HandlerError, ResultExt};
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueuePurgeOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};

@@ -3,7 +3,6 @@
 
 use anyhow::Context;
 
-use inboxed_core::Store;
 use inboxed_mysql::MySqlStore;
 use inboxed_postgres::PgStore;
 use inboxed_sqlite::SqliteStore;

@@ -3,9 +3,7 @@
 
 #![allow(dead_code)]
 
-use inboxed_core::{
-    ConsumerName, Envelope, Handler, HandlerError, MessageId, Outcome, Processor, Store,
-};
+use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId, Outcome, Processor};
 use inboxed_sqlite::SqliteStore;
 use sqlx::{Sqlite, SqliteConnection};
 

@@ -355,7 +355,7 @@ impl<S: Store, H: Handler<S::Db>> Consumer<S, H> {
     pub async fn run<Src: DeliverySource + 'static>(
         &self,
         source: Src,
-        shutdown: impl Future<Output = ()>,
+        shutdown: impl Future,
     ) -> Result<(), Error> {
         let config = &self.config;
         let extend = config.extend_every;

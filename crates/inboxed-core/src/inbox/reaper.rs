@@ -101,7 +101,7 @@ impl<S: InboxStore> Reaper<S> {
     }
 
     /// Runs a pass every `interval` until `shutdown` resolves.
-    pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) {
+    pub async fn run(&self, shutdown: impl Future + Send) {
         tokio::pin!(shutdown);
         loop {
             if let Err(e) = self.reap_once(None).await {
@@ -109,7 +109,7 @@ impl<S: InboxStore> Reaper<S> {
             }
             let pause = self.config.interval.mul_f64(0.75 + fastrand::f64() / 2.0);
             tokio::select! {
-                () = &mut shutdown => return,
+                _ = &mut shutdown => return,
                 () = tokio::time::sleep(pause) => {}
             }
         }

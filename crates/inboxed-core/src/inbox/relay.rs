@@ -307,7 +307,7 @@ impl<S: InboxStore> InboxRelay<S> {
     pub async fn run<Src: DeliverySource + 'static>(
         &self,
         source: Src,
-        shutdown: impl Future<Output = ()>,
+        shutdown: impl Future,
     ) -> Result<(), Error> {
         let batched = self.config.batch_size > 1;
         let limits = (self.config.batch_size, self.config.batch_linger);

@@ -267,7 +267,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     ///
     /// # Errors
     /// Only when handing back cut-short rows fails; their leases then expire instead.
-    pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
+    pub async fn run(&self, shutdown: impl Future + Send) -> Result<(), Error> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (inner, notify) = (&*self.inner, Arc::new(Notify::new()));
         let local = inner.config.notify

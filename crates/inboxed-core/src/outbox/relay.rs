@@ -248,7 +248,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
     ///
     /// # Errors
     /// None today: store and broker failures are retried with backoff and logged.
-    pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
+    pub async fn run(&self, shutdown: impl Future + Send) -> Result<(), Error> {
         let inner = &*self.inner;
         let loops = inner.config.concurrency.max(1);
         let wanted = u32::try_from(2 * loops + 2).unwrap_or(u32::MAX);

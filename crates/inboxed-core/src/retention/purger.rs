@@ -294,13 +294,13 @@ impl<S: RetentionStore> Purger<S> {
     /// Runs a pass every `interval` until `shutdown` resolves (a batch cut short by it rolls
     /// back). A failed pass is logged and retried at the next interval: a purge that falls
     /// behind only lets the table grow.
-    pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) {
+    pub async fn run(&self, shutdown: impl Future + Send) {
         // Present from the start at 0, so that the first failure is an increase an alert sees.
         metrics::counter!(m::PURGE_FAILURES_TOTAL).increment(0);
         tokio::pin!(shutdown);
         loop {
             let pass = tokio::select! {
-                () = &mut shutdown => return,
+                _ = &mut shutdown => return,
                 pass = self.purge_once(SystemTime::now(), |_, _| {}) => pass,
             };
             match pass {
@@ -318,7 +318,7 @@ impl<S: RetentionStore> Purger<S> {
                 }
             }
             tokio::select! {
-                () = &mut shutdown => return,
+                _ = &mut shutdown => return,
                 () = tokio::time::sleep(self.config.interval) => {}
             }
         }

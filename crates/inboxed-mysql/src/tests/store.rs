@@ -72,7 +72,6 @@ async fn a_script_runs_its_statements_in_order_with_numbered_arguments_reused() 
 /// kept it would stall every later migrator), and a third run applies nothing.
 #[tokio::test]
 async fn migrators_take_turns_and_leave_the_lock_free() {
-    use inboxed_core::Store;
     let db = TestDb::new().await;
     let other = MySqlStore::connect(&format!("{}/{}", server_url(), db.name), 2)
         .await
@@ -121,7 +120,6 @@ async fn migrators_take_turns_and_leave_the_lock_free() {
 /// failed on the column it had added).
 #[tokio::test]
 async fn every_migration_applies_again_over_its_own_result() {
-    use inboxed_core::Store;
     let db = TestDb::new().await;
     let all = db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(all.len(), crate::queries::MIGRATIONS.len());
@@ -214,7 +212,7 @@ async fn a_dead_letter_waits_for_an_uncommitted_claim_of_its_key() {
 /// processed and dead. Without the check after the write, READ COMMITTED let both commit.
 #[tokio::test]
 async fn a_claim_beside_a_dead_letter_in_flight_is_undone() {
-    use inboxed_core::store::{Claim, Store};
+    use inboxed_core::store::Claim;
     use inboxed_core::{ConsumerName, Envelope, MessageId};
     let db = TestDb::new().await;
     db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
@@ -328,7 +326,7 @@ async fn a_connection_back_in_the_pool_carries_no_bounds_of_the_store() {
 /// second time. The hash and the type arrive intact too.
 #[tokio::test]
 async fn a_claim_in_one_round_trip_keeps_every_id_as_its_bytes() {
-    use inboxed_core::store::{Claim, Store};
+    use inboxed_core::store::Claim;
     use inboxed_core::{ConsumerName, Envelope, MessageId};
     let db = TestDb::new().await;
     db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));

@@ -129,7 +129,7 @@ async fn acks_only_after_commit<B: Backend>(config: ConsumerConfig) {
     }
     let consumer = Consumer::new(p, config);
     consumer
-        .run(Source(queue), std::future::pending())
+        .run(Source(queue), std::future::pending::<()>())
         .await
         .unwrap();
 
@@ -185,7 +185,7 @@ pub async fn consumer_in_ordered_batches_keeps_the_order<B: Backend>(_test: &str
         .collect();
     let config = ConsumerConfig::default().batch_size(16);
     Consumer::new(p, config)
-        .run(Source(queue), std::future::pending())
+        .run(Source(queue), std::future::pending::<()>())
         .await
         .unwrap();
     let log = log.lock().unwrap().clone();

@@ -95,7 +95,7 @@ pub async fn consumer_rate_limits_defer_by_bucket_and_pace_overall<B: Backend>(_
     let consumer = Consumer::new(p, ConsumerConfig::default().concurrency(1).batch_size(8));
     let source = Source(deliveries(&db, &log, &ids, false));
     consumer
-        .run(source, std::future::pending())
+        .run(source, std::future::pending::<()>())
         .await
         .expect("run");
     let mut acked = logged(&log, "ack");
@@ -130,7 +130,7 @@ pub async fn consumer_rate_limits_defer_by_bucket_and_pace_overall<B: Backend>(_
     let consumer = Consumer::new(p, ConsumerConfig::default().concurrency(4));
     let source = Source(deliveries(&db, &log, &ids, false));
     consumer
-        .run(source, std::future::pending())
+        .run(source, std::future::pending::<()>())
         .await
         .expect("run");
     let took = started.elapsed();

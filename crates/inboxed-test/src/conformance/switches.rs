@@ -53,7 +53,9 @@ pub async fn an_open_kill_switch_is_recorded_until_it_closes<B: Backend>(_test: 
     let consumer = Consumer::new(p, ConsumerConfig::default().concurrency(1));
     let done = AtomicBool::new(false);
     let running = async {
-        let ran = consumer.run(Source(queue), std::future::pending()).await;
+        let ran = consumer
+            .run(Source(queue), std::future::pending::<()>())
+            .await;
         done.store(true, Ordering::SeqCst);
         ran
     };

@@ -1,6 +1,6 @@
 //! `inboxed-bench all`: the whole suite in one command. Each scenario runs as a child process
 //! of this binary (a fresh process per scenario, so one's memory or connections cannot skew the
-//! next); its output goes into BENCHMARKS.md between the scenario's markers
+//! next); its output goes into docs/bench/runs.md between the scenario's markers
 //! (`<!-- bench:NAME -->` … `<!-- /bench:NAME -->`, appended at the end when missing), with the
 //! command and date, and its plot points become SVG charts beside it. The prose around the
 //! markers (what each figure means, what was profiled) is the maintainers'; the figures
@@ -21,11 +21,11 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// The Markdown file whose marked sections are rewritten.
-    #[arg(long, default_value = "BENCHMARKS.md")]
+    #[arg(long, default_value = "docs/bench/runs.md")]
     write: PathBuf,
     /// Directory of the SVG charts (relative paths in the Markdown are taken from the file's
     /// directory).
-    #[arg(long, default_value = "docs/bench")]
+    #[arg(long, default_value = ".")]
     plots: PathBuf,
 }
 

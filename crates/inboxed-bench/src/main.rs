@@ -2,7 +2,7 @@
 //! Machines are noisy, so results are ratios (medians of per-round ratios), not absolute rates.
 //!
 //! Run with:
-//! `cargo run --release -p inboxed-bench -- all` (the whole suite; rewrites BENCHMARKS.md)
+//! `cargo run --release -p inboxed-bench -- all` (the whole suite; rewrites docs/bench/runs.md)
 //! `cargo run --release -p inboxed-bench -- processor`
 //! `cargo run --release -p inboxed-bench -- batch`
 //! `cargo run --release -p inboxed-bench -- ids`
@@ -66,7 +66,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Bench {
-    /// The whole suite, one scenario after another; rewrites BENCHMARKS.md's generated
+    /// The whole suite, one scenario after another; rewrites docs/bench/runs.md's generated
     /// sections and its charts.
     All(all::Args),
     /// One message per transaction: processor against the same statements through sqlx.

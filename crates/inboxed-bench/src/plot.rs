@@ -1,4 +1,4 @@
-//! Line charts as SVG, drawn by the suite itself so that BENCHMARKS.md's plots come from the
+//! Line charts as SVG, drawn by the suite itself so that docs/bench/runs.md's plots come from the
 //! same run as its tables. Scenarios print their points as `plot<TAB>chart<TAB>series<TAB>x<TAB>y`
 //! lines, which `inboxed-bench all` collects; nothing else reads them.
 

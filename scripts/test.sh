@@ -197,6 +197,10 @@ AMQP_URL="${INBOXED_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}" \
   INBOXED_BIN="$CARGO_TARGET_DIR/debug/inboxed" RELAY_WORKER_BIN="$CARGO_TARGET_DIR/debug/relay-worker" \
   examples/relay-worker/run.sh
 mark "examples done"
+# A new user's project outside the workspace: README.md's quick start and the handler test of
+# docs/testing-your-handlers.md, built on their own, the test passed, the quick start run.
+scripts/new-user.sh
+mark "a new user's project"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --all-features --profile "${NEXTEST_PROFILE:-default}"
 else

@@ -73,10 +73,11 @@ pub mod metrics {
     pub use inboxed_core::metrics::*;
 }
 
-/// PostgreSQL store.
+/// PostgreSQL store; [`failover`](postgres::failover) for a pool of your own that follows the
+/// primary of a multi-host URL.
 #[cfg(feature = "postgres")]
 pub mod postgres {
-    pub use inboxed_postgres::{PgStore, default_namespace};
+    pub use inboxed_postgres::{PgStore, default_namespace, failover};
 }
 
 /// SQLite store.
@@ -132,6 +133,6 @@ pub mod kafka {
 pub mod sqs {
     pub use inboxed_sqs::{
         SqsConfig, SqsDelivery, SqsPublisher, SqsPublisherConfig, SqsSetupError, SqsSource,
-        aws_sdk_sqs,
+        aws_sdk_sqs, client, https_client,
     };
 }

@@ -98,13 +98,16 @@ async fn the_default_ladder_waits_in_the_broker_and_survives_a_restart() {
     // Step 2: parked in the 10 s delay queue, rounded down to exactly its step.
     assert_between("after attempt 2", t3 - t2, 9.9, 13.0);
 
-    // Step 3: parked in the 1 min queue, and nowhere else.
+    // Step 3: parked in the 1 min queue, and nowhere else. Its minute runs from the park
+    // (the queue's TTL starts as the copy is enqueued), which declaring that quorum queue can
+    // put seconds after the failure on a loaded machine (more than 10 s once in a CI run).
     let parked = format!("{name}.delay.1m");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while ready(&channel, &parked).await == 0 {
         assert!(Instant::now() < deadline, "nothing parked in {parked}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let parked_at = Instant::now();
     let _ = stop.send(());
     first.await.expect("first consumer");
     assert_eq!(inboxed_test::amqp::depth(&channel, &name).await, 0);
@@ -119,7 +122,12 @@ async fn the_default_ladder_waits_in_the_broker_and_survives_a_restart() {
     // Another consumer: the message comes back when its minute is up, not before.
     let (stop, second) = consume(&db, &ledger, &name);
     let t4 = call(&ledger, 4, Duration::from_secs(90)).await;
-    assert_between("after attempt 3, across a restart", t4 - t3, 59.5, 66.0);
+    assert_between(
+        "after the park, across a restart",
+        t4 - parked_at,
+        59.0,
+        66.0,
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while db.scalar("SELECT count(*) FROM ledger").await == 0 {
         assert!(

@@ -116,10 +116,7 @@ impl Handler<MySql> for CreditAndWrite {
             .iter()
             .map(|m| OutgoingMessage::new("billing.credited", m.payload().to_vec()).caused_by(m))
             .collect();
-        self.outbox
-            .write_many(conn, &out)
-            .await
-            .map_err(HandlerError::transient)?;
+        self.outbox.write_many(conn, &out).await?;
         Ok(())
     }
 }

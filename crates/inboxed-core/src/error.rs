@@ -405,6 +405,10 @@ pub enum Error {
     /// The outbox refused an outgoing message; nothing was written.
     #[error("invalid outgoing message")]
     InvalidOutgoing(#[from] crate::outbox::OutgoingError),
+    /// An outbox write on a connection outside a transaction; nothing was written
+    /// ([`WriteError::NotInTransaction`](crate::outbox::WriteError::NotInTransaction)).
+    #[error("an outbox write outside a transaction: it would commit on its own")]
+    OutboxOutsideTransaction,
     /// The broker adapter failed to receive.
     #[error("broker error")]
     Broker(#[source] BoxError),
@@ -439,9 +443,10 @@ impl Error {
         match self {
             Self::Store(e) => e.is_transient(),
             Self::Handler { .. } | Self::Broker(_) | Self::Ack { .. } => true,
-            Self::InvalidMessage(_) | Self::InvalidOutgoing(_) | Self::PayloadRedacted { .. } => {
-                false
-            }
+            Self::InvalidMessage(_)
+            | Self::InvalidOutgoing(_)
+            | Self::OutboxOutsideTransaction
+            | Self::PayloadRedacted { .. } => false,
         }
     }
 }

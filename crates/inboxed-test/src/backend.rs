@@ -91,6 +91,10 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn failing_statement(
         conn: &mut Conn<Self>,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+    /// A connection of the store's pool, outside any transaction.
+    fn acquire(
+        store: &Self::Store,
+    ) -> impl Future<Output = sqlx::pool::PoolConnection<<Self::Store as Store>::Db>> + Send;
     /// Runs a statement without parameters through the handler's connection (a `COMMIT` of
     /// the handler's own, say).
     fn run_on(

@@ -201,6 +201,10 @@ impl Backend for Lite {
         sqlx::query(dup).execute(&mut *conn).await.map(drop)
     }
 
+    async fn acquire(store: &SqliteStore) -> sqlx::pool::PoolConnection<sqlx::Sqlite> {
+        store.pool().acquire().await.expect("a connection")
+    }
+
     async fn run_on(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), sqlx::Error> {
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
             .execute(&mut *conn)

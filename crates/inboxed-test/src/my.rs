@@ -281,6 +281,10 @@ impl Backend for My {
         sqlx::query(dup).execute(&mut *conn).await.map(drop)
     }
 
+    async fn acquire(store: &MySqlStore) -> sqlx::pool::PoolConnection<sqlx::MySql> {
+        store.pool().acquire().await.expect("a connection")
+    }
+
     async fn run_on(conn: &mut MySqlConnection, sql: &'static str) -> Result<(), sqlx::Error> {
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
             .execute(&mut *conn)

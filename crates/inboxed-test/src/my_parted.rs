@@ -17,10 +17,11 @@ use crate::my::My;
 pub struct MyParted;
 
 fn parted(store: &MySqlStore) -> MySqlStore {
-    store.clone().partitioned(PartitionConfig {
-        interval: Duration::from_secs(24 * 3600),
-        ahead: 2,
-    })
+    store.clone().partitioned(
+        PartitionConfig::default()
+            .interval(Duration::from_secs(24 * 3600))
+            .ahead(2),
+    )
 }
 
 impl Backend for MyParted {
@@ -118,6 +119,10 @@ impl Backend for MyParted {
 
     async fn failing_statement(conn: &mut MySqlConnection) -> Result<(), sqlx::Error> {
         My::failing_statement(conn).await
+    }
+
+    async fn acquire(store: &MySqlStore) -> sqlx::pool::PoolConnection<sqlx::MySql> {
+        My::acquire(store).await
     }
 
     async fn run_on(conn: &mut MySqlConnection, sql: &'static str) -> Result<(), sqlx::Error> {

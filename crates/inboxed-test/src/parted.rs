@@ -16,10 +16,11 @@ use crate::pg::Pg;
 pub struct PgParted;
 
 fn parted(store: &PgStore) -> PgStore {
-    PgStore::new(store.pool().clone()).partitioned(PartitionConfig {
-        interval: Duration::from_secs(24 * 3600),
-        ahead: 2,
-    })
+    PgStore::new(store.pool().clone()).partitioned(
+        PartitionConfig::default()
+            .interval(Duration::from_secs(24 * 3600))
+            .ahead(2),
+    )
 }
 
 impl Backend for PgParted {
@@ -117,6 +118,10 @@ impl Backend for PgParted {
 
     async fn failing_statement(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
         Pg::failing_statement(conn).await
+    }
+
+    async fn acquire(store: &PgStore) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
+        Pg::acquire(store).await
     }
 
     async fn run_on(conn: &mut PgConnection, sql: &'static str) -> Result<(), sqlx::Error> {

@@ -267,6 +267,10 @@ impl Backend for Pg {
         sqlx::query(dup).execute(&mut *conn).await.map(drop)
     }
 
+    async fn acquire(store: &PgStore) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
+        store.pool().acquire().await.expect("a connection")
+    }
+
     async fn run_on(conn: &mut PgConnection, sql: &'static str) -> Result<(), sqlx::Error> {
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
             .execute(&mut *conn)

@@ -30,7 +30,7 @@ pub mod error {
     pub use inboxed_core::error::{
         BoxError, Error, HandlerError, ResultExt, StoreError, error_chain,
     };
-    pub use inboxed_core::outbox::OutgoingError;
+    pub use inboxed_core::outbox::{OutgoingError, WriteError};
     pub use inboxed_core::retention::RetentionError;
 }
 
@@ -56,7 +56,7 @@ pub mod outbox {
     pub use inboxed_core::outbox::{
         CORRELATION_HEADER, Confirmation, MAX_DESTINATION_BYTES, MAX_ORDERING_KEY_BYTES, Outbox,
         OutboxRelay, OutboxRelayConfig, OutboxRelayReport, OutgoingError, OutgoingMessage,
-        Publisher, TYPE_HEADER,
+        Publisher, TYPE_HEADER, WriteError,
     };
 }
 

@@ -23,10 +23,7 @@ impl Handler<Postgres> for CreditAndNotify {
     async fn handle(&self, msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
         self.credit.handle(msg, conn).await?;
         let out = OutgoingMessage::new("billing.credited", msg.payload().to_vec()).caused_by(msg);
-        self.outbox
-            .write(conn, &out)
-            .await
-            .map_err(HandlerError::transient)?;
+        self.outbox.write(conn, &out).await?;
         Ok(())
     }
 
@@ -42,10 +39,7 @@ impl Handler<Postgres> for CreditAndNotify {
                 OutgoingMessage::new("billing.credited", msg.payload().to_vec()).caused_by(msg)
             })
             .collect();
-        self.outbox
-            .write_many(conn, &out)
-            .await
-            .map_err(HandlerError::transient)?;
+        self.outbox.write_many(conn, &out).await?;
         Ok(())
     }
 }

@@ -17,6 +17,7 @@ mod operate;
 mod publish;
 mod relay;
 pub mod store;
+mod write_error;
 
 pub use config::OutboxRelayConfig;
 pub use message::{MAX_DESTINATION_BYTES, MAX_ORDERING_KEY_BYTES, OutgoingError, OutgoingMessage};
@@ -26,9 +27,9 @@ pub use operate::{
 pub use publish::{CORRELATION_HEADER, Confirmation, Publisher, TYPE_HEADER};
 pub use relay::{OutboxRelay, OutboxRelayReport};
 pub use store::{OutboxFate, OutboxRow};
+pub use write_error::WriteError;
 
 use crate::envelope::{ConsumerName, MessageId};
-use crate::error::Error;
 use store::{OutboxStore, WriteParams};
 
 /// Writes outgoing messages into the outbox tables of `store`'s namespace.
@@ -85,16 +86,19 @@ impl<S: OutboxStore> Outbox<S> {
     /// time-ordered UUID) and kept across every re-send.
     ///
     /// # Errors
-    /// [`Error::InvalidOutgoing`] when a field cannot be stored (nothing is written then), or
-    /// the insert failed: the caller's transaction should be rolled back, as after any failed
-    /// statement.
+    /// [`WriteError::Refused`] when a field cannot be stored, [`WriteError::NotInTransaction`]
+    /// when `conn` is not inside a transaction begun through sqlx (nothing is written then);
+    /// [`WriteError::Store`] when the insert failed: the caller's transaction should be rolled
+    /// back, as after any failed statement. In a handler, `?` makes the first two permanent
+    /// and the last transient or not as the database error is.
     pub async fn write(
         &self,
         conn: &mut <S::Db as sqlx::Database>::Connection,
         message: &OutgoingMessage,
-    ) -> Result<MessageId, Error> {
+    ) -> Result<MessageId, WriteError> {
         message.validate()?;
-        let id = mint()?;
+        in_transaction::<S::Db>(conn)?;
+        let id = mint();
         self.store
             .write_outbox(conn, &self.params(&id, message))
             .await?;
@@ -108,21 +112,18 @@ impl<S: OutboxStore> Outbox<S> {
     /// order.
     ///
     /// # Errors
-    /// [`Error::InvalidOutgoing`] for the first message a field of which cannot be stored
-    /// (nothing is written then), or the insert failed: the caller's transaction should be
-    /// rolled back.
+    /// As [`Outbox::write`]; a refusal names the first message a field of which cannot be
+    /// stored, and nothing is written then.
     pub async fn write_many(
         &self,
         conn: &mut <S::Db as sqlx::Database>::Connection,
         messages: &[OutgoingMessage],
-    ) -> Result<Vec<MessageId>, Error> {
+    ) -> Result<Vec<MessageId>, WriteError> {
         for m in messages {
             m.validate()?;
         }
-        let ids = messages
-            .iter()
-            .map(|_| mint())
-            .collect::<Result<Vec<_>, _>>()?;
+        in_transaction::<S::Db>(conn)?;
+        let ids: Vec<MessageId> = messages.iter().map(|_| mint()).collect();
         let params: Vec<WriteParams<'_>> = ids
             .iter()
             .zip(messages)
@@ -147,6 +148,17 @@ impl<S: OutboxStore> Outbox<S> {
 }
 
 /// A fresh outbox id: a time-ordered UUID, so that ids sort roughly as they were written.
-fn mint() -> Result<MessageId, Error> {
-    Ok(MessageId::new(uuid::Uuid::now_v7().to_string())?)
+fn mint() -> MessageId {
+    MessageId::from_uuid(uuid::Uuid::now_v7())
+}
+
+/// Refuses a connection outside a transaction: its insert would commit at once, whatever
+/// becomes of the business change. sqlx counts the transactions it began on the connection;
+/// a `BEGIN` sent as a plain statement is not counted, and is refused too.
+fn in_transaction<DB: sqlx::Database>(conn: &DB::Connection) -> Result<(), WriteError> {
+    if sqlx::Connection::is_in_transaction(conn) {
+        Ok(())
+    } else {
+        Err(WriteError::NotInTransaction)
+    }
 }

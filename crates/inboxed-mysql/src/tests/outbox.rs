@@ -35,16 +35,14 @@ async fn a_batch_write_keeps_every_field_and_byte_in_the_order_written() {
         OutgoingMessage::new("orders.v1", every_byte[1..].to_vec()).with_key("order-7"),
     ];
     let mut conn = db.conn().await;
-    conn.execute("BEGIN")
+    let mut tx = sqlx::Connection::begin(&mut *conn)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let ids = outbox
-        .write_many(&mut conn, &messages)
+        .write_many(&mut tx, &messages)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    conn.execute("COMMIT")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    tx.commit().await.unwrap_or_else(|e| panic!("{e}"));
 
     let rows = sqlx::query(
         "SELECT CONVERT(message_id USING utf8mb4), destination, ordering_key, message_type, \
@@ -73,16 +71,14 @@ async fn a_batch_write_keeps_every_field_and_byte_in_the_order_written() {
         assert_eq!(consumer.is_some(), m.cause().is_some());
     }
 
-    conn.execute("BEGIN")
+    let mut tx = sqlx::Connection::begin(&mut *conn)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     outbox
-        .write_many(&mut conn, &messages)
+        .write_many(&mut tx, &messages)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    conn.execute("ROLLBACK")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    tx.rollback().await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         db.count("SELECT COUNT(*) FROM inboxed_outbox_messages")
             .await,
@@ -105,19 +101,17 @@ async fn a_lock_held_batch_whose_transaction_failed_is_judged() {
     db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
     let outbox = Outbox::new(db.store.clone());
     let mut conn = db.conn().await;
-    conn.execute("BEGIN")
+    let mut tx = sqlx::Connection::begin(&mut *conn)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let messages: Vec<OutgoingMessage> = (0..4)
         .map(|n| OutgoingMessage::new("orders", vec![n]))
         .collect();
     outbox
-        .write_many(&mut conn, &messages)
+        .write_many(&mut tx, &messages)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    conn.execute("COMMIT")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    tx.commit().await.unwrap_or_else(|e| panic!("{e}"));
     drop(conn);
 
     let mut tx = db
@@ -190,16 +184,14 @@ async fn a_lock_held_batch_without_its_named_lock_claims_nothing() {
     let db = TestDb::new().await;
     db.store.migrate().await.unwrap_or_else(|e| panic!("{e}"));
     let mut conn = db.conn().await;
-    conn.execute("BEGIN")
+    let mut tx = sqlx::Connection::begin(&mut *conn)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     Outbox::new(db.store.clone())
-        .write_many(&mut conn, &[OutgoingMessage::new("orders", vec![1])])
+        .write_many(&mut tx, &[OutgoingMessage::new("orders", vec![1])])
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    conn.execute("COMMIT")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    tx.commit().await.unwrap_or_else(|e| panic!("{e}"));
     let mut other = db.conn().await.detach();
     let take = "SELECT GET_LOCK(CONCAT('inboxed/', SHA1(CONCAT('`', DATABASE(), \
                 '`.inboxed_outbox_unmarked/', 7))), 0)";

@@ -6,16 +6,17 @@ use std::time::{Duration, SystemTime};
 use inboxed_core::outbox::store::{
     ClaimOutboxParams, ClaimToken, FailParams, Failed, OutboxRow, OutboxStore,
 };
-use inboxed_core::outbox::{Outbox, OutgoingError, OutgoingMessage};
+use inboxed_core::outbox::{Outbox, OutgoingError, OutgoingMessage, WriteError};
 use inboxed_core::store::BeginParams;
-use inboxed_core::{Envelope, Error, Handler, HandlerError, Outcome, Processor, Store};
+use inboxed_core::{Envelope, Handler, HandlerError, Outcome, Processor, Store};
 
 use super::{ledger, ledger_state};
 use crate::backend::{Backend, Conn, TestDb};
 use crate::handler::credit;
 
 /// Application code with no inbox: the outgoing message and the ledger row commit together,
-/// roll back together, and a message the outbox refuses writes nothing.
+/// roll back together, and a message the outbox refuses, or a write outside a transaction,
+/// writes nothing.
 pub async fn outbox_writes_commit_and_roll_back_with_the_business_change<B: Backend>(_test: &str) {
     let db = B::create().await;
     let outbox = Outbox::new(db.store.clone());
@@ -67,13 +68,33 @@ pub async fn outbox_writes_commit_and_roll_back_with_the_business_change<B: Back
         .await;
     assert!(matches!(
         refused,
-        Err(Error::InvalidOutgoing(OutgoingError::EmptyDestination))
+        Err(WriteError::Refused(OutgoingError::EmptyDestination))
     ));
     tx.commit().await.unwrap();
     assert_eq!(
         outbox_rows(&db).await,
         2,
         "a refused message writes nothing"
+    );
+
+    // A connection outside a transaction: the row would commit on its own, whatever became
+    // of the business change, so the write is refused and writes nothing, alone or many.
+    let mut conn = B::acquire(&db.store).await;
+    let outside = outbox.write(&mut conn, &event).await;
+    assert!(
+        matches!(outside, Err(WriteError::NotInTransaction)),
+        "{outside:?}"
+    );
+    let outside = outbox.write_many(&mut conn, &[event.clone(), event]).await;
+    assert!(
+        matches!(outside, Err(WriteError::NotInTransaction)),
+        "{outside:?}"
+    );
+    drop(conn);
+    assert_eq!(
+        outbox_rows(&db).await,
+        2,
+        "a write outside a transaction writes nothing"
     );
     db.finish().await;
 }
@@ -129,10 +150,7 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Announcing<B> {
         let event = OutgoingMessage::new("ledger.credited", msg.payload().to_vec())
             .with_key("a")
             .caused_by(msg);
-        self.outbox
-            .write(conn, &event)
-            .await
-            .map_err(HandlerError::transient)?;
+        self.outbox.write(conn, &event).await?;
         if amount < 0 {
             return Err(HandlerError::permanent("negative credit"));
         }

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use inboxed_core::inbox::{Worker, WorkerConfig};
 use inboxed_core::outbox::store::{ClaimToken, OutboxStore};
-use inboxed_core::outbox::{Outbox, OutgoingError, OutgoingMessage};
+use inboxed_core::outbox::{Outbox, OutgoingError, OutgoingMessage, WriteError};
 use inboxed_core::store::BeginParams;
-use inboxed_core::{ConsumerName, Envelope, Error, Handler, HandlerError, Ladder, Store};
+use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, Ladder, Store};
 
 use super::ledger_state;
 use super::outbox::{claim, label, outbox_rows};
@@ -93,7 +93,7 @@ pub async fn outbox_write_many_keeps_order_and_commits_with_the_transaction<B: B
     let refused = outbox.write_many(&mut tx, &batch).await;
     assert!(matches!(
         refused,
-        Err(Error::InvalidOutgoing(OutgoingError::EmptyDestination))
+        Err(WriteError::Refused(OutgoingError::EmptyDestination))
     ));
     tx.commit().await.unwrap();
     assert_eq!(outbox_rows(&db).await, 50, "a refused batch writes nothing");
@@ -178,10 +178,7 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Batches<B> {
             .iter()
             .map(|m| OutgoingMessage::new("ledger.credited", m.payload().to_vec()).caused_by(m))
             .collect();
-        self.outbox
-            .write_many(conn, &events)
-            .await
-            .map_err(HandlerError::transient)?;
+        self.outbox.write_many(conn, &events).await?;
         if self.ledger.batches.fetch_add(1, Ordering::SeqCst) % 5 == 4 {
             return Err(HandlerError::transient(
                 "every fifth batch fails after its writes",

@@ -24,7 +24,7 @@ pub(crate) struct Args {
     messages: u64,
     /// The broker's prefetch (deliveries in flight) for both consumers.
     #[arg(long, default_value_t = 400)]
-    prefetch: u16,
+    prefetch: usize,
 }
 
 /// This process's resident set, in KiB.
@@ -53,7 +53,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     let configs = [
         (
             "one message per transaction",
-            ConsumerConfig::default().concurrency(usize::from(prefetch)),
+            ConsumerConfig::default().concurrency(prefetch),
         ),
         ("in batches", batched(prefetch)),
     ];

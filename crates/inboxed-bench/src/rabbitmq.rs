@@ -42,7 +42,7 @@ pub(crate) struct Args {
     broker: Broker,
     /// Prefetch settings to measure (comma-separated); the consumer's concurrency follows.
     #[arg(long, value_delimiter = ',', default_value = "1,10,100,400")]
-    prefetch: Vec<u16>,
+    prefetch: Vec<usize>,
     /// Messages per measurement.
     #[arg(long, default_value_t = 5_000)]
     messages: u64,
@@ -76,10 +76,10 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         args.messages, args.rounds
     );
     // (prefetch, inbox msg/s, bare msg/s, batched inbox msg/s) per round.
-    let mut results: Vec<(u16, f64, f64, f64)> = Vec::new();
+    let mut results: Vec<(usize, f64, f64, f64)> = Vec::new();
     for round in 1..=args.rounds {
         for &prefetch in &args.prefetch {
-            let single = ConsumerConfig::default().concurrency(usize::from(prefetch));
+            let single = ConsumerConfig::default().concurrency(prefetch);
             let inbox = measure(
                 &channel,
                 &args.broker.amqp_url,
@@ -119,7 +119,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     );
     println!("|---|---|---|---|---|---|");
     for &prefetch in &args.prefetch {
-        let of = |f: fn(&(u16, f64, f64, f64)) -> f64| {
+        let of = |f: fn(&(usize, f64, f64, f64)) -> f64| {
             crate::median(results.iter().filter(|r| r.0 == prefetch).map(f).collect())
         };
         let b = batched(prefetch);
@@ -156,7 +156,7 @@ pub(crate) async fn measure<F, Fut>(
     channel: &Channel,
     amqp_url: &str,
     messages: u64,
-    prefetch: u16,
+    prefetch: usize,
     consume: F,
 ) -> anyhow::Result<f64>
 where
@@ -197,8 +197,8 @@ where
 
 /// The batched consumer for a prefetch: batches of up to 50 (one of the whole prefetch below
 /// that), as many in flight as fill the prefetch.
-pub(crate) fn batched(prefetch: u16) -> ConsumerConfig {
-    let prefetch = usize::from(prefetch);
+pub(crate) fn batched(prefetch: usize) -> ConsumerConfig {
+
     let concurrency = (prefetch / 50).max(1);
     ConsumerConfig::default()
         .concurrency(concurrency)
@@ -233,13 +233,13 @@ pub(crate) async fn through_inbox<H: inboxed_core::Handler<sqlx::Postgres>>(
 async fn without_inbox(
     pool: PgPool,
     mut source: RabbitSource,
-    prefetch: u16,
+    prefetch: usize,
     target: u64,
 ) -> anyhow::Result<()> {
     let mut tasks: JoinSet<anyhow::Result<()>> = JoinSet::new();
     let mut taken = 0;
     while taken < target {
-        while tasks.len() >= usize::from(prefetch) {
+        while tasks.len() >= prefetch {
             tasks.join_next().await.transpose()?.transpose()?;
         }
         let Some(delivery) = source.next().await else {

@@ -30,7 +30,7 @@ pub(crate) struct Args {
     rounds: usize,
     /// The batched relay's prefetch, instead of the CLI's default (to compare).
     #[arg(long, default_value_t = 512)]
-    prefetch: u16,
+    prefetch: usize,
     /// The batched relay's batch size, instead of the default (to compare).
     #[arg(long)]
     batch_size: Option<usize>,
@@ -48,7 +48,7 @@ const PROCESSES: &[&str] = &["inboxed-bench", "beam.smp", "postgres"];
 /// A relay configuration under test: its name, prefetch and settings.
 struct Variant<'a> {
     name: &'a str,
-    prefetch: u16,
+    prefetch: usize,
     config: InboxRelayConfig,
 }
 

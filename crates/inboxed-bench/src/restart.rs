@@ -64,7 +64,7 @@ pub(crate) struct Args {
     handler_ms: u64,
     /// The broker's prefetch (RabbitMQ `basic.qos`, NATS pull batch).
     #[arg(long, default_value_t = 32)]
-    prefetch: u16,
+    prefetch: usize,
     /// RabbitMQ.
     #[arg(
         long,
@@ -97,7 +97,7 @@ pub(crate) struct ConsumerArgs {
     #[arg(long)]
     nats_url: String,
     #[arg(long)]
-    prefetch: u16,
+    prefetch: usize,
     #[arg(long)]
     handler_ms: u64,
 }
@@ -154,7 +154,7 @@ pub(crate) async fn consumer(args: ConsumerArgs) -> anyhow::Result<()> {
         Broker::Nats => {
             let config =
                 inboxed_nats::NatsConfig::new(&args.nats_url, args.queue.clone(), args.queue)
-                    .prefetch(usize::from(args.prefetch));
+                    .prefetch(args.prefetch);
             let source = inboxed_nats::NatsSource::connect(config).await?;
             consumer.run(source, shutdown).await?;
         }

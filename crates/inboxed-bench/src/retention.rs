@@ -166,11 +166,9 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
 }
 
 fn purger_config(args: &Args) -> PurgerConfig {
-    PurgerConfig {
-        batch_size: args.batch_size,
-        pause: Duration::from_millis(args.pause_ms),
-        ..PurgerConfig::default()
-    }
+    PurgerConfig::default()
+        .batch_size(args.batch_size)
+        .pause(Duration::from_millis(args.pause_ms))
 }
 
 /// One round: the paced load alone, then the same load while a pass purges the seeded keys.

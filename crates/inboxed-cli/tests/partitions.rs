@@ -71,10 +71,11 @@ async fn next_partition() {
 async fn partitions_drop_expired_only_when_every_consumer_is_done() {
     let db = Pg::create().await;
     let url = db.locator.as_str();
-    let store = PgStore::new(db.store.pool().clone()).partitioned(PartitionConfig {
-        interval: Duration::from_secs(2),
-        ahead: 3,
-    });
+    let store = PgStore::new(db.store.pool().clone()).partitioned(
+        PartitionConfig::default()
+            .interval(Duration::from_secs(2))
+            .ahead(3),
+    );
     store.migrate().await.unwrap();
     next_partition().await;
     for (consumer, key) in [("ledger", "a"), ("audit", "b")] {

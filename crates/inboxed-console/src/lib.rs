@@ -93,6 +93,62 @@ impl ConsoleConfig {
     pub(crate) fn list_limit(&self) -> u32 {
         self.page_rows.clamp(1, 1000)
     }
+
+    /// Sets [`ConsoleConfig::prefix`].
+    #[must_use]
+    pub fn prefix(mut self, prefix: String) -> Self {
+        self.prefix = prefix;
+        self
+    }
+
+    /// Sets [`ConsoleConfig::page_rows`].
+    #[must_use]
+    pub fn page_rows(mut self, page_rows: u32) -> Self {
+        self.page_rows = page_rows;
+        self
+    }
+
+    /// Sets [`ConsoleConfig::show_payloads`].
+    #[must_use]
+    pub fn show_payloads(mut self, show_payloads: bool) -> Self {
+        self.show_payloads = show_payloads;
+        self
+    }
+
+    /// Sets [`ConsoleConfig::payload_bytes`].
+    #[must_use]
+    pub fn payload_bytes(mut self, payload_bytes: usize) -> Self {
+        self.payload_bytes = payload_bytes;
+        self
+    }
+
+    /// Sets [`ConsoleConfig::users`].
+    #[must_use]
+    pub fn users(mut self, users: Vec<ConsoleUser>) -> Self {
+        self.users = users;
+        self
+    }
+
+    /// Sets [`ConsoleConfig::anonymous`].
+    #[must_use]
+    pub fn anonymous(mut self, anonymous: Option<Role>) -> Self {
+        self.anonymous = anonymous;
+        self
+    }
+
+    /// Sets [`ConsoleConfig::consumers`].
+    #[must_use]
+    pub fn consumers(mut self, consumers: Vec<String>) -> Self {
+        self.consumers = consumers;
+        self
+    }
+
+    /// Sets [`ConsoleConfig::hosts`].
+    #[must_use]
+    pub fn hosts(mut self, hosts: Vec<String>) -> Self {
+        self.hosts = hosts;
+        self
+    }
 }
 
 impl Default for ConsoleConfig {

@@ -245,4 +245,18 @@ impl ProcessorConfig {
             durable_commit: true,
         }
     }
+
+    /// Sets [`ProcessorConfig::contention_retries`].
+    #[must_use]
+    pub fn contention_retries(mut self, contention_retries: u32) -> Self {
+        self.contention_retries = contention_retries;
+        self
+    }
+
+    /// Sets [`ProcessorConfig::contention_backoff`].
+    #[must_use]
+    pub fn contention_backoff(mut self, contention_backoff: Backoff) -> Self {
+        self.contention_backoff = contention_backoff;
+        self
+    }
 }

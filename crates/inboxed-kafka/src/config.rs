@@ -104,4 +104,53 @@ impl KafkaConfig {
         self.properties.push((name.into(), value.into()));
         self
     }
+
+    /// Sets [`KafkaConfig::brokers`].
+    #[must_use]
+    pub fn brokers(mut self, brokers: String) -> Self {
+        self.brokers = brokers;
+        self
+    }
+
+    /// Sets [`KafkaConfig::group`].
+    #[must_use]
+    pub fn group(mut self, group: String) -> Self {
+        self.group = group;
+        self
+    }
+
+    /// Sets [`KafkaConfig::topics`].
+    #[must_use]
+    pub fn topics(mut self, topics: Vec<String>) -> Self {
+        self.topics = topics;
+        self
+    }
+
+    /// Sets [`KafkaConfig::offset_reset`].
+    #[must_use]
+    pub fn offset_reset(mut self, offset_reset: String) -> Self {
+        self.offset_reset = offset_reset;
+        self
+    }
+
+    /// Sets [`KafkaConfig::max_poll_interval`].
+    #[must_use]
+    pub fn max_poll_interval(mut self, max_poll_interval: Duration) -> Self {
+        self.max_poll_interval = max_poll_interval;
+        self
+    }
+
+    /// Sets [`KafkaConfig::properties`].
+    #[must_use]
+    pub fn properties(mut self, properties: Vec<(String, String)>) -> Self {
+        self.properties = properties;
+        self
+    }
+
+    /// Sets [`KafkaConfig::reconnect`].
+    #[must_use]
+    pub fn reconnect(mut self, reconnect: Backoff) -> Self {
+        self.reconnect = reconnect;
+        self
+    }
 }

@@ -94,6 +94,27 @@ impl KafkaPublisherConfig {
         self.properties.push((name.into(), value.into()));
         self
     }
+
+    /// Sets [`KafkaPublisherConfig::topics`].
+    #[must_use]
+    pub fn topics(mut self, topics: BTreeMap<String, String>) -> Self {
+        self.topics = topics;
+        self
+    }
+
+    /// Sets [`KafkaPublisherConfig::connect_timeout`].
+    #[must_use]
+    pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
+        self.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// Sets [`KafkaPublisherConfig::properties`].
+    #[must_use]
+    pub fn properties(mut self, properties: Vec<(String, String)>) -> Self {
+        self.properties = properties;
+        self
+    }
 }
 
 /// Notes librdkafka's "all brokers down", which it reports only to the context: records sent

@@ -101,4 +101,18 @@ impl NatsConfig {
         self.declare_subjects = Some(subjects);
         self
     }
+
+    /// Sets [`NatsConfig::declare_subjects`].
+    #[must_use]
+    pub fn declare_subjects(mut self, declare_subjects: Option<Vec<String>>) -> Self {
+        self.declare_subjects = declare_subjects;
+        self
+    }
+
+    /// Sets [`NatsConfig::reconnect`].
+    #[must_use]
+    pub fn reconnect(mut self, reconnect: Backoff) -> Self {
+        self.reconnect = reconnect;
+        self
+    }
 }

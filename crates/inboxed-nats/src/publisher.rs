@@ -54,6 +54,27 @@ impl NatsPublisherConfig {
         self.subjects.insert(destination.into(), subject.into());
         self
     }
+
+    /// Sets [`NatsPublisherConfig::subjects`].
+    #[must_use]
+    pub fn subjects(mut self, subjects: BTreeMap<String, String>) -> Self {
+        self.subjects = subjects;
+        self
+    }
+
+    /// Sets [`NatsPublisherConfig::confirm_timeout`].
+    #[must_use]
+    pub fn confirm_timeout(mut self, confirm_timeout: Duration) -> Self {
+        self.confirm_timeout = confirm_timeout;
+        self
+    }
+
+    /// Sets [`NatsPublisherConfig::tls_ca_file`].
+    #[must_use]
+    pub fn tls_ca_file(mut self, tls_ca_file: Option<PathBuf>) -> Self {
+        self.tls_ca_file = tls_ca_file;
+        self
+    }
 }
 
 /// Publishes outbox rows to JetStream. The client reconnects by itself; while it is

@@ -116,10 +116,8 @@ fn consumer(name: &str) -> ConsumerName {
 async fn partitioned_oldest_key_is_exact_per_consumer() {
     let db = Pg::create().await;
     let day = Duration::from_secs(86_400);
-    let store = PgStore::new(db.store.pool().clone()).partitioned(PartitionConfig {
-        interval: day,
-        ahead: 1,
-    });
+    let store = PgStore::new(db.store.pool().clone())
+        .partitioned(PartitionConfig::default().interval(day).ahead(1));
     store.migrate().await.unwrap();
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)

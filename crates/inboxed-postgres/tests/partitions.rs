@@ -21,10 +21,8 @@ use inboxed_test::{Backend, Ledger, Pg, Script, TestDb, credit};
 const STEP: Duration = Duration::from_secs(2);
 
 async fn parted(db: &TestDb<Pg>) -> PgStore {
-    let store = PgStore::new(db.store.pool().clone()).partitioned(PartitionConfig {
-        interval: STEP,
-        ahead: 3,
-    });
+    let store = PgStore::new(db.store.pool().clone())
+        .partitioned(PartitionConfig::default().interval(STEP).ahead(3));
     store.migrate().await.unwrap();
     store
 }
@@ -292,10 +290,11 @@ async fn a_changed_partition_length_and_stats_keep_working() {
             .await
             .unwrap();
     }
-    let longer = PgStore::new(db.store.pool().clone()).partitioned(PartitionConfig {
-        interval: Duration::from_secs(3),
-        ahead: 6,
-    });
+    let longer = PgStore::new(db.store.pool().clone()).partitioned(
+        PartitionConfig::default()
+            .interval(Duration::from_secs(3))
+            .ahead(6),
+    );
     longer.migrate().await.unwrap();
     let q = Processor::new(longer.clone(), consumer(), Ledger::<Pg>::default());
     assert_eq!(

@@ -37,11 +37,9 @@ async fn a_pass_reports_what_it_purged_and_what_is_left() {
     Pg::age_processed(&db.store, "old-", 40).await;
     let purger = Purger::new(
         db.store.clone(),
-        PurgerConfig {
-            batch_size: 100,
-            pause: Duration::from_millis(1),
-            ..PurgerConfig::default()
-        },
+        PurgerConfig::default()
+            .batch_size(100)
+            .pause(Duration::from_millis(1)),
     )
     .consumer(consumer, Retention::new(30 * DAY, 7 * DAY))
     .unwrap();

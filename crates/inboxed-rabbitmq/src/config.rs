@@ -30,8 +30,9 @@ pub struct RabbitConfig {
     pub queue: String,
     /// How many unacked deliveries the broker sends ahead (`basic.qos`): the bound on messages
     /// in flight in this process, and with it the back-pressure on the broker when the database
-    /// is slow. Defaults to 32; keep it at or above the consumer loop's concurrency.
-    pub prefetch: u16,
+    /// is slow. Defaults to 32; keep it at or above the consumer loop's concurrency. AMQP
+    /// carries at most 65,535: a larger value is sent as that.
+    pub prefetch: usize,
     /// Where the message id comes from. Defaults to the AMQP `message_id` property.
     pub key: KeySource,
     /// Declare the queue (durable) before consuming, or `None` to require that it exists.
@@ -99,7 +100,7 @@ impl RabbitConfig {
 
     /// Sets [`RabbitConfig::prefetch`] (at least 1).
     #[must_use]
-    pub fn prefetch(mut self, n: u16) -> Self {
+    pub fn prefetch(mut self, n: usize) -> Self {
         self.prefetch = n.max(1);
         self
     }
@@ -129,6 +130,41 @@ impl RabbitConfig {
     #[must_use]
     pub fn declare(mut self, kind: QueueKind) -> Self {
         self.declare = Some(kind);
+        self
+    }
+
+    /// Sets [`RabbitConfig::reconnect`].
+    #[must_use]
+    pub fn reconnect(mut self, reconnect: Backoff) -> Self {
+        self.reconnect = reconnect;
+        self
+    }
+
+    /// Sets [`RabbitConfig::max_requeue_hold`].
+    #[must_use]
+    pub fn max_requeue_hold(mut self, max_requeue_hold: Duration) -> Self {
+        self.max_requeue_hold = max_requeue_hold;
+        self
+    }
+
+    /// Sets [`RabbitConfig::consumer_tag`].
+    #[must_use]
+    pub fn consumer_tag(mut self, consumer_tag: String) -> Self {
+        self.consumer_tag = consumer_tag;
+        self
+    }
+
+    /// Sets [`RabbitConfig::connect_timeout`].
+    #[must_use]
+    pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
+        self.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// Sets [`RabbitConfig::ack_timeout`].
+    #[must_use]
+    pub fn ack_timeout(mut self, ack_timeout: Duration) -> Self {
+        self.ack_timeout = ack_timeout;
         self
     }
 }

@@ -92,6 +92,34 @@ impl RabbitPublisherConfig {
         self.tls_ca_file = Some(path.into());
         self
     }
+
+    /// Sets [`RabbitPublisherConfig::routes`].
+    #[must_use]
+    pub fn routes(mut self, routes: BTreeMap<String, Route>) -> Self {
+        self.routes = routes;
+        self
+    }
+
+    /// Sets [`RabbitPublisherConfig::confirm_timeout`].
+    #[must_use]
+    pub fn confirm_timeout(mut self, confirm_timeout: Duration) -> Self {
+        self.confirm_timeout = confirm_timeout;
+        self
+    }
+
+    /// Sets [`RabbitPublisherConfig::connect_timeout`].
+    #[must_use]
+    pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
+        self.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// Sets [`RabbitPublisherConfig::max_message_bytes`].
+    #[must_use]
+    pub fn max_message_bytes(mut self, max_message_bytes: usize) -> Self {
+        self.max_message_bytes = max_message_bytes;
+        self
+    }
 }
 
 /// Publishes outbox rows to RabbitMQ with publisher confirms on one channel; reconnects on the

@@ -181,7 +181,10 @@ async fn open_now(config: &RabbitConfig, tls: &OwnedTLSConfig) -> Result<Live, R
         .await
         .map_err(setup("open a channel"))?;
     channel
-        .basic_qos(config.prefetch, BasicQosOptions::default())
+        .basic_qos(
+            u16::try_from(config.prefetch.max(1)).unwrap_or(u16::MAX),
+            BasicQosOptions::default(),
+        )
         .await
         .map_err(setup("set the prefetch"))?;
     if let Some(kind) = config.declare {

@@ -54,10 +54,10 @@ async fn host_main(pg: &str) {
     .unwrap();
     let consumer = Consumer::new(processor, ConsumerConfig::default().concurrency(8));
     let consume = consumer.run(source, std::future::pending::<()>());
-    let mut config = WorkerConfig::default()
+    let config = WorkerConfig::default()
         .lease(LEASE)
-        .heartbeat(Duration::from_secs(1));
-    config.begin.idle_in_transaction_timeout = IDLE;
+        .heartbeat(Duration::from_secs(1))
+        .idle_in_transaction_timeout(IDLE);
     let worker = Worker::new(
         store.clone(),
         ConsumerName::new("stored").unwrap(),

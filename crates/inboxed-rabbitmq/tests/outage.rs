@@ -45,7 +45,7 @@ async fn a_two_minute_downstream_outage_dead_letters_nothing() {
     let (channel, name) = inboxed_test::amqp::queue_of_kind(&amqp_url(), true).await;
     inboxed_test::amqp::publish_all(&channel, &name, stream(MESSAGES)).await;
     let config = RabbitConfig::new(amqp_url(), name.as_str());
-    let prefetch = u32::from(config.prefetch);
+    let prefetch = u32::try_from(config.prefetch).expect("a small prefetch");
     let src = RabbitSource::connect(config).await.unwrap();
     let outage = downstream_outage(
         &db,

@@ -102,4 +102,39 @@ impl RedisConfig {
         self.key = key;
         self
     }
+
+    /// Sets [`RedisConfig::consumer`].
+    #[must_use]
+    pub fn consumer(mut self, consumer: String) -> Self {
+        self.consumer = consumer;
+        self
+    }
+
+    /// Sets [`RedisConfig::block`].
+    #[must_use]
+    pub fn block(mut self, block: Duration) -> Self {
+        self.block = block;
+        self
+    }
+
+    /// Sets [`RedisConfig::payload_field`].
+    #[must_use]
+    pub fn payload_field(mut self, payload_field: String) -> Self {
+        self.payload_field = payload_field;
+        self
+    }
+
+    /// Sets [`RedisConfig::create_group`].
+    #[must_use]
+    pub fn create_group(mut self, create_group: bool) -> Self {
+        self.create_group = create_group;
+        self
+    }
+
+    /// Sets [`RedisConfig::reconnect`].
+    #[must_use]
+    pub fn reconnect(mut self, reconnect: Backoff) -> Self {
+        self.reconnect = reconnect;
+        self
+    }
 }

@@ -99,6 +99,34 @@ impl RedisPublisherConfig {
         self.replicas = replicas;
         self
     }
+
+    /// Sets [`RedisPublisherConfig::streams`].
+    #[must_use]
+    pub fn streams(mut self, streams: BTreeMap<String, String>) -> Self {
+        self.streams = streams;
+        self
+    }
+
+    /// Sets [`RedisPublisherConfig::payload_field`].
+    #[must_use]
+    pub fn payload_field(mut self, payload_field: String) -> Self {
+        self.payload_field = payload_field;
+        self
+    }
+
+    /// Sets [`RedisPublisherConfig::response_timeout`].
+    #[must_use]
+    pub fn response_timeout(mut self, response_timeout: Duration) -> Self {
+        self.response_timeout = response_timeout;
+        self
+    }
+
+    /// Sets [`RedisPublisherConfig::tls_ca_file`].
+    #[must_use]
+    pub fn tls_ca_file(mut self, tls_ca_file: Option<PathBuf>) -> Self {
+        self.tls_ca_file = tls_ca_file;
+        self
+    }
 }
 
 /// Publishes outbox rows to Redis Streams. The connection reconnects by itself; a batch sent

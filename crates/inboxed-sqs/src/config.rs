@@ -17,7 +17,7 @@ pub struct SqsConfig {
     pub region: Option<String>,
     /// Messages asked for per `ReceiveMessage` (SQS allows 1 to 10): the bound on messages
     /// fetched ahead. Defaults to 10.
-    pub prefetch: i32,
+    pub prefetch: usize,
     /// Long-poll wait of one `ReceiveMessage` (at most 20 s). Defaults to 20 s.
     pub wait: Duration,
     /// Visibility timeout asked for each receive: how long a message stays hidden while it is
@@ -69,7 +69,7 @@ impl SqsConfig {
 
     /// Sets [`SqsConfig::prefetch`] (clamped to 1..=10).
     #[must_use]
-    pub fn prefetch(mut self, n: i32) -> Self {
+    pub fn prefetch(mut self, n: usize) -> Self {
         self.prefetch = n.clamp(1, 10);
         self
     }
@@ -92,6 +92,13 @@ impl SqsConfig {
     #[must_use]
     pub fn key(mut self, key: KeySource) -> Self {
         self.key = key;
+        self
+    }
+
+    /// Sets [`SqsConfig::reconnect`].
+    #[must_use]
+    pub fn reconnect(mut self, reconnect: Backoff) -> Self {
+        self.reconnect = reconnect;
         self
     }
 }

@@ -86,6 +86,13 @@ impl SqsPublisherConfig {
         self.max_message_bytes = bytes;
         self
     }
+
+    /// Sets [`SqsPublisherConfig::queues`].
+    #[must_use]
+    pub fn queues(mut self, queues: BTreeMap<String, String>) -> Self {
+        self.queues = queues;
+        self
+    }
 }
 
 /// Publishes outbox rows to SQS queues.

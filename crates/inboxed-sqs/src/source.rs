@@ -134,7 +134,7 @@ impl SqsSource {
             .client
             .receive_message()
             .queue_url(&c.queue_url)
-            .max_number_of_messages(c.prefetch.clamp(1, 10))
+            .max_number_of_messages(i32::try_from(c.prefetch.clamp(1, 10)).unwrap_or(10))
             .wait_time_seconds(seconds(c.wait).min(20))
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .message_attribute_names("All");

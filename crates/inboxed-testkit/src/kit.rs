@@ -63,6 +63,50 @@ impl Default for KitConfig {
     }
 }
 
+impl KitConfig {
+    /// Sets [`KitConfig::deliveries`].
+    #[must_use]
+    pub fn deliveries(mut self, deliveries: usize) -> Self {
+        self.deliveries = deliveries;
+        self
+    }
+
+    /// Sets [`KitConfig::copies`].
+    #[must_use]
+    pub fn copies(mut self, copies: usize) -> Self {
+        self.copies = copies;
+        self
+    }
+
+    /// Sets [`KitConfig::rounds`].
+    #[must_use]
+    pub fn rounds(mut self, rounds: usize) -> Self {
+        self.rounds = rounds;
+        self
+    }
+
+    /// Sets [`KitConfig::hold`].
+    #[must_use]
+    pub fn hold(mut self, hold: Duration) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// Sets [`KitConfig::processor`].
+    #[must_use]
+    pub fn processor(mut self, processor: ProcessorConfig) -> Self {
+        self.processor = processor;
+        self
+    }
+
+    /// Sets [`KitConfig::worker`].
+    #[must_use]
+    pub fn worker(mut self, worker: WorkerConfig) -> Self {
+        self.worker = worker;
+        self
+    }
+}
+
 /// Checks for one handler on one database: each runs the library's real processor against the
 /// real engine, and compares the business state the `probe` reads after an attack with the
 /// state one plain delivery leaves.

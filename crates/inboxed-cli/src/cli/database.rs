@@ -127,16 +127,10 @@ impl DbArgs {
         let store = AnyStore::connect_in(url, max_connections, Some((schema, prefix))).await?;
         match (store, interval) {
             (AnyStore::Postgres(s), Some(interval)) => Ok(AnyStore::Postgres(s.partitioned(
-                inboxed_core::retention::PartitionConfig {
-                    interval,
-                    ..Default::default()
-                },
+                inboxed_core::retention::PartitionConfig::default().interval(interval),
             ))),
             (AnyStore::MySql(s), Some(interval)) => Ok(AnyStore::MySql(s.partitioned(
-                inboxed_core::retention::PartitionConfig {
-                    interval,
-                    ..Default::default()
-                },
+                inboxed_core::retention::PartitionConfig::default().interval(interval),
             ))),
             (AnyStore::Sqlite(_), Some(_)) => {
                 anyhow::bail!(

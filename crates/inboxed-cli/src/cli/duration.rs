@@ -1,29 +1,12 @@
-//! Durations on the command line: a whole number and a unit (`s`, `m`, `h`, `d`).
+//! Durations on the command line, in the environment and in TOML files, as people write them
+//! (humantime: `500ms`, `45s`, `90m`, `12h`, `30d`, `1h 30m`); and shown back the same way.
 
 use std::time::Duration;
 
-/// Parses `30d`, `12h`, `90m` or `45s`.
+/// Parses a duration written as a number and a unit, or several (`500ms`, `30d`, `1h 30m`).
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("`{text}` has no unit: write for example 30d, 12h, 90m or 45s"))?;
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` does not start with a whole number"))?;
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        _ => {
-            return Err(format!(
-                "unknown unit `{unit}` in `{text}`: use s, m, h or d"
-            ));
-        }
-    };
-    Ok(Duration::from_secs(n.saturating_mul(seconds)))
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("`{text}`: {e}: write for example 500ms, 45s, 90m, 12h or 30d"))
 }
 
 /// The largest whole unit that divides the duration: `30d`, `36h`, `90s`.
@@ -60,8 +43,17 @@ mod tests {
         assert_eq!(show(Duration::from_secs(90)), "90s");
         assert_eq!(age(Duration::from_secs(3_368)), "56m 8s");
         assert_eq!(age(Duration::from_secs(90_000)), "1d 1h");
-        assert!(parse_duration("30").unwrap_err().contains("no unit"));
-        assert!(parse_duration("3w").unwrap_err().contains("unknown unit"));
-        assert!(parse_duration("d").unwrap_err().contains("whole number"));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5_400)));
+        assert!(
+            parse_duration("30")
+                .unwrap_err()
+                .contains("write for example")
+        );
+        assert!(
+            parse_duration("3 fortnights")
+                .unwrap_err()
+                .contains("`3 fortnights`")
+        );
     }
 }

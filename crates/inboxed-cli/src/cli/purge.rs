@@ -76,11 +76,9 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     let consumer = ConsumerName::new(args.consumer.clone())?;
     let retention = args.horizon.retention(args.window);
     retention.check(&consumer)?;
-    let config = PurgerConfig {
-        batch_size: args.batch_size,
-        pause: Duration::from_millis(args.pause_ms),
-        ..PurgerConfig::default()
-    };
+    let config = PurgerConfig::default()
+        .batch_size(args.batch_size)
+        .pause(Duration::from_millis(args.pause_ms));
     let now = SystemTime::now();
     let cutoff = now
         .checked_sub(args.window)

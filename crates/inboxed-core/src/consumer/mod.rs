@@ -85,6 +85,20 @@ impl ConsumerConfig {
         self.batch_size = n.max(1);
         self
     }
+
+    /// Sets [`ConsumerConfig::extend_every`].
+    #[must_use]
+    pub fn extend_every(mut self, extend_every: Option<Duration>) -> Self {
+        self.extend_every = extend_every;
+        self
+    }
+
+    /// Sets [`ConsumerConfig::batch_linger`].
+    #[must_use]
+    pub fn batch_linger(mut self, batch_linger: Duration) -> Self {
+        self.batch_linger = batch_linger;
+        self
+    }
 }
 
 /// How often an in-order delivery waiting in place for its next attempt runs as a probe

@@ -104,9 +104,11 @@ pub struct WorkerConfig {
     /// On shutdown, how long in-flight batches may take before their rows are handed back.
     /// Defaults to 30 s.
     pub shutdown_grace: Duration,
-    /// Bounds of the batch transaction (isolation and timeouts). Defaults to READ COMMITTED,
-    /// 5 s lock, 30 s statement, 60 s idle.
-    pub begin: BeginParams,
+    /// Bounds of the batch transaction: set through [`WorkerConfig::isolation`],
+    /// [`WorkerConfig::lock_timeout`], [`WorkerConfig::statement_timeout`] and
+    /// [`WorkerConfig::idle_in_transaction_timeout`]. Defaults to READ COMMITTED, 5 s lock,
+    /// 30 s statement, 60 s idle.
+    pub(crate) begin: BeginParams,
     /// What a crash is charged to: a batch holding rows whose earlier claim died (the
     /// reaper's crash halving marked them) waits until no other batch of this scope runs, at
     /// most half a lease, and runs alone, so that if it kills the process the reaper finds
@@ -269,6 +271,42 @@ impl WorkerConfig {
     #[must_use]
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace;
+        self
+    }
+
+    /// Sets [`WorkerConfig::on_dead`].
+    #[must_use]
+    pub fn on_dead(mut self, on_dead: OnDead) -> Self {
+        self.on_dead = on_dead;
+        self
+    }
+
+    /// The batch transaction's isolation level. Defaults to READ COMMITTED.
+    #[must_use]
+    pub fn isolation(mut self, isolation: crate::store::Isolation) -> Self {
+        self.begin.isolation = isolation;
+        self
+    }
+
+    /// The longest wait for a row lock in the batch transaction. Defaults to 5 s.
+    #[must_use]
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.begin.lock_timeout = timeout;
+        self
+    }
+
+    /// The longest single statement in the batch transaction. Defaults to 30 s.
+    #[must_use]
+    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
+        self.begin.statement_timeout = timeout;
+        self
+    }
+
+    /// The longest idle gap inside the batch transaction before the server ends the session,
+    /// so that a hung worker cannot hold its rows for ever. Defaults to 60 s.
+    #[must_use]
+    pub fn idle_in_transaction_timeout(mut self, timeout: Duration) -> Self {
+        self.begin.idle_in_transaction_timeout = timeout;
         self
     }
 }

@@ -51,6 +51,13 @@ impl ReaperConfig {
         self.interval = every;
         self
     }
+
+    /// Sets [`ReaperConfig::batch_size`].
+    #[must_use]
+    pub fn batch_size(mut self, batch_size: u32) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
 }
 
 /// Returns expired claims, for every consumer of the store.

@@ -63,6 +63,20 @@ impl InboxRelayConfig {
         self.batch_size = n.max(1);
         self
     }
+
+    /// Sets [`InboxRelayConfig::batch_linger`].
+    #[must_use]
+    pub fn batch_linger(mut self, batch_linger: Duration) -> Self {
+        self.batch_linger = batch_linger;
+        self
+    }
+
+    /// Sets [`InboxRelayConfig::retry_backoff`].
+    #[must_use]
+    pub fn retry_backoff(mut self, retry_backoff: Backoff) -> Self {
+        self.retry_backoff = retry_backoff;
+        self
+    }
 }
 
 /// What the relay did with one delivery.

@@ -177,4 +177,18 @@ impl OutboxRelayConfig {
         self.reap_interval = every;
         self
     }
+
+    /// Sets [`OutboxRelayConfig::reconnect`].
+    #[must_use]
+    pub fn reconnect(mut self, reconnect: Backoff) -> Self {
+        self.reconnect = reconnect;
+        self
+    }
+
+    /// Sets [`OutboxRelayConfig::shutdown_grace`].
+    #[must_use]
+    pub fn shutdown_grace(mut self, shutdown_grace: Duration) -> Self {
+        self.shutdown_grace = shutdown_grace;
+        self
+    }
 }

@@ -23,6 +23,7 @@ pub use store::{PartitionReport, RetentionStore};
 /// whose unique keys must hold the partition column), and expiry drops whole partitions
 /// instead of deleting rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PartitionConfig {
     /// Length of one partition, aligned on multiples of it since the Unix epoch. Defaults to
     /// one day. Every live partition is probed by each claim, so keep their number (window
@@ -40,6 +41,22 @@ impl Default for PartitionConfig {
             interval: Duration::from_secs(24 * 3600),
             ahead: 7,
         }
+    }
+}
+
+impl PartitionConfig {
+    /// Sets [`PartitionConfig::interval`].
+    #[must_use]
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// Sets [`PartitionConfig::ahead`].
+    #[must_use]
+    pub fn ahead(mut self, ahead: u32) -> Self {
+        self.ahead = ahead;
+        self
     }
 }
 

@@ -14,6 +14,7 @@ use crate::metrics as m;
 
 /// How the purger paces itself. Plain fields, each with its default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PurgerConfig {
     /// Rows per delete, each in its own short transaction. Defaults to 5,000.
     pub batch_size: u32,
@@ -37,6 +38,43 @@ impl Default for PurgerConfig {
             statement_timeout: Duration::from_secs(5),
             lock_timeout: Duration::from_secs(1),
         }
+    }
+}
+
+impl PurgerConfig {
+    /// Sets [`PurgerConfig::batch_size`].
+    #[must_use]
+    pub fn batch_size(mut self, batch_size: u32) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// Sets [`PurgerConfig::pause`].
+    #[must_use]
+    pub fn pause(mut self, pause: Duration) -> Self {
+        self.pause = pause;
+        self
+    }
+
+    /// Sets [`PurgerConfig::interval`].
+    #[must_use]
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// Sets [`PurgerConfig::statement_timeout`].
+    #[must_use]
+    pub fn statement_timeout(mut self, statement_timeout: Duration) -> Self {
+        self.statement_timeout = statement_timeout;
+        self
+    }
+
+    /// Sets [`PurgerConfig::lock_timeout`].
+    #[must_use]
+    pub fn lock_timeout(mut self, lock_timeout: Duration) -> Self {
+        self.lock_timeout = lock_timeout;
+        self
     }
 }
 

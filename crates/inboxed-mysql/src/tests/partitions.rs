@@ -14,10 +14,11 @@ const DAY_MS: i64 = 24 * 3600 * 1000;
 
 /// A partitioned store on the test's database, partitions made a day long, two ahead.
 async fn parted(db: &TestDb) -> MySqlStore {
-    let store = db.store.clone().partitioned(PartitionConfig {
-        interval: Duration::from_secs(24 * 3600),
-        ahead: 2,
-    });
+    let store = db.store.clone().partitioned(
+        PartitionConfig::default()
+            .interval(Duration::from_secs(24 * 3600))
+            .ahead(2),
+    );
     inboxed_core::Store::migrate(&store)
         .await
         .unwrap_or_else(|e| panic!("{e}"));

@@ -48,11 +48,9 @@ pub async fn purge_deletes_only_expired_keys_in_bounded_batches<B: Backend>(_tes
     B::age_processed(&db.store, "old-", 40).await;
     let purger = Purger::new(
         db.store.clone(),
-        PurgerConfig {
-            batch_size: 20,
-            pause: Duration::from_millis(1),
-            ..PurgerConfig::default()
-        },
+        PurgerConfig::default()
+            .batch_size(20)
+            .pause(Duration::from_millis(1)),
     )
     .consumer(ledger(), month())
     .unwrap();
@@ -110,11 +108,9 @@ pub async fn purge_timeouts_are_applied<B: Backend>(_test: &str) {
     for (statement_timeout, lock_timeout) in bounds {
         let purger = Purger::new(
             db.store.clone(),
-            PurgerConfig {
-                statement_timeout,
-                lock_timeout,
-                ..PurgerConfig::default()
-            },
+            PurgerConfig::default()
+                .statement_timeout(statement_timeout)
+                .lock_timeout(lock_timeout),
         )
         .consumer(ledger(), month())
         .unwrap();

@@ -78,6 +78,57 @@ impl Default for ChaosConfig {
     }
 }
 
+impl ChaosConfig {
+    /// Sets [`ChaosConfig::messages`].
+    #[must_use]
+    pub fn messages(mut self, messages: usize) -> Self {
+        self.messages = messages;
+        self
+    }
+
+    /// Sets [`ChaosConfig::storm`].
+    #[must_use]
+    pub fn storm(mut self, storm: Duration) -> Self {
+        self.storm = storm;
+        self
+    }
+
+    /// Sets [`ChaosConfig::run_between_kills`].
+    #[must_use]
+    pub fn run_between_kills(mut self, run_between_kills: (Duration, Duration)) -> Self {
+        self.run_between_kills = run_between_kills;
+        self
+    }
+
+    /// Sets [`ChaosConfig::producer_retries`].
+    #[must_use]
+    pub fn producer_retries(mut self, producer_retries: f64) -> Self {
+        self.producer_retries = producer_retries;
+        self
+    }
+
+    /// Sets [`ChaosConfig::settle`].
+    #[must_use]
+    pub fn settle(mut self, settle: Duration) -> Self {
+        self.settle = settle;
+        self
+    }
+
+    /// Sets [`ChaosConfig::quiet`].
+    #[must_use]
+    pub fn quiet(mut self, quiet: Duration) -> Self {
+        self.quiet = quiet;
+        self
+    }
+
+    /// Sets [`ChaosConfig::seed`].
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+}
+
 /// A reader of dead letters: each message id with its reason.
 type DeadLetters = Box<
     dyn Fn() -> Pin<Box<dyn Future<Output = Result<Vec<(String, String)>, BoxError>> + Send>>

@@ -36,7 +36,7 @@ pub(crate) async fn relay_from<S: InboxStore>(
         "nats" | "tls" => {
             let mut config =
                 inboxed_nats::NatsConfig::new(&s.from, need(&s.stream, "stream")?, &s.group)
-                    .prefetch(usize::from(s.prefetch))
+                    .prefetch(s.prefetch)
                     .key(s.key.clone());
             config.tls_ca_file.clone_from(&s.tls_ca_file);
             let source = inboxed_nats::NatsSource::connect(config).await?;
@@ -45,7 +45,7 @@ pub(crate) async fn relay_from<S: InboxStore>(
         "redis" | "rediss" => {
             let mut config =
                 inboxed_redis::RedisConfig::new(&s.from, need(&s.stream, "stream")?, &s.group)
-                    .prefetch(usize::from(s.prefetch))
+                    .prefetch(s.prefetch)
                     .key(s.key.clone());
             config.tls_ca_file.clone_from(&s.tls_ca_file);
             let source = inboxed_redis::RedisSource::connect(config).await?;
@@ -56,7 +56,7 @@ pub(crate) async fn relay_from<S: InboxStore>(
             let brokers = s.from.trim_start_matches("kafka://").trim_end_matches('/');
             let config =
                 inboxed_kafka::KafkaConfig::new(brokers, &s.group, [need(&s.topic, "topic")?])
-                    .prefetch(usize::from(s.prefetch))
+                    .prefetch(s.prefetch)
                     .key(s.key.clone());
             let source = inboxed_kafka::KafkaSource::connect(config).await?;
             Ok(relay.run(source, shutdown).await?)
@@ -64,7 +64,7 @@ pub(crate) async fn relay_from<S: InboxStore>(
         #[cfg(feature = "sqs")]
         "sqs+https" | "sqs+http" => {
             let config = inboxed_sqs::SqsConfig::new(s.from.trim_start_matches("sqs+"))
-                .prefetch(i32::from(s.prefetch.min(10)))
+                .prefetch(s.prefetch)
                 .key(s.key.clone());
             let source = inboxed_sqs::SqsSource::connect(config).await?;
             Ok(relay.run(source, shutdown).await?)

@@ -46,7 +46,7 @@ pub(crate) struct Args {
     /// Deliveries fetched ahead of the database (the back-pressure bound). Default 512: the
     /// batches in flight, full (concurrency × batch size).
     #[arg(long, env = "INBOXED_RELAY_PREFETCH")]
-    pub(crate) prefetch: Option<u16>,
+    pub(crate) prefetch: Option<usize>,
     /// Batches stored at once (deliveries, with a batch size of 1). Default 4.
     #[arg(long, env = "INBOXED_RELAY_CONCURRENCY")]
     pub(crate) concurrency: Option<usize>,
@@ -87,7 +87,7 @@ pub(crate) struct Settings {
     pub(crate) topic: Option<String>,
     pub(crate) group: String,
     pub(crate) key: KeySource,
-    pub(crate) prefetch: u16,
+    pub(crate) prefetch: usize,
     pub(crate) concurrency: usize,
     pub(crate) batch_size: usize,
     pub(crate) metrics_addr: Option<std::net::SocketAddr>,

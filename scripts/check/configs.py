@@ -31,8 +31,13 @@ for path in sorted((root / "crates").glob("*/src/**/*.rs")):
         where = f"{path.relative_to(root)}: {name}"
         if "non_exhaustive" not in attrs:
             problems.append(f"{where} is not #[non_exhaustive]")
-        setters = set(re.findall(r"#\[must_use\]\s*pub (?:const )?fn (\w+)\(\s*mut self", s))
-        new = re.search(r"impl " + name + r" \{.*?pub fn new\(([^)]*)\)", s, re.S)
+        # The type's own inherent impl blocks, and nothing else of the file.
+        impls = "".join(
+            s[i.end():block_end(s, i.end() - 1)]
+            for i in re.finditer(r"\nimpl " + name + r" \{", s)
+        )
+        setters = set(re.findall(r"#\[must_use\]\s*pub (?:const )?fn (\w+)\(\s*mut self", impls))
+        new = re.search(r"pub fn new\(([^)]*)\)", impls)
         params = set(re.findall(r"(\w+):", new.group(1))) if new else set()
         for field in re.findall(r"\n    pub (\w+):", body):
             if field not in setters and field not in params:

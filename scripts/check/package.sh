@@ -29,13 +29,14 @@ args=()
 for c in "${published[@]}"; do args+=(-p "$c"); done
 cargo package --no-verify --allow-dirty --quiet "${args[@]}"
 
-python3 - "${published[@]}" <<'EOF'
+python3 - "${CARGO_TARGET_DIR:-target}" "${published[@]}" <<'EOF'
 import os, re, subprocess, sys, tarfile
 
 version = re.search(r'^version = "([^"]+)"', open("Cargo.toml").read(), re.M).group(1)
 failed = False
-for crate in sys.argv[1:]:
-    archive = f"target/package/{crate}-{version}.crate"
+target = sys.argv[1]
+for crate in sys.argv[2:]:
+    archive = f"{target}/package/{crate}-{version}.crate"
     with tarfile.open(archive) as tar:
         names = tar.getnames()
         prefix = names[0].split("/")[0] + "/"
@@ -50,10 +51,10 @@ for crate in sys.argv[1:]:
             print(f"package.sh: {crate}: {rel} is tracked but not in the package")
             failed = True
     for src, text in sources.items():
-        for target in re.findall(r'include_(?:str|bytes)!\(\s*"([^"]+)"', text):
-            resolved = os.path.normpath(os.path.join(os.path.dirname(src), target))
+        for included in re.findall(r'include_(?:str|bytes)!\(\s*"([^"]+)"', text):
+            resolved = os.path.normpath(os.path.join(os.path.dirname(src), included))
             if resolved not in inside:
-                print(f"package.sh: {crate}: {src} includes {target}, which is not in the package")
+                print(f"package.sh: {crate}: {src} includes {included}, which is not in the package")
                 failed = True
     print(f"package.sh: {crate}: {len(inside)} files")
 sys.exit(1 if failed else 0)

@@ -10,9 +10,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 list=crates/inboxed/public-api.txt
+target=${CARGO_TARGET_DIR:-target}
 
 cargo doc -q -p inboxed --all-features --no-deps
-python3 - target/doc/inboxed/all.html >target/public-api.txt <<'EOF'
+python3 - "$target/doc/inboxed/all.html" >"$target/public-api.txt" <<'EOF'
 import html, re, sys
 
 page = open(sys.argv[1]).read()
@@ -29,11 +30,11 @@ print("\n".join(sorted(set(items))))
 EOF
 
 if [ "${1:-}" = --bless ]; then
-  cp target/public-api.txt "$list"
+  cp "$target/public-api.txt" "$list"
   printf 'public-api.sh: wrote %s (%s items)\n' "$list" "$(wc -l <"$list")"
   exit 0
 fi
-if ! diff -u "$list" target/public-api.txt; then
+if ! diff -u "$list" "$target/public-api.txt"; then
   printf '\npublic-api.sh: the public items of `inboxed` differ from %s (- listed, + built).\n' "$list" >&2
   printf 'If the change is deliberate, run scripts/check/public-api.sh --bless and commit the list.\n' >&2
   exit 1

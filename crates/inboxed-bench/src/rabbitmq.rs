@@ -198,7 +198,6 @@ where
 /// The batched consumer for a prefetch: batches of up to 50 (one of the whole prefetch below
 /// that), as many in flight as fill the prefetch.
 pub(crate) fn batched(prefetch: usize) -> ConsumerConfig {
-
     let concurrency = (prefetch / 50).max(1);
     ConsumerConfig::default()
         .concurrency(concurrency)

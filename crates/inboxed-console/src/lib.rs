@@ -96,8 +96,8 @@ impl ConsoleConfig {
 
     /// Sets [`ConsoleConfig::prefix`].
     #[must_use]
-    pub fn prefix(mut self, prefix: String) -> Self {
-        self.prefix = prefix;
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
         self
     }
 
@@ -138,15 +138,15 @@ impl ConsoleConfig {
 
     /// Sets [`ConsoleConfig::consumers`].
     #[must_use]
-    pub fn consumers(mut self, consumers: Vec<String>) -> Self {
-        self.consumers = consumers;
+    pub fn consumers(mut self, consumers: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.consumers = consumers.into_iter().map(Into::into).collect();
         self
     }
 
     /// Sets [`ConsoleConfig::hosts`].
     #[must_use]
-    pub fn hosts(mut self, hosts: Vec<String>) -> Self {
-        self.hosts = hosts;
+    pub fn hosts(mut self, hosts: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.hosts = hosts.into_iter().map(Into::into).collect();
         self
     }
 }

@@ -56,4 +56,4 @@ pub use namespace::Namespace;
 pub use outbox::{Outbox, OutgoingMessage};
 pub use processor::{Outcome, Processor};
 pub use rate_limit::RateLimit;
-pub use store::{DeadLetterReason, Isolation, Store};
+pub use store::{DeadLetterReason, DurabilityReport, Isolation, Store};

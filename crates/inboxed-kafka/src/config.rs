@@ -107,29 +107,29 @@ impl KafkaConfig {
 
     /// Sets [`KafkaConfig::brokers`].
     #[must_use]
-    pub fn brokers(mut self, brokers: String) -> Self {
-        self.brokers = brokers;
+    pub fn brokers(mut self, brokers: impl Into<String>) -> Self {
+        self.brokers = brokers.into();
         self
     }
 
     /// Sets [`KafkaConfig::group`].
     #[must_use]
-    pub fn group(mut self, group: String) -> Self {
-        self.group = group;
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = group.into();
         self
     }
 
     /// Sets [`KafkaConfig::topics`].
     #[must_use]
-    pub fn topics(mut self, topics: Vec<String>) -> Self {
-        self.topics = topics;
+    pub fn topics(mut self, topics: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.topics = topics.into_iter().map(Into::into).collect();
         self
     }
 
     /// Sets [`KafkaConfig::offset_reset`].
     #[must_use]
-    pub fn offset_reset(mut self, offset_reset: String) -> Self {
-        self.offset_reset = offset_reset;
+    pub fn offset_reset(mut self, offset_reset: impl Into<String>) -> Self {
+        self.offset_reset = offset_reset.into();
         self
     }
 

@@ -32,7 +32,7 @@ pub struct NatsConfig {
     pub key: KeySource,
     /// Create the stream (file storage) on these subjects if it does not exist, or `None` to
     /// require that it does. Defaults to `None`.
-    pub declare_subjects: Option<Vec<String>>,
+    pub declare: Option<Vec<String>>,
     /// Delay between attempts to resume pulling after the server went away (the client itself
     /// reconnects the connection). Defaults to 100 ms doubling to 10 s, with jitter.
     pub reconnect: Backoff,
@@ -58,7 +58,7 @@ impl NatsConfig {
             prefetch: 32,
             ack_wait: Duration::from_secs(30),
             key: KeySource::default(),
-            declare_subjects: None,
+            declare: None,
             reconnect: Backoff {
                 base: Duration::from_millis(100),
                 max: Duration::from_secs(10),
@@ -95,17 +95,10 @@ impl NatsConfig {
         self
     }
 
-    /// Sets [`NatsConfig::declare_subjects`].
+    /// Sets [`NatsConfig::declare`].
     #[must_use]
     pub fn declare(mut self, subjects: Vec<String>) -> Self {
-        self.declare_subjects = Some(subjects);
-        self
-    }
-
-    /// Sets [`NatsConfig::declare_subjects`].
-    #[must_use]
-    pub fn declare_subjects(mut self, declare_subjects: Option<Vec<String>>) -> Self {
-        self.declare_subjects = declare_subjects;
+        self.declare = Some(subjects);
         self
     }
 

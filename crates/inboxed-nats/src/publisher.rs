@@ -71,8 +71,8 @@ impl NatsPublisherConfig {
 
     /// Sets [`NatsPublisherConfig::tls_ca_file`].
     #[must_use]
-    pub fn tls_ca_file(mut self, tls_ca_file: Option<PathBuf>) -> Self {
-        self.tls_ca_file = tls_ca_file;
+    pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls_ca_file = Some(path.into());
         self
     }
 }

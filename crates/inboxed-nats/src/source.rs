@@ -63,7 +63,7 @@ impl std::fmt::Debug for NatsSource {
 }
 
 impl NatsSource {
-    /// Connects, finds (or creates, see [`NatsConfig::declare_subjects`]) the stream and the
+    /// Connects, finds (or creates, see [`NatsConfig::declare`]) the stream and the
     /// durable consumer, and starts pulling, so that a wrong URL or name fails here with an
     /// error naming the step.
     ///
@@ -114,7 +114,7 @@ impl NatsSource {
             }
         };
         let js = async_nats::jetstream::new(client);
-        let stream = match &config.declare_subjects {
+        let stream = match &config.declare {
             Some(subjects) => js
                 .get_or_create_stream(StreamConfig {
                     name: config.stream.clone(),

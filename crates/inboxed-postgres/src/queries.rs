@@ -30,7 +30,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     letters_select, letters_delete, letters_audit, rows_list, row_load, audit_list, rows_by_key;
     absent:
     // No batch gate: 16 default workers drain at 0.96 of one worker's rate without one
-    // (BENCHMARKS.md, `defaults`).
+    // (docs/bench/runs.md, `defaults`).
     gate_enter, gate_leave,
     // Partitioned mode partitions by receipt time here: every key is in a time partition.
     purge_untimed,

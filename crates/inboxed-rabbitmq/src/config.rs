@@ -149,8 +149,8 @@ impl RabbitConfig {
 
     /// Sets [`RabbitConfig::consumer_tag`].
     #[must_use]
-    pub fn consumer_tag(mut self, consumer_tag: String) -> Self {
-        self.consumer_tag = consumer_tag;
+    pub fn consumer_tag(mut self, consumer_tag: impl Into<String>) -> Self {
+        self.consumer_tag = consumer_tag.into();
         self
     }
 

@@ -105,8 +105,8 @@ impl RedisConfig {
 
     /// Sets [`RedisConfig::consumer`].
     #[must_use]
-    pub fn consumer(mut self, consumer: String) -> Self {
-        self.consumer = consumer;
+    pub fn consumer(mut self, consumer: impl Into<String>) -> Self {
+        self.consumer = consumer.into();
         self
     }
 
@@ -119,8 +119,8 @@ impl RedisConfig {
 
     /// Sets [`RedisConfig::payload_field`].
     #[must_use]
-    pub fn payload_field(mut self, payload_field: String) -> Self {
-        self.payload_field = payload_field;
+    pub fn payload_field(mut self, payload_field: impl Into<String>) -> Self {
+        self.payload_field = payload_field.into();
         self
     }
 

@@ -109,8 +109,8 @@ impl RedisPublisherConfig {
 
     /// Sets [`RedisPublisherConfig::payload_field`].
     #[must_use]
-    pub fn payload_field(mut self, payload_field: String) -> Self {
-        self.payload_field = payload_field;
+    pub fn payload_field(mut self, payload_field: impl Into<String>) -> Self {
+        self.payload_field = payload_field.into();
         self
     }
 
@@ -123,8 +123,8 @@ impl RedisPublisherConfig {
 
     /// Sets [`RedisPublisherConfig::tls_ca_file`].
     #[must_use]
-    pub fn tls_ca_file(mut self, tls_ca_file: Option<PathBuf>) -> Self {
-        self.tls_ca_file = tls_ca_file;
+    pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls_ca_file = Some(path.into());
         self
     }
 }

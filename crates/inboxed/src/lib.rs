@@ -19,9 +19,10 @@ pub mod prelude {
 
 pub use inboxed_core::{
     AttemptCounting, Backoff, ConflictPolicy, Consumer, ConsumerConfig, ConsumerName,
-    CrashAttribution, DeadLetterReason, Envelope, EnvelopeError, Error, Handler, HandlerError,
-    Isolation, KillSwitch, Ladder, MessageId, Namespace, Outbox, Outcome, OutgoingMessage,
-    PayloadHash, Processor, ProcessorConfig, RateLimit, ResultExt, StoreError, StoredHash, Tenants,
+    CrashAttribution, DeadLetterReason, DurabilityReport, Envelope, EnvelopeError, Error, Handler,
+    HandlerError, Isolation, KillSwitch, Ladder, MessageId, Namespace, Outbox, Outcome,
+    OutgoingMessage, PayloadHash, Processor, ProcessorConfig, RateLimit, ResultExt, StoreError,
+    StoredHash, Tenants,
 };
 
 /// Errors, each keeping its source: what the library returns and what a handler returns.
@@ -63,21 +64,30 @@ pub mod outbox {
 /// How long processed keys are kept, and the purger that removes them.
 pub mod retention {
     pub use inboxed_core::retention::{
-        DEFAULT_MARGIN, PartitionConfig, PassReport, Purger, PurgerConfig, Retention,
-        RetentionError,
+        DEFAULT_MARGIN, PartitionConfig, PartitionReport, PassReport, Purger, PurgerConfig,
+        Retention, RetentionError,
     };
 }
 
 /// The metric names the library records through the `metrics` crate (docs/metrics.md).
 pub mod metrics {
-    pub use inboxed_core::metrics::*;
+    pub use inboxed_core::metrics::{
+        ALONE_SECONDS, BATCH_FALLBACKS_TOTAL, CLAIM_BATCH_SIZE, CLAIM_WAIT_SECONDS,
+        DEAD_LETTERS_TOTAL, DEAD_WORKERS_TOTAL, FAILURES_TOTAL, HANDLER_DURATION_SECONDS,
+        KEYS_ESTIMATED, KEYS_GROWTH_PER_HOUR, KILL_SWITCH_OPEN, KILL_SWITCH_TRIPS_TOTAL,
+        LEASES_EXPIRED_TOTAL, MESSAGES_TOTAL, OLDEST_KEY_AGE_SECONDS, OUTBOX_LEASES_EXPIRED_TOTAL,
+        OUTBOX_PURGED_ROWS_TOTAL, OUTBOX_ROWS_TOTAL, PARTITION_DROP_SECONDS, PROCESSED_TABLE_BYTES,
+        PURGE_FAILURES_TOTAL, PURGE_LAST_SUCCESS_SECONDS, PURGE_PASS_SECONDS, PURGED_ROWS_TOTAL,
+        RATE_LIMITED_TOTAL, RECEIPTS_TOTAL, REDELIVERY_HORIZON_SECONDS, RELAY_REQUEUES_TOTAL,
+        RETENTION_WINDOW_SECONDS, RETRIES_TOTAL, ROWS_TOTAL, SUSPECTS_WAITING, WORKER_LOOPS,
+    };
 }
 
 /// PostgreSQL store; [`failover`](postgres::failover) for a pool of your own that follows the
 /// primary of a multi-host URL.
 #[cfg(feature = "postgres")]
 pub mod postgres {
-    pub use inboxed_postgres::{PgStore, default_namespace, failover};
+    pub use inboxed_postgres::{ExpiryPlan, PartitionInfo, PgStore, default_namespace, failover};
 }
 
 /// SQLite store.
@@ -89,7 +99,7 @@ pub mod sqlite {
 /// MySQL 8.0.16+ and MariaDB 10.6+ store.
 #[cfg(feature = "mysql")]
 pub mod mysql {
-    pub use inboxed_mysql::MySqlStore;
+    pub use inboxed_mysql::{MySqlStore, Partition};
 }
 
 /// RabbitMQ deliveries, acked only after the commit; and the outbox's publisher.

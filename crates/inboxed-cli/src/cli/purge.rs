@@ -32,9 +32,9 @@ pub(crate) struct Args {
     /// Keys per delete, each in its own short transaction.
     #[arg(long, default_value_t = PurgerConfig::default().batch_size)]
     batch_size: u32,
-    /// Pause between batches in milliseconds (with ±50% jitter).
-    #[arg(long, default_value_t = 10)]
-    pause_ms: u64,
+    /// Pause between batches (with ±50% jitter): `10ms`, `1s`.
+    #[arg(long, value_parser = parse_duration, default_value = "10ms")]
+    pause: Duration,
     /// Delete. Without it, only report what would be deleted.
     #[arg(long)]
     yes: bool,
@@ -78,7 +78,7 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     retention.check(&consumer)?;
     let config = PurgerConfig::default()
         .batch_size(args.batch_size)
-        .pause(Duration::from_millis(args.pause_ms));
+        .pause(args.pause);
     let now = SystemTime::now();
     let cutoff = now
         .checked_sub(args.window)

@@ -47,7 +47,7 @@ pub struct ConsumerConfig {
     /// Deliveries processed at once. Defaults to 8.
     pub concurrency: usize,
     /// While a handler runs, extend the broker's deadline this often (by twice this). `None`
-    /// never extends. Defaults to `None`.
+    /// never extends; a period under 100 ms is taken as 100 ms. Defaults to `None`.
     pub extend_every: Option<Duration>,
     /// Deliveries settled together, in one transaction and one commit
     /// ([`Processor::process_batch_with_counts`]); `concurrency` then counts batches, so the
@@ -325,6 +325,9 @@ async fn keep_alive<T, D: Delivery>(
     let Some(every) = every else {
         return work.await;
     };
+    // A zero period would make the ticker panic, and a tiny one would spend the broker's
+    // round trips on nothing.
+    let every = every.max(Duration::from_millis(100));
     tokio::pin!(work);
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     loop {

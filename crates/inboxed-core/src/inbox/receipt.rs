@@ -116,7 +116,7 @@ impl<S: InboxStore> Inbox<S> {
     ///
     /// The batch's cost is close to one message's, so a receiver that takes deliveries in
     /// batches (the relay, a Kafka poll, an SQS receive of ten) stores them many times faster
-    /// than one `store` each; measured in BENCHMARKS.md ("Receipt").
+    /// than one `store` each; measured in docs/bench/runs.md ("Receipt").
     ///
     /// # Errors
     /// A store failure: nothing of the batch was stored, so requeue every delivery.

@@ -17,7 +17,7 @@ pub struct OutboxRelayConfig {
     /// connections at once (its transaction's, and one for a moment to record the batch).
     /// [`ClaimMode::Lease`]: the rows are claimed in a transaction of their own and marked in
     /// a second (the only mode on SQLite, where an open transaction would hold the database's
-    /// one write lock through the publish). BENCHMARKS.md, "The outbox", measures both.
+    /// one write lock through the publish). docs/bench/runs.md, "The outbox", measures both.
     /// Defaults to `None`: lock-held where the engine can ([`OutboxStore::locks_outbox`]:
     /// PostgreSQL), a lease elsewhere.
     ///
@@ -25,7 +25,7 @@ pub struct OutboxRelayConfig {
     pub claim_mode: Option<ClaimMode>,
     /// Rows per claim, published as one pipelined batch whose confirmations are awaited
     /// together. Each batch costs two statements (its claim and its mark) whatever its size,
-    /// so a larger batch drains a backlog faster (BENCHMARKS.md, "The outbox", measures 100,
+    /// so a larger batch drains a backlog faster (docs/bench/runs.md, "The outbox", measures 100,
     /// 500 and 1,000); with little traffic a claim takes what there is, so the size does not
     /// add latency. Defaults to 500.
     pub batch_size: u32,
@@ -60,7 +60,7 @@ pub struct OutboxRelayConfig {
     /// claims, in batches of 1,000), as a record of what was published and what caused it;
     /// `None` keeps every row. `Some(Duration::ZERO)` keeps none: a confirmed row is deleted
     /// at once in place of being marked sent, which costs the database one row version less a
-    /// message (BENCHMARKS.md, "The outbox"), at the price of the record of what was sent and
+    /// message (docs/bench/runs.md, "The outbox"), at the price of the record of what was sent and
     /// of the operator's sent-per-second figure. Dead rows are never deleted: they wait for an
     /// operator. Defaults to 7 days.
     pub sent_retention: Option<Duration>,

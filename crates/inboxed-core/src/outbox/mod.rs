@@ -57,7 +57,7 @@ impl<S: OutboxStore> Outbox<S> {
     ///
     /// On PostgreSQL a transaction that notifies holds a cluster-wide lock through its
     /// commit, so notifying transactions commit one at a time: for a writer of many small
-    /// transactions that costs throughput (BENCHMARKS.md, "The outbox", measures how much),
+    /// transactions that costs throughput (docs/bench/runs.md, "The outbox", measures how much),
     /// and a shorter poll interval is the cheaper way to keep latency low. Transactions that
     /// write many messages notify once, and [`Outbox::write_many`] once per call, so batch
     /// handlers pay little for the wake-ups. Other engines never notify.

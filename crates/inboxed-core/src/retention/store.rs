@@ -133,7 +133,7 @@ pub struct PartitionReport {
     /// declared window here, or one whose window has not passed over them yet.
     pub kept: u64,
     /// The longest detach and drop of one partition in the pass (zero when none was dropped):
-    /// what the partition-drop figure and goal in BENCHMARKS.md measure.
+    /// what the partition-drop figure and goal in docs/bench/runs.md measure.
     pub longest_drop: Duration,
     /// Another process held the maintenance lock, so this pass did nothing.
     pub skipped: bool,

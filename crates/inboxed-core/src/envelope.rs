@@ -6,6 +6,7 @@
 use std::fmt;
 
 use crate::hash::PayloadHash;
+use crate::headers::Headers;
 
 /// Longest accepted message id, in bytes. Long enough for any UUID, URI-ish CloudEvents key or
 /// business idempotency key; short enough that the primary key stays a narrow B-tree entry.
@@ -262,6 +263,7 @@ pub struct Envelope {
     payload: Vec<u8>,
     hash: PayloadHash,
     redrive_for: Option<String>,
+    headers: Headers,
 }
 
 impl Envelope {
@@ -278,7 +280,22 @@ impl Envelope {
             payload,
             hash,
             redrive_for: None,
+            headers: Headers::new(),
         }
+    }
+
+    /// Attaches the delivery's headers (adapters do, from what the broker carried). They are
+    /// not part of the message's identity: its key and its payload's hash are.
+    #[must_use]
+    pub fn with_headers(mut self, headers: Headers) -> Self {
+        self.headers = headers;
+        self
+    }
+
+    /// The headers the message arrived with: a trace's `traceparent`, a tenant, a version.
+    #[must_use]
+    pub fn headers(&self) -> &Headers {
+        &self.headers
     }
 
     /// Marks the message as an operator's retry of `consumer`'s dead letter, sent back through

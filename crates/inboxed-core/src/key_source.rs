@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 
 use crate::envelope::{Envelope, EnvelopeError, MessageId, escape_bytes};
+use crate::headers::Headers;
 
 /// The header that marks a delivery as an operator's retry of a dead letter; its value names
 /// the consumer whose dead letter it lifts: see [`Envelope::with_redrive_for`]. Whoever can
@@ -48,6 +49,12 @@ pub trait KeyCarrier {
     }
     /// A header's value as received (numbers in decimal), if present.
     fn header(&self, name: &str) -> Option<Cow<'_, [u8]>>;
+    /// Every header, in the order received, each valued as [`KeyCarrier::header`] values it
+    /// (headers of a type that has no bytes, a nested table say, are left out). A name that is
+    /// not text is written with [`escape_bytes`]. None by default.
+    fn headers(&self) -> Vec<(Cow<'_, str>, Cow<'_, [u8]>)> {
+        Vec::new()
+    }
     /// The raw body.
     fn body(&self) -> &[u8];
 }
@@ -88,13 +95,24 @@ fn ce_headers(name: &str) -> [String; 5] {
 }
 
 impl KeySource {
-    /// The envelope of `delivery`: its id by this rule, its body, and the redrive mark when
-    /// it carries [`REDRIVE_HEADER`] (naming a consumer).
+    /// The envelope of `delivery`: its id by this rule, its body, its headers (up to
+    /// [`Headers::MAX_BYTES`]; those past it are named in a warning and left out), and the
+    /// redrive mark when it carries [`REDRIVE_HEADER`] (naming a consumer).
     ///
     /// # Errors
     /// Those of [`KeySource::message_id`].
     pub fn envelope(&self, delivery: &impl KeyCarrier) -> Result<Envelope, EnvelopeError> {
-        let envelope = Envelope::new(self.message_id(delivery)?, delivery.body().to_vec());
+        let id = self.message_id(delivery)?;
+        let (headers, left) = Headers::bounded(delivery.headers());
+        if !left.is_empty() {
+            tracing::warn!(
+                message_id = %id,
+                left_out = ?left,
+                "a delivery's headers exceed {} bytes: these are left out of its envelope",
+                Headers::MAX_BYTES
+            );
+        }
+        let envelope = Envelope::new(id, delivery.body().to_vec()).with_headers(headers);
         // A redrive mark that is not text names no consumer: an ordinary delivery.
         Ok(match header_text(delivery, REDRIVE_HEADER).ok().flatten() {
             Some(consumer) if !consumer.is_empty() => envelope.with_redrive_for(consumer),

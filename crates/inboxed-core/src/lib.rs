@@ -24,6 +24,7 @@ pub mod envelope;
 pub mod error;
 pub mod handler;
 pub mod hash;
+pub mod headers;
 pub mod inbox;
 pub mod key_source;
 pub mod kill_switch;
@@ -49,6 +50,7 @@ pub use envelope::{ConsumerName, Envelope, EnvelopeError, MessageId, escape_byte
 pub use error::{BoxError, Error, HandlerError, ResultExt, StoreError, error_chain};
 pub use handler::Handler;
 pub use hash::{PayloadHash, StoredHash};
+pub use headers::Headers;
 pub use key_source::{KeyCarrier, KeyPlace, KeySource, REDRIVE_HEADER};
 pub use kill_switch::KillSwitch;
 pub use ladder::Ladder;

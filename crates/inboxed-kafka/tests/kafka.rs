@@ -323,3 +323,55 @@ async fn no_bytes_a_producer_can_send_stop_the_partition() {
     );
     db.finish().await;
 }
+
+/// A record's headers reach the envelope in order, a repeated name each time, a value that is
+/// not UTF-8 as its bytes.
+#[tokio::test]
+async fn the_headers_reach_the_envelope() {
+    let name = topic().await;
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .create()
+        .unwrap();
+    let headers = OwnedHeaders::new()
+        .insert(Header {
+            key: "message_id",
+            value: Some("h-1"),
+        })
+        .insert(Header {
+            key: "traceparent",
+            value: Some(traceparent),
+        })
+        .insert(Header {
+            key: "bin",
+            value: Some(&[0xff_u8, 0x00, b'a'][..]),
+        })
+        .insert(Header {
+            key: "bin",
+            value: Some("second"),
+        });
+    let record: FutureRecord<'_, (), [u8]> =
+        FutureRecord::to(&name).payload(&b"{}"[..]).headers(headers);
+    producer
+        .send(record, Duration::from_secs(10))
+        .await
+        .map_err(|(e, _)| e)
+        .unwrap();
+    let mut src = KafkaSource::connect(config(&name, "headers"))
+        .await
+        .unwrap();
+    let d = src.next().await.unwrap().unwrap();
+    let envelope = d.envelope().unwrap();
+    let got: Vec<(&str, &[u8])> = envelope.headers().iter().collect();
+    assert_eq!(
+        got,
+        [
+            ("message_id", &b"h-1"[..]),
+            ("traceparent", traceparent.as_bytes()),
+            ("bin", &[0xff, 0x00, b'a'][..]),
+            ("bin", &b"second"[..]),
+        ]
+    );
+    d.ack().await.unwrap();
+}

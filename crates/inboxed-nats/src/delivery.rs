@@ -42,6 +42,25 @@ impl KeyCarrier for NatsDelivery {
             .map(|v| Cow::Borrowed(v.as_str().as_bytes()))
     }
 
+    /// The message's NATS headers, each value of a repeated name in turn, sorted by name
+    /// (the client keeps them in a hash map, so the wire's order is gone).
+    fn headers(&self) -> Vec<(Cow<'_, str>, Cow<'_, [u8]>)> {
+        let Some(headers) = self.inner.message.headers.as_ref() else {
+            return Vec::new();
+        };
+        let mut all: Vec<(Cow<'_, str>, Cow<'_, [u8]>)> = headers
+            .iter()
+            .flat_map(|(name, values)| {
+                let name: &str = name.as_ref();
+                values
+                    .iter()
+                    .map(move |v| (Cow::Borrowed(name), Cow::Borrowed(v.as_str().as_bytes())))
+            })
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
     fn body(&self) -> &[u8] {
         &self.inner.message.payload
     }

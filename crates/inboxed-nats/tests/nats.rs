@@ -134,3 +134,38 @@ async fn killed_between_commit_and_ack_applies_once() {
     js.delete_stream(&name).await.unwrap();
     db.finish().await;
 }
+
+/// The message's NATS headers reach the envelope, a repeated name with each of its values,
+/// sorted by name; the id header among them.
+#[tokio::test]
+async fn the_headers_reach_the_envelope() {
+    let (js, name, subject) = stream().await;
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let mut map = HeaderMap::new();
+    map.insert("x-id", "h-1");
+    map.insert("traceparent", traceparent);
+    map.append("tag", "a");
+    map.append("tag", "b");
+    js.publish_with_headers(subject.clone(), map, b"{}".to_vec().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let mut src = source(&name, KeySource::Header("x-id".into()), LONG).await;
+    let d = src.next().await.unwrap().unwrap();
+    let envelope = d.envelope().unwrap();
+    let headers = envelope.headers();
+    assert_eq!(headers.get_str("traceparent"), Some(traceparent));
+    let tags: Vec<&[u8]> = headers
+        .iter()
+        .filter(|(n, _)| *n == "tag")
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(tags.len(), 2, "both values of a repeated name");
+    assert_eq!(headers.get_str("x-id"), Some("h-1"));
+    let names: Vec<&str> = headers.iter().map(|(n, _)| n).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "sorted by name");
+    d.ack().await.unwrap();
+}

@@ -73,24 +73,42 @@ impl KeyCarrier for RabbitDelivery {
     fn header(&self, name: &str) -> Option<Cow<'_, [u8]>> {
         let headers = self.inner.properties.headers().as_ref()?;
         let (_, value) = headers.inner().iter().find(|(k, _)| k.as_str() == name)?;
-        let decimal = |n: i64| Some(Cow::Owned(n.to_string().into_bytes()));
-        match value {
-            AMQPValue::LongString(s) => Some(Cow::Borrowed(s.as_bytes())),
-            AMQPValue::ShortString(s) => Some(Cow::Borrowed(s.as_str().as_bytes())),
-            AMQPValue::ByteArray(b) => Some(Cow::Borrowed(b.as_slice())),
-            AMQPValue::ShortShortInt(n) => decimal((*n).into()),
-            AMQPValue::ShortShortUInt(n) => decimal((*n).into()),
-            AMQPValue::ShortInt(n) => decimal((*n).into()),
-            AMQPValue::ShortUInt(n) => decimal((*n).into()),
-            AMQPValue::LongInt(n) => decimal((*n).into()),
-            AMQPValue::LongUInt(n) => decimal((*n).into()),
-            AMQPValue::LongLongInt(n) => decimal(*n),
-            _ => None,
-        }
+        bytes_of(value)
+    }
+
+    /// The AMQP headers table, each value as [`KeyCarrier::header`] reads it.
+    fn headers(&self) -> Vec<(Cow<'_, str>, Cow<'_, [u8]>)> {
+        let Some(headers) = self.inner.properties.headers().as_ref() else {
+            return Vec::new();
+        };
+        headers
+            .inner()
+            .iter()
+            .filter_map(|(k, v)| Some((Cow::Borrowed(k.as_str()), bytes_of(v)?)))
+            .collect()
     }
 
     fn body(&self) -> &[u8] {
         &self.inner.data
+    }
+}
+
+/// A header's value as bytes: long strings and byte arrays as they are, integers in decimal;
+/// other types (tables, arrays, floats, timestamps) have none.
+fn bytes_of(value: &AMQPValue) -> Option<Cow<'_, [u8]>> {
+    let decimal = |n: i64| Some(Cow::Owned(n.to_string().into_bytes()));
+    match value {
+        AMQPValue::LongString(s) => Some(Cow::Borrowed(s.as_bytes())),
+        AMQPValue::ShortString(s) => Some(Cow::Borrowed(s.as_str().as_bytes())),
+        AMQPValue::ByteArray(b) => Some(Cow::Borrowed(b.as_slice())),
+        AMQPValue::ShortShortInt(n) => decimal((*n).into()),
+        AMQPValue::ShortShortUInt(n) => decimal((*n).into()),
+        AMQPValue::ShortInt(n) => decimal((*n).into()),
+        AMQPValue::ShortUInt(n) => decimal((*n).into()),
+        AMQPValue::LongInt(n) => decimal((*n).into()),
+        AMQPValue::LongUInt(n) => decimal((*n).into()),
+        AMQPValue::LongLongInt(n) => decimal(*n),
+        _ => None,
     }
 }
 

@@ -210,3 +210,62 @@ async fn killed_between_batch_commit_and_ack_applies_once() {
     drop_queue(&channel, &name).await;
     db.finish().await;
 }
+
+/// The AMQP headers table reaches the envelope: text as text, a byte array that is not UTF-8
+/// as its bytes, an integer in decimal; a nested table, which has no bytes, is left out; and a
+/// header past the envelope's bound is left out without failing the message.
+#[tokio::test]
+async fn the_headers_table_reaches_the_envelope() {
+    use lapin::types::{AMQPValue, ByteArray, FieldTable, LongString};
+    let (channel, name) = queue(QueueKind::Classic).await;
+    let mut table = FieldTable::default();
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    table.insert(
+        "traceparent".into(),
+        AMQPValue::LongString(traceparent.into()),
+    );
+    table.insert(
+        "bin".into(),
+        AMQPValue::ByteArray(ByteArray::from(vec![0xff, 0x00, b'a'])),
+    );
+    table.insert("n".into(), AMQPValue::LongLongInt(-7));
+    table.insert(
+        "nested".into(),
+        AMQPValue::FieldTable(FieldTable::default()),
+    );
+    table.insert(
+        "zz-big".into(),
+        AMQPValue::LongString(LongString::from(vec![
+            b'x';
+            inboxed_core::Headers::MAX_BYTES
+        ])),
+    );
+    let props = BasicProperties::default()
+        .with_message_id("h-1".into())
+        .with_headers(table);
+    channel
+        .basic_publish(
+            "".into(),
+            name.as_str().into(),
+            BasicPublishOptions::default(),
+            b"{}",
+            props,
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let mut src = source(&name, KeySource::MessageIdProperty).await;
+    let d = src.next().await.unwrap().unwrap();
+    let envelope = d.envelope().unwrap();
+    let headers = envelope.headers();
+    assert_eq!(headers.get_str("traceparent"), Some(traceparent));
+    assert_eq!(headers.get("bin"), Some(&[0xff, 0x00, b'a'][..]));
+    assert_eq!(headers.get_str("n"), Some("-7"));
+    assert_eq!(headers.get("nested"), None, "a table has no bytes");
+    assert_eq!(headers.get("zz-big"), None, "past the bound: left out");
+    assert_eq!(headers.len(), 3);
+    d.ack().await.unwrap();
+    drop(src);
+    drop_queue(&channel, &name).await;
+}

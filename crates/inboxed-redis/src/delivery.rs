@@ -21,6 +21,8 @@ pub(crate) struct Shared {
     /// The key of the group's schedule of requeued entries (`schedule.rs`).
     pub(crate) schedule: String,
     pub(crate) key: KeySource,
+    /// The field that holds the payload, which is no header.
+    pub(crate) payload_field: String,
 }
 
 /// An entry from [`RedisSource`](crate::RedisSource).
@@ -52,6 +54,23 @@ impl KeyCarrier for RedisDelivery {
 
     fn header(&self, name: &str) -> Option<Cow<'_, [u8]>> {
         self.entry.get(name.as_bytes()).map(Cow::Borrowed)
+    }
+
+    /// Every field of the entry but the payload's, in order; a field name that is not text is
+    /// written with `escape_bytes`.
+    fn headers(&self) -> Vec<(Cow<'_, str>, Cow<'_, [u8]>)> {
+        self.entry
+            .fields
+            .iter()
+            .filter(|(name, _)| name.as_slice() != self.shared.payload_field.as_bytes())
+            .map(|(name, value)| {
+                let name = match std::str::from_utf8(name) {
+                    Ok(text) => Cow::Borrowed(text),
+                    Err(_) => Cow::Owned(escape_bytes(name)),
+                };
+                (name, Cow::Borrowed(value.as_slice()))
+            })
+            .collect()
     }
 
     fn body(&self) -> &[u8] {

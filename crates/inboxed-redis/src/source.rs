@@ -143,6 +143,7 @@ impl RedisSource {
                 group: config.group.clone(),
                 schedule: crate::schedule::key(&config.stream, &config.group),
                 key: config.key.clone(),
+                payload_field: config.payload_field.clone(),
             }),
             config,
             conn,

@@ -279,3 +279,37 @@ async fn an_entry_on_an_idle_stream_arrives_at_once() {
     assert_eq!(pending(&mut conn, &name).await, 0);
     let _: i64 = conn.del(&name).await.unwrap();
 }
+
+/// An entry's fields but the payload's reach the envelope as its headers, in order, a value
+/// that is not UTF-8 as its bytes.
+#[tokio::test]
+async fn the_fields_reach_the_envelope_as_headers() {
+    let (mut conn, name) = stream().await;
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    add(
+        &mut conn,
+        &name,
+        &[
+            ("message_id", b"h-1"),
+            ("traceparent", traceparent.as_bytes()),
+            ("payload", b"{}"),
+            ("bin", &[0xff, 0x00, b'a']),
+        ],
+    )
+    .await;
+    let mut src = source(&name, "headers", Duration::from_secs(30)).await;
+    let d = src.next().await.unwrap().unwrap();
+    let envelope = d.envelope().unwrap();
+    assert_eq!(envelope.payload(), b"{}");
+    let got: Vec<(&str, &[u8])> = envelope.headers().iter().collect();
+    assert_eq!(
+        got,
+        [
+            ("message_id", &b"h-1"[..]),
+            ("traceparent", traceparent.as_bytes()),
+            ("bin", &[0xff, 0x00, b'a'][..]),
+        ]
+    );
+    d.ack().await.unwrap();
+    let _: () = conn.del(&name).await.unwrap();
+}

@@ -77,6 +77,18 @@ impl KeyCarrier for SqsDelivery {
         }
     }
 
+    /// The message attributes, sorted by name (SQS returns them in no order), each valued as
+    /// `header` values it.
+    fn headers(&self) -> Vec<(Cow<'_, str>, Cow<'_, [u8]>)> {
+        let mut all: Vec<(Cow<'_, str>, Cow<'_, [u8]>)> = self
+            .attributes
+            .keys()
+            .filter_map(|name| Some((Cow::Borrowed(name.as_str()), self.header(name)?)))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
     fn body(&self) -> &[u8] {
         &self.body
     }

@@ -349,3 +349,46 @@ async fn attributes_of_every_kind_settle_or_dead_letter() {
     assert_eq!(ledger(&db).await, (21, 310), "and none applied twice");
     db.finish().await;
 }
+
+/// The message attributes reach the envelope as its headers, sorted by name: a string as its
+/// text, a binary attribute as its bytes.
+#[tokio::test]
+async fn the_attributes_reach_the_envelope_as_headers() {
+    let url = queue(&[]).await;
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let text = |v: &str| {
+        MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(v)
+            .build()
+            .unwrap()
+    };
+    let binary = MessageAttributeValue::builder()
+        .data_type("Binary")
+        .binary_value(aws_sdk_sqs::primitives::Blob::new(vec![0xff, 0x00, b'a']))
+        .build()
+        .unwrap();
+    client()
+        .send_message()
+        .queue_url(&url)
+        .message_body("{}")
+        .message_attributes("message_id", text("h-1"))
+        .message_attributes("traceparent", text(traceparent))
+        .message_attributes("bin", binary)
+        .send()
+        .await
+        .unwrap();
+    let mut src = source(&url).await;
+    let d = src.next().await.unwrap().unwrap();
+    let envelope = d.envelope().unwrap();
+    let got: Vec<(&str, &[u8])> = envelope.headers().iter().collect();
+    assert_eq!(
+        got,
+        [
+            ("bin", &[0xff, 0x00, b'a'][..]),
+            ("message_id", &b"h-1"[..]),
+            ("traceparent", traceparent.as_bytes()),
+        ]
+    );
+    d.ack().await.unwrap();
+}

@@ -20,7 +20,7 @@ pub mod prelude {
 pub use inboxed_core::{
     AttemptCounting, Backoff, ConflictPolicy, Consumer, ConsumerConfig, ConsumerName,
     CrashAttribution, DeadLetterReason, DurabilityReport, Envelope, EnvelopeError, Error, Handler,
-    HandlerError, Isolation, KillSwitch, Ladder, MessageId, Namespace, Outbox, Outcome,
+    HandlerError, Headers, Isolation, KillSwitch, Ladder, MessageId, Namespace, Outbox, Outcome,
     OutgoingMessage, PayloadHash, Processor, ProcessorConfig, RateLimit, ResultExt, StoreError,
     StoredHash, Tenants,
 };

@@ -85,6 +85,56 @@ impl Headers {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// The form stored with an inbox row (the `headers` column, docs/inbox-contract.md): a
+    /// JSON array of `[name, value]` pairs in order, the value a string when it is UTF-8
+    /// without NUL (which PostgreSQL's text cannot hold), else `{"hex": "…"}`; `None` when
+    /// there are no headers, so rows without any store nothing.
+    #[must_use]
+    pub fn to_stored(&self) -> Option<String> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let pairs: Vec<serde_json::Value> = self
+            .0
+            .iter()
+            .map(|(name, value)| {
+                let value = match std::str::from_utf8(value) {
+                    Ok(text) if !text.contains('\0') => serde_json::Value::from(text),
+                    _ => serde_json::json!({ "hex": hex::encode(value) }),
+                };
+                serde_json::json!([name, value])
+            })
+            .collect();
+        Some(serde_json::Value::Array(pairs).to_string())
+    }
+
+    /// Reads [`Headers::to_stored`]'s form back; `None` is no headers.
+    ///
+    /// # Errors
+    /// A description of what does not read, for a column something else wrote.
+    pub fn from_stored(stored: Option<&str>) -> Result<Self, String> {
+        let Some(text) = stored else {
+            return Ok(Self::new());
+        };
+        let pairs: Vec<(String, serde_json::Value)> =
+            serde_json::from_str(text).map_err(|e| format!("headers column: {e}"))?;
+        let mut headers = Vec::with_capacity(pairs.len());
+        for (name, value) in pairs {
+            let bytes = match value {
+                serde_json::Value::String(text) => text.into_bytes(),
+                serde_json::Value::Object(map) => match map.get("hex") {
+                    Some(serde_json::Value::String(h)) => {
+                        hex::decode(h).map_err(|e| format!("headers column, {name}: {e}"))?
+                    }
+                    _ => return Err(format!("headers column, {name}: neither text nor hex")),
+                },
+                _ => return Err(format!("headers column, {name}: neither text nor hex")),
+            };
+            headers.push((name, bytes));
+        }
+        Ok(Self(headers))
+    }
 }
 
 #[cfg(test)]
@@ -108,6 +158,22 @@ mod tests {
             "case-insensitive second"
         );
         assert_eq!(kept.get("absent"), None);
+    }
+
+    #[test]
+    fn the_stored_form_reads_back_byte_for_byte() {
+        let headers = Headers::new()
+            .with("traceparent", "00-ab")
+            .with("bin", vec![0xff, 0x00, b'a'])
+            .with("nul", "a\0b")
+            .with("bin", "again");
+        let stored = headers.to_stored().expect("some headers");
+        assert!(stored.contains(r#"["traceparent","00-ab"]"#), "{stored}");
+        assert!(stored.contains(r#"{"hex":"ff0061"}"#), "{stored}");
+        assert_eq!(Headers::from_stored(Some(&stored)), Ok(headers));
+        assert_eq!(Headers::new().to_stored(), None);
+        assert_eq!(Headers::from_stored(None), Ok(Headers::new()));
+        assert!(Headers::from_stored(Some("[[\"a\", 1]]")).is_err());
     }
 
     #[test]

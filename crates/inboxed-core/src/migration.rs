@@ -49,6 +49,7 @@ macro_rules! migrations {
             $crate::migration!(15, "0015_attempts_forgiven", "attempts_forgiven"),
             $crate::migration!(16, "0016_outbox_unmarked", "outbox_unmarked"),
             $crate::migration!(17, "0017_kill_switches", "kill_switches"),
+            $crate::migration!(18, "0018_inbox_headers", "inbox_headers"),
         ]
     };
 }

@@ -18,7 +18,7 @@
 -- UTF-8; the columns are bytes, compared exactly).
 SELECT i.id, CONVERT(i.message_id USING utf8mb4) AS message_id,
        CONVERT(i.aggregate_id USING utf8mb4) AS aggregate_id, i.message_type, i.correlation_id,
-       i.payload, i.attempts + 1 AS attempts, i.group_limit
+       i.payload, i.attempts + 1 AS attempts, i.group_limit, i.headers
 FROM {{schema}}.`{{prefix}}inbox_messages` i
     FORCE INDEX (`{{prefix}}inbox_messages_claim_idx`)
 WHERE i.consumer_name = $1

@@ -5,7 +5,7 @@
 -- $1 consumer_name, $2 the aggregates of the whole batch as a JSON array of strings (an
 -- empty array after the batch's first part), $3 the part's messages as a JSON array of
 -- [message_id, aggregate_id, message_type, correlation_id, payload in base64, payload hash
--- in hex], in arrival order
+-- in hex, headers in their stored form (migration 10) or null], in arrival order
 --
 -- Three prepared statements, not one text query: payloads travel as they are bound (a text
 -- query would carry them twice over in hex), and the store cuts a batch into parts that each
@@ -29,10 +29,10 @@ ON DUPLICATE KEY UPDATE name = name;
 --! duplicate key: no rows
 INSERT INTO {{schema}}.`{{prefix}}inbox_messages`
     (consumer_name, message_id, aggregate_id, message_type, correlation_id, payload,
-     payload_hash, received_at, available_at)
+     payload_hash, received_at, available_at, headers)
 SELECT $1, CAST(m.message_id AS BINARY), CAST(m.aggregate_id AS BINARY), m.message_type,
        m.correlation_id, FROM_BASE64(m.payload), UNHEX(m.hash),
-       FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000), FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000)
+       FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000), FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000), m.headers
 FROM JSON_TABLE($3, '$[*]' COLUMNS (
     position       FOR ORDINALITY,
     message_id     VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[0]',
@@ -40,7 +40,8 @@ FROM JSON_TABLE($3, '$[*]' COLUMNS (
     message_type   LONGTEXT CHARACTER SET utf8mb4 PATH '$[2]',
     correlation_id LONGTEXT CHARACTER SET utf8mb4 PATH '$[3]',
     payload        LONGTEXT CHARACTER SET ascii PATH '$[4]',
-    hash           VARCHAR(64) CHARACTER SET ascii PATH '$[5]'
+    hash           VARCHAR(64) CHARACTER SET ascii PATH '$[5]',
+    headers        LONGTEXT CHARACTER SET utf8mb4 PATH '$[6]'
 )) AS m
 ORDER BY m.position;
 -- The rows stored, by the unique key from the list (STRAIGHT_JOIN keeps that order).

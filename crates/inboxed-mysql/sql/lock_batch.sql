@@ -14,7 +14,8 @@ SELECT i.id, CONVERT(i.message_id USING utf8mb4) AS message_id,
        i.payload, i.attempts,
        CASE WHEN EXISTS (SELECT 1 FROM {{schema}}.`{{prefix}}attempts` a
                          WHERE a.consumer_name = i.consumer_name AND a.message_id = i.message_id)
-            THEN 1 END AS group_limit
+            THEN 1 END AS group_limit,
+       i.headers
 FROM {{schema}}.`{{prefix}}inbox_messages` i
     FORCE INDEX (`{{prefix}}inbox_messages_claim_idx`)
 WHERE i.consumer_name = $1

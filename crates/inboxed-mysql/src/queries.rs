@@ -22,6 +22,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     inboxed_core::migration!(7, "0007_attempts_forgiven", "attempts_forgiven"),
     inboxed_core::migration!(8, "0008_outbox_unmarked", "outbox_unmarked"),
     inboxed_core::migration!(9, "0009_kill_switches", "kill_switches"),
+    inboxed_core::migration!(10, "0010_inbox_headers", "inbox_headers"),
 ];
 
 /// One template per store operation.

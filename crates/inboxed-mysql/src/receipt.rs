@@ -86,6 +86,7 @@ impl MySqlStore {
                     e.correlation_id(),
                     base64(e.payload()),
                     hex::encode(e.hash().as_bytes()),
+                    e.headers().to_stored(),
                 ])
             })
             .collect();

@@ -51,4 +51,4 @@ SET status = 'processing',
     claim_token = $3
 WHERE m.id = ANY(ARRAY(SELECT id FROM candidates))
 RETURNING m.id, m.message_id, m.aggregate_id, m.message_type, m.correlation_id, m.payload,
-          m.attempts, m.group_limit
+          m.attempts, m.group_limit, m.headers

@@ -1,7 +1,7 @@
 -- enqueue: the store-then-process receipt. Stores the raw message unless this consumer already
 -- has the key; the caller commits (autocommit here) and only then acks the broker.
 -- $1 consumer_name, $2 message_id, $3 aggregate_id, $4 message_type, $5 correlation_id,
--- $6 payload, $7 payload_hash
+-- $6 payload, $7 payload_hash, $8 headers (migration 18's stored form; NULL: none)
 --
 -- Returns the new row's id; no row means the key was already stored, and enqueue_lookup.sql
 -- returns its payload hash to tell a duplicate from a conflict. Idle workers are woken by a
@@ -19,8 +19,8 @@ WITH serial AS (
 stored AS (
     INSERT INTO {{schema}}."{{prefix}}inbox_messages"
         (consumer_name, message_id, aggregate_id, message_type, correlation_id, payload,
-         payload_hash)
-    SELECT $1, $2, $3, $4, $5, $6, $7 FROM (VALUES (1)) AS one LEFT JOIN serial ON true
+         payload_hash, headers)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8 FROM (VALUES (1)) AS one LEFT JOIN serial ON true
     ON CONFLICT (consumer_name, message_id) DO NOTHING
     RETURNING id
 )

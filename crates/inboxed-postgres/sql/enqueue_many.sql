@@ -2,7 +2,7 @@
 -- caller's transaction (one commit for the batch, then the broker acks them all).
 -- $1 consumer_name, and one array per column, each holding the batch in arrival order:
 -- $2 message_id text[], $3 aggregate_id text[] (NULL: none), $4 message_type text[],
--- $5 correlation_id text[], $6 payload bytea[], $7 payload_hash bytea[]
+-- $5 correlation_id text[], $6 payload bytea[], $7 payload_hash bytea[], $8 headers text[]
 --
 -- Returns the id and position (1-based) of each new row. A key already stored, or given twice
 -- in the batch (the later one loses to ON CONFLICT DO NOTHING), returns nothing; the caller
@@ -23,13 +23,14 @@ WITH serial AS (
 stored AS (
     INSERT INTO {{schema}}."{{prefix}}inbox_messages"
         (consumer_name, message_id, aggregate_id, message_type, correlation_id, payload,
-         payload_hash)
+         payload_hash, headers)
     -- In position order, so that ids follow arrival order (ordered mode reads it from them).
     SELECT $1, m.message_id, m.aggregate_id, m.message_type, m.correlation_id, m.payload,
-           m.payload_hash
-    FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::bytea[])
+           m.payload_hash, m.headers
+    FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::bytea[],
+                $8::text[])
          WITH ORDINALITY AS m(message_id, aggregate_id, message_type, correlation_id, payload,
-                              payload_hash, position)
+                              payload_hash, headers, position)
     CROSS JOIN serial
     ORDER BY m.position
     ON CONFLICT (consumer_name, message_id) DO NOTHING

@@ -17,7 +17,8 @@ SELECT i.id, i.message_id, i.aggregate_id, i.message_type, i.correlation_id, i.p
        i.attempts,
        CASE WHEN EXISTS (SELECT 1 FROM {{schema}}."{{prefix}}attempts" a
                          WHERE a.consumer_name = i.consumer_name AND a.message_id = i.message_id)
-            THEN 1 END AS group_limit
+            THEN 1 END AS group_limit,
+       i.headers
 FROM {{schema}}."{{prefix}}inbox_messages" i
 WHERE i.consumer_name = $1
   AND i.status = 'pending'

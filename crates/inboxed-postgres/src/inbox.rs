@@ -121,6 +121,11 @@ impl InboxStore for PgStore {
             .bind(column(Envelope::correlation_id))
             .bind(&payloads)
             .bind(&hashes)
+            .bind(
+                envs.iter()
+                    .map(|e| e.headers().to_stored())
+                    .collect::<Vec<_>>(),
+            )
             .fetch_all(&mut *tx)
             .await
             .map_err(get)?;

@@ -30,4 +30,4 @@ WHERE id IN (
     LIMIT ?4
 )
 RETURNING id, message_id, aggregate_id, message_type, correlation_id, payload, attempts,
-          group_limit
+          group_limit, headers

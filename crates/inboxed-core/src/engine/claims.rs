@@ -77,6 +77,7 @@ fn insert<E: Engine>(e: &E, consumer: &ConsumerName, env: &Envelope) -> E::Query
         .opt_text(env.correlation_id())
         .bytes(env.payload())
         .bytes(env.hash().as_bytes())
+        .opt_text(env.headers().to_stored().as_deref())
 }
 
 /// `enqueue_lookup.sql`: the stored payload hash of a message not inserted.
@@ -197,6 +198,7 @@ fn inbox_row<R: Columns>(r: &R) -> Result<InboxRow, StoreError> {
         r.bytes(5)?,
         r.int(6)?,
         r.opt_int(7)?,
+        r.opt_text(8)?,
     )
 }
 

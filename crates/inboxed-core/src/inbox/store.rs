@@ -124,7 +124,8 @@ impl InboxRow {
     /// that fails now was written by something else, and is reported as a decode error.
     ///
     /// # Errors
-    /// [`StoreError::Database`] when the stored message id is not a valid key.
+    /// [`StoreError::Database`] when the stored message id is not a valid key, or the headers
+    /// column does not read.
     #[allow(
         clippy::too_many_arguments,
         reason = "one argument per column, in column order"
@@ -138,10 +139,13 @@ impl InboxRow {
         payload: Vec<u8>,
         attempts: i64,
         group_limit: Option<i64>,
+        headers: Option<String>,
     ) -> Result<Self, StoreError> {
         let key = crate::envelope::MessageId::new(message_id)
             .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
-        let mut envelope = Envelope::new(key, payload);
+        let headers = crate::headers::Headers::from_stored(headers.as_deref())
+            .map_err(|e| StoreError::Database(sqlx::Error::Decode(e.into())))?;
+        let mut envelope = Envelope::new(key, payload).with_headers(headers);
         if let Some(a) = aggregate_id {
             envelope = envelope.with_aggregate(a);
         }

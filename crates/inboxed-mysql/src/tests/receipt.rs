@@ -61,6 +61,7 @@ async fn a_receipt_waits_for_an_uncommitted_receipt_of_its_aggregate() {
         .opt_text(None)
         .bytes(first.payload())
         .bytes(first.hash().as_bytes())
+        .opt_text(None)
         .fetch_all(&mut held)
         .await
         .unwrap_or_else(|e| panic!("{e}"));

@@ -65,8 +65,8 @@ pub use inbox::{
     process_killing_row_spares_its_batch_mates, purge_removes_only_old_done_rows,
     reaper_returns_expired_claims, receipt_stores_once_and_reports_conflicts,
     replay_and_audited_redrive, rows_and_the_audit_trail_are_listed,
-    sigterm_to_a_worker_process_loses_nothing, stored_rows_wake_idle_workers,
-    workers_process_each_row_exactly_once,
+    sigterm_to_a_worker_process_loses_nothing, stored_rows_keep_their_headers,
+    stored_rows_wake_idle_workers, workers_process_each_row_exactly_once,
 };
 pub use input::{
     custom_namespace_keeps_tables_apart, invalid_input_is_rejected_and_nothing_is_written,
@@ -162,6 +162,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@cases $backend;
             receipt_stores_once_and_reports_conflicts,
             batch_receipt_stores_each_key_once,
+            stored_rows_keep_their_headers,
             replay_and_audited_redrive,
             purge_removes_only_old_done_rows,
             complete_after_reclaim_is_fenced,

@@ -31,6 +31,7 @@ pub use processing::{
 pub use receipt::{
     batch_receipt_stores_each_key_once, purge_removes_only_old_done_rows,
     receipt_stores_once_and_reports_conflicts, replay_and_audited_redrive,
+    stored_rows_keep_their_headers,
 };
 pub use survival::{
     dead_worker_rows_return_at_the_next_pass, graceful_shutdown_loses_nothing,

@@ -257,3 +257,73 @@ pub async fn purge_removes_only_old_done_rows<B: Backend>(_test: &str) {
     );
     db.finish().await;
 }
+
+/// The headers a message arrived with are stored with its row, by a receipt and by a batch
+/// receipt, and a worker's claim hands them back byte for byte: text, bytes that are not UTF-8,
+/// a NUL, a name given twice, in order; a message without headers stores none.
+pub async fn stored_rows_keep_their_headers<B: Backend>(_test: &str) {
+    use inboxed_core::Headers;
+    use inboxed_core::inbox::store::{ClaimBatchParams, ClaimToken, InboxStore};
+    let db = B::create().await;
+    let inbox = inbox(&db);
+    let headers = Headers::new()
+        .with(
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        )
+        .with("bin", vec![0xff, 0x00, b'a'])
+        .with("nul", "a\0b")
+        .with("bin", "again");
+    inbox
+        .store(&credit("h-1", 1).with_headers(headers.clone()))
+        .await
+        .unwrap();
+    inbox
+        .store_many(&[
+            credit("h-2", 1).with_headers(headers.clone()),
+            credit("h-3", 1),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inboxed_inbox_messages WHERE headers IS NULL")
+            .await,
+        1,
+        "a message without headers stores none"
+    );
+    let consumer = crate::conformance::ledger();
+    let token = ClaimToken::random();
+    let rows = db
+        .store
+        .claim_batch(&ClaimBatchParams {
+            consumer: &consumer,
+            worker: "headers",
+            token: &token,
+            limit: 10,
+            lease: Duration::from_secs(30),
+            now: None,
+            ordered: false,
+            park: false,
+        })
+        .await
+        .unwrap();
+    let mut seen: Vec<(String, Headers)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.envelope.id().as_str().to_owned(),
+                r.envelope.headers().clone(),
+            )
+        })
+        .collect();
+    seen.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        seen,
+        [
+            ("h-1".to_owned(), headers.clone()),
+            ("h-2".to_owned(), headers),
+            ("h-3".to_owned(), Headers::new()),
+        ]
+    );
+    db.finish().await;
+}

@@ -9,6 +9,8 @@
 
 use std::borrow::Cow;
 
+use crate::envelope::escape_bytes;
+
 /// The headers of one message: names in the order the broker delivered them, each with its
 /// value as received (numbers in decimal). A name may repeat (Kafka allows it); [`Headers::get`]
 /// returns the first.
@@ -34,13 +36,18 @@ impl Headers {
         self
     }
 
-    /// Keeps `headers` in their order while they fit in [`Headers::MAX_BYTES`]; returns the
-    /// names of those left out.
+    /// Keeps `headers` (names and values as received) in their order while they fit in
+    /// [`Headers::MAX_BYTES`]; returns the names of those left out. A name that is not text
+    /// (Kafka and Redis allow it) is written with [`escape_bytes`].
     pub fn bounded<'a>(
-        headers: impl IntoIterator<Item = (Cow<'a, str>, Cow<'a, [u8]>)>,
+        headers: impl IntoIterator<Item = crate::key_source::RawHeader<'a>>,
     ) -> (Self, Vec<String>) {
         let (mut kept, mut left, mut size) = (Vec::new(), Vec::new(), 0);
         for (name, value) in headers {
+            let name = match std::str::from_utf8(&name) {
+                Ok(text) => Cow::Borrowed(text),
+                Err(_) => Cow::Owned(escape_bytes(&name)),
+            };
             let len = name.len() + value.len();
             if size + len > Self::MAX_BYTES {
                 left.push(name.into_owned());
@@ -145,13 +152,21 @@ mod tests {
     fn headers_past_the_bound_are_left_out_by_name_and_the_rest_kept_in_order() {
         let big = vec![b'x'; Headers::MAX_BYTES - 10];
         let (kept, left) = Headers::bounded([
-            (Cow::Borrowed("traceparent"), Cow::Borrowed(&b"00-ab"[..])),
-            (Cow::Borrowed("big"), Cow::Owned(big)),
-            (Cow::Borrowed("tenant"), Cow::Borrowed(&b"acme"[..])),
+            (
+                Cow::Borrowed(&b"traceparent"[..]),
+                Cow::Borrowed(&b"00-ab"[..]),
+            ),
+            (Cow::Borrowed(&b"big"[..]), Cow::Owned(big)),
+            (Cow::Borrowed(&b"tenant"[..]), Cow::Borrowed(&b"acme"[..])),
+            (Cow::Borrowed(&b"k\xff"[..]), Cow::Borrowed(&b"v"[..])),
         ]);
         assert_eq!(left, ["big"]);
         let names: Vec<&str> = kept.iter().map(|(n, _)| n).collect();
-        assert_eq!(names, ["traceparent", "tenant"]);
+        assert_eq!(
+            names,
+            ["traceparent", "tenant", "k\\xff"],
+            "a name not text, escaped"
+        );
         assert_eq!(
             kept.get_str("Tenant"),
             Some("acme"),

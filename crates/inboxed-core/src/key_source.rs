@@ -36,6 +36,9 @@ pub enum KeySource {
     CloudEvents,
 }
 
+/// A header's name and value as a broker delivered them (see [`KeyCarrier::headers`]).
+pub type RawHeader<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
+
 /// What a delivery offers to find its key in; implemented by each adapter's delivery. Values
 /// are the bytes as the broker delivered them: whether they are text is decided here, once for
 /// every adapter, so that a producer's non-UTF-8 bytes are reported as such and never taken for
@@ -49,10 +52,11 @@ pub trait KeyCarrier {
     }
     /// A header's value as received (numbers in decimal), if present.
     fn header(&self, name: &str) -> Option<Cow<'_, [u8]>>;
-    /// Every header, in the order received, each valued as [`KeyCarrier::header`] values it
-    /// (headers of a type that has no bytes, a nested table say, are left out). A name that is
-    /// not text is written with [`escape_bytes`]. None by default.
-    fn headers(&self) -> Vec<(Cow<'_, str>, Cow<'_, [u8]>)> {
+    /// Every header, name and value as received, in the order received, each valued as
+    /// [`KeyCarrier::header`] values it (headers of a type that has no bytes, a nested table
+    /// say, are left out). Whether a name is text is decided by [`Headers`], once for every
+    /// adapter. None by default.
+    fn headers(&self) -> Vec<RawHeader<'_>> {
         Vec::new()
     }
     /// The raw body.

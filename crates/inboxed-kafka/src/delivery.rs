@@ -88,17 +88,15 @@ impl KeyCarrier for KafkaDelivery {
             .map(|(_, value)| Cow::Borrowed(value.as_slice()))
     }
 
-    /// The record's headers in order, repeated names included; a name that is not text is
-    /// written with `escape_bytes`.
-    fn headers(&self) -> Vec<(Cow<'_, str>, Cow<'_, [u8]>)> {
+    /// The record's headers in order, repeated names included.
+    fn headers(&self) -> Vec<inboxed_core::key_source::RawHeader<'_>> {
         self.headers
             .iter()
             .map(|(name, value)| {
-                let name = match std::str::from_utf8(name) {
-                    Ok(text) => Cow::Borrowed(text),
-                    Err(_) => Cow::Owned(inboxed_core::escape_bytes(name)),
-                };
-                (name, Cow::Borrowed(value.as_slice()))
+                (
+                    Cow::Borrowed(name.as_slice()),
+                    Cow::Borrowed(value.as_slice()),
+                )
             })
             .collect()
     }

@@ -44,17 +44,20 @@ impl KeyCarrier for NatsDelivery {
 
     /// The message's NATS headers, each value of a repeated name in turn, sorted by name
     /// (the client keeps them in a hash map, so the wire's order is gone).
-    fn headers(&self) -> Vec<(Cow<'_, str>, Cow<'_, [u8]>)> {
+    fn headers(&self) -> Vec<inboxed_core::key_source::RawHeader<'_>> {
         let Some(headers) = self.inner.message.headers.as_ref() else {
             return Vec::new();
         };
-        let mut all: Vec<(Cow<'_, str>, Cow<'_, [u8]>)> = headers
+        let mut all: Vec<inboxed_core::key_source::RawHeader<'_>> = headers
             .iter()
             .flat_map(|(name, values)| {
                 let name: &str = name.as_ref();
-                values
-                    .iter()
-                    .map(move |v| (Cow::Borrowed(name), Cow::Borrowed(v.as_str().as_bytes())))
+                values.iter().map(move |v| {
+                    (
+                        Cow::Borrowed(name.as_bytes()),
+                        Cow::Borrowed(v.as_str().as_bytes()),
+                    )
+                })
             })
             .collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));

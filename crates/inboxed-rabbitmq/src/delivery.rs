@@ -77,14 +77,14 @@ impl KeyCarrier for RabbitDelivery {
     }
 
     /// The AMQP headers table, each value as [`KeyCarrier::header`] reads it.
-    fn headers(&self) -> Vec<(Cow<'_, str>, Cow<'_, [u8]>)> {
+    fn headers(&self) -> Vec<inboxed_core::key_source::RawHeader<'_>> {
         let Some(headers) = self.inner.properties.headers().as_ref() else {
             return Vec::new();
         };
         headers
             .inner()
             .iter()
-            .filter_map(|(k, v)| Some((Cow::Borrowed(k.as_str()), bytes_of(v)?)))
+            .filter_map(|(k, v)| Some((Cow::Borrowed(k.as_str().as_bytes()), bytes_of(v)?)))
             .collect()
     }
 

@@ -56,19 +56,17 @@ impl KeyCarrier for RedisDelivery {
         self.entry.get(name.as_bytes()).map(Cow::Borrowed)
     }
 
-    /// Every field of the entry but the payload's, in order; a field name that is not text is
-    /// written with `escape_bytes`.
-    fn headers(&self) -> Vec<(Cow<'_, str>, Cow<'_, [u8]>)> {
+    /// Every field of the entry but the payload's, in order.
+    fn headers(&self) -> Vec<inboxed_core::key_source::RawHeader<'_>> {
         self.entry
             .fields
             .iter()
             .filter(|(name, _)| name.as_slice() != self.shared.payload_field.as_bytes())
             .map(|(name, value)| {
-                let name = match std::str::from_utf8(name) {
-                    Ok(text) => Cow::Borrowed(text),
-                    Err(_) => Cow::Owned(escape_bytes(name)),
-                };
-                (name, Cow::Borrowed(value.as_slice()))
+                (
+                    Cow::Borrowed(name.as_slice()),
+                    Cow::Borrowed(value.as_slice()),
+                )
             })
             .collect()
     }

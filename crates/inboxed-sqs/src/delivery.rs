@@ -79,11 +79,11 @@ impl KeyCarrier for SqsDelivery {
 
     /// The message attributes, sorted by name (SQS returns them in no order), each valued as
     /// `header` values it.
-    fn headers(&self) -> Vec<(Cow<'_, str>, Cow<'_, [u8]>)> {
-        let mut all: Vec<(Cow<'_, str>, Cow<'_, [u8]>)> = self
+    fn headers(&self) -> Vec<inboxed_core::key_source::RawHeader<'_>> {
+        let mut all: Vec<inboxed_core::key_source::RawHeader<'_>> = self
             .attributes
             .keys()
-            .filter_map(|name| Some((Cow::Borrowed(name.as_str()), self.header(name)?)))
+            .filter_map(|name| Some((Cow::Borrowed(name.as_bytes()), self.header(name)?)))
             .collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all

@@ -60,7 +60,8 @@ pub struct RabbitConfig {
     pub consumer_tag: String,
     /// How long opening the connection and starting to consume may take. A broker that is
     /// still booting can accept the TCP connection and then not answer the handshake; without
-    /// a bound, a reconnect would wait on it for ever. Defaults to 15 s.
+    /// a bound, a reconnect would wait on it for ever. Also bounds opening the connection
+    /// copies are parked on and declaring a delay queue at its first use. Defaults to 15 s.
     pub connect_timeout: Duration,
     /// How long an ack or reject may wait for its frame to go out. An answer issued on a
     /// connection that died under it (a killed broker) can otherwise wait for ever, holding

@@ -38,6 +38,9 @@ pub(crate) struct DelayQueues {
     source: String,
     /// `(step, queue name)`, shortest step first.
     steps: Vec<(Duration, String)>,
+    /// Bounds opening the parking connection and declaring a step's queue
+    /// ([`RabbitConfig::connect_timeout`]).
+    setup_within: Duration,
     /// Opened at the first park, and again after a park failed on it.
     open: Mutex<Option<Parking>>,
 }
@@ -88,6 +91,7 @@ impl DelayQueues {
             tls_ca_file: config.tls_ca_file.clone(),
             source: config.queue.clone(),
             steps,
+            setup_within: config.connect_timeout,
             open: Mutex::new(None),
         })
     }
@@ -109,11 +113,15 @@ impl DelayQueues {
     }
 
     /// Publishes a copy of `delivery` to the delay queue of `step` and waits for the broker's
-    /// confirm, all within `within`. The copy keeps the body and properties but for the
-    /// source queue's delivery counts, `expiration` (which would cut the wait short; RabbitMQ
-    /// drops it when it dead-letters a message anyway) and `user_id` (which RabbitMQ checks
-    /// against the publishing user, closing the channel when another user's is published).
-    /// After a failure the connection is dropped and the next park opens another.
+    /// confirm within `within` (the ack's budget). Opening the connection and declaring the
+    /// step's queue happen once, at its first park, within the connect budget instead: a
+    /// quorum queue's declare takes seconds on a loaded broker, and a park that ran out of
+    /// time there would hold a delivery asked to wait a minute for one second. The copy keeps
+    /// the body and properties but for the source queue's delivery counts, `expiration`
+    /// (which would cut the wait short; RabbitMQ drops it when it dead-letters a message
+    /// anyway) and `user_id` (which RabbitMQ checks against the publishing user, closing the
+    /// channel when another user's is published). After a failure the connection is dropped
+    /// and the next park opens another.
     pub(crate) async fn park(
         &self,
         step: Duration,
@@ -121,9 +129,7 @@ impl DelayQueues {
         within: Duration,
     ) -> Result<(), BoxError> {
         let mut open = self.open.lock().await;
-        let parked = tokio::time::timeout(within, self.park_on(&mut open, step, delivery))
-            .await
-            .unwrap_or_else(|_| Err(format!("no confirm within {within:?}").into()));
+        let parked = self.park_on(&mut open, step, delivery, within).await;
         if parked.is_err() {
             *open = None;
         }
@@ -135,33 +141,39 @@ impl DelayQueues {
         open: &mut Option<Parking>,
         step: Duration,
         delivery: &lapin::message::Delivery,
+        within: Duration,
     ) -> Result<(), BoxError> {
         let Some(index) = self.steps.iter().position(|(s, _)| *s == step) else {
             return Err(format!("no delay queue of {step:?}").into());
         };
-        let parking = match open {
-            Some(parking) if parking.channel.status().connected() => parking,
-            _ => open.insert(self.connect().await?),
-        };
         let queue = self.steps[index].1.as_str();
-        if !parking.declared[index] {
-            self.declare(&parking.channel, step, queue).await?;
-            parking.declared[index] = true;
-        }
-        let confirm = parking
-            .channel
-            .basic_publish(
-                ShortString::from(""),
-                ShortString::from(queue),
-                BasicPublishOptions {
-                    mandatory: true,
-                    ..BasicPublishOptions::default()
-                },
-                &delivery.data,
-                copy_properties(&delivery.properties),
-            )
-            .await?;
-        match confirm.await? {
+        let setup = tokio::time::timeout(self.setup_within, self.ready(open, index, step, queue));
+        let channel = match setup.await {
+            Ok(ready) => ready?,
+            Err(_) => {
+                let waited = self.setup_within;
+                return Err(format!("delay queue {queue}: not declared within {waited:?}").into());
+            }
+        };
+        let publish = async {
+            let confirm = channel
+                .basic_publish(
+                    ShortString::from(""),
+                    ShortString::from(queue),
+                    BasicPublishOptions {
+                        mandatory: true,
+                        ..BasicPublishOptions::default()
+                    },
+                    &delivery.data,
+                    copy_properties(&delivery.properties),
+                )
+                .await?;
+            confirm.await
+        };
+        let confirmation = tokio::time::timeout(within, publish)
+            .await
+            .map_err(|_| format!("delay queue {queue}: no confirm within {within:?}"))??;
+        match confirmation {
             Confirmation::Ack(None) => Ok(()),
             Confirmation::Ack(Some(returned)) => Err(format!(
                 "delay queue {queue}: unroutable (returned {} {})",
@@ -175,6 +187,26 @@ impl DelayQueues {
                 Err(format!("delay queue {queue}: the channel is not in confirm mode").into())
             }
         }
+    }
+
+    /// The parking channel, with the queue of step `index` declared on it: opened and
+    /// declared here when not yet.
+    async fn ready<'a>(
+        &self,
+        open: &'a mut Option<Parking>,
+        index: usize,
+        step: Duration,
+        queue: &str,
+    ) -> Result<&'a Channel, BoxError> {
+        let parking = match open.take() {
+            Some(parking) if parking.channel.status().connected() => open.insert(parking),
+            _ => open.insert(self.connect().await?),
+        };
+        if !parking.declared[index] {
+            self.declare(&parking.channel, step, queue).await?;
+            parking.declared[index] = true;
+        }
+        Ok(&parking.channel)
     }
 
     async fn connect(&self) -> Result<Parking, BoxError> {

@@ -13,20 +13,24 @@ use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 
 /// Messages ready in `queue` (0 when it does not exist yet).
-async fn ready(channel: &lapin::Channel, queue: &str) -> u32 {
+async fn ready(conn: &lapin::Connection, queue: &str) -> u32 {
     let passive = QueueDeclareOptions {
         passive: true,
         ..QueueDeclareOptions::default()
     };
-    // A passive declare of a missing queue closes the channel: ask on a channel of its own.
-    let probe = channel.clone();
-    match probe
+    // A passive declare of a missing queue closes its channel (a clone of a channel is the
+    // same channel: probing on the test's own closed it for good when the probe came before
+    // the consumer's declare, and every later probe read 0). Each probe opens its own.
+    let probe = conn.create_channel().await.expect("a channel to probe on");
+    let count = match probe
         .queue_declare(queue.into(), passive, FieldTable::default())
         .await
     {
         Ok(q) => q.message_count(),
         Err(_) => 0,
-    }
+    };
+    let _ = probe.close(200, "probed".into()).await;
+    count
 }
 
 /// Runs a consumer of `queue` at the defaults until `stop` resolves.
@@ -78,8 +82,16 @@ fn assert_between(what: &str, gap: Duration, low: f64, high: f64) {
 
 #[tokio::test]
 async fn the_default_ladder_waits_in_the_broker_and_survives_a_restart() {
+    // A park that fails says why in a warning: shown with the failure.
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_test_writer()
+        .try_init();
     let db = Pg::create().await;
     let (channel, name) = inboxed_test::amqp::queue_of_kind(&amqp_url(), true).await;
+    let probes = lapin::Connection::connect(&amqp_url(), lapin::ConnectionProperties::default())
+        .await
+        .expect("connect to probe");
     let message = Script {
         fail_first: 3,
         ..Script::default()
@@ -103,7 +115,7 @@ async fn the_default_ladder_waits_in_the_broker_and_survives_a_restart() {
     // put seconds after the failure on a loaded machine (more than 10 s once in a CI run).
     let parked = format!("{name}.delay.1m");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while ready(&channel, &parked).await == 0 {
+    while ready(&probes, &parked).await == 0 {
         assert!(Instant::now() < deadline, "nothing parked in {parked}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -143,7 +155,7 @@ async fn the_default_ladder_waits_in_the_broker_and_survives_a_restart() {
         db.scalar("SELECT count(*) FROM inboxed_dead_letters").await,
         0
     );
-    assert_eq!(ready(&channel, &parked).await, 0);
+    assert_eq!(ready(&probes, &parked).await, 0);
     assert_eq!(inboxed_test::amqp::depth(&channel, &name).await, 0);
     // The delay queues outlive their source otherwise.
     for queue in [format!("{name}.delay.10s"), parked, name] {

@@ -298,6 +298,14 @@ impl Envelope {
         &self.headers
     }
 
+    /// The W3C trace context the message arrived with, from its headers (`traceparent`, or
+    /// where CloudEvents, MassTransit or Wolverine put one); see
+    /// [`TraceContext::from_headers`](crate::trace::TraceContext::from_headers).
+    #[must_use]
+    pub fn trace_context(&self) -> Option<crate::trace::TraceContext> {
+        crate::trace::TraceContext::from_headers(&self.headers)
+    }
+
     /// Marks the message as an operator's retry of `consumer`'s dead letter, sent back through
     /// the broker (`inboxed dead-letters retry --to-broker`, which sets the
     /// [`REDRIVE_HEADER`](crate::REDRIVE_HEADER) to the consumer's name; adapters read it). That

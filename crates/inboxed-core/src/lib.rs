@@ -40,6 +40,7 @@ pub mod retention;
 pub mod sql;
 pub mod store;
 pub mod tls;
+pub mod trace;
 
 pub use backoff::{Backoff, FailureStreak};
 pub use config::{AttemptCounting, ConflictPolicy, ProcessorConfig};

@@ -23,7 +23,7 @@ impl OutboxStore for MySqlStore {
     ) -> Result<(), StoreError> {
         let size = |p: &WriteParams<'_>| {
             let m = p.message;
-            let headers = m.headers_json();
+            let headers = p.headers_json();
             let texts = [
                 Some(p.message_id.as_str()),
                 Some(m.destination()),
@@ -51,7 +51,7 @@ impl OutboxStore for MySqlStore {
                         m.ordering_key(),
                         m.message_type(),
                         m.correlation_id(),
-                        m.headers_json(),
+                        p.headers_json(),
                         base64(m.payload()),
                         p.caused_by_consumer.map(ConsumerName::as_str),
                         p.caused_by_message_id,

@@ -164,7 +164,7 @@ impl inboxed_core::outbox::store::OutboxStore for PgStore {
         };
         let ids: Vec<&str> = params.iter().map(|p| p.message_id.as_str()).collect();
         let destinations: Vec<&str> = params.iter().map(|p| p.message.destination()).collect();
-        let headers: Vec<String> = params.iter().map(|p| p.message.headers_json()).collect();
+        let headers: Vec<String> = params.iter().map(|p| p.headers_json()).collect();
         let payloads: Vec<&[u8]> = params.iter().map(|p| p.message.payload()).collect();
         self.query(&self.queries.outbox_write_many)
             .bind(&ids)

@@ -20,3 +20,4 @@ mod partitions;
 mod pgbouncer;
 mod purge_metrics;
 mod replication;
+mod trace;

@@ -14,6 +14,7 @@ use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use tracing::warn;
 
 use inboxed_core::outbox::{CORRELATION_HEADER, Confirmation, OutboxRow, Publisher, TYPE_HEADER};
+use inboxed_core::trace::{BAGGAGE, TRACEPARENT, TRACESTATE};
 
 use crate::config::SqsConfig;
 use crate::source::{SqsSetupError, client};
@@ -393,7 +394,12 @@ fn entry(
     if let Some(id) = &row.correlation_id {
         attributes.push((CORRELATION_HEADER, id, "correlation_id"));
     }
-    for (name, value) in &row.headers {
+    // The trace context rides in what attributes are left: a message the caller could send
+    // before turning tracing on still goes, its trace cut short (baggage first), and a
+    // warning says so.
+    let is_trace = |name: &str| [TRACEPARENT, TRACESTATE, BAGGAGE].contains(&name);
+    let (trace, own): (Vec<_>, Vec<_>) = row.headers.iter().partition(|(n, _)| is_trace(n));
+    for (name, value) in own {
         if attributes.iter().any(|(n, _, _)| n == name) {
             return Err(format!(
                 "headers: header {name:?} is an attribute the publisher sets itself"
@@ -405,6 +411,26 @@ fn entry(
                  A-Z a-z 0-9 _ . -, no AWS. or Amazon. prefix)"
             ));
         }
+        attributes.push((name, value, "headers"));
+    }
+    let room = ATTRIBUTES.saturating_sub(attributes.len());
+    let mut trace: Vec<_> = trace.into_iter().collect();
+    // traceparent, tracestate, baggage: what is cut is the least needed.
+    trace.sort_by_key(|(name, _)| {
+        [TRACEPARENT, TRACESTATE, BAGGAGE]
+            .iter()
+            .position(|t| t == name)
+    });
+    if trace.len() > room {
+        let left: Vec<&str> = trace[room..].iter().map(|(n, _)| n.as_str()).collect();
+        warn!(
+            message_id = %row.message_id,
+            ?left,
+            "SQS carries {ATTRIBUTES} message attributes: trace context left out"
+        );
+        trace.truncate(room);
+    }
+    for (name, value) in trace {
         attributes.push((name, value, "headers"));
     }
     if attributes.len() > ATTRIBUTES {

@@ -248,3 +248,48 @@ async fn an_unreachable_endpoint_fails_at_connect() {
     .unwrap_err();
     assert!(err.to_string().contains("reach SQS"), "{err}");
 }
+
+/// SQS carries ten message attributes. A message whose own headers leave room for the
+/// `traceparent` alone is still sent, with its traceparent and without its `tracestate` and
+/// `baggage`; one whose own headers are too many is dead naming them, as before tracing.
+#[tokio::test]
+async fn trace_context_rides_in_the_attributes_left_and_never_fails_a_row() {
+    let db = Pg::create().await;
+    let (name, url) = queue(false).await;
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let trace = inboxed_core::trace::TraceContext::parse(parent)
+        .unwrap()
+        .with_tracestate("v=1")
+        .with_baggage("k=v");
+    // The id and eight headers: nine of ten.
+    let mut nine = OutgoingMessage::new(&name, b"n".to_vec()).with_trace_context(trace.clone());
+    for i in 0..8 {
+        nine = nine.with_header(format!("h{i}"), "v");
+    }
+    write(&db.store, std::slice::from_ref(&nine)).await;
+    let publisher = SqsPublisher::with_client(client(), SqsPublisherConfig::default())
+        .await
+        .unwrap();
+    let relay = OutboxRelay::new(db.store.clone(), publisher, relay_config().max_attempts(2));
+    let dead = dead_after_relaying(&relay, &db.store, 1, 1).await;
+    assert!(dead.is_empty(), "{dead:?}");
+    let received = client()
+        .receive_message()
+        .queue_url(&url)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap()
+        .remove(0);
+    let attributes = received.message_attributes.unwrap();
+    assert_eq!(attributes.len(), 10, "{attributes:?}");
+    assert_eq!(
+        attributes["traceparent"].string_value.as_deref(),
+        Some(parent)
+    );
+    assert!(!attributes.contains_key("tracestate"));
+    assert!(!attributes.contains_key("baggage"));
+    db.finish().await;
+}

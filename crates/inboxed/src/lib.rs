@@ -3,7 +3,7 @@
 //! ## What this crate exports
 //! The names a service uses, chosen one by one: [`prelude`] for a consumer's handful, the
 //! top level for the processor's settings, and a module per concern ([`inbox`], [`outbox`],
-//! [`retention`], [`delivery`], [`error`], [`metrics`]), beside one module per engine and
+//! [`retention`], [`delivery`], [`error`], [`metrics`], [`trace`]), beside one module per engine and
 //! broker behind its feature. The store seams the engines implement stay inside
 //! `inboxed-core`: their bounds appear in signatures here, but nothing here lets a caller
 //! name or implement them, so they can change without breaking a service. The list of every
@@ -49,6 +49,16 @@ pub mod inbox {
     pub use inboxed_core::inbox::{
         BatchReport, ClaimMode, Enqueued, Inbox, InboxRelay, InboxRelayConfig, OnDead, Reaper,
         ReaperConfig, Relayed, Replayed, Selector, Worker, WorkerConfig,
+    };
+}
+
+/// W3C trace context carried from the service that writes a message to the one that
+/// processes it: read from an inbound message's headers, stored with an outbox row, published
+/// by the relay. The `otel` feature captures the current span's context at the write and
+/// continues a message's trace when processing it.
+pub mod trace {
+    pub use inboxed_core::trace::{
+        BAGGAGE, InvalidTraceparent, TRACEPARENT, TRACESTATE, TraceContext,
     };
 }
 

@@ -31,7 +31,7 @@ pub async fn write<E: Engine>(
         .opt_text(m.ordering_key())
         .opt_text(m.message_type())
         .opt_text(m.correlation_id())
-        .text(&m.headers_json())
+        .text(&p.headers_json())
         .bytes(m.payload())
         .opt_text(p.caused_by_consumer.map(ConsumerName::as_str))
         .opt_text(p.caused_by_message_id)

@@ -168,6 +168,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     ) -> Result<(), HandlerError> {
         let inner = &*self.inner;
         let span = tracing::info_span!("inboxed.work", row = row.id, message_id = %row.envelope.id(), consumer = %inner.consumer);
+        crate::trace::continue_in(&span, &row.envelope);
         call_guarded(
             &inner.handler,
             &row.envelope,

@@ -21,6 +21,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let inner = &*self.inner;
         for row in rows {
             let span = tracing::info_span!("inboxed.work", row = row.id, message_id = %row.envelope.id(), consumer = %inner.consumer);
+            crate::trace::continue_in(&span, &row.envelope);
             let (failure, permanent, after) = match self.run_row(&row, token).instrument(span).await
             {
                 Ok(Ok(Completed::Done)) => {

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::envelope::Envelope;
+use crate::trace::{TRACEPARENT, TraceContext};
 
 /// The longest destination, in bytes: a logical route name, not a payload.
 pub const MAX_DESTINATION_BYTES: usize = 255;
@@ -29,6 +30,19 @@ pub struct OutgoingMessage {
     correlation_id: Option<String>,
     headers: BTreeMap<String, String>,
     caused_by: Option<String>,
+    trace: Trace,
+}
+
+/// Where a message's trace context came from, which decides what the write stores.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+enum Trace {
+    #[default]
+    None,
+    /// Set by the caller: stored as it is.
+    Set(TraceContext),
+    /// The inbound message's: stored unless the write finds a current span (`otel`), which is
+    /// its child and so the closer parent.
+    Forwarded(TraceContext),
 }
 
 impl OutgoingMessage {
@@ -44,6 +58,7 @@ impl OutgoingMessage {
             correlation_id: None,
             headers: BTreeMap::new(),
             caused_by: None,
+            trace: Trace::None,
         }
     }
 
@@ -79,14 +94,50 @@ impl OutgoingMessage {
     }
 
     /// Records `inbound` as the message whose handling wrote this one, and carries its
-    /// correlation id over unless one is set.
+    /// correlation id over unless one is set, and its trace context unless one is set: the
+    /// next service's processing joins the same trace, with or without OpenTelemetry here.
     #[must_use]
     pub fn caused_by(mut self, inbound: &Envelope) -> Self {
         self.caused_by = Some(inbound.id().as_str().to_owned());
         if self.correlation_id.is_none() {
             self.correlation_id = inbound.correlation_id().map(str::to_owned);
         }
+        if self.trace == Trace::None
+            && let Some(trace) = inbound.trace_context()
+        {
+            self.trace = Trace::Forwarded(trace);
+        }
         self
+    }
+
+    /// The trace context to send the message under, as the caller has it (from an HTTP
+    /// request's `traceparent`, say): stored as it is, before any current span's or an
+    /// inbound message's. Without it, the write stores the current span's context (the
+    /// `otel` feature) or the one [`OutgoingMessage::caused_by`] carried over.
+    #[must_use]
+    pub fn with_trace_context(mut self, trace: TraceContext) -> Self {
+        self.trace = Trace::Set(trace);
+        self
+    }
+
+    /// The trace context set or carried over so far (not a current span's, which the write
+    /// captures).
+    #[must_use]
+    pub fn trace_context(&self) -> Option<&TraceContext> {
+        match &self.trace {
+            Trace::None => None,
+            Trace::Set(trace) | Trace::Forwarded(trace) => Some(trace),
+        }
+    }
+
+    /// What the write stores of `ambient`, the context current at the write: the caller's
+    /// own, else the current span's, else the inbound message's.
+    pub(crate) fn trace_at_write(&self, ambient: Option<&TraceContext>) -> Option<TraceContext> {
+        match &self.trace {
+            Trace::Set(trace) => Some(trace.clone()),
+            Trace::Forwarded(trace) => Some(ambient.unwrap_or(trace).clone()),
+            Trace::None => ambient.cloned(),
+        }
     }
 
     /// The logical route.
@@ -131,11 +182,29 @@ impl OutgoingMessage {
         self.caused_by.as_deref()
     }
 
-    /// The headers as the JSON object the outbox stores: what an engine's own write
-    /// statement binds.
-    #[must_use]
-    pub fn headers_json(&self) -> String {
-        serde_json::to_string(&self.headers).unwrap_or_else(|_| "{}".to_owned())
+    /// The headers as the JSON object the outbox stores, with `trace`'s headers beside them
+    /// unless the caller set a `traceparent` header of its own (which then travels alone, as
+    /// the caller wrote it).
+    pub(crate) fn headers_json(&self, trace: Option<&TraceContext>) -> String {
+        let own_trace = self
+            .headers
+            .keys()
+            .any(|name| name.eq_ignore_ascii_case(TRACEPARENT));
+        let stored = match trace {
+            Some(trace) if !own_trace => {
+                let mut all: BTreeMap<&str, &str> = self
+                    .headers
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), v.as_str()))
+                    .collect();
+                for (name, value) in trace.headers() {
+                    all.insert(name, value);
+                }
+                serde_json::to_string(&all)
+            }
+            _ => serde_json::to_string(&self.headers),
+        };
+        stored.unwrap_or_else(|_| "{}".to_owned())
     }
 
     /// Refuses what a column could not hold, or a broker could not carry, before anything is
@@ -285,6 +354,52 @@ mod tests {
         let m = OutgoingMessage::new("d", b"x".to_vec())
             .with_header("b", "2")
             .with_header("a", "1\"");
-        assert_eq!(m.headers_json(), r#"{"a":"1\"","b":"2"}"#);
+        assert_eq!(m.headers_json(None), r#"{"a":"1\"","b":"2"}"#);
+    }
+
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const CURRENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01";
+
+    #[test]
+    fn the_write_stores_the_callers_trace_then_the_current_span_then_the_inbound() {
+        let inbound = Envelope::new(MessageId::new("m-1").unwrap(), b"{}".to_vec())
+            .with_headers(crate::Headers::new().with("traceparent", PARENT));
+        let current = TraceContext::parse(CURRENT).unwrap();
+        let forwarded = OutgoingMessage::new("d", b"x".to_vec()).caused_by(&inbound);
+        assert_eq!(
+            forwarded.trace_at_write(None).unwrap().traceparent(),
+            PARENT
+        );
+        assert_eq!(
+            forwarded
+                .trace_at_write(Some(&current))
+                .unwrap()
+                .traceparent(),
+            CURRENT
+        );
+        let own = TraceContext::parse(&PARENT.replace("-01", "-00")).unwrap();
+        let set = OutgoingMessage::new("d", b"x".to_vec())
+            .with_trace_context(own.clone())
+            .caused_by(&inbound);
+        assert_eq!(set.trace_at_write(Some(&current)), Some(own));
+        assert_eq!(
+            OutgoingMessage::new("d", b"x".to_vec()).trace_at_write(None),
+            None
+        );
+    }
+
+    #[test]
+    fn trace_headers_are_stored_beside_the_callers_unless_it_wrote_its_own() {
+        let trace = TraceContext::parse(PARENT).unwrap().with_baggage("k=v");
+        let m = OutgoingMessage::new("d", b"x".to_vec()).with_header("a", "1");
+        assert_eq!(
+            m.headers_json(Some(&trace)),
+            format!(r#"{{"a":"1","baggage":"k=v","traceparent":"{PARENT}"}}"#)
+        );
+        let own = m.with_header("Traceparent", CURRENT);
+        assert_eq!(
+            own.headers_json(Some(&trace)),
+            format!(r#"{{"Traceparent":"{CURRENT}","a":"1"}}"#)
+        );
     }
 }

@@ -30,6 +30,7 @@ pub use store::{OutboxFate, OutboxRow};
 pub use write_error::WriteError;
 
 use crate::envelope::{ConsumerName, MessageId};
+use crate::trace::TraceContext;
 use store::{OutboxStore, WriteParams};
 
 /// Writes outgoing messages into the outbox tables of `store`'s namespace.
@@ -99,8 +100,9 @@ impl<S: OutboxStore> Outbox<S> {
         message.validate()?;
         in_transaction::<S::Db>(conn)?;
         let id = mint();
+        let trace = message.trace_at_write(crate::trace::ambient().as_ref());
         self.store
-            .write_outbox(conn, &self.params(&id, message))
+            .write_outbox(conn, &self.params(&id, message, trace.as_ref()))
             .await?;
         Ok(id)
     }
@@ -124,10 +126,16 @@ impl<S: OutboxStore> Outbox<S> {
         }
         in_transaction::<S::Db>(conn)?;
         let ids: Vec<MessageId> = messages.iter().map(|_| mint()).collect();
+        let ambient = crate::trace::ambient();
+        let traces: Vec<_> = messages
+            .iter()
+            .map(|m| m.trace_at_write(ambient.as_ref()))
+            .collect();
         let params: Vec<WriteParams<'_>> = ids
             .iter()
             .zip(messages)
-            .map(|(id, m)| self.params(id, m))
+            .zip(&traces)
+            .map(|((id, m), trace)| self.params(id, m, trace.as_ref()))
             .collect();
         if !params.is_empty() {
             self.store.write_outbox_many(conn, &params).await?;
@@ -135,7 +143,12 @@ impl<S: OutboxStore> Outbox<S> {
         Ok(ids)
     }
 
-    fn params<'a>(&'a self, id: &'a MessageId, message: &'a OutgoingMessage) -> WriteParams<'a> {
+    fn params<'a>(
+        &'a self,
+        id: &'a MessageId,
+        message: &'a OutgoingMessage,
+        trace: Option<&'a TraceContext>,
+    ) -> WriteParams<'a> {
         let caused_by = message.cause();
         WriteParams {
             message_id: id,
@@ -143,6 +156,7 @@ impl<S: OutboxStore> Outbox<S> {
             caused_by_consumer: caused_by.and(self.consumer.as_ref()),
             caused_by_message_id: caused_by,
             notify: self.notify,
+            trace,
         }
     }
 }

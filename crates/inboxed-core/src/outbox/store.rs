@@ -13,6 +13,7 @@ use crate::error::StoreError;
 /// The claim token and a failed row's parameters and outcome are the inbox's: the outbox's
 /// rows are claimed and marked by the same protocol.
 pub use crate::inbox::store::{ClaimToken, FailParams, Failed};
+use crate::trace::TraceContext;
 
 /// What [`OutboxStore::write_outbox`] writes.
 #[derive(Debug, Clone, Copy)]
@@ -27,6 +28,16 @@ pub struct WriteParams<'a> {
     pub caused_by_message_id: Option<&'a str>,
     /// Wake idle relays at the commit (PostgreSQL's NOTIFY); see [`Outbox::quiet`](super::Outbox::quiet).
     pub notify: bool,
+    /// The trace context the message is sent under, captured at the write.
+    pub trace: Option<&'a TraceContext>,
+}
+
+impl WriteParams<'_> {
+    /// The `headers` column's JSON object: the message's headers and its trace context's.
+    #[must_use]
+    pub fn headers_json(&self) -> String {
+        self.message.headers_json(self.trace)
+    }
 }
 
 /// A claimed outbox row, as a relay publishes it.

@@ -231,6 +231,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             consumer = %self.inner.consumer,
             correlation_id = envelope.correlation_id(),
         );
+        crate::trace::continue_in(&span, envelope);
         let result = self
             .process_inner(envelope, delivery_count, probe)
             .instrument(span)

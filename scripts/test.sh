@@ -176,7 +176,7 @@ mark "tests built"
 # 4 minutes): the gates are ratios far below what a dev build measures (BENCHMARKS.md gives
 # the release figures and the commands that measured them).
 if [ -n "${INBOXED_BENCH_QUICK:-}" ]; then
-  for bench in inbox batch receipt defaults recovery mysql mysql-defaults; do
+  for bench in inbox batch receipt defaults recovery mysql mysql-defaults trace; do
     "$CARGO_TARGET_DIR/debug/inboxed-bench" --database-url "$DATABASE_URL" "$bench" --quick
     mark "benchmark $bench"
   done

@@ -20,6 +20,7 @@
 //! `cargo run --release -p inboxed-bench -- mysql-inbox`
 //! `cargo run --release -p inboxed-bench -- mysql-defaults` (add `--quick` for the CI smoke run)
 //! `cargo run --release -p inboxed-bench -- restart` (RabbitMQ and NATS; about 10 minutes)
+//! `cargo run --release -p inboxed-bench -- trace` (add `--quick` for the CI smoke run)
 
 #![allow(clippy::print_stdout)]
 
@@ -45,6 +46,7 @@ mod relay;
 mod restart;
 mod retention;
 mod sizing;
+mod trace;
 mod variants;
 
 use clap::{Parser, Subcommand};
@@ -119,6 +121,9 @@ enum Bench {
     /// The outage policy (kill switch, ladder) at the defaults: its cost when nothing fails
     /// against `KillSwitch::off()`, and the drain after a downstream outage against a clean one.
     Policy(policy::Args),
+    /// Tracing's cost: the processor and an outbox write with no subscriber, with
+    /// OpenTelemetry and no exporter, and with an exporter.
+    Trace(trace::Args),
     /// One consumer process of `restart` (started by it).
     #[command(hide = true)]
     RestartConsumer(restart::ConsumerArgs),
@@ -149,6 +154,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::MysqlDefaults(args) => mysql_defaults::run(args).await,
         Bench::Restart(args) => restart::run(&cli.database_url, args).await,
         Bench::RestartConsumer(args) => restart::consumer(args).await,
+        Bench::Trace(args) => trace::run(&cli.database_url, args).await,
     }
 }
 

@@ -299,6 +299,10 @@ impl<D: Delivery> Delivery for CountedDelivery<D> {
         self.inner.delivery_count()
     }
 
+    fn system(&self) -> Option<&'static str> {
+        self.inner.system()
+    }
+
     fn is_first_delivery(&self) -> bool {
         self.inner.is_first_delivery()
     }

@@ -56,6 +56,13 @@ pub trait Delivery: Send + Sync + 'static {
         self.delivery_count() == Some(1)
     }
 
+    /// The broker, as OpenTelemetry's `messaging.system` names it (`rabbitmq`, `kafka`,
+    /// `aws_sqs`; `nats` and `redis`), for the processing spans. `None`, the default: not
+    /// recorded.
+    fn system(&self) -> Option<&'static str> {
+        None
+    }
+
     /// How this broker acknowledges.
     fn ack_ordering(&self) -> AckOrdering {
         AckOrdering::Individual

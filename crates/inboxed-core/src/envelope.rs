@@ -264,6 +264,7 @@ pub struct Envelope {
     hash: PayloadHash,
     redrive_for: Option<String>,
     headers: Headers,
+    sent_at: Option<std::time::SystemTime>,
 }
 
 impl Envelope {
@@ -281,6 +282,7 @@ impl Envelope {
             hash,
             redrive_for: None,
             headers: Headers::new(),
+            sent_at: None,
         }
     }
 
@@ -296,6 +298,21 @@ impl Envelope {
     #[must_use]
     pub fn headers(&self) -> &Headers {
         &self.headers
+    }
+
+    /// Sets when the message was sent: the broker's timestamp of it, or its producer's
+    /// (adapters do, where the broker carries one). What
+    /// [`LAG_SECONDS`](crate::metrics::LAG_SECONDS) measures from.
+    #[must_use]
+    pub fn with_sent_at(mut self, sent_at: std::time::SystemTime) -> Self {
+        self.sent_at = Some(sent_at);
+        self
+    }
+
+    /// When the message was sent, if its broker said; see [`Envelope::with_sent_at`].
+    #[must_use]
+    pub fn sent_at(&self) -> Option<std::time::SystemTime> {
+        self.sent_at
     }
 
     /// The W3C trace context the message arrived with, from its headers (`traceparent`, or

@@ -59,6 +59,14 @@ pub trait KeyCarrier {
     fn headers(&self) -> Vec<RawHeader<'_>> {
         Vec::new()
     }
+
+    /// When the broker says the message was sent: its own timestamp, or the one its
+    /// producer set (AMQP's `timestamp`, a Kafka record's create time: the producer's clock).
+    /// `None`, the default: the broker carries none.
+    fn sent_at(&self) -> Option<std::time::SystemTime> {
+        None
+    }
+
     /// The raw body.
     fn body(&self) -> &[u8];
 }
@@ -116,7 +124,10 @@ impl KeySource {
                 Headers::MAX_BYTES
             );
         }
-        let envelope = Envelope::new(id, delivery.body().to_vec()).with_headers(headers);
+        let mut envelope = Envelope::new(id, delivery.body().to_vec()).with_headers(headers);
+        if let Some(sent_at) = delivery.sent_at() {
+            envelope = envelope.with_sent_at(sent_at);
+        }
         // A redrive mark that is not text names no consumer: an ordinary delivery.
         Ok(match header_text(delivery, REDRIVE_HEADER).ok().flatten() {
             Some(consumer) if !consumer.is_empty() => envelope.with_redrive_for(consumer),

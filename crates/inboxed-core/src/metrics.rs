@@ -30,6 +30,11 @@ pub const RATE_LIMITED_TOTAL: &str = "inboxed_rate_limited_total";
 pub const RETRIES_TOTAL: &str = "inboxed_retries_total";
 /// Counter of dead letters written, labelled `consumer` and `reason`.
 pub const DEAD_LETTERS_TOTAL: &str = "inboxed_dead_letters_total";
+/// Histogram of the seconds from a message's sending (its broker's timestamp, or its
+/// producer's: [`Envelope::sent_at`](crate::Envelope::sent_at)) to its processing, recorded
+/// when it is processed, labelled `consumer`. A producer's clock ahead of this host's reads
+/// as no lag (0).
+pub const LAG_SECONDS: &str = "inboxed_lag_seconds";
 /// Histogram of handler time in seconds, labelled `consumer`.
 pub const HANDLER_DURATION_SECONDS: &str = "inboxed_handler_duration_seconds";
 /// Histogram of claim statement time in seconds, labelled `consumer`.

@@ -32,6 +32,9 @@ pub mod key_format {}
 #[doc = include_str!("../../../docs/metrics.md")]
 pub mod metrics {}
 #[cfg(doctest)]
+#[doc = include_str!("../../../docs/observability.md")]
+pub mod observability {}
+#[cfg(doctest)]
 #[doc = include_str!("../../../docs/operations.md")]
 pub mod operations {}
 #[cfg(doctest)]

@@ -28,6 +28,9 @@ pub struct KafkaDelivery {
     pub(crate) offset: i64,
     pub(crate) headers: Vec<(Vec<u8>, Vec<u8>)>,
     pub(crate) payload: Vec<u8>,
+    /// The record's timestamp (create time, the producer's clock, unless the topic appends
+    /// the broker's), in milliseconds since the epoch.
+    pub(crate) timestamp_ms: Option<i64>,
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -101,12 +104,22 @@ impl KeyCarrier for KafkaDelivery {
             .collect()
     }
 
+    /// The record's timestamp.
+    fn sent_at(&self) -> Option<std::time::SystemTime> {
+        let ms = u64::try_from(self.timestamp_ms?).ok()?;
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms))
+    }
+
     fn body(&self) -> &[u8] {
         &self.payload
     }
 }
 
 impl Delivery for KafkaDelivery {
+    fn system(&self) -> Option<&'static str> {
+        Some("kafka")
+    }
+
     fn header_value(&self, name: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
         KeyCarrier::header(self, name)
     }

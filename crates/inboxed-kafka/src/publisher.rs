@@ -339,6 +339,10 @@ fn setup<'a>(
 }
 
 impl Publisher for KafkaPublisher {
+    fn system(&self) -> Option<&'static str> {
+        Some("kafka")
+    }
+
     async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
         let not_sent = |reason: String| {
             rows.iter()

@@ -143,6 +143,7 @@ impl KafkaSource {
             offset: record.offset(),
             headers: raw_headers(record),
             payload: record.payload().unwrap_or_default().to_vec(),
+            timestamp_ms: record.timestamp().to_millis(),
             shared: Arc::clone(&self.shared),
         }
     }

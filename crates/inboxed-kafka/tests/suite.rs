@@ -5,6 +5,7 @@
 // A test fails by panicking.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod chain;
 mod common;
 mod in_place;
 mod kafka;

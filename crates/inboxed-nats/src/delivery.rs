@@ -64,12 +64,23 @@ impl KeyCarrier for NatsDelivery {
         all
     }
 
+    /// When JetStream stored the message (its `published` time, by the server's clock).
+    fn sent_at(&self) -> Option<std::time::SystemTime> {
+        let nanos = self.inner.info().ok()?.published.unix_timestamp_nanos();
+        let nanos = u64::try_from(nanos).ok()?;
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_nanos(nanos))
+    }
+
     fn body(&self) -> &[u8] {
         &self.inner.message.payload
     }
 }
 
 impl Delivery for NatsDelivery {
+    fn system(&self) -> Option<&'static str> {
+        Some("nats")
+    }
+
     fn header_value(&self, name: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
         KeyCarrier::header(self, name)
     }

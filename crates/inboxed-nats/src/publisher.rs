@@ -147,6 +147,10 @@ impl NatsPublisher {
 }
 
 impl Publisher for NatsPublisher {
+    fn system(&self) -> Option<&'static str> {
+        Some("nats")
+    }
+
     async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
         if self.client.connection_state() != async_nats::connection::State::Connected {
             // Published now, they would wait in the client for its reconnection and time

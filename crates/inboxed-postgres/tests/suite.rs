@@ -14,6 +14,7 @@ mod conformance_partitioned;
 mod contention;
 mod contract;
 mod flush;
+mod lag;
 mod outage;
 mod pace;
 mod partitions;

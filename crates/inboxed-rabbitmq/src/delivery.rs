@@ -88,6 +88,20 @@ impl KeyCarrier for RabbitDelivery {
             .collect()
     }
 
+    /// The `timestamp_in_ms` header where a plugin or producer set one (milliseconds), else
+    /// the `timestamp` property (seconds): the producer's clock, or the broker's with
+    /// RabbitMQ's message timestamp plugin.
+    fn sent_at(&self) -> Option<std::time::SystemTime> {
+        let in_ms = self
+            .header("timestamp_in_ms")
+            .and_then(|v| std::str::from_utf8(&v).ok()?.parse::<u64>().ok());
+        let since_epoch = match in_ms {
+            Some(ms) => std::time::Duration::from_millis(ms),
+            None => std::time::Duration::from_secs(*self.inner.properties.timestamp().as_ref()?),
+        };
+        std::time::UNIX_EPOCH.checked_add(since_epoch)
+    }
+
     fn body(&self) -> &[u8] {
         &self.inner.data
     }
@@ -113,6 +127,10 @@ fn bytes_of(value: &AMQPValue) -> Option<Cow<'_, [u8]>> {
 }
 
 impl Delivery for RabbitDelivery {
+    fn system(&self) -> Option<&'static str> {
+        Some("rabbitmq")
+    }
+
     fn header_value(&self, name: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
         KeyCarrier::header(self, name)
     }

@@ -271,6 +271,10 @@ fn properties(row: &OutboxRow) -> BasicProperties {
         // Persistent: a confirmed message on a durable queue survives the broker's restart.
         .with_delivery_mode(2)
         .with_headers(headers);
+    // When it was sent, in AMQP's seconds: what a consumer's lag is measured from.
+    if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        props = props.with_timestamp(now.as_secs());
+    }
     if let Some(kind) = &row.message_type {
         props = props.with_type(ShortString::from(kind.as_str()));
     }
@@ -281,6 +285,10 @@ fn properties(row: &OutboxRow) -> BasicProperties {
 }
 
 impl Publisher for RabbitPublisher {
+    fn system(&self) -> Option<&'static str> {
+        Some("rabbitmq")
+    }
+
     async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
         // The lock covers only taking (or reopening) the channel: the claim loops of one
         // relay publish their batches on it side by side, each awaiting its own confirms.

@@ -11,22 +11,27 @@ use lapin::options::QueueDeleteOptions;
 use inboxed_rabbitmq::{RabbitConfig, RabbitPublisher, RabbitPublisherConfig, RabbitSource};
 use inboxed_test::amqp::url as amqp_url;
 use inboxed_test::amqp::{declare, publish_keyed, queue};
-use inboxed_test::chain::{Chain, Service, service_main};
+use inboxed_test::chain::{Chain, Service, run_traced, service_main};
 use inboxed_test::restart::amount;
 
 const TEST: &str = "a_chain_of_three_services_is_exactly_once_under_random_sigkills";
+const TRACED: &str = "one_trace_runs_from_the_first_service_to_the_last";
 const MESSAGES: i64 = 300;
+
+/// A service of the chain, when this process is one.
+async fn serve(service: &Service) {
+    let source =
+        RabbitSource::connect(RabbitConfig::new(amqp_url(), service.input.as_str()).prefetch(16))
+            .await
+            .expect("consume");
+    let publisher = RabbitPublisher::lazy(RabbitPublisherConfig::new(amqp_url()));
+    service_main(service, source, publisher).await;
+}
 
 #[tokio::test]
 async fn a_chain_of_three_services_is_exactly_once_under_random_sigkills() {
     if let Some(service) = Service::from_env() {
-        let source = RabbitSource::connect(
-            RabbitConfig::new(amqp_url(), service.input.as_str()).prefetch(16),
-        )
-        .await
-        .expect("consume");
-        let publisher = RabbitPublisher::lazy(RabbitPublisherConfig::new(amqp_url()));
-        service_main(&service, source, publisher).await;
+        serve(&service).await;
         return;
     }
     let (channel, a) = queue(&amqp_url()).await;
@@ -56,4 +61,33 @@ async fn a_chain_of_three_services_is_exactly_once_under_random_sigkills() {
             .unwrap();
     }
     chain.finish().await;
+}
+
+/// Three services, each its own process exporting its spans over OTLP to a receiver in this
+/// test: each message, started under a root span here, is one trace from A's processing to
+/// C's, through both outboxes, relays and queues.
+#[tokio::test]
+async fn one_trace_runs_from_the_first_service_to_the_last() {
+    if let Some(service) = Service::from_env() {
+        serve(&service).await;
+        return;
+    }
+    let (channel, a) = queue(&amqp_url()).await;
+    let (b, c) = (format!("{a}-b"), format!("{a}-c"));
+    declare(&channel, &b).await;
+    declare(&channel, &c).await;
+    let tree = run_traced(
+        &inboxed_test::test_name!(TRACED),
+        [&a, &b, &c],
+        [&b, &c],
+        |messages| inboxed_test::amqp::publish_all(&channel, &a, messages),
+    )
+    .await;
+    eprintln!("one trace through RabbitMQ:\n{tree}");
+    for q in [&a, &b, &c] {
+        channel
+            .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+            .await
+            .unwrap();
+    }
 }

@@ -213,7 +213,8 @@ async fn killed_between_batch_commit_and_ack_applies_once() {
 
 /// The AMQP headers table reaches the envelope: text as text, a byte array that is not UTF-8
 /// as its bytes, an integer in decimal; a nested table, which has no bytes, is left out; and a
-/// header past the envelope's bound is left out without failing the message.
+/// header past the envelope's bound is left out without failing the message. The `timestamp`
+/// property is when it was sent, and its W3C trace context reads from its `traceparent`.
 #[tokio::test]
 async fn the_headers_table_reaches_the_envelope() {
     use lapin::types::{AMQPValue, ByteArray, FieldTable, LongString};
@@ -242,6 +243,7 @@ async fn the_headers_table_reaches_the_envelope() {
     );
     let props = BasicProperties::default()
         .with_message_id("h-1".into())
+        .with_timestamp(1_700_000_000)
         .with_headers(table);
     channel
         .basic_publish(
@@ -265,6 +267,14 @@ async fn the_headers_table_reaches_the_envelope() {
     assert_eq!(headers.get("nested"), None, "a table has no bytes");
     assert_eq!(headers.get("zz-big"), None, "past the bound: left out");
     assert_eq!(headers.len(), 3);
+    assert_eq!(
+        envelope.sent_at(),
+        Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000))
+    );
+    assert_eq!(
+        envelope.trace_context().map(|t| t.trace_id().to_owned()),
+        Some("0af7651916cd43dd8448eb211c80319c".to_owned())
+    );
     d.ack().await.unwrap();
     drop(src);
     drop_queue(&channel, &name).await;

@@ -71,12 +71,23 @@ impl KeyCarrier for RedisDelivery {
             .collect()
     }
 
+    /// The entry id's milliseconds: when Redis added the entry (by its clock).
+    fn sent_at(&self) -> Option<std::time::SystemTime> {
+        let (ms, _) = self.entry.id.split_once('-')?;
+        let ms = ms.parse().ok()?;
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms))
+    }
+
     fn body(&self) -> &[u8] {
         &self.payload
     }
 }
 
 impl Delivery for RedisDelivery {
+    fn system(&self) -> Option<&'static str> {
+        Some("redis")
+    }
+
     fn header_value(&self, name: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
         KeyCarrier::header(self, name)
     }

@@ -251,6 +251,10 @@ fn refused(e: &ClientError) -> Confirmation {
 }
 
 impl Publisher for RedisPublisher {
+    fn system(&self) -> Option<&'static str> {
+        Some("redis")
+    }
+
     async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();

@@ -29,6 +29,8 @@ pub struct SqsDelivery {
     pub(crate) body: Vec<u8>,
     pub(crate) attributes: HashMap<String, MessageAttributeValue>,
     pub(crate) receive_count: Option<u32>,
+    /// `SentTimestamp`: when SQS accepted the message, in milliseconds since the epoch.
+    pub(crate) sent_ms: Option<u64>,
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -89,12 +91,22 @@ impl KeyCarrier for SqsDelivery {
         all
     }
 
+    /// `SentTimestamp`: when SQS accepted the message.
+    fn sent_at(&self) -> Option<std::time::SystemTime> {
+        let ms = self.sent_ms?;
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms))
+    }
+
     fn body(&self) -> &[u8] {
         &self.body
     }
 }
 
 impl Delivery for SqsDelivery {
+    fn system(&self) -> Option<&'static str> {
+        Some("aws_sqs")
+    }
+
     fn header_value(&self, name: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
         KeyCarrier::header(self, name)
     }

@@ -486,6 +486,10 @@ fn entry(
 }
 
 impl Publisher for SqsPublisher {
+    fn system(&self) -> Option<&'static str> {
+        Some("aws_sqs")
+    }
+
     async fn publish(&self, rows: &[OutboxRow]) -> Vec<Confirmation> {
         let mut out: Vec<Confirmation> = rows
             .iter()

@@ -137,6 +137,7 @@ impl SqsSource {
             .max_number_of_messages(i32::try_from(c.prefetch.clamp(1, 10)).unwrap_or(10))
             .wait_time_seconds(seconds(c.wait).min(20))
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
             .message_attribute_names("All");
         if let Some(timeout) = c.visibility_timeout {
             request = request.visibility_timeout(seconds(timeout));
@@ -146,11 +147,11 @@ impl SqsSource {
             let Some(receipt_handle) = message.receipt_handle else {
                 continue;
             };
-            let receive_count = message
-                .attributes
-                .as_ref()
-                .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+            let system = |name| message.attributes.as_ref().and_then(|a| a.get(&name));
+            let receive_count = system(MessageSystemAttributeName::ApproximateReceiveCount)
                 .and_then(|n| n.parse().ok());
+            let sent_ms =
+                system(MessageSystemAttributeName::SentTimestamp).and_then(|ms| ms.parse().ok());
             self.ready.push_back((
                 Instant::now(),
                 SqsDelivery {
@@ -159,6 +160,7 @@ impl SqsSource {
                     body: message.body.unwrap_or_default().into_bytes(),
                     attributes: message.message_attributes.unwrap_or_default(),
                     receive_count,
+                    sent_ms,
                     shared: Arc::clone(&self.shared),
                 },
             ));

@@ -103,8 +103,8 @@ pub async fn publish_keyed(channel: &Channel, queue: &str, prefix: &str, ids: Ra
     .await;
 }
 
-/// Publishes `messages` to `queue` (persistent, the envelope's id as the AMQP message id) and
-/// waits until the broker has confirmed them all.
+/// Publishes `messages` to `queue` (persistent, the envelope's id as the AMQP message id, its
+/// headers as the AMQP headers table) and waits until the broker has confirmed them all.
 ///
 /// # Panics
 /// When a publish is refused or not confirmed.
@@ -118,9 +118,19 @@ pub async fn publish_all(
         .await
         .expect("publisher confirms");
     for message in messages {
-        let props = BasicProperties::default()
+        let mut props = BasicProperties::default()
             .with_delivery_mode(2)
             .with_message_id(message.id().as_str().into());
+        if !message.headers().is_empty() {
+            let mut table = lapin::types::FieldTable::default();
+            for (name, value) in message.headers().iter() {
+                table.insert(
+                    name.into(),
+                    lapin::types::AMQPValue::LongString(value.to_vec().into()),
+                );
+            }
+            props = props.with_headers(table);
+        }
         channel
             .basic_publish(
                 "".into(),

@@ -51,6 +51,10 @@ impl<D: Delivery> Delivery for Announced<D> {
         self.inner.delivery_count()
     }
 
+    fn system(&self) -> Option<&'static str> {
+        self.inner.system()
+    }
+
     fn ack_ordering(&self) -> AckOrdering {
         self.inner.ack_ordering()
     }

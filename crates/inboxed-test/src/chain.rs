@@ -112,6 +112,8 @@ where
     S: DeliverySource + 'static,
     P: Publisher,
 {
+    // Spans to the test's collector, when the test asks for them.
+    let _tracing = crate::traces::export_from_env();
     let store = Pg::attach(&service.locator).await;
     let consumer = ConsumerName::new("chain").expect("consumer name");
     let handler = Forward::new(&store, &consumer, service.next.clone());
@@ -193,6 +195,7 @@ impl Chain {
                 .env("INBOXED_CHAIN_SERVICE", &self.dbs[i].locator)
                 .env("INBOXED_CHAIN_IN", inputs[i])
                 .env("INBOXED_LOG", "error")
+                .env(crate::traces::SERVICE_ENV, ["A", "B", "C"][i])
                 .stdout(Stdio::null())
                 .kill_on_drop(true);
             if let Some(next) = nexts.get(i) {
@@ -287,3 +290,128 @@ impl Chain {
 }
 
 const SENT: &str = "SELECT count(*) FROM inboxed_outbox_messages WHERE status = 'sent'";
+
+/// The traced chain, from the test's side: three root spans here, a first message under each
+/// (handed to `publish`, for A's input), the three services run until each message went
+/// through (exporting their spans over OTLP to a receiver here), then each message checked
+/// to be one trace from A to C ([`assert_one_trace_each`]) and each ledger to hold it once.
+/// Returns the first trace, rendered.
+///
+/// # Panics
+/// As [`Chain::run`] and [`assert_one_trace_each`].
+pub async fn run_traced<F, Fut>(
+    test: &str,
+    inputs: [&str; 3],
+    nexts: [&str; 2],
+    publish: F,
+) -> String
+where
+    F: FnOnce(Vec<Envelope>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let collector = crate::traces::Collector::start();
+    let origin = crate::traces::Origin::new(&collector);
+    let roots: Vec<_> = (0..3).map(|_| origin.root("place order")).collect();
+    origin.flush();
+    let messages = roots
+        .iter()
+        .enumerate()
+        .map(|(i, root)| {
+            let i = i64::try_from(i).expect("three");
+            let headers = root
+                .headers()
+                .fold(inboxed_core::Headers::new(), |h, (n, v)| h.with(n, v));
+            crate::handler::credit(&format!("t-{i}"), crate::restart::amount(i))
+                .with_headers(headers)
+        })
+        .collect();
+    publish(messages).await;
+    let chain = Chain::create().await;
+    let endpoint = collector.endpoint().to_owned();
+    chain
+        .run_with_destinations(
+            test,
+            inputs,
+            nexts,
+            &[(crate::traces::OTLP_ENV, &endpoint)],
+            3,
+            Duration::ZERO,
+        )
+        .await;
+    let spans = traced_spans(&collector, &roots).await;
+    let tree = assert_one_trace_each(&spans, &roots);
+    chain
+        .assert_exact(3, (0..3).map(crate::restart::amount).sum())
+        .await;
+    chain.finish().await;
+    tree
+}
+
+/// The spans of the chain's services A, B and C for each trace of `roots` (the contexts the
+/// first messages carried, one message each), once they have all arrived at `collector`.
+///
+/// # Panics
+/// When they do not arrive within 30 s.
+pub async fn traced_spans(
+    collector: &crate::traces::Collector,
+    roots: &[inboxed_core::trace::TraceContext],
+) -> Vec<crate::traces::Span> {
+    collector
+        .wait_until(Duration::from_secs(30), |spans| {
+            roots.iter().all(|root| {
+                let in_trace = |service: &str, name: &str| {
+                    spans.iter().any(|s| {
+                        s.trace_id == root.trace_id() && s.service == service && s.name == name
+                    })
+                };
+                in_trace("C", "process") && in_trace("origin", "place order")
+            })
+        })
+        .await
+}
+
+/// Checks that each message of `roots` went A → B → C in one trace: A's `process` a child of
+/// the root, each service's outbox write (`create`) a child of its `process`, the next
+/// service's `process` a child of that `create`, and each relay's `send` linked to the
+/// `create` it published. Returns the first trace, rendered.
+///
+/// # Panics
+/// When a span is missing or joined wrongly, showing the trace.
+#[must_use]
+pub fn assert_one_trace_each(
+    spans: &[crate::traces::Span],
+    roots: &[inboxed_core::trace::TraceContext],
+) -> String {
+    for root in roots {
+        let tree = crate::traces::render(spans, root.trace_id());
+        let find = |service: &str, name: &str, parent: &str| {
+            spans
+                .iter()
+                .find(|s| {
+                    s.trace_id == root.trace_id()
+                        && s.service == service
+                        && s.name.starts_with(name)
+                        && s.parent_id.as_deref() == Some(parent)
+                })
+                .unwrap_or_else(|| panic!("no {name} of {service} under span {parent} in\n{tree}"))
+        };
+        let mut parent = root.parent_id().to_owned();
+        for service in ["A", "B", "C"] {
+            let process = find(service, "process", &parent);
+            assert_eq!(process.kind, "consumer", "{tree}");
+            if service == "C" {
+                break;
+            }
+            let create = find(service, "create", &process.span_id);
+            assert_eq!(create.kind, "producer", "{tree}");
+            let sent = spans.iter().any(|s| {
+                s.service == service
+                    && s.name.starts_with("send")
+                    && s.links.iter().any(|(_, l)| *l == create.span_id)
+            });
+            assert!(sent, "no send of {service} linked to its create in\n{tree}");
+            parent = create.span_id.clone();
+        }
+    }
+    crate::traces::render(spans, roots[0].trace_id())
+}

@@ -32,6 +32,7 @@ pub mod raw_nats;
 pub mod restart;
 pub mod throwaway;
 pub mod tls;
+pub mod traces;
 pub mod wire;
 
 pub use backend::{Backend, TestDb};

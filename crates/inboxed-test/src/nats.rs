@@ -221,3 +221,27 @@ pub async fn publish_keyed(js: &Context, subject: &str, prefix: &str, count: i64
         ack.await.expect("publish ack");
     }
 }
+
+/// Publishes `messages` to `subject` (the envelope's id as `Nats-Msg-Id`, its headers as NATS
+/// headers), waiting for every publish ack.
+///
+/// # Panics
+/// When a publish is not acked.
+pub async fn publish_all(js: &Context, subject: &str, messages: Vec<inboxed_core::Envelope>) {
+    for message in messages {
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Msg-Id", message.id().as_str());
+        for (name, value) in message.headers().iter() {
+            headers.insert(name, String::from_utf8_lossy(value).as_ref());
+        }
+        js.publish_with_headers(
+            subject.to_owned(),
+            headers,
+            message.payload().to_vec().into(),
+        )
+        .await
+        .expect("publish")
+        .await
+        .expect("publish ack");
+    }
+}

@@ -187,6 +187,7 @@ where
             counts: &counts,
             first_delivery,
             ordered,
+            system: deliveries.first().and_then(Delivery::system),
         };
         let work = processor.run_batch(&envelopes, &run);
         let processed = keep_alive(work, deliveries, extend_every).await;

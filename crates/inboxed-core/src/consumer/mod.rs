@@ -153,7 +153,8 @@ where
     let result = loop {
         let result = match &envelope {
             Ok(envelope) => {
-                let work = processor.process(envelope, delivery.delivery_count());
+                let work =
+                    processor.process_from(envelope, delivery.delivery_count(), delivery.system());
                 keep_alive(work, std::slice::from_ref(&delivery), extend_every).await
             }
             Err(invalid) => {
@@ -180,7 +181,9 @@ where
                     continue;
                 };
                 let count = delivery.delivery_count();
-                if let Some(probed) = probe_in_place(processor, envelope, count, wait).await {
+                let system = delivery.system();
+                if let Some(probed) = probe_in_place(processor, envelope, count, system, wait).await
+                {
                     break Ok(probed);
                 }
             }
@@ -206,6 +209,7 @@ async fn probe_in_place<S, H>(
     processor: &Processor<S, H>,
     envelope: &crate::Envelope,
     delivery_count: Option<u32>,
+    system: Option<&'static str>,
     wait: Duration,
 ) -> Option<Outcome>
 where
@@ -222,7 +226,7 @@ where
         if tokio::time::Instant::now() >= attempt_at {
             return None;
         }
-        if let Ok(outcome) = processor.probe(envelope, delivery_count).await {
+        if let Ok(outcome) = processor.probe(envelope, delivery_count, system).await {
             return Some(outcome);
         }
     }

@@ -250,7 +250,12 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let inner = &*self.inner;
         let mut tx = inner.store.begin(&inner.config.begin).await?;
         let msgs: Vec<&crate::Envelope> = rows.iter().map(|r| &r.envelope).collect();
-        let span = tracing::info_span!("inboxed.work_batch", rows = rows.len(), first_row = rows.first().map(|r| r.id), consumer = %inner.consumer);
+        let span = crate::trace::spans::process_batch(
+            None,
+            &inner.consumer,
+            msgs.iter().copied(),
+            msgs.len(),
+        );
         let handled = call_guarded_batch(
             &inner.handler,
             &msgs,

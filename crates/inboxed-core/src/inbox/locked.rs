@@ -74,7 +74,12 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let all_ok = {
             let mut all = tx.begin().await.map_err(StoreError::from_sqlx)?;
             let msgs: Vec<&crate::Envelope> = runnable.iter().map(|(r, _)| &r.envelope).collect();
-            let span = tracing::info_span!("inboxed.work_batch", rows = msgs.len(), consumer = %inner.consumer);
+            let span = crate::trace::spans::process_batch(
+                None,
+                &inner.consumer,
+                msgs.iter().copied(),
+                msgs.len(),
+            );
             let ok = msgs.is_empty()
                 || call_guarded_batch(
                     &inner.handler,
@@ -167,16 +172,27 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         conn: &mut <S::Db as sqlx::Database>::Connection,
     ) -> Result<(), HandlerError> {
         let inner = &*self.inner;
-        let span = tracing::info_span!("inboxed.work", row = row.id, message_id = %row.envelope.id(), consumer = %inner.consumer);
-        crate::trace::continue_in(&span, &row.envelope);
-        call_guarded(
+        let span = crate::trace::spans::process(
+            None,
+            &inner.consumer,
+            &row.envelope,
+            Some(row.id),
+            row.attempts <= 1,
+        );
+        let handled = call_guarded(
             &inner.handler,
             &row.envelope,
             conn,
             inner.config.handler_timeout,
         )
-        .instrument(span)
-        .await
+        .instrument(span.clone())
+        .await;
+        if let Err(e) = &handled {
+            crate::trace::spans::failed(&span, &error_chain(e));
+        } else {
+            span.record("inboxed.outcome", "processed");
+        }
+        handled
     }
 }
 

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tracing::warn;
+use tracing::{Instrument, warn};
 
 use super::receipt::Inbox;
 use super::store::{Enqueued, InboxStore};
@@ -14,6 +14,7 @@ use crate::delivery::{AckOrdering, Delivery, DeliverySource};
 use crate::drive::drive;
 use crate::error::{Error, delivery_name, error_chain};
 use crate::metrics as m;
+use crate::trace::spans;
 
 /// Settings for [`InboxRelay`].
 #[derive(Debug, Clone)]
@@ -120,7 +121,12 @@ pub async fn relay_one<S: InboxStore, D: Delivery>(
     let name = delivery_name(&envelope);
     loop {
         let stored = match &envelope {
-            Ok(envelope) => inbox.store(envelope).await.map(|e| match e {
+            Ok(envelope) => {
+                let one = std::iter::once(envelope);
+                let span = spans::receive(delivery.system(), inbox.consumer(), one, 1);
+                inbox.store(envelope).instrument(span).await
+            }
+            .map(|e| match e {
                 Enqueued::Stored { id } => Relayed::Stored { id },
                 Enqueued::Duplicate => {
                     warn_if_redrive(inbox, envelope);
@@ -198,7 +204,9 @@ pub async fn relay_batch<S: InboxStore, D: Delivery>(
     if in_order && valid.len() < deliveries.len() {
         return one_by_one(inbox, deliveries, backoff, streak).await;
     }
-    let stored = match inbox.store_many(&valid).await {
+    let system = deliveries.first().and_then(Delivery::system);
+    let span = spans::receive(system, inbox.consumer(), valid.iter(), valid.len());
+    let stored = match inbox.store_many(&valid).instrument(span).await {
         Ok(stored) => stored,
         Err(error) => {
             warn!(

@@ -20,11 +20,17 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     ) -> Result<(), Error> {
         let inner = &*self.inner;
         for row in rows {
-            let span = tracing::info_span!("inboxed.work", row = row.id, message_id = %row.envelope.id(), consumer = %inner.consumer);
-            crate::trace::continue_in(&span, &row.envelope);
-            let (failure, permanent, after) = match self.run_row(&row, token).instrument(span).await
-            {
+            let span = crate::trace::spans::process(
+                None,
+                &inner.consumer,
+                &row.envelope,
+                Some(row.id),
+                row.attempts <= 1,
+            );
+            let run = self.run_row(&row, token).instrument(span.clone()).await;
+            let (failure, permanent, after) = match run {
                 Ok(Ok(Completed::Done)) => {
+                    span.record("inboxed.outcome", "processed");
                     report.done += 1;
                     continue;
                 }
@@ -52,6 +58,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                     None,
                 ),
             };
+            crate::trace::spans::failed(&span, &failure);
             if let Some(after) = after {
                 // Not the message's fault, by the handler's word: back after `after` (at least
                 // a poll's interval: a `Retry-After: 0` must not spin on the row), its attempt

@@ -18,6 +18,7 @@ use super::relay::{OutboxRelay, OutboxRelayReport};
 use super::store::{ClaimToken, LockOutboxParams, MarkParams, OutboxFate, OutboxStore};
 use crate::error::{Error, StoreError};
 use crate::store::BeginParams;
+use tracing::Instrument;
 
 /// How often at most a relay's loops judge dead relays' batches before a batch: a batch that
 /// starts within this of a relay's death may take its rows whole once more (and, if one of them
@@ -108,7 +109,9 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             .store
             .hold_outbox(&token, lock_key, &inner.id, &ids)
             .await?;
-        let verdicts = verdicts(&rows, inner.publisher.publish(&rows).await);
+        let span = crate::trace::spans::send(inner.publisher.system(), &rows);
+        let published = inner.publisher.publish(&rows).instrument(span).await;
+        let verdicts = verdicts(&rows, published);
         let mut fates = Vec::with_capacity(rows.len());
         let (mut not_sent, mut unreachable) = (0, None);
         for (row, verdict) in rows.iter().zip(verdicts) {

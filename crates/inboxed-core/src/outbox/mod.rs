@@ -29,6 +29,8 @@ pub use relay::{OutboxRelay, OutboxRelayReport};
 pub use store::{OutboxFate, OutboxRow};
 pub use write_error::WriteError;
 
+use tracing::Instrument;
+
 use crate::envelope::{ConsumerName, MessageId};
 use crate::trace::TraceContext;
 use store::{OutboxStore, WriteParams};
@@ -100,9 +102,12 @@ impl<S: OutboxStore> Outbox<S> {
         message.validate()?;
         in_transaction::<S::Db>(conn)?;
         let id = mint();
-        let trace = message.trace_at_write(crate::trace::ambient().as_ref());
+        let span = crate::trace::spans::create(std::slice::from_ref(message));
+        // The context stored is the `create` span's, current inside it.
+        let trace = message.trace_at_write(span.in_scope(crate::trace::ambient).as_ref());
         self.store
             .write_outbox(conn, &self.params(&id, message, trace.as_ref()))
+            .instrument(span)
             .await?;
         Ok(id)
     }
@@ -126,7 +131,8 @@ impl<S: OutboxStore> Outbox<S> {
         }
         in_transaction::<S::Db>(conn)?;
         let ids: Vec<MessageId> = messages.iter().map(|_| mint()).collect();
-        let ambient = crate::trace::ambient();
+        let span = crate::trace::spans::create(messages);
+        let ambient = span.in_scope(crate::trace::ambient);
         let traces: Vec<_> = messages
             .iter()
             .map(|m| m.trace_at_write(ambient.as_ref()))
@@ -138,7 +144,10 @@ impl<S: OutboxStore> Outbox<S> {
             .map(|((id, m), trace)| self.params(id, m, trace.as_ref()))
             .collect();
         if !params.is_empty() {
-            self.store.write_outbox_many(conn, &params).await?;
+            self.store
+                .write_outbox_many(conn, &params)
+                .instrument(span)
+                .await?;
         }
         Ok(ids)
     }

@@ -56,4 +56,10 @@ pub trait Publisher: Send + Sync + 'static {
     /// rows without one count as [`Confirmation::Unconfirmed`]. Reconnecting after the broker
     /// went away is the publisher's own business: the relay only retries.
     fn publish(&self, rows: &[OutboxRow]) -> impl Future<Output = Vec<Confirmation>> + Send;
+
+    /// The broker, as OpenTelemetry's `messaging.system` names it, for the relay's `send`
+    /// spans. `None`, the default: not recorded.
+    fn system(&self) -> Option<&'static str> {
+        None
+    }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
-use tracing::{error, warn};
+use tracing::{Instrument, error, warn};
 
 use super::config::OutboxRelayConfig;
 use super::marks::{Verdict, count, failed_row, handed_back, verdicts, within_group_limit};
@@ -160,7 +160,9 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
         if rows.is_empty() {
             return Ok(report);
         }
-        let verdicts = verdicts(&rows, inner.publisher.publish(&rows).await);
+        let span = crate::trace::spans::send(inner.publisher.system(), &rows);
+        let published = inner.publisher.publish(&rows).instrument(span).await;
+        let verdicts = verdicts(&rows, published);
         let (mut confirmed, mut not_sent) = (Vec::new(), Vec::new());
         let mut unreachable = None;
         for (row, verdict) in rows.iter().zip(verdicts) {

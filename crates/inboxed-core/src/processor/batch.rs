@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tracing::{debug, warn};
+use tracing::{Instrument, debug, warn};
 
 use super::Processor;
 use crate::config::AttemptCounting;
@@ -13,6 +13,7 @@ use crate::error::{Error, StoreError};
 use crate::handler::{Handler, call_guarded_batch};
 use crate::processor::Outcome;
 use crate::store::{Claim, Store};
+use crate::trace::spans;
 
 impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     /// Processes `batch` with one transaction and one commit, and returns one result per
@@ -65,6 +66,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             counts: delivery_counts,
             first_delivery: first,
             ordered: false,
+            system: None,
         };
         let results = self.run_batch(batch, &run).await;
         results.into_iter().flatten().collect()
@@ -102,13 +104,20 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         // it counted run one by one: a crash then is charged to what was counted (see
         // `CrashAttribution`). Let go before a message that takes a turn of its own.
         let mut shared = Some(self.inner.config.crash_attribution.shared().await);
+        let span = spans::process_batch(
+            run.system,
+            &self.inner.consumer,
+            firsts.iter().map(|&i| &batch[i]),
+            firsts.len(),
+        );
         let together = self
             .together(batch, &firsts, first_delivery, &count_of)
+            .instrument(span)
             .await;
         let mut steps: Vec<(usize, Step)> = match together {
             Together::Settled(settled) => {
                 for (&i, result) in firsts.iter().zip(settled) {
-                    self.count(&result);
+                    self.count(&batch[i], &result);
                     results[i] = Some(result);
                 }
                 Vec::new()
@@ -151,13 +160,19 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         for (i, step) in steps {
             let result = match step {
                 Step::Counted(attempt) => {
-                    let result = self.process_counted(&batch[i], attempt, false).await;
-                    self.count(&result);
+                    let consumer = &self.inner.consumer;
+                    let span = spans::process(run.system, consumer, &batch[i], None, attempt <= 1);
+                    let result = self
+                        .process_counted(&batch[i], attempt, false)
+                        .instrument(span.clone())
+                        .await;
+                    spans::settled(&span, &result);
+                    self.count(&batch[i], &result);
                     result
                 }
                 Step::Broker(count) => {
                     shared.take();
-                    self.process(&batch[i], count).await
+                    self.process_as(&batch[i], count, false, run.system).await
                 }
             };
             let failed = result.is_err();
@@ -365,6 +380,8 @@ pub(crate) struct BatchRun<'a> {
     pub(crate) first_delivery: bool,
     /// Keep the given order when messages go one by one, and stop at the first failure.
     pub(crate) ordered: bool,
+    /// The broker, for the spans.
+    pub(crate) system: Option<&'static str>,
 }
 
 /// How much of a batch ran together.

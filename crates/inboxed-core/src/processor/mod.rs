@@ -12,6 +12,7 @@ use crate::handler::Handler;
 use crate::hash::{PayloadHash, StoredHash};
 use crate::metrics as m;
 use crate::store::{Counted, DeadLetterReason, KeyParams, Store};
+use crate::trace::spans;
 
 /// How a message was settled. Every variant means "safe to ack": the effect is committed, or
 /// was committed before, or the message is durably on the dead-letter path.
@@ -204,7 +205,18 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         envelope: &Envelope,
         delivery_count: Option<u32>,
     ) -> Result<Outcome, Error> {
-        self.process_as(envelope, delivery_count, false).await
+        self.process_as(envelope, delivery_count, false, None).await
+    }
+
+    /// [`Processor::process`] of a delivery from `system` (the broker, for the span).
+    pub(crate) async fn process_from(
+        &self,
+        envelope: &Envelope,
+        delivery_count: Option<u32>,
+        system: Option<&'static str>,
+    ) -> Result<Outcome, Error> {
+        self.process_as(envelope, delivery_count, false, system)
+            .await
     }
 
     /// [`Processor::process`] as a probe between two attempts of an in-order delivery retried
@@ -215,8 +227,10 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         &self,
         envelope: &Envelope,
         delivery_count: Option<u32>,
+        system: Option<&'static str>,
     ) -> Result<Outcome, Error> {
-        self.process_as(envelope, delivery_count, true).await
+        self.process_as(envelope, delivery_count, true, system)
+            .await
     }
 
     async fn process_as(
@@ -224,27 +238,33 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         envelope: &Envelope,
         delivery_count: Option<u32>,
         probe: bool,
+        system: Option<&'static str>,
     ) -> Result<Outcome, Error> {
-        let span = tracing::info_span!(
-            "inboxed.process",
-            message_id = %envelope.id(),
-            consumer = %self.inner.consumer,
-            correlation_id = envelope.correlation_id(),
-        );
-        crate::trace::continue_in(&span, envelope);
+        // A delivery the broker counts as a redelivery links to its message's trace; a first
+        // one (or one the broker does not count) continues it.
+        let first = delivery_count.is_none_or(|n| n <= 1);
+        let span = spans::process(system, &self.inner.consumer, envelope, None, first);
         let result = self
             .process_inner(envelope, delivery_count, probe)
-            .instrument(span)
+            .instrument(span.clone())
             .await;
-        self.count(&result);
+        spans::settled(&span, &result);
+        self.count(envelope, &result);
         result
     }
 
-    /// Counts a settled message by outcome, or a failure by kind.
-    fn count(&self, result: &Result<Outcome, Error>) {
+    /// Counts a settled message by outcome, or a failure by kind; a processed one's lag.
+    fn count(&self, envelope: &Envelope, result: &Result<Outcome, Error>) {
         let consumer = self.inner.consumer.as_str().to_owned();
         match result {
             Ok(outcome) => {
+                if *outcome == Outcome::Processed
+                    && let Some(sent_at) = envelope.sent_at()
+                {
+                    let lag = sent_at.elapsed().unwrap_or_default();
+                    metrics::histogram!(m::LAG_SECONDS, "consumer" => consumer.clone())
+                        .record(lag.as_secs_f64());
+                }
                 metrics::counter!(m::MESSAGES_TOTAL, "consumer" => consumer, "outcome" => outcome.as_str())
                     .increment(1);
             }

@@ -11,6 +11,7 @@
 
 #[cfg(feature = "otel")]
 mod otel;
+pub(crate) mod spans;
 
 use crate::headers::Headers;
 
@@ -197,15 +198,25 @@ pub(crate) fn ambient() -> Option<TraceContext> {
     }
 }
 
-/// Makes `span` a child of the context `envelope` carries (with the `otel` feature; nothing
-/// without it), so that processing continues the sender's trace.
-pub(crate) fn continue_in(span: &tracing::Span, envelope: &crate::Envelope) {
+/// Joins `span` to the trace of the context `trace` reads, as its parent or as a link, with
+/// the `otel` feature (a span that no subscriber records reads nothing); without it, nothing.
+pub(crate) fn join(
+    span: &tracing::Span,
+    as_parent: bool,
+    trace: impl FnOnce() -> Option<TraceContext>,
+) {
     #[cfg(feature = "otel")]
-    if let Some(trace) = TraceContext::from_headers(envelope.headers()) {
-        otel::adopt(span, &trace);
+    if !span.is_disabled()
+        && let Some(trace) = trace()
+    {
+        if as_parent {
+            otel::adopt(span, &trace);
+        } else {
+            otel::link(span, &trace);
+        }
     }
     #[cfg(not(feature = "otel"))]
-    let _ = (span, envelope);
+    let _ = (span, as_parent, trace);
 }
 
 /// W3C Trace Context, level 1, section 3.2: `version-traceid-parentid-flags`, lowercase hex.

@@ -38,12 +38,22 @@ pub(super) fn current() -> Option<TraceContext> {
     Some(trace)
 }
 
-/// Makes `span` a child of the span `trace` names (remote), with its baggage.
-pub(super) fn adopt(span: &tracing::Span, trace: &TraceContext) {
+/// OpenTelemetry's context of the (remote) span `trace` names, with its baggage.
+fn extract(trace: &TraceContext) -> opentelemetry::Context {
     let carrier: HashMap<String, String> = trace
         .headers()
         .map(|(name, value)| (name.to_owned(), value.to_owned()))
         .collect();
+    w3c().extract(&carrier)
+}
+
+/// Makes `span` a child of the span `trace` names.
+pub(super) fn adopt(span: &tracing::Span, trace: &TraceContext) {
     // An error here is a span already started or not recorded: it keeps its own parent.
-    let _ = span.set_parent(w3c().extract(&carrier));
+    let _ = span.set_parent(extract(trace));
+}
+
+/// Links `span` to the span `trace` names.
+pub(super) fn link(span: &tracing::Span, trace: &TraceContext) {
+    span.add_link(extract(trace).span().span_context().clone());
 }

@@ -9,18 +9,24 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
-/// Publishes `messages` to `topic` in order, each with its id in the `message_id` header,
-/// waiting for each to be acknowledged.
+/// Publishes `messages` to `topic` in order, each with its id in the `message_id` header and
+/// its own headers after it, waiting for each to be acknowledged.
 pub(crate) async fn publish(topic: &str, messages: &[inboxed_core::Envelope]) {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", brokers())
         .create()
         .unwrap();
     for message in messages {
-        let headers = OwnedHeaders::new().insert(Header {
+        let mut headers = OwnedHeaders::new().insert(Header {
             key: "message_id",
             value: Some(message.id().as_str()),
         });
+        for (key, value) in message.headers().iter() {
+            headers = headers.insert(Header {
+                key,
+                value: Some(value),
+            });
+        }
         let record: FutureRecord<'_, (), [u8]> = FutureRecord::to(topic)
             .payload(message.payload())
             .headers(headers);

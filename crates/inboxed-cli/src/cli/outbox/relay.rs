@@ -72,6 +72,18 @@ impl Publisher for AnyPublisher {
             Self::Sqs(p) => p.publish(rows).await,
         }
     }
+
+    fn system(&self) -> Option<&'static str> {
+        match self {
+            Self::Rabbit(p) => p.system(),
+            Self::Nats(p) => p.system(),
+            Self::Redis(p) => p.system(),
+            #[cfg(feature = "kafka")]
+            Self::Kafka(p) => p.system(),
+            #[cfg(feature = "sqs")]
+            Self::Sqs(p) => p.system(),
+        }
+    }
 }
 
 async fn publisher(s: &Settings) -> anyhow::Result<AnyPublisher> {

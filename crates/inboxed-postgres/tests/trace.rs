@@ -309,3 +309,41 @@ async fn a_relays_send_links_to_each_rows_creation() {
     assert_eq!(links(send), [stored[0].parent_id(), stored[1].parent_id()]);
     db.finish().await;
 }
+
+/// A trace context that does not read (a traceparent of bytes that are not UTF-8, another
+/// in upper case, a tracestate past its bound) never fails a message: it is processed in a
+/// trace of its own, and its outbox row carries that trace, not the malformed text.
+#[tokio::test]
+async fn a_malformed_trace_context_never_fails_a_message() {
+    let db = Pg::create().await;
+    let processor = announcing(&db);
+    let recorded = Recorded::start();
+    let bad = [
+        Headers::new().with("traceparent", b"00-\xff\xfe".to_vec()),
+        Headers::new().with("traceparent", SENDER.to_uppercase()),
+        Headers::new()
+            .with("traceparent", SENDER)
+            .with("tracestate", "k=v,".repeat(200)),
+    ];
+    for (i, headers) in bad.into_iter().enumerate() {
+        let message = Envelope::new(MessageId::new(format!("bad-{i}")).unwrap(), b"{}".to_vec())
+            .with_headers(headers);
+        let outcome = processor.process(&message, Some(1)).await.unwrap();
+        assert_eq!(outcome, Outcome::Processed);
+    }
+    let spans = recorded.spans();
+    let sender = TraceContext::parse(SENDER).unwrap();
+    let stored = stored_traces(&db).await;
+    assert_eq!(stored.len(), 3);
+    for (i, process) in named(&spans, "process").into_iter().enumerate() {
+        let joined = process.span_context.trace_id().to_string() == sender.trace_id();
+        // The third's traceparent reads; its tracestate, past 512 bytes, is left out.
+        assert_eq!(joined, i == 2, "message {i}");
+        assert_eq!(
+            stored[i].trace_id(),
+            process.span_context.trace_id().to_string()
+        );
+        assert_eq!(stored[i].tracestate(), None);
+    }
+    db.finish().await;
+}

@@ -28,16 +28,31 @@ async fn serve(service: &Service) {
     service_main(service, source, publisher).await;
 }
 
+/// A channel and three fresh queues, A's first.
+async fn queues() -> (lapin::Channel, [String; 3]) {
+    let (channel, a) = queue(&amqp_url()).await;
+    let (b, c) = (format!("{a}-b"), format!("{a}-c"));
+    declare(&channel, &b).await;
+    declare(&channel, &c).await;
+    (channel, [a, b, c])
+}
+
+async fn delete(channel: &lapin::Channel, queues: [&String; 3]) {
+    for q in queues {
+        channel
+            .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn a_chain_of_three_services_is_exactly_once_under_random_sigkills() {
     if let Some(service) = Service::from_env() {
         serve(&service).await;
         return;
     }
-    let (channel, a) = queue(&amqp_url()).await;
-    let (b, c) = (format!("{a}-b"), format!("{a}-c"));
-    declare(&channel, &b).await;
-    declare(&channel, &c).await;
+    let (channel, [a, b, c]) = queues().await;
     publish_keyed(&channel, &a, "m", 0..MESSAGES).await;
     let chain = Chain::create().await;
     let report = chain
@@ -54,12 +69,7 @@ async fn a_chain_of_three_services_is_exactly_once_under_random_sigkills() {
     chain
         .assert_exact(MESSAGES, (0..MESSAGES).map(amount).sum())
         .await;
-    for q in [&a, &b, &c] {
-        channel
-            .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-            .await
-            .unwrap();
-    }
+    delete(&channel, [&a, &b, &c]).await;
     chain.finish().await;
 }
 
@@ -72,10 +82,7 @@ async fn one_trace_runs_from_the_first_service_to_the_last() {
         serve(&service).await;
         return;
     }
-    let (channel, a) = queue(&amqp_url()).await;
-    let (b, c) = (format!("{a}-b"), format!("{a}-c"));
-    declare(&channel, &b).await;
-    declare(&channel, &c).await;
+    let (channel, [a, b, c]) = queues().await;
     let tree = run_traced(
         &inboxed_test::test_name!(TRACED),
         [&a, &b, &c],
@@ -84,10 +91,5 @@ async fn one_trace_runs_from_the_first_service_to_the_last() {
     )
     .await;
     eprintln!("one trace through RabbitMQ:\n{tree}");
-    for q in [&a, &b, &c] {
-        channel
-            .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-            .await
-            .unwrap();
-    }
+    delete(&channel, [&a, &b, &c]).await;
 }

@@ -62,6 +62,20 @@ async fn queue(fifo: bool) -> (String, String) {
     (name, created.queue_url.unwrap())
 }
 
+/// A message of the queue, with its attributes.
+async fn receive_one(queue_url: &str) -> aws_sdk_sqs::types::Message {
+    client()
+        .receive_message()
+        .queue_url(queue_url)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap()
+        .remove(0)
+}
+
 /// Messages in the queue, visible or in flight.
 async fn messages_in(queue_url: &str) -> u32 {
     let attributes = client()
@@ -121,16 +135,7 @@ async fn committed_rows_are_sent_once_and_resends_are_dropped_by_the_fifo_queue(
         "the re-sends fell inside the queue's deduplication window"
     );
 
-    let first = client()
-        .receive_message()
-        .queue_url(&url)
-        .message_attribute_names("All")
-        .send()
-        .await
-        .unwrap()
-        .messages
-        .unwrap()
-        .remove(0);
+    let first = receive_one(&url).await;
     let attributes = first.message_attributes.unwrap();
     let attribute = |n: &str| attributes[n].string_value.clone().unwrap();
     assert_eq!(attribute("message_id"), ids[0], "{name}: the first message");
@@ -273,16 +278,7 @@ async fn trace_context_rides_in_the_attributes_left_and_never_fails_a_row() {
     let relay = OutboxRelay::new(db.store.clone(), publisher, relay_config().max_attempts(2));
     let dead = dead_after_relaying(&relay, &db.store, 1, 1).await;
     assert!(dead.is_empty(), "{dead:?}");
-    let received = client()
-        .receive_message()
-        .queue_url(&url)
-        .message_attribute_names("All")
-        .send()
-        .await
-        .unwrap()
-        .messages
-        .unwrap()
-        .remove(0);
+    let received = receive_one(&url).await;
     let attributes = received.message_attributes.unwrap();
     assert_eq!(attributes.len(), 10, "{attributes:?}");
     assert_eq!(

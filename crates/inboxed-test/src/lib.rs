@@ -43,6 +43,17 @@ pub use my_parted::MyParted;
 pub use parted::PgParted;
 pub use pg::{Pg, admin_url};
 
+/// Asserts that `envelope` carries when its broker took it, a moment ago (a minute at most):
+/// the broker's own timestamp, read by its adapter.
+///
+/// # Panics
+/// When it has none, or another.
+pub fn assert_sent_recently(envelope: &inboxed_core::Envelope) {
+    let sent = envelope.sent_at().expect("the broker's timestamp");
+    let age = sent.elapsed().unwrap_or_default();
+    assert!(age < std::time::Duration::from_secs(60), "sent {age:?} ago");
+}
+
 /// A TCP port free on the loopback interface now, for a server a test starts.
 ///
 /// # Panics

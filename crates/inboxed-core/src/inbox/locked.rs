@@ -172,13 +172,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         conn: &mut <S::Db as sqlx::Database>::Connection,
     ) -> Result<(), HandlerError> {
         let inner = &*self.inner;
-        let span = crate::trace::spans::process(
-            None,
-            &inner.consumer,
-            &row.envelope,
-            Some(row.id),
-            row.attempts <= 1,
-        );
+        let span = crate::trace::spans::row(&inner.consumer, row);
         let handled = call_guarded(
             &inner.handler,
             &row.envelope,

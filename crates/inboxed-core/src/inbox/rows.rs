@@ -20,13 +20,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     ) -> Result<(), Error> {
         let inner = &*self.inner;
         for row in rows {
-            let span = crate::trace::spans::process(
-                None,
-                &inner.consumer,
-                &row.envelope,
-                Some(row.id),
-                row.attempts <= 1,
-            );
+            let span = crate::trace::spans::row(&inner.consumer, &row);
             let run = self.run_row(&row, token).instrument(span.clone()).await;
             let (failure, permanent, after) = match run {
                 Ok(Ok(Completed::Done)) => {

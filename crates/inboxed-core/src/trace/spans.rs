@@ -16,6 +16,7 @@ use tracing::field::Empty;
 use super::TraceContext;
 use crate::envelope::{ConsumerName, Envelope};
 use crate::error::Error;
+use crate::inbox::store::InboxRow;
 use crate::outbox::OutgoingMessage;
 use crate::outbox::store::OutboxRow;
 use crate::processor::Outcome;
@@ -103,10 +104,27 @@ pub(crate) fn receive<'a>(
         messaging.consumer.group.name = %consumer,
         messaging.batch.message_count = count,
     );
-    for envelope in envelopes {
-        super::join(&span, false, || envelope.trace_context());
-    }
+    link_each(&span, envelopes);
     span
+}
+
+/// Links a span of many messages to each one's creation.
+fn link_each<'a>(span: &Span, envelopes: impl Iterator<Item = &'a Envelope>) {
+    for envelope in envelopes {
+        super::join(span, false, || envelope.trace_context());
+    }
+}
+
+/// A worker processing a stored row: [`process`] of the row's message, a first attempt at its
+/// first claim.
+pub(crate) fn row(consumer: &ConsumerName, row: &InboxRow) -> Span {
+    process(
+        None,
+        consumer,
+        &row.envelope,
+        Some(row.id),
+        row.attempts <= 1,
+    )
 }
 
 /// Processing one message (`process`, a consumer span), by a processor or by a worker from
@@ -158,9 +176,7 @@ pub(crate) fn process_batch<'a>(
         messaging.consumer.group.name = %consumer,
         messaging.batch.message_count = count,
     );
-    for envelope in envelopes {
-        super::join(&span, false, || envelope.trace_context());
-    }
+    link_each(&span, envelopes);
     span
 }
 

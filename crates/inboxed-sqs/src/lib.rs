@@ -19,6 +19,7 @@
 
 mod config;
 mod delivery;
+mod entry;
 mod publisher;
 mod source;
 

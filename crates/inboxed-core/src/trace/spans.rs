@@ -25,8 +25,6 @@ use crate::processor::Outcome;
 /// with the rows is this span's, so a relay's `send` and the next service's `process` point
 /// back here. One span for a `write_many`, whose messages share it.
 pub(crate) fn create(messages: &[OutgoingMessage]) -> Span {
-    let first = messages.first().map_or("", OutgoingMessage::destination);
-    let single = messages.iter().all(|m| m.destination() == first);
     let span = tracing::info_span!(
         "inboxed.create",
         otel.name = Empty,
@@ -37,12 +35,14 @@ pub(crate) fn create(messages: &[OutgoingMessage]) -> Span {
         messaging.batch.message_count = Empty,
         messaging.message.body.size = Empty,
     );
-    if single {
-        span.record("otel.name", format!("create {first}"));
-        span.record("messaging.destination.name", first);
-    } else {
-        span.record("otel.name", "create");
+    if span.is_disabled() {
+        return span;
     }
+    name_by_destination(
+        &span,
+        "create",
+        messages.iter().map(OutgoingMessage::destination),
+    );
     match messages {
         [one] => span.record("messaging.message.body.size", one.payload().len()),
         many => span.record("messaging.batch.message_count", many.len()),
@@ -50,11 +50,25 @@ pub(crate) fn create(messages: &[OutgoingMessage]) -> Span {
     span
 }
 
+/// Names a span of `operation` after its messages' destination when they share one
+/// (`send orders`, as the conventions name it), else after the operation alone.
+fn name_by_destination<'a>(
+    span: &Span,
+    operation: &'static str,
+    mut destinations: impl Iterator<Item = &'a str>,
+) {
+    let first = destinations.next().unwrap_or_default();
+    if destinations.all(|d| d == first) {
+        span.record("otel.name", format!("{operation} {first}"));
+        span.record("messaging.destination.name", first);
+    } else {
+        span.record("otel.name", operation);
+    }
+}
+
 /// A relay publishing claimed outbox rows (`send`, a producer span), linked to each row's
 /// creation (the trace context stored with it).
 pub(crate) fn send(system: Option<&'static str>, rows: &[OutboxRow]) -> Span {
-    let first = rows.first().map_or("", |r| r.destination.as_str());
-    let single = rows.iter().all(|r| r.destination == first);
     let count = rows.len();
     let span = tracing::info_span!(
         "inboxed.send",
@@ -66,12 +80,10 @@ pub(crate) fn send(system: Option<&'static str>, rows: &[OutboxRow]) -> Span {
         messaging.destination.name = Empty,
         messaging.batch.message_count = count,
     );
-    if single {
-        span.record("otel.name", format!("send {first}"));
-        span.record("messaging.destination.name", first);
-    } else {
-        span.record("otel.name", "send");
+    if span.is_disabled() {
+        return span;
     }
+    name_by_destination(&span, "send", rows.iter().map(|r| r.destination.as_str()));
     for row in rows {
         super::join(&span, false, || {
             let traceparent = row.headers.get(super::TRACEPARENT)?;
@@ -198,7 +210,8 @@ pub(crate) fn settled(span: &Span, result: &Result<Outcome, Error>) {
                 _ => {}
             }
         }
-        Err(error) => failed(span, &error.to_string()),
+        Err(error) if !span.is_disabled() => failed(span, &error.to_string()),
+        Err(_) => {}
     }
 }
 

@@ -21,6 +21,16 @@ impl Cpu {
             return Self(seen);
         };
         for entry in dir.flatten() {
+            // Processes only: `/proc/self` and `/proc/thread-self` are this process again (and
+            // its reading thread), which would count its time two and a half times over.
+            if !entry
+                .file_name()
+                .as_encoded_bytes()
+                .iter()
+                .all(u8::is_ascii_digit)
+            {
+                continue;
+            }
             let path = entry.path();
             let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
                 continue;

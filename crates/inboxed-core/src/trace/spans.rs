@@ -113,7 +113,7 @@ pub(crate) fn receive<'a>(
         messaging.system = system,
         messaging.operation.type = "receive",
         messaging.operation.name = "receive",
-        messaging.consumer.group.name = %consumer,
+        messaging.consumer.group.name = consumer.as_str(),
         messaging.batch.message_count = count,
     );
     link_each(&span, envelopes);
@@ -158,7 +158,7 @@ pub(crate) fn process(
         messaging.system = system,
         messaging.operation.type = "process",
         messaging.operation.name = "process",
-        messaging.consumer.group.name = %consumer,
+        messaging.consumer.group.name = consumer.as_str(),
         messaging.message.id = %envelope.id(),
         messaging.message.conversation_id = envelope.correlation_id(),
         messaging.message.body.size = envelope.payload().len(),
@@ -185,7 +185,7 @@ pub(crate) fn process_batch<'a>(
         messaging.system = system,
         messaging.operation.type = "process",
         messaging.operation.name = "process",
-        messaging.consumer.group.name = %consumer,
+        messaging.consumer.group.name = consumer.as_str(),
         messaging.batch.message_count = count,
     );
     link_each(&span, envelopes);

@@ -160,6 +160,10 @@ scripts/build-deps.sh
 command -v promtool >/dev/null 2>&1 || apt_install prometheus
 command -v promtool >/dev/null 2>&1 || { say "no promtool: install prometheus"; exit 1; }
 (cd deploy/prometheus && promtool check rules alerts.yml && promtool test rules alerts.test.yml)
+# The dashboard and the alerts against the metrics the code exports and docs/runbooks.md; the
+# self-test first shows each check catching the mistake it is for.
+python3 -c 'import yaml' 2>/dev/null || apt_install python3-yaml
+python3 scripts/check/observability.py --self-test
 mark "services ready"
 # Doctests first, so that the run closes with the main suite's summary.
 cargo test --workspace --all-features --doc
@@ -171,6 +175,17 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 cargo test -q --workspace --all-features --no-run
 cargo build -q --workspace --all-features --bins
 mark "tests built"
+# The service units (systemd-analyze verify, against this build's binary) and the Kubernetes
+# manifests (the API's schemas, strict) under deploy/; the self-test shows each check failing
+# on a copy broken on purpose.
+command -v systemd-analyze >/dev/null 2>&1 || apt_install systemd
+command -v kubernetes-validate >/dev/null 2>&1 || {
+  say "installing kubernetes-validate (the Kubernetes API's schemas) from PyPI"
+  python3 -m pip install -q kubernetes-validate >/dev/null 2>&1 || true
+  command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
+}
+INBOXED="$CARGO_TARGET_DIR/debug/inboxed" python3 scripts/check/deploy.py --self-test
+mark "deploy/ validated"
 # CI's benchmark smoke run: same-run ratios only, failing on a gross regression, never on noise.
 # From the dev build the suite already made (a release build of the benchmarks alone took
 # 4 minutes): the gates are ratios far below what a dev build measures (BENCHMARKS.md gives

@@ -8,6 +8,7 @@
 mod browser;
 mod cli;
 mod common;
+mod daemon;
 mod dedup_rate;
 mod observability;
 mod operator;

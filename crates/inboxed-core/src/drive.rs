@@ -5,6 +5,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tracing::error;
 
@@ -47,7 +48,16 @@ where
 {
     let max = max.max(1);
     let (tx, mut rx) = tokio::sync::mpsc::channel(max);
-    let mut reader = AbortOnDrop(tokio::spawn(read_into(source, tx)));
+    let (stop_reading, stop) = oneshot::channel();
+    let mut stop_reading = Some(stop_reading);
+    let mut reader = AbortOnDrop(tokio::spawn(read_into(source, tx, stop)));
+    // Stops the reader but keeps the source: dropping it would close what the deliveries in
+    // flight are acked through (a channel, a session), and their acks would fail.
+    let mut stop_reader = || {
+        if let Some(stop) = stop_reading.take() {
+            let _ = stop.send(());
+        }
+    };
     tokio::pin!(shutdown);
     let mut stopping = false;
     let mut tasks: JoinSet<Result<(), Error>> = JoinSet::new();
@@ -77,7 +87,7 @@ where
             tokio::select! {
                 _ = &mut shutdown => {
                     stopping = true;
-                    reader.0.abort();
+                    stop_reader();
                     continue;
                 }
                 admitted = admitted => admitted,
@@ -140,7 +150,7 @@ where
                 },
                 _ = &mut shutdown => {
                     stopping = true;
-                    reader.0.abort();
+                    stop_reader();
                 }
             }
         }
@@ -153,8 +163,12 @@ where
     while let Some(joined) = tasks.join_next().await {
         log_task(joined);
     }
-    reader.0.abort();
-    match (&mut reader.0).await {
+    // Everything received is settled: the source may go now.
+    stop_reader();
+    match (&mut reader.0).await.map(|(source, read)| {
+        drop(source);
+        read
+    }) {
         Ok(Err(e)) if result.is_ok() => Err(Error::Broker(e)),
         // A panic in the source is the source's failure, not its end.
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -172,30 +186,47 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// Reads `source` into `tx` until either ends; the source's error, if that is what ended it.
-/// While `tx` is full (the loop takes nothing: a delivery retried in place, an open switch)
-/// the source idles ([`DeliverySource::idle`]), keeping its session alive.
+/// Reads `source` into `tx` until either ends or `stop`; the source's error, if that is what
+/// ended it, and the source itself, kept open for the acks of what it delivered. While `tx` is
+/// full (the loop takes nothing: a delivery retried in place, an open switch) the source idles
+/// ([`DeliverySource::idle`]), keeping its session alive. A delivery read but not yet handed
+/// on when `stop` comes is dropped unacked: the broker delivers it again.
 async fn read_into<Src: DeliverySource>(
     mut source: Src,
     tx: tokio::sync::mpsc::Sender<Src::Delivery>,
-) -> Result<(), BoxError> {
-    while let Some(next) = source.next().await {
-        let delivery = next?;
-        // Room at once, most of the time: no idle future, no timer.
-        let room = match tx.try_reserve() {
-            Ok(room) => Ok(room),
-            Err(TrySendError::Closed(())) => break,
-            Err(TrySendError::Full(())) => tokio::select! {
-                room = tx.reserve() => room,
-                () = source.idle() => tx.reserve().await,
-            },
-        };
-        let Ok(room) = room else {
-            break;
-        };
-        room.send(delivery);
+    mut stop: oneshot::Receiver<()>,
+) -> (Src, Result<(), BoxError>) {
+    let read = async {
+        loop {
+            let next = tokio::select! {
+                next = source.next() => next,
+                _ = &mut stop => return Ok(()),
+            };
+            let Some(next) = next else {
+                return Ok(());
+            };
+            let delivery = next?;
+            // Room at once, most of the time: no idle future, no timer.
+            let room = match tx.try_reserve() {
+                Ok(room) => Ok(room),
+                Err(TrySendError::Closed(())) => return Ok(()),
+                Err(TrySendError::Full(())) => tokio::select! {
+                    room = tx.reserve() => room,
+                    () = source.idle() => tokio::select! {
+                        room = tx.reserve() => room,
+                        _ = &mut stop => return Ok(()),
+                    },
+                    _ = &mut stop => return Ok(()),
+                },
+            };
+            let Ok(room) = room else {
+                return Ok(());
+            };
+            room.send(delivery);
+        }
     }
-    Ok(())
+    .await;
+    (source, read)
 }
 
 fn log_task<T>(joined: Result<Result<T, Error>, tokio::task::JoinError>) {

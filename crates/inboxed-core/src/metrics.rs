@@ -92,6 +92,53 @@ pub const OUTBOX_LEASES_EXPIRED_TOTAL: &str = "inboxed_outbox_leases_expired_tot
 /// Counter of sent outbox rows deleted after `OutboxRelayConfig::sent_retention`.
 pub const OUTBOX_PURGED_ROWS_TOTAL: &str = "inboxed_outbox_purged_rows_total";
 
+/// The bucket bounds of every histogram the library records, in the histogram's unit: for an
+/// application that installs its own Prometheus exporter, so that its durations are exported
+/// as histograms (whose buckets add up across replicas for `histogram_quantile`) rather than
+/// the exporter's default per-process summaries. `inboxed serve` and the relays set them.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+///
+/// let mut builder = PrometheusBuilder::new();
+/// for (name, buckets) in inboxed_core::metrics::HISTOGRAM_BUCKETS {
+///     builder = builder.set_buckets_for_metric(Matcher::Full((*name).to_owned()), buckets)?;
+/// }
+/// # let _ = builder;
+/// # Ok(())
+/// # }
+/// ```
+pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
+    (HANDLER_DURATION_SECONDS, STATEMENT_SECONDS),
+    (CLAIM_WAIT_SECONDS, STATEMENT_SECONDS),
+    (LAG_SECONDS, LAG_BUCKETS),
+    (CLAIM_BATCH_SIZE, ROWS),
+    (ALONE_SECONDS, ALONE_BUCKETS),
+    (PURGE_PASS_SECONDS, MAINTENANCE_SECONDS),
+    (PARTITION_DROP_SECONDS, MAINTENANCE_SECONDS),
+];
+
+/// A handler's run or a claim statement: from half a millisecond (a claim on a warm index)
+/// to the 30 s of a statement timeout.
+const STATEMENT_SECONDS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// From sending to processing: milliseconds when a consumer keeps up, to an hour of backlog
+/// after an outage.
+const LAG_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+    1800.0, 3600.0,
+];
+/// Rows a claim took: one to the largest batch sizes in use.
+const ROWS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
+/// A suspect alone in its scope: a batch's run, up to the half lease a scope waits at most.
+const ALONE_BUCKETS: &[f64] = &[0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0];
+/// A purge pass or a partition's drop: a fraction of a second to a quarter of an hour.
+const MAINTENANCE_SECONDS: &[f64] = &[
+    0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
+];
+
 /// How many deliveries a consumer settled as duplicates, of all it settled: what its
 /// process's counters say (`inboxed_messages_total`, or `inboxed_receipts_total` for
 /// receipts), since the process started.
@@ -130,5 +177,88 @@ impl DedupRate {
     #[must_use]
     pub fn rate(&self) -> Option<f64> {
         (self.settled > 0.0).then(|| self.duplicates / self.settled)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::HISTOGRAM_BUCKETS;
+
+    /// The `histogram!` calls of every crate's sources: the name each records, as written
+    /// (a constant's path).
+    fn recorded_histograms(dir: &Path, found: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                recorded_histograms(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for call in text.split("histogram!(").skip(1) {
+                    let name = call.split([',', ')']).next().unwrap_or_default().trim();
+                    // A path to a constant; this test's own text mentions the macro too.
+                    if !name.is_empty()
+                        && name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "_:".contains(c))
+                    {
+                        found.push((path.display().to_string(), name.to_owned()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every histogram a library crate records has its buckets, so that no exporter set up
+    /// from `HISTOGRAM_BUCKETS` falls back to a summary for one of them.
+    #[test]
+    fn every_histogram_the_library_records_has_buckets() {
+        let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut found = Vec::new();
+        for library in std::fs::read_dir(&crates).unwrap().flatten() {
+            let name = library.file_name().to_string_lossy().into_owned();
+            // The benchmarks' and tests' own histograms are not the library's.
+            if matches!(name.as_str(), "inboxed-bench" | "inboxed-test") {
+                continue;
+            }
+            let src = library.path().join("src");
+            if src.is_dir() {
+                recorded_histograms(&src, &mut found);
+            }
+        }
+        assert!(found.len() >= HISTOGRAM_BUCKETS.len(), "{found:?}");
+        // Each constant's value, from its definition in this file.
+        let values: std::collections::HashMap<&str, &str> = include_str!("metrics.rs")
+            .lines()
+            .filter_map(|line| {
+                let rest = line.strip_prefix("pub const ")?;
+                let (ident, value) = rest.split_once(": &str = ")?;
+                Some((ident, value.trim_end_matches(';').trim_matches('"')))
+            })
+            .collect();
+        for (file, name) in found {
+            let constant = name.rsplit("::").next().unwrap();
+            let value = values
+                .get(constant)
+                .unwrap_or_else(|| panic!("{file}: {name} is not a metric name of this module"));
+            assert!(
+                HISTOGRAM_BUCKETS.iter().any(|(listed, _)| listed == value),
+                "{file} records the histogram {value}, which HISTOGRAM_BUCKETS does not list"
+            );
+        }
+    }
+
+    /// Bounds in increasing order: the exporter rejects nothing, but a histogram with
+    /// unordered bounds counts wrongly.
+    #[test]
+    fn bucket_bounds_increase() {
+        for (name, buckets) in HISTOGRAM_BUCKETS {
+            assert!(!buckets.is_empty(), "{name}");
+            assert!(
+                buckets.windows(2).all(|w| w[0] < w[1]),
+                "{name}: {buckets:?}"
+            );
+        }
     }
 }

@@ -47,6 +47,9 @@ pub mod relay {}
 #[doc = include_str!("../../../docs/retention.md")]
 pub mod retention {}
 #[cfg(doctest)]
+#[doc = include_str!("../../../docs/runbooks.md")]
+pub mod runbooks {}
+#[cfg(doctest)]
 #[doc = include_str!("../../../docs/store-then-process.md")]
 pub mod store_then_process {}
 #[cfg(doctest)]

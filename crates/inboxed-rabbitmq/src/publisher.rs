@@ -128,6 +128,8 @@ impl RabbitPublisherConfig {
 pub struct RabbitPublisher {
     config: RabbitPublisherConfig,
     live: Mutex<Option<Live>>,
+    /// Channels this publisher opened, so that each [`Live`] is told apart.
+    openings: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug)]
@@ -147,10 +149,11 @@ impl RabbitPublisher {
     /// [`RabbitError::Setup`] naming the step, [`RabbitError::TimedOut`] or
     /// [`RabbitError::CaFile`].
     pub async fn connect(config: RabbitPublisherConfig) -> Result<Self, RabbitError> {
-        let live = open(&config).await?;
+        let live = open(&config, 0).await?;
         Ok(Self {
             config,
             live: Mutex::new(Some(live)),
+            openings: std::sync::atomic::AtomicU64::new(1),
         })
     }
 
@@ -160,7 +163,10 @@ impl RabbitPublisher {
         if let Some(l) = live {
             return Ok((l.channel.clone(), l.opened));
         }
-        let l = open(&self.config)
+        let opening = self
+            .openings
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let l = open(&self.config, opening)
             .await
             .map_err(|e| inboxed_core::error_chain(&e))?;
         info!("outbox publisher connected to RabbitMQ");
@@ -176,6 +182,7 @@ impl RabbitPublisher {
         Self {
             config,
             live: Mutex::new(None),
+            openings: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -222,11 +229,9 @@ impl RabbitPublisher {
     }
 }
 
-/// Counts the channels opened, so that each [`Live`] is told apart.
-static OPENINGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Opens a connection and a channel in confirm mode, within the connect timeout.
-async fn open(config: &RabbitPublisherConfig) -> Result<Live, RabbitError> {
+/// Opens a connection and a channel in confirm mode, within the connect timeout: the
+/// publisher's `opened`-th.
+async fn open(config: &RabbitPublisherConfig, opened: u64) -> Result<Live, RabbitError> {
     let opening = async {
         let conn = connection(&config.uri, config.tls_ca_file.as_deref()).await?;
         let setup = |step| {
@@ -247,7 +252,7 @@ async fn open(config: &RabbitPublisherConfig) -> Result<Live, RabbitError> {
         Ok(Live {
             conn,
             channel,
-            opened: OPENINGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            opened,
         })
     };
     tokio::time::timeout(config.connect_timeout, opening)

@@ -22,7 +22,8 @@ use crate::screen::Wounds;
 #[non_exhaustive]
 pub enum RabbitError {
     /// Connecting, opening a channel, setting the prefetch, declaring or consuming failed.
-    #[error("RabbitMQ: could not {step} (queue {queue:?})")]
+    /// `queue` is empty for a publisher's connection.
+    #[error("RabbitMQ: could not {step}{}", of_queue(queue))]
     Setup {
         /// The step that failed.
         step: &'static str,
@@ -36,13 +37,23 @@ pub enum RabbitError {
     #[error("RabbitMQ: {0}")]
     CaFile(#[from] inboxed_core::tls::CaFileError),
     /// Connecting and starting to consume took longer than `connect_timeout`.
-    #[error("RabbitMQ: no answer within {after:?} (queue {queue:?})")]
+    #[error("RabbitMQ: no answer within {after:?}{}", of_queue(queue))]
     TimedOut {
         /// The queue.
         queue: String,
         /// The timeout.
         after: std::time::Duration,
     },
+}
+
+/// ` (queue "NAME")` for an error of a source's queue; nothing for a connection of its own
+/// (a publisher's), which has none.
+fn of_queue(queue: &str) -> String {
+    if queue.is_empty() {
+        String::new()
+    } else {
+        format!(" (queue {queue:?})")
+    }
 }
 
 /// Deliveries of one queue, with manual acks and a bounded prefetch. When the connection or

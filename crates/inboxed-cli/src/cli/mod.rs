@@ -1,5 +1,6 @@
 //! Command-line parsing and dispatch. Flags map onto the library's own config structs.
 
+mod daemon;
 mod database;
 mod dead_letters;
 mod demo;
@@ -58,12 +59,12 @@ enum Command {
     Stats(stats::Args),
     /// Move a broker's messages into the store-then-process inbox table: store, commit, then
     /// ack. Workers (this library's, or any language's per docs/inbox-contract.md) process the
-    /// rows. Runs until Ctrl-C or SIGTERM.
+    /// rows. Runs until SIGTERM or SIGINT (Ctrl-C), then settles what it holds.
     Relay(relay::Args),
     /// Serve Prometheus metrics read from the database (backlog by status, oldest pending age,
     /// expired leases, dead letters, processed keys) at /metrics, and a health check at
     /// /health (200 when the database answers and its migrations are current, else 503).
-    /// Runs until Ctrl-C.
+    /// Runs until SIGTERM or SIGINT (Ctrl-C).
     Serve(serve::Args),
     /// List, show, retry or discard dead letters by id. `retry` stores them into their
     /// consumer's store-then-process inbox; `retry` and `discard` are dry runs without --yes.

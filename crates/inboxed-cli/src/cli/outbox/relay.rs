@@ -15,16 +15,14 @@ use inboxed_redis::{RedisPublisher, RedisPublisherConfig};
 
 use super::settings::{Args, Settings};
 use crate::cli::AnyStore;
+use crate::cli::daemon::{Broker, Daemon, Shutdown, Status, until_up};
 use crate::cli::database::redact;
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let shutdown = Shutdown::listen("outbox relay")?;
     let s = args.resolve()?;
-    if let Some(addr) = s.metrics_addr {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
-            .with_http_listener(addr)
-            .install()
-            .with_context(|| format!("cannot serve metrics on {addr}"))?;
-    }
+    let status = Status::default();
+    let daemon = Daemon::start(s.metrics_addr, &status, &shutdown).await?;
     let is_pg = s.database.starts_with("postgres://") || s.database.starts_with("postgresql://");
     let schema = s
         .schema
@@ -33,20 +31,41 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     // The claim loops (two each while a lock-held batch records itself), the reaper's pass and
     // the listener.
     let connections = u32::try_from(2 * s.relay.concurrency + 2).unwrap_or(u32::MAX);
-    let store =
-        AnyStore::connect_in(&s.database, connections, Some((&schema, &s.table_prefix))).await?;
-    if s.migrate {
-        store.migrate().await?;
+    let namespace = Some((schema.as_str(), s.table_prefix.as_str()));
+    let open = || AnyStore::connect_in(&s.database, connections, namespace);
+    let before_start = "outbox relay stopped before it started";
+    let Some(store) = until_up("the database", &status, &shutdown, open).await else {
+        return daemon.stopped(out, true, before_start).await;
+    };
+    if s.migrate
+        && until_up("the migrations", &status, &shutdown, || store.migrate())
+            .await
+            .is_none()
+    {
+        return daemon.stopped(out, true, before_start).await;
     }
-    let publisher = publisher(&s).await?;
+    status.database(store.clone());
+    let config = configure(&s)?;
+    let reach = || connect(config.clone(), &s.broker);
+    let Some(publisher) = until_up("the broker", &status, &shutdown, reach).await else {
+        return daemon.stopped(out, true, before_start).await;
+    };
+    status.running(Broker::from_url(&s.broker));
     info!(database = %redact(&s.database), broker = %redact(&s.broker), "outbox relay starting");
-    match store {
-        AnyStore::Postgres(store) => relay(store, publisher, &s).await,
-        AnyStore::Sqlite(store) => relay(store, publisher, &s).await,
-        AnyStore::MySql(store) => relay(store, publisher, &s).await,
-    }?;
-    writeln!(out, "outbox relay stopped")?;
-    Ok(ExitCode::SUCCESS)
+    let relayed = daemon.bounded(async {
+        match store {
+            AnyStore::Postgres(store) => relay(store, publisher, &s, &shutdown).await,
+            AnyStore::Sqlite(store) => relay(store, publisher, &s, &shutdown).await,
+            AnyStore::MySql(store) => relay(store, publisher, &s, &shutdown).await,
+        }
+    });
+    let drained = relayed.await?;
+    let said = if drained {
+        "outbox relay stopped"
+    } else {
+        "outbox relay stopped at its shutdown bound; rows not yet marked are published again"
+    };
+    daemon.stopped(out, drained, said).await
 }
 
 /// The publisher the broker URL names.
@@ -86,12 +105,24 @@ impl Publisher for AnyPublisher {
     }
 }
 
-async fn publisher(s: &Settings) -> anyhow::Result<AnyPublisher> {
+/// The publisher's settings, read from the broker URL and the routes before anything
+/// connects: a mistake in them is an error at once, not a broker to wait for.
+#[derive(Clone)]
+enum PublisherConfig {
+    Rabbit(RabbitPublisherConfig),
+    Nats(NatsPublisherConfig),
+    Redis(RedisPublisherConfig),
+    #[cfg(feature = "kafka")]
+    Kafka(inboxed_kafka::KafkaPublisherConfig),
+    #[cfg(feature = "sqs")]
+    Sqs(inboxed_sqs::SqsPublisherConfig),
+}
+
+fn configure(s: &Settings) -> anyhow::Result<PublisherConfig> {
     let scheme = s.broker.split_once("://").map_or("", |(scheme, _)| scheme);
     if s.tls_ca_file.is_some() && !matches!(scheme, "amqps" | "tls" | "nats" | "rediss") {
         bail!("--tls-ca-file applies to amqps://, nats:// or tls:// and rediss:// brokers");
     }
-    let unreachable = || format!("cannot reach the broker {}", redact(&s.broker));
     match scheme {
         "amqp" | "amqps" => {
             let mut config = RabbitPublisherConfig::new(&s.broker);
@@ -105,28 +136,19 @@ async fn publisher(s: &Settings) -> anyhow::Result<AnyPublisher> {
                 config = config.route(destination, exchange, routing_key);
             }
             config.tls_ca_file.clone_from(&s.tls_ca_file);
-            let p = RabbitPublisher::connect(config)
-                .await
-                .with_context(unreachable)?;
-            Ok(AnyPublisher::Rabbit(p))
+            Ok(PublisherConfig::Rabbit(config))
         }
         "nats" | "tls" => {
             let mut config = NatsPublisherConfig::new(&s.broker);
             config.subjects.clone_from(&s.routes);
             config.tls_ca_file.clone_from(&s.tls_ca_file);
-            let p = NatsPublisher::connect(config)
-                .await
-                .with_context(unreachable)?;
-            Ok(AnyPublisher::Nats(p))
+            Ok(PublisherConfig::Nats(config))
         }
         "redis" | "rediss" => {
             let mut config = RedisPublisherConfig::new(&s.broker);
             config.streams.clone_from(&s.routes);
             config.tls_ca_file.clone_from(&s.tls_ca_file);
-            let p = RedisPublisher::connect(config)
-                .await
-                .with_context(unreachable)?;
-            Ok(AnyPublisher::Redis(p))
+            Ok(PublisherConfig::Redis(config))
         }
         #[cfg(feature = "kafka")]
         "kafka" => {
@@ -136,10 +158,7 @@ async fn publisher(s: &Settings) -> anyhow::Result<AnyPublisher> {
                 .trim_end_matches('/');
             let mut config = inboxed_kafka::KafkaPublisherConfig::new(brokers);
             config.topics.clone_from(&s.routes);
-            let p = inboxed_kafka::KafkaPublisher::connect(config)
-                .await
-                .with_context(unreachable)?;
-            Ok(AnyPublisher::Kafka(p))
+            Ok(PublisherConfig::Kafka(config))
         }
         #[cfg(feature = "sqs")]
         "sqs" | "sqs+https" | "sqs+http" => {
@@ -149,10 +168,7 @@ async fn publisher(s: &Settings) -> anyhow::Result<AnyPublisher> {
                     config.endpoint_url(s.broker.trim_start_matches("sqs+").trim_end_matches('/'));
             }
             config.queues.clone_from(&s.routes);
-            let p = inboxed_sqs::SqsPublisher::connect(config)
-                .await
-                .with_context(unreachable)?;
-            Ok(AnyPublisher::Sqs(p))
+            Ok(PublisherConfig::Sqs(config))
         }
         #[cfg(not(feature = "kafka"))]
         "kafka" => bail!("--broker kafka://: this inboxed was built without the `kafka` feature"),
@@ -169,13 +185,44 @@ async fn publisher(s: &Settings) -> anyhow::Result<AnyPublisher> {
     }
 }
 
+/// Connects the publisher `config` describes to `broker` (for the message when it cannot).
+async fn connect(config: PublisherConfig, broker: &str) -> anyhow::Result<AnyPublisher> {
+    let unreachable = || format!("cannot reach the broker {}", redact(broker));
+    Ok(match config {
+        PublisherConfig::Rabbit(c) => AnyPublisher::Rabbit(
+            RabbitPublisher::connect(c)
+                .await
+                .with_context(unreachable)?,
+        ),
+        PublisherConfig::Nats(c) => {
+            AnyPublisher::Nats(NatsPublisher::connect(c).await.with_context(unreachable)?)
+        }
+        PublisherConfig::Redis(c) => {
+            AnyPublisher::Redis(RedisPublisher::connect(c).await.with_context(unreachable)?)
+        }
+        #[cfg(feature = "kafka")]
+        PublisherConfig::Kafka(c) => AnyPublisher::Kafka(
+            inboxed_kafka::KafkaPublisher::connect(c)
+                .await
+                .with_context(unreachable)?,
+        ),
+        #[cfg(feature = "sqs")]
+        PublisherConfig::Sqs(c) => AnyPublisher::Sqs(
+            inboxed_sqs::SqsPublisher::connect(c)
+                .await
+                .with_context(unreachable)?,
+        ),
+    })
+}
+
 async fn relay<S: OutboxStore, P: Publisher>(
     store: S,
     publisher: P,
     s: &Settings,
+    shutdown: &Shutdown,
 ) -> anyhow::Result<()> {
     let relay = OutboxRelay::new(store, publisher, s.relay.clone());
     info!(relay = relay.id(), "outbox relay running");
-    relay.run(crate::cli::relay::shutdown_signal()).await?;
+    relay.run(shutdown.requested()).await?;
     Ok(())
 }

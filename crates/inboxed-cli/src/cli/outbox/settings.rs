@@ -68,7 +68,8 @@ pub(crate) struct Args {
     /// Default: the system's roots.
     #[arg(long, env = "INBOXED_TLS_CA_FILE")]
     pub(crate) tls_ca_file: Option<PathBuf>,
-    /// Serve Prometheus metrics on this address (`127.0.0.1:9464`). Default: none.
+    /// Serve `/metrics` (Prometheus), `/health` (ready) and `/health/live` on this address
+    /// (`127.0.0.1:9464`). Default: none.
     #[arg(long, env = "INBOXED_OUTBOX_METRICS_ADDR")]
     pub(crate) metrics_addr: Option<std::net::SocketAddr>,
     /// Schema of the outbox table (PostgreSQL). Default `public`.

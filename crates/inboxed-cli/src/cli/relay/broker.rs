@@ -1,21 +1,35 @@
 //! The broker named by `--from`, connected as a delivery source, and the relay run on it.
 //! Each source type is its own generic instantiation, so this is a match, not a `dyn`.
 
-use std::future::Future;
-
 use anyhow::{Context, bail};
 
 use inboxed_core::inbox::{InboxRelay, InboxStore};
 
 use super::settings::Settings;
+use crate::cli::daemon::{Broker, Shutdown, Status, until_up};
 
-/// Connects to the broker `settings.from` names and relays its deliveries through `relay`
-/// until `shutdown`.
+/// Connects to the broker `settings.from` names, waiting for it while it is not up, and
+/// relays its deliveries through `relay` until a stop is asked for: `false` when the stop came
+/// before the broker did.
 pub(crate) async fn relay_from<S: InboxStore>(
     relay: &InboxRelay<S>,
     s: &Settings,
-    shutdown: impl Future<Output = ()>,
-) -> anyhow::Result<()> {
+    status: &Status,
+    shutdown: &Shutdown,
+) -> anyhow::Result<bool> {
+    // The source, once its broker answers; returns from `relay_from` if a stop comes first.
+    macro_rules! connected {
+        ($connect:expr) => {
+            match until_up("the broker", status, shutdown, || async {
+                Ok($connect.await?)
+            })
+            .await
+            {
+                Some(source) => source,
+                None => return Ok(false),
+            }
+        };
+    }
     let scheme = s.from.split_once("://").map_or("", |(scheme, _)| scheme);
     let need = |v: &Option<String>, flag: &str| {
         v.clone()
@@ -30,8 +44,10 @@ pub(crate) async fn relay_from<S: InboxStore>(
                 .prefetch(s.prefetch)
                 .key(s.key.clone());
             config.tls_ca_file.clone_from(&s.tls_ca_file);
-            let source = inboxed_rabbitmq::RabbitSource::connect(config).await?;
-            Ok(relay.run(source, shutdown).await?)
+            let source = connected!(inboxed_rabbitmq::RabbitSource::connect(config.clone()));
+            status.running(Broker::from_url(&s.from));
+            relay.run(source, shutdown.requested()).await?;
+            Ok(true)
         }
         "nats" | "tls" => {
             let mut config =
@@ -39,8 +55,10 @@ pub(crate) async fn relay_from<S: InboxStore>(
                     .prefetch(s.prefetch)
                     .key(s.key.clone());
             config.tls_ca_file.clone_from(&s.tls_ca_file);
-            let source = inboxed_nats::NatsSource::connect(config).await?;
-            Ok(relay.run(source, shutdown).await?)
+            let source = connected!(inboxed_nats::NatsSource::connect(config.clone()));
+            status.running(Broker::from_url(&s.from));
+            relay.run(source, shutdown.requested()).await?;
+            Ok(true)
         }
         "redis" | "rediss" => {
             let mut config =
@@ -48,8 +66,10 @@ pub(crate) async fn relay_from<S: InboxStore>(
                     .prefetch(s.prefetch)
                     .key(s.key.clone());
             config.tls_ca_file.clone_from(&s.tls_ca_file);
-            let source = inboxed_redis::RedisSource::connect(config).await?;
-            Ok(relay.run(source, shutdown).await?)
+            let source = connected!(inboxed_redis::RedisSource::connect(config.clone()));
+            status.running(Broker::from_url(&s.from));
+            relay.run(source, shutdown.requested()).await?;
+            Ok(true)
         }
         #[cfg(feature = "kafka")]
         "kafka" => {
@@ -58,16 +78,20 @@ pub(crate) async fn relay_from<S: InboxStore>(
                 inboxed_kafka::KafkaConfig::new(brokers, &s.group, [need(&s.topic, "topic")?])
                     .prefetch(s.prefetch)
                     .key(s.key.clone());
-            let source = inboxed_kafka::KafkaSource::connect(config).await?;
-            Ok(relay.run(source, shutdown).await?)
+            let source = connected!(inboxed_kafka::KafkaSource::connect(config.clone()));
+            status.running(Broker::from_url(&s.from));
+            relay.run(source, shutdown.requested()).await?;
+            Ok(true)
         }
         #[cfg(feature = "sqs")]
         "sqs+https" | "sqs+http" => {
             let config = inboxed_sqs::SqsConfig::new(s.from.trim_start_matches("sqs+"))
                 .prefetch(s.prefetch)
                 .key(s.key.clone());
-            let source = inboxed_sqs::SqsSource::connect(config).await?;
-            Ok(relay.run(source, shutdown).await?)
+            let source = connected!(inboxed_sqs::SqsSource::connect(config.clone()));
+            status.running(Broker::from_url(&s.from));
+            relay.run(source, shutdown.requested()).await?;
+            Ok(true)
         }
         #[cfg(not(feature = "kafka"))]
         "kafka" => bail!("--from kafka://: this inboxed was built without the `kafka` feature"),

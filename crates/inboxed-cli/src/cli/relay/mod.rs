@@ -17,42 +17,65 @@ use settings::Settings;
 pub(crate) use settings::{Args, parse_key};
 
 use super::AnyStore;
+use super::daemon::{Daemon, Shutdown, Status, until_up};
 use super::database::redact;
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let shutdown = Shutdown::listen("relay")?;
     let s = args.resolve()?;
-    if let Some(addr) = s.metrics_addr {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
-            .with_http_listener(addr)
-            .install()
-            .with_context(|| format!("cannot serve metrics on {addr}"))?;
-    }
+    let status = Status::default();
+    let daemon = Daemon::start(s.metrics_addr, &status, &shutdown).await?;
     let schema = s.schema.clone().unwrap_or_else(|| {
         let is_pg = s.to.starts_with("postgres://") || s.to.starts_with("postgresql://");
         (if is_pg { "public" } else { "main" }).to_owned()
     });
-    let store = AnyStore::connect_in(
-        &s.to,
-        u32::try_from(s.concurrency)
-            .unwrap_or(u32::MAX)
-            .clamp(2, 64),
-        Some((&schema, &s.table_prefix)),
-    )
-    .await?;
-    if s.migrate {
-        store.migrate().await?;
+    let connections = u32::try_from(s.concurrency)
+        .unwrap_or(u32::MAX)
+        .clamp(2, 64);
+    let namespace = Some((schema.as_str(), s.table_prefix.as_str()));
+    let connect = || AnyStore::connect_in(&s.to, connections, namespace);
+    let Some(store) = until_up("the database", &status, &shutdown, connect).await else {
+        return daemon
+            .stopped(out, true, "relay stopped before it started")
+            .await;
+    };
+    if s.migrate
+        && until_up("the migrations", &status, &shutdown, || store.migrate())
+            .await
+            .is_none()
+    {
+        return daemon
+            .stopped(out, true, "relay stopped before it started")
+            .await;
     }
+    status.database(store.clone());
     info!(from = %redact(&s.from), to = %redact(&s.to), consumer = %s.consumer, "relay starting");
-    match store {
-        AnyStore::Postgres(store) => relay(store, &s).await?,
-        AnyStore::Sqlite(store) => relay(store, &s).await?,
-        AnyStore::MySql(store) => relay(store, &s).await?,
-    }
-    writeln!(out, "relay stopped; nothing in flight was left unacked")?;
-    Ok(ExitCode::SUCCESS)
+    let mut started = true;
+    let relayed = daemon.bounded(async {
+        started = match store {
+            AnyStore::Postgres(store) => relay(store, &s, &status, &shutdown).await,
+            AnyStore::Sqlite(store) => relay(store, &s, &status, &shutdown).await,
+            AnyStore::MySql(store) => relay(store, &s, &status, &shutdown).await,
+        }?;
+        Ok(())
+    });
+    let drained = relayed.await?;
+    let said = match (started, drained) {
+        (false, _) => "relay stopped before it started",
+        (true, true) => "relay stopped; nothing in flight was left unacked",
+        (true, false) => {
+            "relay stopped at its shutdown bound; deliveries not yet stored go back to the broker"
+        }
+    };
+    daemon.stopped(out, drained, said).await
 }
 
-async fn relay<S: InboxStore>(store: S, s: &Settings) -> anyhow::Result<()> {
+async fn relay<S: InboxStore>(
+    store: S,
+    s: &Settings,
+    status: &Status,
+    shutdown: &Shutdown,
+) -> anyhow::Result<bool> {
     let consumer = ConsumerName::new(&s.consumer).context("--consumer")?;
     let relay = InboxRelay::new(
         Inbox::new(store, consumer),
@@ -60,20 +83,5 @@ async fn relay<S: InboxStore>(store: S, s: &Settings) -> anyhow::Result<()> {
             .concurrency(s.concurrency)
             .batch_size(s.batch_size),
     );
-    broker::relay_from(&relay, s, shutdown_signal()).await
-}
-
-/// Ctrl-C or SIGTERM: the relay then settles what it holds and stops.
-pub(crate) async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = async {
-            match term.as_mut() {
-                Some(t) => { t.recv().await; }
-                None => std::future::pending::<()>().await,
-            }
-        } => {}
-    }
-    info!("shutting down: settling deliveries in flight");
+    broker::relay_from(&relay, s, status, shutdown).await
 }

@@ -3,7 +3,6 @@
 
 mod console;
 mod gauges;
-mod health;
 mod http;
 
 use std::io::Write;
@@ -13,12 +12,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
-use metrics_exporter_prometheus::PrometheusBuilder;
 use tracing::{info, warn};
 
 use inboxed_core::ConsumerName;
 
 use super::AnyStore;
+use super::daemon::{self, Shutdown, Status};
 use super::database::DbArgs;
 use super::duration::parse_duration;
 use super::tenant;
@@ -77,6 +76,7 @@ pub(crate) enum ConsoleMode {
 }
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let shutdown = Shutdown::listen("serve")?;
     let consumers = args
         .consumers
         .iter()
@@ -86,22 +86,49 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     // Fails before connecting: a wrong users file or tenant is found at once.
     let databases = tenant::databases(&args.db, &args.tenants)?;
     console_config(&args, "127.0.0.1:0".parse()?)?;
-    let mut stores = Vec::new();
-    for (name, db) in databases {
-        let store = db.connect(4).await;
-        stores.push((
-            name.clone(),
-            store.map_err(|e| tenant::of(name.as_deref(), e))?,
-        ));
-    }
-    let handle = PrometheusBuilder::new()
-        .install_recorder()
-        .context("cannot install the metrics recorder")?;
+    let recorder = daemon::recorder()?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
     let console = console_config(&args, addr)?;
+    // Answering from the start: `/health` says what it waits for until every database is
+    // connected, and the full routes take over then.
+    let status = Status::default();
+    let routes = http::Late::default();
+    let server = tokio::spawn(
+        axum::serve(
+            listener,
+            http::router(routes.clone(), status.clone(), recorder.clone()),
+        )
+        .with_graceful_shutdown(shutdown.requested())
+        .into_future(),
+    );
+    let mut stores = Vec::new();
+    for (name, db) in databases {
+        let what = if name.is_some() {
+            "a tenant's database"
+        } else {
+            "the database"
+        };
+        let connect = || async {
+            db.connect(4)
+                .await
+                .map_err(|e| tenant::of(name.as_deref(), e))
+        };
+        let Some(store) = daemon::until_up(what, &status, &shutdown, connect).await else {
+            return stopped(server, &shutdown).await;
+        };
+        stores.push((name.clone(), store));
+    }
+    let refreshes: Vec<_> = stores
+        .iter()
+        .map(|(name, store)| {
+            let published = gauges::Published::of(name.clone());
+            let read = refresh(store.clone(), published, consumers.clone(), args.interval);
+            tokio::spawn(read)
+        })
+        .collect();
     // One write: a reader that takes the first line and closes (a test, `| head -1`) must not
     // make a second write fail.
     let mut banner = format!("serving http://{addr}/metrics and http://{addr}/health\n");
@@ -116,29 +143,9 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         };
         banner.push_str(&format!("the console: http://{addr}/ ({who})\n"));
     }
-    out.write_all(banner.as_bytes())?;
-    out.flush()?;
-    info!(database = %args.db.shown_url(), %addr, "serving metrics and health");
-
-    let refreshes: Vec<_> = stores
-        .iter()
-        .map(|(name, store)| {
-            let published = gauges::Published::of(name.clone());
-            let read = refresh(store.clone(), published, consumers.clone(), args.interval);
-            tokio::spawn(read)
-        })
-        .collect();
-    let served = Arc::new(http::Served {
-        stores,
-        metrics: handle,
-    });
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-        info!("shutting down");
-    };
     let console = match console {
         Some(config) => {
-            let stores = served.stores.iter().map(|(name, store)| {
+            let stores = stores.iter().map(|(name, store)| {
                 let store = console::ServeStore {
                     store: store.clone(),
                     metrics_url: args.metrics_url.clone(),
@@ -149,14 +156,47 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         }
         None => None,
     };
-    let served = axum::serve(listener, http::router(served, console))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let served = Arc::new(http::Served {
+        stores,
+        metrics: recorder,
+    });
+    routes.set(http::full(served, console));
+    // Printed once everything is served: a script that waits for this line may use any page.
+    out.write_all(banner.as_bytes())?;
+    out.flush()?;
+    info!(database = %args.db.shown_url(), %addr, "serving metrics and health");
+    let code = stopped(server, &shutdown).await;
     for refresh in refreshes {
         refresh.abort();
     }
-    served.context("the HTTP server failed")?;
-    Ok(ExitCode::SUCCESS)
+    code
+}
+
+/// Waits for the server, which stops taking connections at the signal and lets the requests
+/// in flight finish within their deadline; past it (and a second), the process exits anyway.
+async fn stopped(
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    shutdown: &Shutdown,
+) -> anyhow::Result<ExitCode> {
+    let bound = {
+        let requested = shutdown.requested();
+        async move {
+            requested.await;
+            tokio::time::sleep(daemon::http::REQUEST_DEADLINE + Duration::from_secs(1)).await;
+        }
+    };
+    tokio::select! {
+        served = server => {
+            served
+                .context("the HTTP server panicked")?
+                .context("the HTTP server failed")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        () = bound => {
+            warn!("requests still open at the shutdown bound: exiting");
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 /// The console's configuration, or `None` when it is not shown (see `--console`).

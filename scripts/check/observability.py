@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """The dashboard and the alerts against the code and the runbooks.
 
+- Every metric the code defines (crates/inboxed-core/src/metrics.rs, and `inboxed serve`'s
+  gauges in crates/inboxed-cli/src/cli/serve/gauges.rs) is documented in docs/metrics.md.
 - deploy/grafana/inboxed.json is what deploy/grafana/dashboard.py writes; it has the
   data source, instance, consumer and tenant variables; every query parses (promtool) and
   names only metrics the code exports (or the alert file records); no query reads a summary's
@@ -10,8 +12,8 @@
   unit test in alerts.test.yml that expects it to fire.
 
 `--self-test` runs the checks on copies broken on purpose (a metric the code does not export,
-a query that does not parse, an alert without a runbook, one without a test) and fails unless
-each is caught.
+a query that does not parse, an alert without a runbook, one without a test, a metric left out
+of the docs) and fails unless each is caught.
 """
 
 import copy
@@ -30,8 +32,12 @@ DASHBOARD = ROOT / "deploy/grafana/inboxed.json"
 ALERTS = ROOT / "deploy/prometheus/alerts.yml"
 ALERT_TESTS = ROOT / "deploy/prometheus/alerts.test.yml"
 RUNBOOKS = ROOT / "docs/runbooks.md"
-# Crates whose metric names are not the product's.
-NOT_EXPORTED = {"inboxed-bench", "inboxed-test"}
+METRICS_DOC = ROOT / "docs/metrics.md"
+# Where the metric names are defined, as string constants.
+DEFINITIONS = [
+    ROOT / "crates/inboxed-core/src/metrics.rs",
+    ROOT / "crates/inboxed-cli/src/cli/serve/gauges.rs",
+]
 PROMQL_WORDS = {
     "sum", "max", "min", "avg", "count", "by", "without", "rate", "increase", "irate",
     "histogram_quantile", "time", "and", "or", "unless", "offset", "le", "label_values",
@@ -39,14 +45,16 @@ PROMQL_WORDS = {
 
 
 def exported_metrics():
-    """Metric names in the code: string literals `"inboxed_…"` of the library's crates."""
+    """Metric names the code defines: the `"inboxed_…"` constants of DEFINITIONS."""
     names = set()
-    for crate in (ROOT / "crates").iterdir():
-        if crate.name in NOT_EXPORTED or not (crate / "src").is_dir():
-            continue
-        for source in (crate / "src").rglob("*.rs"):
-            names.update(re.findall(r'"(inboxed_[a-z0-9_]+)"', source.read_text()))
+    for source in DEFINITIONS:
+        names.update(re.findall(r'"(inboxed_[a-z0-9_]+)"', source.read_text()))
     return names
+
+
+def check_documented(exported, doc):
+    documented = set(re.findall(r"`(inboxed_[a-z0-9_]+)`", doc))
+    return [f"{name} is not documented in docs/metrics.md" for name in sorted(exported - documented)]
 
 
 def recorded_rules(alerts):
@@ -153,7 +161,9 @@ def run():
     exported = exported_metrics()
     alerts = yaml.safe_load(ALERTS.read_text())
     recorded = recorded_rules(alerts)
-    problems = []
+    problems = check_documented(exported, METRICS_DOC.read_text())
+    if len(exported) < 20:
+        problems.append(f"only {len(exported)} metric names found in {DEFINITIONS}")
     if DASHBOARD.read_text() != generated():
         problems.append("deploy/grafana/inboxed.json is not what dashboard.py writes: run it")
     problems += check_dashboard(json.loads(DASHBOARD.read_text()), exported, recorded)
@@ -199,6 +209,10 @@ def self_test():
     for group in untested["tests"]:
         group["alert_rule_test"] = [c for c in group.get("alert_rule_test", []) if c["alertname"] != first["alert"]]
     caught(check_alerts(alerts, untested, runbooks, exported, recorded), "an alert without a test")
+    doc = METRICS_DOC.read_text()
+    assert not check_documented(exported, doc), "the real docs pass"
+    caught(check_documented(exported, doc.replace("`inboxed_lag_seconds`", "`lag`")),
+           "a metric left out of the docs")
     print("observability.py self-test: every broken copy caught")
 
 

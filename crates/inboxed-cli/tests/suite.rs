@@ -10,7 +10,6 @@ mod cli;
 mod common;
 mod daemon;
 mod dedup_rate;
-mod observability;
 mod operator;
 mod outbox_relay;
 mod partitions;

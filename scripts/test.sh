@@ -191,7 +191,7 @@ mark "deploy/ validated"
 # 4 minutes): the gates are ratios far below what a dev build measures (BENCHMARKS.md gives
 # the release figures and the commands that measured them).
 if [ -n "${INBOXED_BENCH_QUICK:-}" ]; then
-  for bench in inbox batch receipt defaults recovery mysql mysql-defaults trace; do
+  for bench in inbox batch receipt defaults recovery mysql mysql-defaults trace peer; do
     "$CARGO_TARGET_DIR/debug/inboxed-bench" --database-url "$DATABASE_URL" "$bench" --quick
     mark "benchmark $bench"
   done

@@ -59,15 +59,28 @@ pub(crate) const ACCOUNTS: i64 = 10_000;
 /// Connections of each worker's pool: its four claim loops and its `LISTEN` connection.
 const WORKER_POOL: u32 = 5;
 
-#[derive(serde::Deserialize)]
-struct Credit {
-    account: i64,
+/// A job's payload: the account it credits.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct Credit {
+    pub(crate) account: i64,
+}
+
+/// The accounts `msgs` credit, in account order: the order a batch locks them in, so that
+/// batches of several workers do not deadlock.
+pub(crate) fn sorted_accounts(msgs: &[&Envelope]) -> Result<Vec<i64>, HandlerError> {
+    let mut accounts = Vec::with_capacity(msgs.len());
+    for msg in msgs {
+        accounts.push(msg.json::<Credit>().permanent()?.account);
+    }
+    accounts.sort_unstable();
+    Ok(accounts)
 }
 
 /// The newcomer's handler: `handle` only.
 #[derive(Default)]
 pub(crate) struct Simple {
-    calls: Arc<AtomicU64>,
+    /// Messages handled (a row redone counts again).
+    pub(crate) calls: Arc<AtomicU64>,
 }
 
 impl Handler<Postgres> for Simple {
@@ -104,11 +117,7 @@ impl Handler<Postgres> for Tuned {
         conn: &mut PgConnection,
     ) -> Result<(), HandlerError> {
         self.calls.fetch_add(msgs.len() as u64, Ordering::Relaxed);
-        let mut accounts = Vec::with_capacity(msgs.len());
-        for msg in msgs {
-            accounts.push(msg.json::<Credit>().permanent()?.account);
-        }
-        accounts.sort_unstable();
+        let accounts = sorted_accounts(msgs)?;
         sqlx::query(
             "UPDATE bench_accounts a SET balance = a.balance + d.n
              FROM (SELECT id, count(*) AS n FROM unnest($1::bigint[]) AS u(id) GROUP BY id
@@ -389,7 +398,9 @@ async fn store_credits(
 
 /// Rows done or dead.
 /// A connection for [`drained`], its plans held to the partial indexes.
-async fn end_probe(pool: &PgPool) -> anyhow::Result<sqlx::pool::PoolConnection<Postgres>> {
+pub(crate) async fn end_probe(
+    pool: &PgPool,
+) -> anyhow::Result<sqlx::pool::PoolConnection<Postgres>> {
     let mut conn = pool.acquire().await?;
     // The drain's table churns faster than autovacuum analyzes it: on statistics taken while
     // it was empty, the planner may read it whole, as the settled count did (22 to 36 ms, every
@@ -402,7 +413,7 @@ async fn end_probe(pool: &PgPool) -> anyhow::Result<sqlx::pool::PoolConnection<P
 
 /// Whether no row is left pending (a retry's backoff included) or processing: the end of a
 /// drain, read from the two partial indexes that hold only those rows.
-async fn drained(conn: &mut PgConnection) -> anyhow::Result<bool> {
+pub(crate) async fn drained(conn: &mut PgConnection) -> anyhow::Result<bool> {
     Ok(sqlx::query_scalar(
         "SELECT NOT EXISTS (SELECT 1 FROM inboxed_inbox_messages WHERE status = 'pending') \
          AND NOT EXISTS (SELECT 1 FROM inboxed_inbox_messages WHERE status = 'processing')",

@@ -36,6 +36,7 @@ mod mysql;
 mod mysql_defaults;
 mod mysql_inbox;
 mod outbox;
+mod peer;
 mod plot;
 mod policy;
 mod processor;
@@ -124,6 +125,10 @@ enum Bench {
     /// Tracing's cost: the processor and an outbox write with no subscriber, with
     /// OpenTelemetry and no exporter, and with an exporter.
     Trace(trace::Args),
+    /// inboxed's store-then-process worker against pgmq on the same server and workload:
+    /// jobs/s, and client CPU, server CPU, commits and WAL bytes a job; receipt against
+    /// pgmq's `send_batch`.
+    Peer(peer::Args),
     /// One consumer process of `restart` (started by it).
     #[command(hide = true)]
     RestartConsumer(restart::ConsumerArgs),
@@ -155,6 +160,7 @@ async fn main() -> anyhow::Result<()> {
         Bench::Restart(args) => restart::run(&cli.database_url, args).await,
         Bench::RestartConsumer(args) => restart::consumer(args).await,
         Bench::Trace(args) => trace::run(&cli.database_url, args).await,
+        Bench::Peer(args) => peer::run(&cli.database_url, args).await,
     }
 }
 

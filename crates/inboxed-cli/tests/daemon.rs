@@ -55,23 +55,8 @@ fn signal(child: &Child, signal: &str) {
 }
 
 /// SIGTERM, then how long the process took to exit, its exit code and what it printed.
-async fn stop(mut child: Child) -> (Duration, Option<i32>, String) {
-    let sent = Instant::now();
-    signal(&child, "TERM");
-    let status = tokio::time::timeout(DRAIN_BOUND + Duration::from_secs(15), child.wait())
-        .await
-        .expect("exits after SIGTERM")
-        .unwrap();
-    let took = sent.elapsed();
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .await
-        .unwrap();
-    (took, status.code(), out)
+async fn stop(child: Child) -> (Duration, Option<i32>, String) {
+    common::stop(child, DRAIN_BOUND + Duration::from_secs(15)).await
 }
 
 /// `/health` at `addr` until `want` holds of its status and body (60 s at most); the body.

@@ -54,17 +54,29 @@ pub(crate) fn inboxed_with(env: &[(&str, &str)], args: &[&str]) -> (i32, String)
 pub(crate) use inboxed_test::amqp::url as amqp_url;
 
 /// SIGTERM, then the exit status and what the relay printed.
-pub(crate) async fn terminate(mut child: tokio::process::Child) -> (bool, String) {
+pub(crate) async fn terminate(child: tokio::process::Child) -> (bool, String) {
+    let (_, code, out) = stop(child, std::time::Duration::from_secs(30)).await;
+    (code == Some(0), out)
+}
+
+/// SIGTERM, then how long `child` took to exit (at most `limit`), its exit code and what it
+/// printed.
+pub(crate) async fn stop(
+    mut child: tokio::process::Child,
+    limit: std::time::Duration,
+) -> (std::time::Duration, Option<i32>, String) {
+    let sent = std::time::Instant::now();
     let pid = child.id().unwrap().to_string();
-    let sent = std::process::Command::new("kill")
+    let signalled = std::process::Command::new("kill")
         .args(["-TERM", &pid])
         .status()
         .unwrap();
-    assert!(sent.success());
-    let status = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait())
+    assert!(signalled.success());
+    let status = tokio::time::timeout(limit, child.wait())
         .await
-        .expect("the relay stops within 30 s of SIGTERM")
+        .unwrap_or_else(|_| panic!("exits within {limit:?} of SIGTERM"))
         .unwrap();
+    let took = sent.elapsed();
     let mut out = String::new();
     child
         .stdout
@@ -73,7 +85,7 @@ pub(crate) async fn terminate(mut child: tokio::process::Child) -> (bool, String
         .read_to_string(&mut out)
         .await
         .unwrap();
-    (status.success(), out)
+    (took, status.code(), out)
 }
 
 /// Starts `inboxed serve` on `database_url` with `args` added (`--listen` among them); returns

@@ -1,0 +1,451 @@
+//! `inboxed-bench peer`: inboxed's store-then-process worker against pgmq, the fastest peer on
+//! PostgreSQL, on the same server, workload and run. A job credits one of 10,000 accounts in the
+//! transaction that completes it; 30,000 jobs a drain, at 1, 4 and 16 workers, each worker a
+//! pool of its own:
+//!
+//! - pgmq (the `pgmq` crate, its SQL installed in the benchmark's database): in one
+//!   transaction, `read` 50 (a visibility timeout of 30 s), the 50 updates in account order,
+//!   `delete_batch`;
+//! - inboxed, a lease worker with one claim loop and batches of 50, its handler updating the
+//!   batch's accounts one statement a row in account order (pgmq's loop, in inboxed's shape);
+//! - inboxed at its defaults (`WorkerConfig::default()`, a handler with only `handle`).
+//!
+//! Beside each drain, what a row cost: this process's CPU (the client side), the server's,
+//! commits and WAL bytes (from `pg_stat_database` and `pg_current_wal_lsn()`, read after the
+//! workers' connections closed, which flushes their statistics). Receipt: pgmq's `send_batch`
+//! against `Inbox::store_many`, 1,000 jobs a call. Every drain's balances are checked: each job
+//! credited exactly once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgConnection, PgPool, Postgres};
+
+use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
+use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId};
+use inboxed_postgres::PgStore;
+
+use crate::cpu::Cpu;
+use crate::defaults::{
+    ACCOUNTS, Credit as Job, Simple, credited_once, drained, end_probe, sorted_accounts,
+};
+
+const QUEUE: &str = "bench_jobs";
+/// pgmq's visibility timeout, seconds: a worker that dies lets its jobs be read again then.
+const VISIBILITY: i32 = 30;
+const PROCESSES: &[&str] = &["inboxed-bench", "postgres"];
+
+/// inboxed's worker against pgmq.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Jobs per drain.
+    #[arg(long, default_value_t = 30_000)]
+    jobs: usize,
+    /// Worker counts (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    workers: Vec<usize>,
+    /// Jobs a worker takes at once (pgmq's `qty`, inboxed's batch size).
+    #[arg(long, default_value_t = 50)]
+    batch: u32,
+    /// Rounds; each drains every configuration once at every worker count.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// A smoke run for CI: 3,000 jobs, 1 and 4 workers, one round; fails only when inboxed's
+    /// worker drains at under `--min-ratio` of pgmq's rate.
+    #[arg(long)]
+    quick: bool,
+    /// The gross-regression floor of `--quick` (inboxed's per-row worker / pgmq).
+    #[arg(long, default_value_t = 0.3)]
+    min_ratio: f64,
+}
+
+/// inboxed's worker in pgmq's shape: a batch, one update a row, in account order.
+struct PerRow {
+    calls: Arc<AtomicU64>,
+}
+
+impl Handler<Postgres> for PerRow {
+    const BATCHES: bool = true;
+
+    async fn handle(&self, msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
+        self.handle_batch(&[msg], conn).await
+    }
+
+    async fn handle_batch(
+        &self,
+        msgs: &[&Envelope],
+        conn: &mut PgConnection,
+    ) -> Result<(), HandlerError> {
+        self.calls.fetch_add(msgs.len() as u64, Ordering::Relaxed);
+        for account in sorted_accounts(msgs)? {
+            sqlx::query("UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1")
+                .bind(account)
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Config {
+    Pgmq,
+    PerRow,
+    Defaults,
+}
+
+const CONFIGS: [(Config, &str); 3] = [
+    (
+        Config::Pgmq,
+        "pgmq: read, updates, delete_batch in one transaction",
+    ),
+    (
+        Config::PerRow,
+        "inboxed lease worker, one loop, a per-row handler",
+    ),
+    (Config::Defaults, "inboxed defaults (`handle` only)"),
+];
+
+/// What one drain cost, per job.
+#[derive(Clone, Copy, Default)]
+struct Cost {
+    rate: f64,
+    client_us: f64,
+    server_us: f64,
+    commits: f64,
+    wal_bytes: f64,
+}
+
+pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
+    if args.quick {
+        (args.jobs, args.workers, args.rounds) = (3_000, vec![1, 4], 1);
+    }
+    let (url, store) = crate::variants::bench_database(server, 4, ACCOUNTS).await?;
+    let pgmq = pgmq_client(url.clone(), 2).await?;
+    pgmq.install_sql_from_embedded().await?;
+    pgmq.create(QUEUE).await?;
+    println!(
+        "- {} jobs a drain, each crediting one of {ACCOUNTS} accounts (drawn at random) in the transaction that completes it; batches of {}; each worker a pool of its own; {} rounds",
+        args.jobs, args.batch, args.rounds
+    );
+    let mut costs = vec![vec![Vec::new(); args.workers.len()]; CONFIGS.len()];
+    let mut receipts = (Vec::new(), Vec::new());
+    for round in 1..=args.rounds {
+        let (pgmq_rate, inboxed_rate) = receipt(&url, &store, args.jobs).await?;
+        println!(
+            "- round {round}, receipt of {} jobs, 1,000 a call: pgmq send_batch {pgmq_rate:.0} jobs/s, Inbox::store_many {inboxed_rate:.0} jobs/s",
+            args.jobs
+        );
+        receipts.0.push(pgmq_rate);
+        receipts.1.push(inboxed_rate);
+        for (w, &workers) in args.workers.iter().enumerate() {
+            for (c, &(config, name)) in CONFIGS.iter().enumerate() {
+                let cost = drain(&url, &store, &args, config, workers).await?;
+                println!(
+                    "- round {round}, {name}, {workers} workers: {:.0} jobs/s; a job: client {:.0} µs, server {:.0} µs, {:.3} commits, {:.0} WAL bytes",
+                    cost.rate, cost.client_us, cost.server_us, cost.commits, cost.wal_bytes
+                );
+                costs[c][w].push(cost);
+            }
+        }
+    }
+    let median = |c: usize, w: usize, f: fn(&Cost) -> f64| {
+        crate::median(costs[c][w].iter().map(f).collect())
+    };
+    // Same-round ratios against pgmq, their median.
+    let ratio = |c: usize, w: usize| {
+        crate::median(
+            costs[c][w]
+                .iter()
+                .zip(&costs[0][w])
+                .map(|(a, b)| a.rate / b.rate)
+                .collect(),
+        )
+    };
+    println!();
+    println!(
+        "| medians of {} rounds | workers | jobs/s | / pgmq (same round) | client µs a job | server µs a job | commits a job | WAL bytes a job |",
+        args.rounds
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (c, &(_, name)) in CONFIGS.iter().enumerate() {
+        for (w, &workers) in args.workers.iter().enumerate() {
+            println!(
+                "| {name} | {workers} | {:.0} | {:.2} | {:.0} | {:.0} | {:.3} | {:.0} |",
+                median(c, w, |k| k.rate),
+                ratio(c, w),
+                median(c, w, |k| k.client_us),
+                median(c, w, |k| k.server_us),
+                median(c, w, |k| k.commits),
+                median(c, w, |k| k.wal_bytes),
+            );
+        }
+    }
+    let receipt_ratio = crate::median(
+        receipts
+            .1
+            .iter()
+            .zip(&receipts.0)
+            .map(|(i, p)| i / p)
+            .collect(),
+    );
+    println!();
+    println!(
+        "| receipt, 1,000 jobs a call (medians) | jobs/s |\n|---|---|\n| pgmq `send_batch` | {:.0} |\n| inboxed `Inbox::store_many` | {:.0} |\n| inboxed / pgmq (same round) | {receipt_ratio:.2} |",
+        crate::median(receipts.0.clone()),
+        crate::median(receipts.1.clone()),
+    );
+    if args.quick {
+        let worst = (0..args.workers.len())
+            .map(|w| ratio(1, w))
+            .fold(f64::INFINITY, f64::min);
+        anyhow::ensure!(
+            worst >= args.min_ratio,
+            "inboxed's per-row worker drained at {worst:.2} of pgmq's rate, under the smoke run's floor of {}",
+            args.min_ratio
+        );
+    }
+    Ok(())
+}
+
+/// `jobs` jobs into pgmq with `send_batch`, then into the inbox with `store_many`, 1,000 a
+/// call each: the rates.
+async fn receipt(url: &str, store: &PgStore, jobs: usize) -> anyhow::Result<(f64, f64)> {
+    let queue = pgmq_client(url.to_owned(), 1).await?;
+    queue.purge_queue(QUEUE).await?;
+    let batch: Vec<Job> = (0..1_000)
+        .map(|_| Job {
+            account: fastrand::i64(0..ACCOUNTS),
+        })
+        .collect();
+    let started = Instant::now();
+    for _ in 0..jobs.div_ceil(1_000) {
+        queue.send_batch(QUEUE, &batch).await?;
+    }
+    let pgmq_rate = rate(jobs, started.elapsed());
+    queue.purge_queue(QUEUE).await?;
+    let envelopes = envelopes(jobs)?;
+    truncate_inbox(store.pool()).await?;
+    let inbox = Inbox::new(store.clone(), ConsumerName::new("bench")?);
+    let started = Instant::now();
+    for chunk in envelopes.chunks(1_000) {
+        inbox.store_many(chunk).await?;
+    }
+    let inboxed_rate = rate(jobs, started.elapsed());
+    truncate_inbox(store.pool()).await?;
+    Ok((pgmq_rate, inboxed_rate))
+}
+
+#[allow(clippy::cast_precision_loss, reason = "job counts")]
+fn rate(jobs: usize, took: Duration) -> f64 {
+    jobs as f64 / took.as_secs_f64()
+}
+
+fn envelopes(jobs: usize) -> anyhow::Result<Vec<Envelope>> {
+    (0..jobs)
+        .map(|_| {
+            let id = MessageId::new(uuid::Uuid::now_v7().to_string())?;
+            let body = serde_json::to_vec(&Job {
+                account: fastrand::i64(0..ACCOUNTS),
+            })?;
+            Ok(Envelope::new(id, body))
+        })
+        .collect()
+}
+
+async fn truncate_inbox(pool: &PgPool) -> anyhow::Result<()> {
+    sqlx::raw_sql("TRUNCATE inboxed_inbox_messages")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// The server's commits and WAL position, its statistics flushed by the connections that
+/// closed before.
+async fn server_counters(pool: &PgPool) -> anyhow::Result<(i64, i64)> {
+    let mut conn = pool.acquire().await?;
+    sqlx::query("SELECT pg_stat_clear_snapshot()")
+        .execute(&mut *conn)
+        .await?;
+    Ok(sqlx::query_as(
+        "SELECT xact_commit::bigint, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint \
+         FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(&mut *conn)
+    .await?)
+}
+
+/// One drain of `args.jobs` jobs by `workers` workers of `config`: its rate and its cost a job.
+async fn drain(
+    url: &str,
+    store: &PgStore,
+    args: &Args,
+    config: Config,
+    workers: usize,
+) -> anyhow::Result<Cost> {
+    let pool = store.pool();
+    sqlx::raw_sql("UPDATE bench_accounts SET balance = 0")
+        .execute(pool)
+        .await?;
+    truncate_inbox(pool).await?;
+    let total = i64::try_from(args.jobs)?;
+    if config == Config::Pgmq {
+        let queue = pgmq_client(url.to_owned(), 1).await?;
+        queue.purge_queue(QUEUE).await?;
+        let jobs: Vec<Job> = (0..args.jobs)
+            .map(|_| Job {
+                account: fastrand::i64(0..ACCOUNTS),
+            })
+            .collect();
+        for chunk in jobs.chunks(1_000) {
+            queue.send_batch(QUEUE, chunk).await?;
+        }
+    } else {
+        let inbox = Inbox::new(store.clone(), ConsumerName::new("bench")?);
+        for chunk in envelopes(args.jobs)?.chunks(1_000) {
+            inbox.store_many(chunk).await?;
+        }
+    }
+    sqlx::raw_sql("VACUUM ANALYZE bench_accounts")
+        .execute(pool)
+        .await?;
+    // Each worker's pool, made before the clock.
+    let mut pools = Vec::new();
+    for _ in 0..workers {
+        pools.push(match config {
+            Config::Pgmq => Pools::Pgmq(pgmq_client(url.to_owned(), 1).await?),
+            Config::PerRow | Config::Defaults => Pools::Inboxed(
+                PgPoolOptions::new()
+                    .max_connections(if config == Config::Defaults { 5 } else { 2 })
+                    .acquire_timeout(Duration::from_secs(60))
+                    .connect(url)
+                    .await?,
+            ),
+        });
+    }
+    let (commits_before, wal_before) = server_counters(pool).await?;
+    let cpu = Cpu::read(PROCESSES);
+    let done = Arc::new(AtomicU64::new(0));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for own in pools {
+        let (done, mut stopped) = (Arc::clone(&done), stopped.clone());
+        let batch = args.batch;
+        tasks.push(tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            match own {
+                Pools::Pgmq(queue) => pgmq_worker(queue, batch, &done, total, shutdown).await,
+                Pools::Inboxed(pool) => {
+                    let consumer = ConsumerName::new("bench")?;
+                    let store = PgStore::new(pool.clone());
+                    let run = if config == Config::Defaults {
+                        let handler = Simple { calls: done };
+                        Worker::new(store, consumer, handler, WorkerConfig::default())
+                            .run(shutdown)
+                            .await
+                    } else {
+                        let config = WorkerConfig::default().batch_size(batch).concurrency(1);
+                        Worker::new(store, consumer, PerRow { calls: done }, config)
+                            .run(shutdown)
+                            .await
+                    };
+                    pool.close().await;
+                    Ok(run?)
+                }
+            }
+        }));
+    }
+    // pgmq's count is of committed jobs; inboxed's of handled ones (a batch redone counts
+    // twice), so its end is also asked of the inbox table, through its partial indexes.
+    let mut probe = end_probe(pool).await?;
+    loop {
+        let handled = done.load(Ordering::Relaxed) >= u64::try_from(total)?;
+        if handled && (config == Config::Pgmq || drained(&mut probe).await?) {
+            break;
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(600),
+            "the drain did not finish in 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(if handled { 10 } else { 2 })).await;
+    }
+    let took = started.elapsed();
+    let after = Cpu::read(PROCESSES);
+    drop(probe);
+    stop.send(true)?;
+    for t in tasks {
+        t.await??;
+    }
+    let (commits_after, wal_after) = server_counters(pool).await?;
+    credited_once(pool, total).await?;
+    #[allow(clippy::cast_precision_loss, reason = "job and byte counts")]
+    let per = |n: i64| n as f64 / total as f64;
+    Ok(Cost {
+        rate: rate(args.jobs, took),
+        client_us: cpu.used(&after, "inboxed-bench") / total as f64 * 1e6,
+        server_us: cpu.used(&after, "postgres") / total as f64 * 1e6,
+        commits: per(commits_after - commits_before),
+        wal_bytes: per(wal_after - wal_before),
+    })
+}
+
+/// pgmq's client on a pool of its own of `connections`.
+async fn pgmq_client(url: impl AsRef<str>, connections: u32) -> anyhow::Result<pgmq::PGMQueueExt> {
+    let pool = sqlx08::postgres::PgPoolOptions::new()
+        .max_connections(connections)
+        .connect(url.as_ref())
+        .await?;
+    Ok(pgmq::PGMQueueExt::new_with_pool(pool).await)
+}
+
+enum Pools {
+    Pgmq(pgmq::PGMQueueExt),
+    Inboxed(PgPool),
+}
+
+/// pgmq's worker: in one transaction, read a batch, credit its accounts in order, delete it.
+async fn pgmq_worker(
+    queue: pgmq::PGMQueueExt,
+    batch: u32,
+    done: &AtomicU64,
+    total: i64,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    tokio::pin!(shutdown);
+    let qty = i32::try_from(batch)?;
+    loop {
+        let mut tx = queue.connection.begin().await?;
+        let jobs: Vec<pgmq::Message<Job>> = queue
+            .read_batch_with_cxn(QUEUE, VISIBILITY, qty, &mut *tx)
+            .await?;
+        if jobs.is_empty() {
+            tx.commit().await?;
+            if done.load(Ordering::Relaxed) >= u64::try_from(total)? {
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(1)) => continue,
+                () = &mut shutdown => break,
+            }
+        }
+        let mut accounts: Vec<i64> = jobs.iter().map(|j| j.message.account).collect();
+        accounts.sort_unstable();
+        for account in accounts {
+            sqlx08::query("UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1")
+                .bind(account)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let ids: Vec<i64> = jobs.iter().map(|j| j.msg_id).collect();
+        queue.delete_batch_with_cxn(QUEUE, &ids, &mut *tx).await?;
+        tx.commit().await?;
+        done.fetch_add(ids.len() as u64, Ordering::Relaxed);
+    }
+    queue.connection.close().await;
+    Ok(())
+}

@@ -8,9 +8,12 @@ use std::collections::BTreeMap;
 /// Clock ticks per second of `/proc/<pid>/stat` (`USER_HZ`; 100 on every Linux this runs on).
 const TICKS: f64 = 100.0;
 
-/// CPU seconds by process name (`comm`), summed over its processes, for the names asked.
+/// CPU seconds by process name (`comm`) and process id, for the names asked. Kept by process,
+/// so that a process that exits between two reads (a connection's server backend closed
+/// meanwhile) takes nothing away from the others: summed by name, its whole past would have
+/// been subtracted.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Cpu(BTreeMap<String, f64>);
+pub(crate) struct Cpu(BTreeMap<String, BTreeMap<String, f64>>);
 
 impl Cpu {
     /// Now, for `names` (a process of this benchmark is named `inboxed-bench`, truncated by
@@ -47,15 +50,24 @@ impl Cpu {
             let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
             // utime and stime are fields 14 and 15 of the line, 11 and 12 after the comm.
             if let (Some(user), Some(system)) = (ticks(11), ticks(12)) {
-                *seen.entry((*name).to_owned()).or_insert(0.0) += (user + system) / TICKS;
+                let pid = entry.file_name().to_string_lossy().into_owned();
+                seen.entry((*name).to_owned())
+                    .or_insert_with(BTreeMap::new)
+                    .insert(pid, (user + system) / TICKS);
             }
         }
         Self(seen)
     }
 
-    /// CPU seconds of process `name` from `self` to `later`.
+    /// CPU seconds of processes `name` from `self` to `later`: of each process alive at
+    /// `later`, what it used since `self` (all it used, when it started after).
     pub(crate) fn used(&self, later: &Self, name: &str) -> f64 {
-        later.0.get(name).copied().unwrap_or(0.0) - self.0.get(name).copied().unwrap_or(0.0)
+        let before = self.0.get(name);
+        later.0.get(name).map_or(0.0, |now| {
+            now.iter()
+                .map(|(pid, secs)| secs - before.and_then(|b| b.get(pid)).copied().unwrap_or(0.0))
+                .sum()
+        })
     }
 
     /// Microseconds of CPU per message by process, from `self` to `later`.
@@ -64,11 +76,8 @@ impl Cpu {
         let n = messages.max(1) as f64;
         later
             .0
-            .iter()
-            .map(|(name, secs)| {
-                let used = secs - self.0.get(name).copied().unwrap_or(0.0);
-                format!("{name} {:.0} µs", used / n * 1e6)
-            })
+            .keys()
+            .map(|name| format!("{name} {:.0} µs", self.used(later, name) / n * 1e6))
             .collect::<Vec<_>>()
             .join(", ")
     }

@@ -22,6 +22,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
+use crate::cli::AnyStore;
+
 pub(crate) use broker::Broker;
 pub(crate) use signal::Shutdown;
 pub(crate) use status::Status;
@@ -47,7 +49,8 @@ fn builder() -> anyhow::Result<PrometheusBuilder> {
 
 /// How long a relay may take to drain after the first signal before the process exits anyway
 /// (status 1): the library's own bounds come first (10 s for an in-order delivery being
-/// stored, `--shutdown-grace`'s 10 s for an outbox batch being published), and what is still
+/// stored, `OutboxRelayConfig::shutdown_grace`'s 10 s for an outbox batch being published),
+/// and what is still
 /// held at this one is not lost: a delivery not acked goes back to its broker, an outbox row
 /// not marked is published again under the same id.
 pub(crate) const DRAIN_BOUND: Duration = Duration::from_secs(30);
@@ -57,6 +60,7 @@ pub(crate) const DRAIN_BOUND: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub(crate) struct Daemon {
     shutdown: Shutdown,
+    status: Status,
     stop_server: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
 }
@@ -89,9 +93,27 @@ impl Daemon {
         };
         Ok(Self {
             shutdown: shutdown.clone(),
+            status: status.clone(),
             stop_server,
             server,
         })
+    }
+
+    /// The database `open` connects to, waited for while it is not up, its tables brought up
+    /// to date first with `migrate`; `/health` checks it from then on. `None` when a stop came
+    /// first.
+    pub(crate) async fn database<F, Fut>(&self, open: F, migrate: bool) -> Option<AnyStore>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = anyhow::Result<AnyStore>>,
+    {
+        let (status, shutdown) = (&self.status, &self.shutdown);
+        let store = until_up("the database", status, shutdown, open).await?;
+        if migrate {
+            until_up("the migrations", status, shutdown, || store.migrate()).await?;
+        }
+        status.database(store.clone());
+        Some(store)
     }
 
     /// Runs `work` (which stops on its own at the signal) until it ends: `true`, or `false`

@@ -33,9 +33,12 @@ impl Status {
         self.lock().waiting = Some((what, format!("{error:#}")));
     }
 
-    /// The database is connected: `/health` checks it at each request from now on.
+    /// The database is connected: `/health` checks it at each request from now on, and what
+    /// the daemon waited for is no longer the database.
     pub(crate) fn database(&self, store: AnyStore) {
-        self.lock().store = Some(store);
+        let mut state = self.lock();
+        state.store = Some(store);
+        state.waiting = None;
     }
 
     /// Up and working: `/health` checks `broker`, when there is one, at each request too.
@@ -97,3 +100,27 @@ impl Status {
 
 /// How long a probe waits for the broker to accept a connection.
 const PROBE_DEADLINE: Duration = Duration::from_secs(3);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Once the database is up, `/health` no longer blames it, although the broker has not
+    /// been tried yet.
+    #[tokio::test]
+    async fn a_connected_database_is_not_what_the_daemon_waits_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("status.db").display());
+        let status = Status::default();
+        status.waiting_for("the database", &anyhow::anyhow!("connection refused"));
+        let (code, body) = status.ready().await;
+        assert_eq!(
+            (code, &body["waiting_for"]),
+            (StatusCode::SERVICE_UNAVAILABLE, &json!("the database"))
+        );
+        status.database(AnyStore::connect(&url, 1).await.unwrap());
+        let (code, body) = status.ready().await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body, json!({ "status": "starting" }));
+    }
+}

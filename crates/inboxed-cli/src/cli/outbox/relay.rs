@@ -34,17 +34,9 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
     let namespace = Some((schema.as_str(), s.table_prefix.as_str()));
     let open = || AnyStore::connect_in(&s.database, connections, namespace);
     let before_start = "outbox relay stopped before it started";
-    let Some(store) = until_up("the database", &status, &shutdown, open).await else {
+    let Some(store) = daemon.database(open, s.migrate).await else {
         return daemon.stopped(out, true, before_start).await;
     };
-    if s.migrate
-        && until_up("the migrations", &status, &shutdown, || store.migrate())
-            .await
-            .is_none()
-    {
-        return daemon.stopped(out, true, before_start).await;
-    }
-    status.database(store.clone());
     let config = configure(&s)?;
     let reach = || connect(config.clone(), &s.broker);
     let Some(publisher) = until_up("the broker", &status, &shutdown, reach).await else {

@@ -17,18 +17,21 @@ pub(crate) async fn relay_from<S: InboxStore>(
     status: &Status,
     shutdown: &Shutdown,
 ) -> anyhow::Result<bool> {
-    // The source, once its broker answers; returns from `relay_from` if a stop comes first.
-    macro_rules! connected {
-        ($connect:expr) => {
-            match until_up("the broker", status, shutdown, || async {
+    // Relays from the source `connect` opens, once its broker answers: `false` when a stop
+    // comes first.
+    macro_rules! relay_on {
+        ($connect:expr) => {{
+            let Some(source) = until_up("the broker", status, shutdown, || async {
                 Ok($connect.await?)
             })
             .await
-            {
-                Some(source) => source,
-                None => return Ok(false),
-            }
-        };
+            else {
+                return Ok(false);
+            };
+            status.running(Broker::from_url(&s.from));
+            relay.run(source, shutdown.requested()).await?;
+            Ok(true)
+        }};
     }
     let scheme = s.from.split_once("://").map_or("", |(scheme, _)| scheme);
     let need = |v: &Option<String>, flag: &str| {
@@ -44,10 +47,7 @@ pub(crate) async fn relay_from<S: InboxStore>(
                 .prefetch(s.prefetch)
                 .key(s.key.clone());
             config.tls_ca_file.clone_from(&s.tls_ca_file);
-            let source = connected!(inboxed_rabbitmq::RabbitSource::connect(config.clone()));
-            status.running(Broker::from_url(&s.from));
-            relay.run(source, shutdown.requested()).await?;
-            Ok(true)
+            relay_on!(inboxed_rabbitmq::RabbitSource::connect(config.clone()))
         }
         "nats" | "tls" => {
             let mut config =
@@ -55,10 +55,7 @@ pub(crate) async fn relay_from<S: InboxStore>(
                     .prefetch(s.prefetch)
                     .key(s.key.clone());
             config.tls_ca_file.clone_from(&s.tls_ca_file);
-            let source = connected!(inboxed_nats::NatsSource::connect(config.clone()));
-            status.running(Broker::from_url(&s.from));
-            relay.run(source, shutdown.requested()).await?;
-            Ok(true)
+            relay_on!(inboxed_nats::NatsSource::connect(config.clone()))
         }
         "redis" | "rediss" => {
             let mut config =
@@ -66,10 +63,7 @@ pub(crate) async fn relay_from<S: InboxStore>(
                     .prefetch(s.prefetch)
                     .key(s.key.clone());
             config.tls_ca_file.clone_from(&s.tls_ca_file);
-            let source = connected!(inboxed_redis::RedisSource::connect(config.clone()));
-            status.running(Broker::from_url(&s.from));
-            relay.run(source, shutdown.requested()).await?;
-            Ok(true)
+            relay_on!(inboxed_redis::RedisSource::connect(config.clone()))
         }
         #[cfg(feature = "kafka")]
         "kafka" => {
@@ -78,20 +72,14 @@ pub(crate) async fn relay_from<S: InboxStore>(
                 inboxed_kafka::KafkaConfig::new(brokers, &s.group, [need(&s.topic, "topic")?])
                     .prefetch(s.prefetch)
                     .key(s.key.clone());
-            let source = connected!(inboxed_kafka::KafkaSource::connect(config.clone()));
-            status.running(Broker::from_url(&s.from));
-            relay.run(source, shutdown.requested()).await?;
-            Ok(true)
+            relay_on!(inboxed_kafka::KafkaSource::connect(config.clone()))
         }
         #[cfg(feature = "sqs")]
         "sqs+https" | "sqs+http" => {
             let config = inboxed_sqs::SqsConfig::new(s.from.trim_start_matches("sqs+"))
                 .prefetch(s.prefetch)
                 .key(s.key.clone());
-            let source = connected!(inboxed_sqs::SqsSource::connect(config.clone()));
-            status.running(Broker::from_url(&s.from));
-            relay.run(source, shutdown.requested()).await?;
-            Ok(true)
+            relay_on!(inboxed_sqs::SqsSource::connect(config.clone()))
         }
         #[cfg(not(feature = "kafka"))]
         "kafka" => bail!("--from kafka://: this inboxed was built without the `kafka` feature"),

@@ -17,7 +17,7 @@ use settings::Settings;
 pub(crate) use settings::{Args, parse_key};
 
 use super::AnyStore;
-use super::daemon::{Daemon, Shutdown, Status, until_up};
+use super::daemon::{Daemon, Shutdown, Status};
 use super::database::redact;
 
 pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<ExitCode> {
@@ -33,22 +33,12 @@ pub(crate) async fn run(args: Args, out: &mut impl Write) -> anyhow::Result<Exit
         .unwrap_or(u32::MAX)
         .clamp(2, 64);
     let namespace = Some((schema.as_str(), s.table_prefix.as_str()));
-    let connect = || AnyStore::connect_in(&s.to, connections, namespace);
-    let Some(store) = until_up("the database", &status, &shutdown, connect).await else {
+    let open = || AnyStore::connect_in(&s.to, connections, namespace);
+    let Some(store) = daemon.database(open, s.migrate).await else {
         return daemon
             .stopped(out, true, "relay stopped before it started")
             .await;
     };
-    if s.migrate
-        && until_up("the migrations", &status, &shutdown, || store.migrate())
-            .await
-            .is_none()
-    {
-        return daemon
-            .stopped(out, true, "relay stopped before it started")
-            .await;
-    }
-    status.database(store.clone());
     info!(from = %redact(&s.from), to = %redact(&s.to), consumer = %s.consumer, "relay starting");
     let mut started = true;
     let relayed = daemon.bounded(async {

@@ -40,14 +40,13 @@ impl Late {
 /// (starting, and what it waits for), `/health/live` and `/metrics`; anything else answers
 /// 503 until then.
 pub(crate) fn router(late: Late, status: Status, recorder: PrometheusHandle) -> Router {
+    let ready = move || async move {
+        let (code, body) = status.ready().await;
+        json_response(code, &body)
+    };
     let starting = Router::new()
-        .route(
-            "/health",
-            get(move || async move {
-                let (code, body) = status.ready().await;
-                json_response(code, &body)
-            }),
-        )
+        .route("/health", get(ready.clone()))
+        .route("/health/ready", get(ready))
         .route("/health/live", get(live))
         .route("/metrics", get(metrics).with_state(recorder))
         .fallback(|| async { (StatusCode::SERVICE_UNAVAILABLE, "starting: try /health\n") });

@@ -47,6 +47,7 @@ mod relay;
 mod restart;
 mod retention;
 mod sizing;
+mod tap;
 mod trace;
 mod variants;
 

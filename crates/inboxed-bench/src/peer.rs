@@ -28,6 +28,7 @@ use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId};
 use inboxed_postgres::PgStore;
 
 use crate::cpu::Cpu;
+use crate::tap::Tap;
 use crate::defaults::{
     ACCOUNTS, Credit as Job, Simple, credited_once, drained, end_probe, sorted_accounts,
 };
@@ -117,6 +118,9 @@ struct Cost {
     server_us: f64,
     commits: f64,
     wal_bytes: f64,
+    /// From a drain of its own through the [`Tap`], untimed.
+    statements: f64,
+    round_trips: f64,
 }
 
 pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
@@ -126,6 +130,7 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     let (url, store) = crate::variants::bench_database(server, 4, ACCOUNTS).await?;
     let pgmq = pgmq_client(url.clone(), 2).await?;
     pgmq.install_sql_from_embedded().await?;
+    sqlx::raw_sql("CREATE EXTENSION IF NOT EXISTS pg_walinspect").execute(store.pool()).await?;
     pgmq.create(QUEUE).await?;
     println!(
         "- {} jobs a drain, each crediting one of {ACCOUNTS} accounts (drawn at random) in the transaction that completes it; batches of {}; each worker a pool of its own; {} rounds",
@@ -143,13 +148,26 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
         receipts.1.push(inboxed_rate);
         for (w, &workers) in args.workers.iter().enumerate() {
             for (c, &(config, name)) in CONFIGS.iter().enumerate() {
-                let cost = drain(&url, &store, &args, config, workers).await?;
+                let cost = drain(&url, &store, &args, (config, workers), None).await?;
                 println!(
                     "- round {round}, {name}, {workers} workers: {:.0} jobs/s; a job: client {:.0} µs, server {:.0} µs, {:.3} commits, {:.0} WAL bytes",
                     cost.rate, cost.client_us, cost.server_us, cost.commits, cost.wal_bytes
                 );
                 costs[c][w].push(cost);
             }
+        }
+    }
+    // Statements and round trips, from one more drain of each through the tap.
+    let tap = Tap::start(&url).await?;
+    let mut wire = vec![vec![Cost::default(); args.workers.len()]; CONFIGS.len()];
+    for (w, &workers) in args.workers.iter().enumerate() {
+        for (c, &(config, name)) in CONFIGS.iter().enumerate() {
+            let cost = drain(&url, &store, &args, (config, workers), Some(&tap)).await?;
+            println!(
+                "- through the tap (untimed), {name}, {workers} workers: a job {:.3} statements, {:.3} round trips",
+                cost.statements, cost.round_trips
+            );
+            wire[c][w] = cost;
         }
     }
     let median = |c: usize, w: usize, f: fn(&Cost) -> f64| {
@@ -167,20 +185,22 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     };
     println!();
     println!(
-        "| medians of {} rounds | workers | jobs/s | / pgmq (same round) | client µs a job | server µs a job | commits a job | WAL bytes a job |",
+        "| medians of {} rounds | workers | jobs/s | / pgmq (same round) | client µs a job | server µs a job | commits a job | WAL bytes a job | statements a job | round trips a job |",
         args.rounds
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (c, &(_, name)) in CONFIGS.iter().enumerate() {
         for (w, &workers) in args.workers.iter().enumerate() {
             println!(
-                "| {name} | {workers} | {:.0} | {:.2} | {:.0} | {:.0} | {:.3} | {:.0} |",
+                "| {name} | {workers} | {:.0} | {:.2} | {:.0} | {:.0} | {:.3} | {:.0} | {:.3} | {:.3} |",
                 median(c, w, |k| k.rate),
                 ratio(c, w),
                 median(c, w, |k| k.client_us),
                 median(c, w, |k| k.server_us),
                 median(c, w, |k| k.commits),
                 median(c, w, |k| k.wal_bytes),
+                wire[c][w].statements,
+                wire[c][w].round_trips,
             );
         }
     }
@@ -293,13 +313,14 @@ async fn server_counters(pool: &PgPool) -> anyhow::Result<(i64, i64)> {
     .await?)
 }
 
-/// One drain of `args.jobs` jobs by `workers` workers of `config`: its rate and its cost a job.
+/// One drain of `args.jobs` jobs by `workers` workers of `config`: its rate and its cost a job;
+/// through `tap`, its statements and round trips a job too (and a rate that is not its own).
 async fn drain(
     url: &str,
     store: &PgStore,
     args: &Args,
-    config: Config,
-    workers: usize,
+    (config, workers): (Config, usize),
+    tap: Option<&Tap>,
 ) -> anyhow::Result<Cost> {
     let pool = store.pool();
     sqlx::raw_sql("UPDATE bench_accounts SET balance = 0")
@@ -316,6 +337,11 @@ async fn drain(
         .execute(pool)
         .await?;
     // Each worker's pool, made before the clock.
+    let through = match tap {
+        Some(tap) => tap.url(url)?,
+        None => url.to_owned(),
+    };
+    let url = through.as_str();
     let mut pools = Vec::new();
     for _ in 0..workers {
         pools.push(match config {
@@ -330,6 +356,13 @@ async fn drain(
         });
     }
     let (commits_before, wal_before) = server_counters(pool).await?;
+    let counted = tap.map(Tap::counted).unwrap_or_default();
+    if let Some(tap) = tap {
+        tap.take_commands();
+    }
+    let lsn_before: String = sqlx::query_scalar("SELECT pg_current_wal_lsn()::text")
+        .fetch_one(pool)
+        .await?;
     let cpu = Cpu::read(PROCESSES);
     let done = Arc::new(AtomicU64::new(0));
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -386,6 +419,21 @@ async fn drain(
         t.await??;
     }
     let (commits_after, wal_after) = server_counters(pool).await?;
+    let counted = tap.map(Tap::counted).unwrap_or_default() - counted;
+    if let Some(tap) = tap {
+        println!("  statements by command: {:?}", tap.take_commands());
+        let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+            "SELECT \"resource_manager/record_type\", count, record_size, fpi_size \
+             FROM pg_get_wal_stats($1::pg_lsn, pg_current_wal_lsn(), true) WHERE count > 0 \
+             ORDER BY record_size + fpi_size DESC LIMIT 12",
+        )
+        .bind(&lsn_before)
+        .fetch_all(pool)
+        .await?;
+        for (kind, count, record, fpi) in rows {
+            println!("  WAL {kind}: {count} records, {record} bytes, {fpi} of full pages");
+        }
+    }
     credited_once(pool, total).await?;
     #[allow(clippy::cast_precision_loss, reason = "job and byte counts")]
     let per = |n: i64| n as f64 / total as f64;
@@ -395,6 +443,8 @@ async fn drain(
         server_us: cpu.used(&after, "postgres") / total as f64 * 1e6,
         commits: per(commits_after - commits_before),
         wal_bytes: per(wal_after - wal_before),
+        statements: per(i64::try_from(counted.statements)?),
+        round_trips: per(i64::try_from(counted.round_trips)?),
     })
 }
 

@@ -8,13 +8,17 @@
 //!   `delete_batch`;
 //! - inboxed, a lease worker with one claim loop and batches of 50, its handler updating the
 //!   batch's accounts one statement a row in account order (pgmq's loop, in inboxed's shape);
-//! - inboxed at its defaults (`WorkerConfig::default()`, a handler with only `handle`).
+//! - inboxed at its defaults (`WorkerConfig::default()`, a handler with only `handle`);
+//! - the per-row worker with `ClaimMode::LockHeld`: no claim transaction of its own, so the
+//!   difference to the lease worker is what that transaction costs.
 //!
 //! Beside each drain, what a row cost: this process's CPU (the client side), the server's,
-//! commits and WAL bytes (from `pg_stat_database` and `pg_current_wal_lsn()`, read after the
-//! workers' connections closed, which flushes their statistics). Receipt: pgmq's `send_batch`
-//! against `Inbox::store_many`, 1,000 jobs a call. Every drain's balances are checked: each job
-//! credited exactly once.
+//! commits, WAL flushes and WAL bytes (from `pg_stat_database`, `pg_stat_wal` and
+//! `pg_current_wal_lsn()`, read after the workers' connections closed, which flushes their
+//! statistics). After the timed rounds, one more drain of each through the [`Tap`] counts its
+//! statements and round trips, by command, and reads its WAL by record kind (`pg_walinspect`).
+//! Receipt: pgmq's `send_batch` against `Inbox::store_many`, 1,000 jobs a call. Every drain's
+//! balances are checked: each job credited exactly once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,15 +27,15 @@ use std::time::{Duration, Instant};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgConnection, PgPool, Postgres};
 
-use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
+use inboxed_core::inbox::{ClaimMode, Inbox, Worker, WorkerConfig};
 use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId};
 use inboxed_postgres::PgStore;
 
 use crate::cpu::Cpu;
-use crate::tap::Tap;
 use crate::defaults::{
     ACCOUNTS, Credit as Job, Simple, credited_once, drained, end_probe, sorted_accounts,
 };
+use crate::tap::Tap;
 
 const QUEUE: &str = "bench_jobs";
 /// pgmq's visibility timeout, seconds: a worker that dies lets its jobs be read again then.
@@ -96,9 +100,11 @@ enum Config {
     Pgmq,
     PerRow,
     Defaults,
+    /// The per-row worker with the row lock as its lease: no claim transaction of its own.
+    LockHeld,
 }
 
-const CONFIGS: [(Config, &str); 3] = [
+const CONFIGS: [(Config, &str); 4] = [
     (
         Config::Pgmq,
         "pgmq: read, updates, delete_batch in one transaction",
@@ -108,6 +114,10 @@ const CONFIGS: [(Config, &str); 3] = [
         "inboxed lease worker, one loop, a per-row handler",
     ),
     (Config::Defaults, "inboxed defaults (`handle` only)"),
+    (
+        Config::LockHeld,
+        "inboxed lock-held worker, one loop, a per-row handler",
+    ),
 ];
 
 /// What one drain cost, per job.
@@ -117,6 +127,8 @@ struct Cost {
     client_us: f64,
     server_us: f64,
     commits: f64,
+    /// Flushes of the WAL to disk (`pg_stat_wal.wal_sync`): what a durable commit waits for.
+    flushes: f64,
     wal_bytes: f64,
     /// From a drain of its own through the [`Tap`], untimed.
     statements: f64,
@@ -130,7 +142,10 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     let (url, store) = crate::variants::bench_database(server, 4, ACCOUNTS).await?;
     let pgmq = pgmq_client(url.clone(), 2).await?;
     pgmq.install_sql_from_embedded().await?;
-    sqlx::raw_sql("CREATE EXTENSION IF NOT EXISTS pg_walinspect").execute(store.pool()).await?;
+    // The WAL of a counted drain by record kind (a contrib module of PostgreSQL 15).
+    sqlx::raw_sql("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        .execute(store.pool())
+        .await?;
     pgmq.create(QUEUE).await?;
     println!(
         "- {} jobs a drain, each crediting one of {ACCOUNTS} accounts (drawn at random) in the transaction that completes it; batches of {}; each worker a pool of its own; {} rounds",
@@ -148,10 +163,15 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
         receipts.1.push(inboxed_rate);
         for (w, &workers) in args.workers.iter().enumerate() {
             for (c, &(config, name)) in CONFIGS.iter().enumerate() {
-                let cost = drain(&url, &store, &args, (config, workers), None).await?;
+                let (cost, _) = drain(&url, &store, &args, (config, workers), None).await?;
                 println!(
-                    "- round {round}, {name}, {workers} workers: {:.0} jobs/s; a job: client {:.0} µs, server {:.0} µs, {:.3} commits, {:.0} WAL bytes",
-                    cost.rate, cost.client_us, cost.server_us, cost.commits, cost.wal_bytes
+                    "- round {round}, {name}, {workers} workers: {:.0} jobs/s; a job: client {:.0} µs, server {:.0} µs, {:.3} commits, {:.3} WAL flushes, {:.0} WAL bytes",
+                    cost.rate,
+                    cost.client_us,
+                    cost.server_us,
+                    cost.commits,
+                    cost.flushes,
+                    cost.wal_bytes
                 );
                 costs[c][w].push(cost);
             }
@@ -162,11 +182,14 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     let mut wire = vec![vec![Cost::default(); args.workers.len()]; CONFIGS.len()];
     for (w, &workers) in args.workers.iter().enumerate() {
         for (c, &(config, name)) in CONFIGS.iter().enumerate() {
-            let cost = drain(&url, &store, &args, (config, workers), Some(&tap)).await?;
+            let (cost, detail) = drain(&url, &store, &args, (config, workers), Some(&tap)).await?;
             println!(
                 "- through the tap (untimed), {name}, {workers} workers: a job {:.3} statements, {:.3} round trips",
                 cost.statements, cost.round_trips
             );
+            for line in detail {
+                println!("  - {line}");
+            }
             wire[c][w] = cost;
         }
     }
@@ -185,19 +208,20 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     };
     println!();
     println!(
-        "| medians of {} rounds | workers | jobs/s | / pgmq (same round) | client µs a job | server µs a job | commits a job | WAL bytes a job | statements a job | round trips a job |",
+        "| medians of {} rounds | workers | jobs/s | / pgmq (same round) | client µs a job | server µs a job | commits a job | WAL flushes a job | WAL bytes a job | statements a job | round trips a job |",
         args.rounds
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (c, &(_, name)) in CONFIGS.iter().enumerate() {
         for (w, &workers) in args.workers.iter().enumerate() {
             println!(
-                "| {name} | {workers} | {:.0} | {:.2} | {:.0} | {:.0} | {:.3} | {:.0} | {:.3} | {:.3} |",
+                "| {name} | {workers} | {:.0} | {:.2} | {:.0} | {:.0} | {:.3} | {:.3} | {:.0} | {:.3} | {:.3} |",
                 median(c, w, |k| k.rate),
                 ratio(c, w),
                 median(c, w, |k| k.client_us),
                 median(c, w, |k| k.server_us),
                 median(c, w, |k| k.commits),
+                median(c, w, |k| k.flushes),
                 median(c, w, |k| k.wal_bytes),
                 wire[c][w].statements,
                 wire[c][w].round_trips,
@@ -300,13 +324,14 @@ async fn truncate_inbox(pool: &PgPool) -> anyhow::Result<()> {
 
 /// The server's commits and WAL position, its statistics flushed by the connections that
 /// closed before.
-async fn server_counters(pool: &PgPool) -> anyhow::Result<(i64, i64)> {
+async fn server_counters(pool: &PgPool) -> anyhow::Result<(i64, i64, i64)> {
     let mut conn = pool.acquire().await?;
     sqlx::query("SELECT pg_stat_clear_snapshot()")
         .execute(&mut *conn)
         .await?;
     Ok(sqlx::query_as(
-        "SELECT xact_commit::bigint, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint \
+        "SELECT xact_commit::bigint, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, \
+                (SELECT wal_sync FROM pg_stat_wal) \
          FROM pg_stat_database WHERE datname = current_database()",
     )
     .fetch_one(&mut *conn)
@@ -321,7 +346,7 @@ async fn drain(
     args: &Args,
     (config, workers): (Config, usize),
     tap: Option<&Tap>,
-) -> anyhow::Result<Cost> {
+) -> anyhow::Result<(Cost, Vec<String>)> {
     let pool = store.pool();
     sqlx::raw_sql("UPDATE bench_accounts SET balance = 0")
         .execute(pool)
@@ -346,16 +371,21 @@ async fn drain(
     for _ in 0..workers {
         pools.push(match config {
             Config::Pgmq => Pools::Pgmq(pgmq_client(url.to_owned(), 1).await?),
-            Config::PerRow | Config::Defaults => Pools::Inboxed(
+            Config::PerRow | Config::Defaults | Config::LockHeld => Pools::Inboxed(
                 PgPoolOptions::new()
-                    .max_connections(if config == Config::Defaults { 5 } else { 2 })
+                    .max_connections(match config {
+                        Config::Defaults => 5,
+                        // Its batch's transaction, the claims it counts, its liveness.
+                        Config::LockHeld => 3,
+                        _ => 2,
+                    })
                     .acquire_timeout(Duration::from_secs(60))
                     .connect(url)
                     .await?,
             ),
         });
     }
-    let (commits_before, wal_before) = server_counters(pool).await?;
+    let (commits_before, wal_before, flushes_before) = server_counters(pool).await?;
     let counted = tap.map(Tap::counted).unwrap_or_default();
     if let Some(tap) = tap {
         tap.take_commands();
@@ -386,7 +416,15 @@ async fn drain(
                             .run(shutdown)
                             .await
                     } else {
-                        let config = WorkerConfig::default().batch_size(batch).concurrency(1);
+                        let mode = if config == Config::LockHeld {
+                            ClaimMode::LockHeld
+                        } else {
+                            ClaimMode::Lease
+                        };
+                        let config = WorkerConfig::default()
+                            .batch_size(batch)
+                            .concurrency(1)
+                            .claim_mode(mode);
                         Worker::new(store, consumer, PerRow { calls: done }, config)
                             .run(shutdown)
                             .await
@@ -418,34 +456,58 @@ async fn drain(
     for t in tasks {
         t.await??;
     }
-    let (commits_after, wal_after) = server_counters(pool).await?;
+    let (commits_after, wal_after, flushes_after) = server_counters(pool).await?;
     let counted = tap.map(Tap::counted).unwrap_or_default() - counted;
-    if let Some(tap) = tap {
-        println!("  statements by command: {:?}", tap.take_commands());
-        let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
-            "SELECT \"resource_manager/record_type\", count, record_size, fpi_size \
-             FROM pg_get_wal_stats($1::pg_lsn, pg_current_wal_lsn(), true) WHERE count > 0 \
-             ORDER BY record_size + fpi_size DESC LIMIT 12",
-        )
-        .bind(&lsn_before)
-        .fetch_all(pool)
-        .await?;
-        for (kind, count, record, fpi) in rows {
-            println!("  WAL {kind}: {count} records, {record} bytes, {fpi} of full pages");
-        }
-    }
     credited_once(pool, total).await?;
     #[allow(clippy::cast_precision_loss, reason = "job and byte counts")]
     let per = |n: i64| n as f64 / total as f64;
-    Ok(Cost {
+    let mut detail = Vec::new();
+    if let Some(tap) = tap {
+        detail.push(format!("statements by command: {:?}", tap.take_commands()));
+        // The WAL by record kind (pg_walinspect), its ten largest, a job's share. It reads
+        // only WAL already on disk: the drain's end waits for the WAL writer.
+        let end: String = sqlx::query_scalar("SELECT pg_current_wal_lsn()::text")
+            .fetch_one(pool)
+            .await?;
+        for _ in 0..100 {
+            let flushed: bool =
+                sqlx::query_scalar("SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn")
+                    .bind(&end)
+                    .fetch_one(pool)
+                    .await?;
+            if flushed {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT \"resource_manager/record_type\", count, combined_size \
+             FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, true) WHERE count > 0 \
+             ORDER BY combined_size DESC LIMIT 10",
+        )
+        .bind(&lsn_before)
+        .bind(&end)
+        .fetch_all(pool)
+        .await?;
+        for (kind, count, bytes) in rows {
+            detail.push(format!(
+                "WAL {kind}: {:.2} records, {:.0} bytes a job",
+                per(count),
+                per(bytes)
+            ));
+        }
+    }
+    let cost = Cost {
         rate: rate(args.jobs, took),
         client_us: cpu.used(&after, "inboxed-bench") / total as f64 * 1e6,
         server_us: cpu.used(&after, "postgres") / total as f64 * 1e6,
         commits: per(commits_after - commits_before),
+        flushes: per(flushes_after - flushes_before),
         wal_bytes: per(wal_after - wal_before),
         statements: per(i64::try_from(counted.statements)?),
         round_trips: per(i64::try_from(counted.round_trips)?),
-    })
+    };
+    Ok((cost, detail))
 }
 
 /// pgmq's client on a pool of its own of `connections`.

@@ -112,7 +112,13 @@ impl Tap {
 
     /// Statements so far by command, and clears them.
     pub(crate) fn take_commands(&self) -> std::collections::BTreeMap<String, u64> {
-        std::mem::take(&mut *self.counts.commands.lock().expect("not poisoned"))
+        std::mem::take(
+            &mut *self
+                .counts
+                .commands
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 }
 
@@ -175,9 +181,15 @@ impl Reader {
                 if self.skip == 0
                     && let Some(tag) = self.tag.take()
                 {
-                    let word = tag.split(|&b| b == b' ' || b == 0).next().unwrap_or_default();
+                    let word = tag
+                        .split(|&b| b == b' ' || b == 0)
+                        .next()
+                        .unwrap_or_default();
                     let word = String::from_utf8_lossy(word).into_owned();
-                    let mut commands = counts.commands.lock().expect("not poisoned");
+                    let mut commands = counts
+                        .commands
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     *commands.entry(word).or_default() += 1;
                 }
                 continue;
@@ -249,8 +261,16 @@ mod tests {
             for chunk in stream.chunks(size) {
                 reader.feed(chunk, &counts);
             }
-            assert_eq!(counts.statements.load(Ordering::Relaxed), 3, "chunks of {size}");
-            assert_eq!(counts.round_trips.load(Ordering::Relaxed), 2, "chunks of {size}");
+            assert_eq!(
+                counts.statements.load(Ordering::Relaxed),
+                3,
+                "chunks of {size}"
+            );
+            assert_eq!(
+                counts.round_trips.load(Ordering::Relaxed),
+                2,
+                "chunks of {size}"
+            );
         }
     }
 }

@@ -229,31 +229,32 @@ mod tests {
     use super::{Counts, Reader};
     use std::sync::atomic::Ordering;
 
-    /// One message: its type, its length, a body of `body` bytes.
-    fn message(kind: u8, body: usize) -> Vec<u8> {
+    /// One message: its type, its length, its body.
+    fn message(kind: u8, body: &[u8]) -> Vec<u8> {
         let mut m = vec![kind];
-        m.extend_from_slice(&u32::try_from(body + 4).unwrap().to_be_bytes());
-        m.extend(std::iter::repeat_n(b'x', body));
+        m.extend_from_slice(&u32::try_from(body.len() + 4).unwrap().to_be_bytes());
+        m.extend_from_slice(body);
         m
     }
 
     /// Messages split at every byte are read as when whole: the startup's `ReadyForQuery` is
-    /// not a round trip, a simple query of two statements is two statements and one trip.
+    /// not a round trip, a simple query of two statements is two statements and one trip, and
+    /// each statement is counted under its command.
     #[test]
     fn messages_are_counted_across_any_split() {
         let stream: Vec<u8> = [
-            message(b'R', 4),
-            message(b'S', 20),
-            message(b'Z', 1),
-            message(b'T', 30),
-            message(b'D', 12),
-            message(b'C', 9),
-            message(b'C', 6),
-            message(b'Z', 1),
-            message(b'1', 0),
-            message(b'2', 0),
-            message(b'C', 9),
-            message(b'Z', 1),
+            message(b'R', &[0; 4]),
+            message(b'S', &[0; 20]),
+            message(b'Z', &[0; 1]),
+            message(b'T', &[0; 30]),
+            message(b'D', &[0; 12]),
+            message(b'C', b"SELECT 1\0"),
+            message(b'C', b"BEGIN\0"),
+            message(b'Z', &[0; 1]),
+            message(b'1', &[0; 0]),
+            message(b'2', &[0; 0]),
+            message(b'C', b"SELECT 7\0"),
+            message(b'Z', &[0; 1]),
         ]
         .concat();
         for size in [1, 2, 3, 7, stream.len()] {
@@ -261,16 +262,14 @@ mod tests {
             for chunk in stream.chunks(size) {
                 reader.feed(chunk, &counts);
             }
-            assert_eq!(
+            let counted = (
                 counts.statements.load(Ordering::Relaxed),
-                3,
-                "chunks of {size}"
-            );
-            assert_eq!(
                 counts.round_trips.load(Ordering::Relaxed),
-                2,
-                "chunks of {size}"
             );
+            assert_eq!(counted, (3, 2), "statements, round trips; chunks of {size}");
+            let commands = counts.commands.lock().unwrap().clone();
+            let expected = [("BEGIN".to_owned(), 1), ("SELECT".to_owned(), 2)];
+            assert_eq!(commands, expected.into(), "chunks of {size}");
         }
     }
 }

@@ -24,22 +24,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{PgConnection, PgPool, Postgres};
 
 use inboxed_core::inbox::{ClaimMode, Inbox, Worker, WorkerConfig};
-use inboxed_core::{ConsumerName, Envelope, Handler, HandlerError, MessageId};
+use inboxed_core::{ConsumerName, Envelope, MessageId};
 use inboxed_postgres::PgStore;
 
 use crate::cpu::Cpu;
-use crate::defaults::{
-    ACCOUNTS, Credit as Job, Simple, credited_once, drained, end_probe, sorted_accounts,
-};
+use crate::defaults::{ACCOUNTS, Credit as Job, Simple, credited_once, drained, end_probe};
 use crate::tap::Tap;
 
-const QUEUE: &str = "bench_jobs";
-/// pgmq's visibility timeout, seconds: a worker that dies lets its jobs be read again then.
-const VISIBILITY: i32 = 30;
+mod peer_queue;
+mod per_row;
+use peer_queue::{QUEUE, into_pgmq, pgmq_client, pgmq_worker};
+use per_row::PerRow;
+
 const PROCESSES: &[&str] = &["inboxed-bench", "postgres"];
 
 /// inboxed's worker against pgmq.
@@ -65,34 +65,6 @@ pub(crate) struct Args {
     /// build measured 0.41 to 0.89 in one-round runs, so the floor is well under noise.
     #[arg(long, default_value_t = 0.2)]
     min_ratio: f64,
-}
-
-/// inboxed's worker in pgmq's shape: a batch, one update a row, in account order.
-struct PerRow {
-    calls: Arc<AtomicU64>,
-}
-
-impl Handler<Postgres> for PerRow {
-    const BATCHES: bool = true;
-
-    async fn handle(&self, msg: &Envelope, conn: &mut PgConnection) -> Result<(), HandlerError> {
-        self.handle_batch(&[msg], conn).await
-    }
-
-    async fn handle_batch(
-        &self,
-        msgs: &[&Envelope],
-        conn: &mut PgConnection,
-    ) -> Result<(), HandlerError> {
-        self.calls.fetch_add(msgs.len() as u64, Ordering::Relaxed);
-        for account in sorted_accounts(msgs)? {
-            sqlx::query("UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1")
-                .bind(account)
-                .execute(&mut *conn)
-                .await?;
-        }
-        Ok(())
-    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -279,17 +251,6 @@ fn jobs(n: usize) -> Vec<Job> {
             account: fastrand::i64(0..ACCOUNTS),
         })
         .collect()
-}
-
-/// `jobs` into an emptied pgmq queue with `send_batch`, 1,000 a call.
-async fn into_pgmq(url: &str, jobs: &[Job]) -> anyhow::Result<()> {
-    let queue = pgmq_client(url, 1).await?;
-    queue.purge_queue(QUEUE).await?;
-    for chunk in jobs.chunks(1_000) {
-        queue.send_batch(QUEUE, chunk).await?;
-    }
-    queue.connection.close().await;
-    Ok(())
 }
 
 /// `envelopes` into the inbox with `store_many`, 1,000 a call.
@@ -512,58 +473,7 @@ async fn drain(
     Ok((cost, detail))
 }
 
-/// pgmq's client on a pool of its own of `connections`.
-async fn pgmq_client(url: impl AsRef<str>, connections: u32) -> anyhow::Result<pgmq::PGMQueueExt> {
-    let pool = sqlx08::postgres::PgPoolOptions::new()
-        .max_connections(connections)
-        .connect(url.as_ref())
-        .await?;
-    Ok(pgmq::PGMQueueExt::new_with_pool(pool).await)
-}
-
 enum Pools {
     Pgmq(pgmq::PGMQueueExt),
     Inboxed(PgPool),
-}
-
-/// pgmq's worker: in one transaction, read a batch, credit its accounts in order, delete it.
-async fn pgmq_worker(
-    queue: pgmq::PGMQueueExt,
-    batch: u32,
-    done: &AtomicU64,
-    total: i64,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> anyhow::Result<()> {
-    tokio::pin!(shutdown);
-    let qty = i32::try_from(batch)?;
-    loop {
-        let mut tx = queue.connection.begin().await?;
-        let jobs: Vec<pgmq::Message<Job>> = queue
-            .read_batch_with_cxn(QUEUE, VISIBILITY, qty, &mut *tx)
-            .await?;
-        if jobs.is_empty() {
-            tx.commit().await?;
-            if done.load(Ordering::Relaxed) >= u64::try_from(total)? {
-                break;
-            }
-            tokio::select! {
-                () = tokio::time::sleep(Duration::from_millis(1)) => continue,
-                () = &mut shutdown => break,
-            }
-        }
-        let mut accounts: Vec<i64> = jobs.iter().map(|j| j.message.account).collect();
-        accounts.sort_unstable();
-        for account in accounts {
-            sqlx08::query("UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1")
-                .bind(account)
-                .execute(&mut *tx)
-                .await?;
-        }
-        let ids: Vec<i64> = jobs.iter().map(|j| j.msg_id).collect();
-        queue.delete_batch_with_cxn(QUEUE, &ids, &mut *tx).await?;
-        tx.commit().await?;
-        done.fetch_add(ids.len() as u64, Ordering::Relaxed);
-    }
-    queue.connection.close().await;
-    Ok(())
 }

@@ -195,6 +195,9 @@ if [ -n "${INBOXED_BENCH_QUICK:-}" ]; then
     "$CARGO_TARGET_DIR/debug/inboxed-bench" --database-url "$DATABASE_URL" "$bench" --quick
     mark "benchmark $bench"
   done
+  # The peer benchmark's own drain (one claim loop, per-row handler), killed three times.
+  "$CARGO_TARGET_DIR/debug/inboxed-bench" --database-url "$DATABASE_URL" recovery --quick --per-row
+  mark "benchmark recovery --per-row"
 fi
 mark "benchmarks done"
 # The console's searches under PostgreSQL's generic plans, on a million rows: each stays within

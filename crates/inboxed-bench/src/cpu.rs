@@ -8,12 +8,15 @@ use std::collections::BTreeMap;
 /// Clock ticks per second of `/proc/<pid>/stat` (`USER_HZ`; 100 on every Linux this runs on).
 const TICKS: f64 = 100.0;
 
-/// CPU seconds by process name (`comm`) and process id, for the names asked. Kept by process,
-/// so that a process that exits between two reads (a connection's server backend closed
-/// meanwhile) takes nothing away from the others: summed by name, its whole past would have
-/// been subtracted.
+/// CPU seconds by process name (`comm`), for the names asked: of each process, its own time
+/// and that of its children it has reaped. A process that exits between two reads (a
+/// connection's server backend closed meanwhile) leaves the first read, and its whole time
+/// lands in its parent's (the postmaster's) reaped children's: the difference of the sums is
+/// exactly what it used in between. Counting only processes alive at both reads lost the
+/// backends of connections closed before the second (pgmq's worker at 1 worker read 0 µs of
+/// server time a job).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Cpu(BTreeMap<String, BTreeMap<String, f64>>);
+pub(crate) struct Cpu(BTreeMap<String, f64>);
 
 impl Cpu {
     /// Now, for `names` (a process of this benchmark is named `inboxed-bench`, truncated by
@@ -48,26 +51,17 @@ impl Cpu {
             };
             let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
             let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
-            // utime and stime are fields 14 and 15 of the line, 11 and 12 after the comm.
-            if let (Some(user), Some(system)) = (ticks(11), ticks(12)) {
-                let pid = entry.file_name().to_string_lossy().into_owned();
-                seen.entry((*name).to_owned())
-                    .or_insert_with(BTreeMap::new)
-                    .insert(pid, (user + system) / TICKS);
-            }
+            // utime, stime, cutime and cstime are fields 14 to 17 of the line, 11 to 14 after
+            // the comm.
+            let ticks: f64 = (11..=14).filter_map(ticks).sum();
+            *seen.entry((*name).to_owned()).or_insert(0.0) += ticks / TICKS;
         }
         Self(seen)
     }
 
-    /// CPU seconds of processes `name` from `self` to `later`: of each process alive at
-    /// `later`, what it used since `self` (all it used, when it started after).
+    /// CPU seconds of processes `name` from `self` to `later`.
     pub(crate) fn used(&self, later: &Self, name: &str) -> f64 {
-        let before = self.0.get(name);
-        later.0.get(name).map_or(0.0, |now| {
-            now.iter()
-                .map(|(pid, secs)| secs - before.and_then(|b| b.get(pid)).copied().unwrap_or(0.0))
-                .sum()
-        })
+        later.0.get(name).copied().unwrap_or(0.0) - self.0.get(name).copied().unwrap_or(0.0)
     }
 
     /// Microseconds of CPU per message by process, from `self` to `later`.
@@ -80,5 +74,26 @@ impl Cpu {
             .map(|name| format!("{name} {:.0} µs", self.used(later, name) / n * 1e6))
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cpu;
+
+    /// A child that burns CPU and exits between two reads still counts, in the time of the
+    /// parent that reaped it: counting only processes alive at both reads, it read nothing.
+    #[test]
+    fn an_exited_child_counts_in_its_parent() {
+        let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
+        let me = comm.trim_end();
+        let before = Cpu::read(&[me]);
+        let status = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done"])
+            .status()
+            .expect("sh runs");
+        assert!(status.success());
+        let used = before.used(&Cpu::read(&[me]), me);
+        assert!(used >= 0.2, "the child's CPU was not counted: {used} s");
     }
 }

@@ -3,8 +3,11 @@
 //! accounts) and the reaper at its defaults, against the same drain where one of the two is
 //! killed with SIGKILL three times, evenly spread over the time the drain without kills took,
 //! and started again at once each time. Both measured in the same round; every drain's
-//! balances are checked (each message credited exactly once).
+//! balances are checked (each message credited exactly once). With `--per-row`, the workers
+//! are `inboxed-bench peer`'s lease worker instead (one claim loop, batches of 50, a batch
+//! handler updating its accounts a statement a row): that benchmark's own drain, killed.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::postgres::PgPoolOptions;
@@ -15,6 +18,7 @@ use inboxed_core::inbox::{Reaper, ReaperConfig, Worker, WorkerConfig};
 use inboxed_postgres::PgStore;
 
 use crate::defaults::{ACCOUNTS, Simple, backlog, credited_once, settled};
+use crate::peer::PerRow;
 
 /// Drain time with kills against without.
 #[derive(Debug, clap::Args)]
@@ -22,9 +26,9 @@ pub(crate) struct Args {
     /// Messages per drain.
     #[arg(long, default_value_t = 30_000)]
     messages: usize,
-    /// Rows per claim of the workers.
-    #[arg(long, default_value_t = 500)]
-    batch: u32,
+    /// Rows per claim of the workers (500; 50 with `--per-row`).
+    #[arg(long)]
+    batch: Option<u32>,
     /// SIGKILLs of one worker per drain.
     #[arg(long, default_value_t = 3)]
     kills: u32,
@@ -42,6 +46,9 @@ pub(crate) struct Args {
     /// dead rows wait for the lease, as every worker's did before it.
     #[arg(long)]
     no_liveness: bool,
+    /// Workers of `inboxed-bench peer`'s shape: one claim loop, a per-row batch handler.
+    #[arg(long)]
+    per_row: bool,
 }
 
 /// The worker process: `inboxed-bench recovery-worker`, run by [`run`] only.
@@ -56,6 +63,9 @@ pub(crate) struct WorkerArgs {
     /// `WorkerConfig::liveness(false)`.
     #[arg(long)]
     no_liveness: bool,
+    /// One claim loop and a per-row batch handler.
+    #[arg(long)]
+    per_row: bool,
 }
 
 pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
@@ -64,21 +74,30 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
         .acquire_timeout(Duration::from_secs(60))
         .connect(&args.url)
         .await?;
-    let handler = Simple::default();
+    let (store, consumer) = (PgStore::new(pool), ConsumerName::new("bench")?);
     let config = WorkerConfig::default()
         .batch_size(args.batch)
         .liveness(!args.no_liveness);
-    let worker = Worker::new(
-        PgStore::new(pool),
-        ConsumerName::new("bench")?,
-        handler,
-        config,
-    );
-    worker.run(std::future::pending::<()>()).await?;
+    let forever = std::future::pending::<()>();
+    if args.per_row {
+        let handler = PerRow {
+            calls: Arc::default(),
+        };
+        let config = config.concurrency(1);
+        Worker::new(store, consumer, handler, config)
+            .run(forever)
+            .await?;
+    } else {
+        Worker::new(store, consumer, Simple::default(), config)
+            .run(forever)
+            .await?;
+    }
     Ok(())
 }
 
 pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
+    let batch = args.batch.unwrap_or(if args.per_row { 50 } else { 500 });
+    args.batch = Some(batch);
     if args.quick {
         (args.messages, args.rounds) = (12_000, 1);
         args.max_ratio = args.max_ratio.or(Some(4.0));
@@ -100,9 +119,13 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     };
     drop(stopped);
     println!(
-        "- {} messages per drain, two worker processes (`WorkerConfig::default()` at batch {}: up to 4 claim loops, paced, lease 30 s, liveness {}), the reaper at its defaults (a pass every 2 s); {} SIGKILLs of one worker per drain, evenly spread over the drain without kills, each followed by a new worker process at once; {} rounds",
+        "- {} messages per drain, two worker processes (`WorkerConfig::default()` at batch {batch}: {}, lease 30 s, liveness {}), the reaper at its defaults (a pass every 2 s); {} SIGKILLs of one worker per drain, evenly spread over the drain without kills, each followed by a new worker process at once; {} rounds",
         args.messages,
-        args.batch,
+        if args.per_row {
+            "one claim loop, a per-row batch handler"
+        } else {
+            "up to 4 claim loops, paced, `handle` only"
+        },
         if args.no_liveness { "off" } else { "on" },
         args.kills,
         args.rounds
@@ -202,9 +225,12 @@ async fn drain(
 fn spawn(url: &str, args: &Args) -> anyhow::Result<Child> {
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(["recovery-worker", "--url", url, "--batch"])
-        .arg(args.batch.to_string());
+        .arg(args.batch.unwrap_or(500).to_string());
     if args.no_liveness {
         cmd.arg("--no-liveness");
+    }
+    if args.per_row {
+        cmd.arg("--per-row");
     }
     Ok(cmd
         .stdin(std::process::Stdio::null())

@@ -10,22 +10,25 @@
 //!   batch's accounts one statement a row in account order (pgmq's loop, in inboxed's shape);
 //! - inboxed at its defaults (`WorkerConfig::default()`, a handler with only `handle`);
 //! - the per-row worker with `ClaimMode::LockHeld`: no claim transaction of its own, so the
-//!   difference to the lease worker is what that transaction costs.
+//!   difference to the lease worker is what that transaction costs;
+//! - the [`ladder`]: the lease worker's own statements driven by hand, then giving up one
+//!   guarantee a rung, to price each (not in the smoke run).
 //!
 //! Beside each drain, what a row cost: this process's CPU (the client side), the server's,
 //! commits, WAL flushes and WAL bytes (from `pg_stat_database`, `pg_stat_wal` and
 //! `pg_current_wal_lsn()`, read after the workers' connections closed, which flushes their
 //! statistics). After the timed rounds, one more drain of each through the [`Tap`] counts its
 //! statements and round trips, by command, and reads its WAL by record kind (`pg_walinspect`).
-//! Receipt: pgmq's `send_batch` against `Inbox::store_many`, 1,000 jobs a call. Every drain's
+//! Receipt: pgmq's `send_batch` against `Inbox::store_many`, 1,000 jobs a call, and the
+//! [`ladder`]'s receipt rungs (server time a job beside each rate). Every drain's
 //! balances are checked: each job credited exactly once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, PgPool};
 
 use inboxed_core::inbox::{ClaimMode, Inbox, Worker, WorkerConfig};
 use inboxed_core::{ConsumerName, Envelope, MessageId};
@@ -35,10 +38,14 @@ use crate::cpu::Cpu;
 use crate::defaults::{ACCOUNTS, Credit as Job, Simple, credited_once, drained, end_probe};
 use crate::tap::Tap;
 
+mod ladder;
 mod peer_queue;
 mod per_row;
+mod receipt;
+use ladder::{Rung, Statements};
 use peer_queue::{QUEUE, into_pgmq, pgmq_client, pgmq_worker};
-use per_row::PerRow;
+pub(crate) use per_row::PerRow;
+use receipt::Receipts;
 
 const PROCESSES: &[&str] = &["inboxed-bench", "postgres"];
 
@@ -74,9 +81,11 @@ enum Config {
     Defaults,
     /// The per-row worker with the row lock as its lease: no claim transaction of its own.
     LockHeld,
+    Ladder(Rung),
 }
 
-const CONFIGS: [(Config, &str); 4] = [
+/// The configurations; the smoke run drains the first [`SMOKE`] only.
+const CONFIGS: [(Config, &str); 7] = [
     (
         Config::Pgmq,
         "pgmq: read, updates, delete_batch in one transaction",
@@ -90,7 +99,20 @@ const CONFIGS: [(Config, &str); 4] = [
         Config::LockHeld,
         "inboxed lock-held worker, one loop, a per-row handler",
     ),
+    (
+        Config::Ladder(Rung::Apart),
+        "ladder: the lease worker's statements by hand (claim committed apart)",
+    ),
+    (
+        Config::Ladder(Rung::Inside),
+        "ladder: the claim inside the batch's transaction",
+    ),
+    (
+        Config::Ladder(Rung::Deleted),
+        "ladder: the claim inside, rows deleted instead of kept done",
+    ),
 ];
+const SMOKE: usize = 4;
 
 /// What one drain cost, per job.
 #[derive(Clone, Copy, Default)]
@@ -123,18 +145,13 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
         "- {} jobs a drain, each crediting one of {ACCOUNTS} accounts (drawn at random) in the transaction that completes it; batches of {}; each worker a pool of its own; {} rounds",
         args.jobs, args.batch, args.rounds
     );
-    let mut costs = vec![vec![Vec::new(); args.workers.len()]; CONFIGS.len()];
-    let mut receipts = (Vec::new(), Vec::new());
+    let configs = &CONFIGS[..if args.quick { SMOKE } else { CONFIGS.len() }];
+    let mut costs = vec![vec![Vec::new(); args.workers.len()]; configs.len()];
+    let mut receipts = Receipts::new(store.pool(), !args.quick).await?;
     for round in 1..=args.rounds {
-        let (pgmq_rate, inboxed_rate) = receipt(&url, &store, args.jobs).await?;
-        println!(
-            "- round {round}, receipt of {} jobs, 1,000 a call: pgmq send_batch {pgmq_rate:.0} jobs/s, Inbox::store_many {inboxed_rate:.0} jobs/s",
-            args.jobs
-        );
-        receipts.0.push(pgmq_rate);
-        receipts.1.push(inboxed_rate);
+        receipts.round(round, &url, &store, args.jobs).await?;
         for (w, &workers) in args.workers.iter().enumerate() {
-            for (c, &(config, name)) in CONFIGS.iter().enumerate() {
+            for (c, &(config, name)) in configs.iter().enumerate() {
                 let (cost, _) = drain(&url, &store, &args, (config, workers), None).await?;
                 println!(
                     "- round {round}, {name}, {workers} workers: {:.0} jobs/s; a job: client {:.0} µs, server {:.0} µs, {:.3} commits, {:.3} WAL flushes, {:.0} WAL bytes",
@@ -152,10 +169,10 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
     // Statements and round trips, from one more drain of each through the tap (the smoke
     // run's at its first worker count only: CI's time is short).
     let tap = Tap::start(&url).await?;
-    let mut wire = vec![vec![None; args.workers.len()]; CONFIGS.len()];
+    let mut wire = vec![vec![None; args.workers.len()]; configs.len()];
     let counted = if args.quick { 1 } else { args.workers.len() };
     for (w, &workers) in args.workers.iter().enumerate().take(counted) {
-        for (c, &(config, name)) in CONFIGS.iter().enumerate() {
+        for (c, &(config, name)) in configs.iter().enumerate() {
             let (cost, detail) = drain(&url, &store, &args, (config, workers), Some(&tap)).await?;
             println!(
                 "- through the tap (untimed), {name}, {workers} workers: a job {:.3} statements, {:.3} round trips",
@@ -186,7 +203,7 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
         args.rounds
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for (c, &(_, name)) in CONFIGS.iter().enumerate() {
+    for (c, &(_, name)) in configs.iter().enumerate() {
         for (w, &workers) in args.workers.iter().enumerate() {
             println!(
                 "| {name} | {workers} | {:.0} | {:.2} | {:.0} | {:.0} | {:.3} | {:.3} | {:.0} | {} | {} |",
@@ -202,20 +219,7 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
             );
         }
     }
-    let receipt_ratio = crate::median(
-        receipts
-            .1
-            .iter()
-            .zip(&receipts.0)
-            .map(|(i, p)| i / p)
-            .collect(),
-    );
-    println!();
-    println!(
-        "| receipt, 1,000 jobs a call (medians) | jobs/s |\n|---|---|\n| pgmq `send_batch` | {:.0} |\n| inboxed `Inbox::store_many` | {:.0} |\n| inboxed / pgmq (same round) | {receipt_ratio:.2} |",
-        crate::median(receipts.0.clone()),
-        crate::median(receipts.1.clone()),
-    );
+    receipts.print();
     if args.quick {
         let worst = (0..args.workers.len())
             .map(|w| ratio(1, w))
@@ -227,21 +231,6 @@ pub(crate) async fn run(server: &str, mut args: Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// `jobs` jobs into pgmq with `send_batch`, then into the inbox with `store_many`, 1,000 a
-/// call each: the rates.
-async fn receipt(url: &str, store: &PgStore, jobs: usize) -> anyhow::Result<(f64, f64)> {
-    let (queued, stored) = (self::jobs(jobs), envelopes(jobs)?);
-    let started = Instant::now();
-    into_pgmq(url, &queued).await?;
-    let pgmq_rate = rate(jobs, started.elapsed());
-    truncate_inbox(store.pool()).await?;
-    let started = Instant::now();
-    into_inbox(store, &stored).await?;
-    let inboxed_rate = rate(jobs, started.elapsed());
-    truncate_inbox(store.pool()).await?;
-    Ok((pgmq_rate, inboxed_rate))
 }
 
 /// `n` jobs of random accounts.
@@ -334,6 +323,11 @@ async fn drain(
     for _ in 0..workers {
         pools.push(match config {
             Config::Pgmq => Pools::Pgmq(pgmq_client(url.to_owned(), 1).await?),
+            Config::Ladder(rung) => Pools::Ladder(
+                rung,
+                sqlx::PgConnection::connect(url).await?,
+                Statements::new(store),
+            ),
             Config::PerRow | Config::Defaults | Config::LockHeld => Pools::Inboxed(
                 PgPoolOptions::new()
                     .max_connections(match config {
@@ -370,6 +364,9 @@ async fn drain(
             };
             match own {
                 Pools::Pgmq(queue) => pgmq_worker(queue, batch, &done, total, shutdown).await,
+                Pools::Ladder(rung, conn, sql) => {
+                    ladder::worker(conn, &sql, rung, batch, &done, u64::try_from(total)?).await
+                }
                 Pools::Inboxed(pool) => {
                     let consumer = ConsumerName::new("bench")?;
                     let store = PgStore::new(pool.clone());
@@ -475,5 +472,6 @@ async fn drain(
 
 enum Pools {
     Pgmq(pgmq::PGMQueueExt),
+    Ladder(Rung, sqlx::PgConnection, Statements),
     Inboxed(PgPool),
 }

@@ -11,8 +11,8 @@ use inboxed_core::{Envelope, Handler, HandlerError};
 use crate::defaults::sorted_accounts;
 
 /// inboxed's worker in pgmq's shape: a batch, one update a row, in account order.
-pub(super) struct PerRow {
-    pub(super) calls: Arc<AtomicU64>,
+pub(crate) struct PerRow {
+    pub(crate) calls: Arc<AtomicU64>,
 }
 
 impl Handler<Postgres> for PerRow {

@@ -1,8 +1,11 @@
 //! `inboxed-bench processor`: throughput of the processor against the same statements issued
 //! directly through sqlx, with the same pool and concurrency, in interleaved rounds of one run.
+//! With `--latency-ms`, again behind a link of that round trip (a delaying [`Tap`]) for each
+//! value: at a network's latency the dedup's price is its round trips, not the server's work.
 
 use std::time::{Duration, Instant};
 
+use crate::tap::Tap;
 use crate::variants::{self, Variant};
 
 /// Processor throughput against raw sqlx, same pool, same concurrency, same run.
@@ -20,19 +23,56 @@ pub(crate) struct Args {
     /// Accounts the business update spreads over.
     #[arg(long, default_value_t = 10_000)]
     accounts: i64,
+    /// Round trips of the link to the server, milliseconds (comma-separated); 0 connects
+    /// directly, any other through a proxy holding each chunk half of it each way.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    latency_ms: Vec<f64>,
 }
 
 pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
     let most = args.workers.iter().copied().max().unwrap_or(8);
-    let store = variants::bench_store(server, most, args.accounts).await?;
-    let setup = variants::Setup::new(store, args.accounts).await?;
+    let (url, store) = variants::bench_database(server, most, args.accounts).await?;
     let sync: String = sqlx::query_scalar("SHOW synchronous_commit")
-        .fetch_one(setup.pool())
+        .fetch_one(store.pool())
         .await?;
     println!(
         "{} s per variant, {} rounds, synchronous_commit = {sync}, {} accounts",
         args.seconds, args.rounds, args.accounts
     );
+    for (i, &ms) in args.latency_ms.iter().enumerate() {
+        let round_trip = Duration::from_secs_f64(ms / 1e3);
+        let (setup, _tap) = if round_trip.is_zero() {
+            (
+                variants::Setup::new(store.clone(), args.accounts).await?,
+                None,
+            )
+        } else {
+            let tap = Tap::delayed(&url, round_trip).await?;
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(u32::try_from(most)?)
+                .connect(&tap.url(&url)?)
+                .await?;
+            let through = inboxed_postgres::PgStore::new(pool);
+            (
+                variants::Setup::new(through, args.accounts).await?,
+                Some(tap),
+            )
+        };
+        if args.latency_ms != [0.0] {
+            let measured = round_trip_ms(setup.store().pool()).await?;
+            println!();
+            println!(
+                "### A round trip of {ms} ms added to the link (measured: {measured:.2} ms a `SELECT 1`, median of 50)"
+            );
+            println!();
+        }
+        measure(&setup, &args, i == 0).await?;
+    }
+    Ok(())
+}
+
+/// The rounds of every variant on `setup`, their table, and (with `plot`) their chart points.
+async fn measure(setup: &variants::Setup, args: &Args, plot: bool) -> anyhow::Result<()> {
     let variants = [
         Variant::Processor,
         Variant::RawSqlx,
@@ -77,7 +117,7 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
             of(&|r| r[3] / r[2])
         );
     }
-    for &workers in &args.workers {
+    for &workers in args.workers.iter().filter(|_| plot) {
         let w = workers as f64;
         for (i, series) in [
             "processor",
@@ -98,4 +138,16 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The median time of a `SELECT 1` on one connection of `pool`, milliseconds.
+async fn round_trip_ms(pool: &sqlx::PgPool) -> anyhow::Result<f64> {
+    let mut conn = pool.acquire().await?;
+    let mut took = Vec::new();
+    for _ in 0..50 {
+        let started = Instant::now();
+        sqlx::query("SELECT 1").execute(&mut *conn).await?;
+        took.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(crate::median(took))
 }

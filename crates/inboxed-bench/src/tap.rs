@@ -7,11 +7,17 @@
 //!
 //! The proxy runs in the benchmark's process and costs it CPU, so a counted drain is not a
 //! timed one. Clients must connect with `sslmode=disable`: an encrypted stream cannot be read.
+//!
+//! [`Tap::delayed`] also stands in for a network's latency (this kernel has no netem): each
+//! chunk goes on half a round trip after it arrived, in each direction. Chunks in flight
+//! overlap, so the link's latency does not bound its rate.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
 use tokio::net::{TcpListener, TcpStream};
 
 /// The proxy; dropping it stops accepting (connections already open run on).
@@ -50,6 +56,12 @@ impl std::ops::Sub for Counted {
 impl Tap {
     /// A tap on a free loopback port to the server of `url`.
     pub(crate) async fn start(url: &str) -> anyhow::Result<Self> {
+        Self::delayed(url, Duration::ZERO).await
+    }
+
+    /// A tap that holds each chunk `round_trip / 2` in each direction.
+    pub(crate) async fn delayed(url: &str, round_trip: Duration) -> anyhow::Result<Self> {
+        let half = round_trip / 2;
         let upstream = {
             let parsed = url::Url::parse(url)?;
             format!(
@@ -68,7 +80,10 @@ impl Tap {
                     let (counts, upstream) = (Arc::clone(&counts), upstream.clone());
                     tokio::spawn(async move {
                         if let Ok(server) = TcpStream::connect(&upstream).await {
-                            relay(client, server, &counts).await;
+                            let (client, server) = (client.into_std(), server.into_std());
+                            if let (Ok(client), Ok(server)) = (client, server) {
+                                let _ = relay(client, server, counts, half);
+                            }
                         }
                     });
                 }
@@ -128,30 +143,64 @@ impl Drop for Tap {
     }
 }
 
-/// Copies one connection both ways until either side closes, reading the server's side.
-async fn relay(client: TcpStream, server: TcpStream, counts: &Counts) {
-    let _ = client.set_nodelay(true);
-    let _ = server.set_nodelay(true);
-    let (mut client_in, mut client_out) = client.into_split();
-    let (mut server_in, mut server_out) = server.into_split();
-    let requests = tokio::spawn(async move {
-        let _ = tokio::io::copy(&mut client_in, &mut server_out).await;
-        let _ = server_out.shutdown().await;
-    });
+/// Copies one connection both ways until either side closes, reading the server's side, each
+/// chunk `delay` after it arrived. On threads of its own, blocking: a thread's sleep is precise
+/// to tens of microseconds, where the runtime's timer rounds up to the next millisecond (a
+/// round trip of 1 ms took 2.8).
+fn relay(
+    client: std::net::TcpStream,
+    server: std::net::TcpStream,
+    counts: Arc<Counts>,
+    delay: Duration,
+) -> std::io::Result<()> {
+    for stream in [&client, &server] {
+        stream.set_nonblocking(false)?;
+        stream.set_nodelay(true)?;
+    }
+    let (client_in, server_out) = (client.try_clone()?, server.try_clone()?);
+    std::thread::spawn(move || forward(client_in, server_out, delay, |_| {}));
     let mut reader = Reader::default();
+    std::thread::spawn(move || forward(server, client, delay, |c| reader.feed(c, &counts)));
+    Ok(())
+}
+
+/// Copies `from` to `to` until either closes, each chunk shown to `seen` as it arrives and
+/// written `delay` after (in order: a chunk due later never overtakes one due earlier), by a
+/// writing thread, so that chunks in flight overlap.
+fn forward(
+    mut from: std::net::TcpStream,
+    mut to: std::net::TcpStream,
+    delay: Duration,
+    mut seen: impl FnMut(&[u8]),
+) {
+    let (due, arriving) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    let writing = std::thread::spawn(move || {
+        for (at, chunk) in arriving {
+            if let Some(wait) = at.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            if to.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(std::net::Shutdown::Write);
+    });
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let n = match server_in.read(&mut buf).await {
+        let n = match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        reader.feed(&buf[..n], counts);
-        if client_out.write_all(&buf[..n]).await.is_err() {
+        seen(&buf[..n]);
+        if due
+            .send((Instant::now() + delay, buf[..n].to_vec()))
+            .is_err()
+        {
             break;
         }
     }
-    let _ = client_out.shutdown().await;
-    requests.abort();
+    drop(due);
+    let _ = writing.join();
 }
 
 /// The server's side of one connection, read across chunks as they arrive.
@@ -271,5 +320,39 @@ mod tests {
             let expected = [("BEGIN".to_owned(), 1), ("SELECT".to_owned(), 2)];
             assert_eq!(commands, expected.into(), "chunks of {size}");
         }
+    }
+
+    /// Through a tap of 20 ms, an echo takes at least a round trip, and a stream of chunks
+    /// comes back whole and in order, in about one round trip (the chunks in flight overlap).
+    #[tokio::test]
+    async fn a_delayed_tap_holds_each_direction_half_a_round_trip() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = echo.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (conn, _) = echo.accept().await.unwrap();
+            let (mut r, mut w) = conn.into_split();
+            tokio::io::copy(&mut r, &mut w).await.unwrap();
+        });
+        let rtt = std::time::Duration::from_millis(20);
+        let url = format!("postgres://127.0.0.1:{port}/db");
+        let tap = super::Tap::delayed(&url, rtt).await.unwrap();
+        let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", tap.port))
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        let sent: Vec<u8> = (0..20_000_u32).flat_map(u32::to_be_bytes).collect();
+        for chunk in sent.chunks(1_000) {
+            conn.write_all(chunk).await.unwrap();
+        }
+        let mut back = vec![0; sent.len()];
+        conn.read_exact(&mut back).await.unwrap();
+        let took = started.elapsed();
+        assert_eq!(back, sent, "the bytes came back changed or out of order");
+        assert!(
+            took >= rtt,
+            "back after {took:?}, under a round trip of {rtt:?}"
+        );
+        assert!(took < rtt * 5, "{took:?}: the chunks waited for each other");
     }
 }

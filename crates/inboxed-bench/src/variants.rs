@@ -154,8 +154,8 @@ impl Setup {
         })
     }
 
-    pub(crate) fn pool(&self) -> &PgPool {
-        self.store.pool()
+    pub(crate) fn store(&self) -> &PgStore {
+        &self.store
     }
 
     /// Runs `variant` on `workers` tasks for `dur`; returns messages completed.

@@ -114,6 +114,17 @@ pub trait DeliverySource: Send {
     fn idle(&mut self) -> impl Future<Output = ()> + Send {
         std::future::pending::<()>()
     }
+
+    /// Ends the source's session with its broker once every delivery it handed out is settled,
+    /// so that the broker has taken every answer sent before it: an AMQP connection merely
+    /// dropped as the process exits can lose the last acks, and the broker then delivers
+    /// again what is already stored. By default it drops the source.
+    fn close(self) -> impl Future<Output = ()> + Send
+    where
+        Self: Sized,
+    {
+        async {}
+    }
 }
 
 /// Acks each of `deliveries` on its own, concurrently: [`Delivery::ack_all`]'s default, for an

@@ -163,15 +163,19 @@ where
     while let Some(joined) = tasks.join_next().await {
         log_task(joined);
     }
-    // Everything received is settled: the source may go now.
+    // Everything received is settled: the source may close now.
     stop_reader();
-    match (&mut reader.0).await.map(|(source, read)| {
-        drop(source);
-        read
-    }) {
-        Ok(Err(e)) if result.is_ok() => Err(Error::Broker(e)),
+    let read = match (&mut reader.0).await {
+        Ok((source, read)) => {
+            source.close().await;
+            read
+        }
         // A panic in the source is the source's failure, not its end.
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Ok(()),
+    };
+    match read {
+        Err(e) if result.is_ok() => Err(Error::Broker(e)),
         _ => result,
     }
 }

@@ -142,7 +142,6 @@ pub async fn connection(
 /// A connection and its consumer, with what the screen took out of its deliveries.
 #[derive(Debug)]
 struct Live {
-    #[allow(dead_code, reason = "holds the connection open for the consumer")]
     conn: Connection,
     consumer: lapin::Consumer,
     channel: u16,
@@ -287,6 +286,25 @@ impl DeliverySource for RabbitSource {
             }
             self.live = None;
             self.failures = 1;
+        }
+    }
+
+    /// `Connection.Close`, then its `Close-Ok`: the broker answers it after every frame sent
+    /// before, the acks of what was settled among them. Without it, the process exited with
+    /// acks the broker never took (a SIGTERM test stored 20,000 messages of which 127 were
+    /// still in the queue).
+    async fn close(mut self) {
+        let Some(live) = self.live.take() else {
+            return;
+        };
+        let closing = live.conn.close(200, "the consumer stopped".into());
+        match tokio::time::timeout(self.config.ack_timeout, closing).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(error = %e, "closing the RabbitMQ connection failed"),
+            Err(_) => warn!(
+                within = ?self.config.ack_timeout,
+                "RabbitMQ did not answer the connection's close"
+            ),
         }
     }
 }

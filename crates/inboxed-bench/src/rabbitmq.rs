@@ -284,6 +284,9 @@ impl<S: DeliverySource> DeliverySource for Counted<S> {
     async fn idle(&mut self) {
         self.inner.idle().await;
     }
+    async fn close(self) {
+        self.inner.close().await;
+    }
 }
 
 impl<D: Delivery> Delivery for CountedDelivery<D> {

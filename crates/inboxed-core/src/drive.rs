@@ -243,3 +243,85 @@ fn log_task<T>(joined: Result<Result<T, Error>, tokio::task::JoinError>) {
         Err(e) => error!(error = %e, "delivery task failed"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use crate::delivery::{Delivery, DeliverySource};
+    use crate::error::BoxError;
+    use crate::{Envelope, EnvelopeError, MessageId};
+
+    type Log = Arc<Mutex<Vec<String>>>;
+
+    struct Numbered(u32, Log);
+
+    impl Delivery for Numbered {
+        fn envelope(&self) -> Result<Envelope, EnvelopeError> {
+            Ok(Envelope::new(
+                MessageId::new(self.0.to_string())?,
+                Vec::new(),
+            ))
+        }
+
+        fn payload(&self) -> &[u8] {
+            &[]
+        }
+
+        async fn ack(self) -> Result<(), BoxError> {
+            self.1.lock().unwrap().push(format!("acked {}", self.0));
+            Ok(())
+        }
+
+        async fn requeue(self, _: Option<Duration>) -> Result<(), BoxError> {
+            Ok(())
+        }
+
+        async fn reject(self) -> Result<(), BoxError> {
+            Ok(())
+        }
+    }
+
+    /// Three deliveries, then nothing until stopped; its close is logged.
+    struct Three(u32, Log);
+
+    impl DeliverySource for Three {
+        type Delivery = Numbered;
+
+        async fn next(&mut self) -> Option<Result<Numbered, BoxError>> {
+            if self.0 == 3 {
+                std::future::pending::<()>().await;
+            }
+            self.0 += 1;
+            Some(Ok(Numbered(self.0, Arc::clone(&self.1))))
+        }
+
+        async fn close(self) {
+            self.1.lock().unwrap().push("closed".to_owned());
+        }
+    }
+
+    /// At shutdown the source is closed, and only after every delivery it gave is settled: a
+    /// source dropped instead (as before) logs no close, one closed first logs it before an ack.
+    #[tokio::test]
+    async fn the_source_closes_after_everything_it_gave_is_settled() {
+        let log: Log = Arc::default();
+        let shutdown = tokio::time::sleep(Duration::from_millis(200));
+        let settle = |deliveries: Vec<Numbered>| async move {
+            for d in deliveries {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                d.ack().await.map_err(crate::error::Error::Broker)?;
+            }
+            Ok(())
+        };
+        let source = Three(0, Arc::clone(&log));
+        let limits = (1, Duration::ZERO);
+        super::drive(source, shutdown, 2, limits, None, None, settle)
+            .await
+            .unwrap();
+        let log = log.lock().unwrap().clone();
+        assert_eq!(log.len(), 4, "{log:?}");
+        assert_eq!(log.last().map(String::as_str), Some("closed"), "{log:?}");
+    }
+}

@@ -114,6 +114,9 @@ impl<S: DeliverySource> DeliverySource for AnnouncedSource<S> {
     async fn idle(&mut self) {
         self.inner.idle().await;
     }
+    async fn close(self) {
+        self.inner.close().await;
+    }
 }
 
 /// The database locator when this process is a broker child.

@@ -19,6 +19,9 @@ const BACKOFF: Backoff = Backoff {
     max: Duration::from_secs(10),
 };
 
+/// How long a stop waits for the connection attempt in flight to end.
+const ATTEMPT_GRACE: Duration = Duration::from_secs(1);
+
 /// Calls `connect` until it succeeds, or `None` once a stop is asked for. Every failure is
 /// retried, a refused password too: a daemon cannot tell a credential being rotated from a
 /// wrong one, and says which it is waiting on.
@@ -34,9 +37,17 @@ where
 {
     let mut tries = 0;
     loop {
+        let connecting = connect();
+        tokio::pin!(connecting);
         let attempt = tokio::select! {
-            attempt = connect() => attempt,
-            () = shutdown.requested() => return None,
+            attempt = &mut connecting => attempt,
+            () = shutdown.requested() => {
+                // An attempt dropped half-way can leave a client's own thread (lapin's IO
+                // loop) polling tasks of a runtime about to go, which panics in the log as
+                // the process exits: let it end first, within a bound.
+                let _ = tokio::time::timeout(ATTEMPT_GRACE, connecting).await;
+                return None;
+            }
         };
         match attempt {
             Ok(up) => {

@@ -9,17 +9,17 @@
 -- {{locks}} empty, or `, pg_advisory_xact_lock_shared(<id>)` per lock id of the keys the
 -- transaction will claim (inboxed_core::engine::key_lock: keys, or their buckets past 64)
 --
--- SET TRANSACTION rather than BEGIN ISOLATION LEVEL: if a caller's future was dropped while an
--- earlier BEGIN was in flight, sqlx returns that connection to the pool still inside a (still
--- empty) transaction; a second BEGIN … would only warn and keep READ COMMITTED, while SET
--- TRANSACTION applies either way. set_config(…, true) is SET LOCAL, and one SELECT of them
--- costs the server less than a SET statement each (measured with pgbench: about 40 % more
--- BEGIN-claim-COMMIT transactions a second). The select list runs left to right, so the lock
--- timeout is in force when the locks are requested.
+-- set_config(…, true) is SET LOCAL, and one SELECT of them costs the server less than a SET
+-- statement each (measured with pgbench: about 40 % more BEGIN-claim-COMMIT transactions a
+-- second). The select list runs left to right, so the lock timeout is in force when the locks
+-- are requested. A caller that gives up while this is in flight (its future dropped: a
+-- timeout, a shutdown) leaves nothing open: sqlx, from 0.9.1, counts the transaction before
+-- the round trip and so rolls it back; 0.9.0 returned the connection to the pool inside it,
+-- where the next statement committed on its own never was (tests/begin.rs).
 --
 -- The key locks are shared: claims never wait for each other here (a duplicate still waits on
 -- the unique index). A dead letter takes its key exclusively (dead_letter_lock.sql), so it
 -- waits for these claims to end, and a claim begun while a dead letter holds its key waits
 -- until the dead letter has committed; under READ COMMITTED the claim statement, which comes
 -- next, then sees it.
-BEGIN; SET TRANSACTION ISOLATION LEVEL {{isolation}}; SELECT set_config('lock_timeout', '{{lock_timeout}}', true), set_config('statement_timeout', '{{statement_timeout}}', true), set_config('idle_in_transaction_session_timeout', '{{idle_timeout}}', true){{no_flush}}{{locks}}
+BEGIN ISOLATION LEVEL {{isolation}}; SELECT set_config('lock_timeout', '{{lock_timeout}}', true), set_config('statement_timeout', '{{statement_timeout}}', true), set_config('idle_in_transaction_session_timeout', '{{idle_timeout}}', true){{no_flush}}{{locks}}

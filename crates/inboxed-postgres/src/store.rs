@@ -198,14 +198,12 @@ const MIN_SERVER_VERSION: i32 = 140_000;
 
 /// `begin.sql` for these settings and lock ids (empty: a transaction that claims nothing).
 fn begin_statement(p: &BeginParams, locks: &[i64]) -> String {
-    static TEMPLATE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        // The comment stays here: the statement travels with every transaction.
-        include_str!("../sql/begin.sql")
-            .lines()
-            .filter(|line| !line.starts_with("--"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
+    // The statement is the file's last line; its comment stays here, as it would travel with
+    // every transaction.
+    let template = include_str!("../sql/begin.sql")
+        .lines()
+        .rfind(|line| !line.is_empty())
+        .unwrap_or_default();
     let level = match p.isolation {
         Isolation::ReadCommitted => "READ COMMITTED",
         Isolation::RepeatableRead => "REPEATABLE READ",
@@ -220,7 +218,7 @@ fn begin_statement(p: &BeginParams, locks: &[i64]) -> String {
         .iter()
         .map(|id| format!(", pg_advisory_xact_lock_shared({id})"))
         .collect();
-    TEMPLATE
+    template
         .replace("{{isolation}}", level)
         .replace("{{lock_timeout}}", &p.lock_timeout.as_millis().to_string())
         .replace(

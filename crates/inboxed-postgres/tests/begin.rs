@@ -85,3 +85,57 @@ async fn a_claim_begun_beside_a_dead_letter_in_flight_finds_it_dead() {
     assert_eq!(inboxed_test::conformance::ledger_state(&db).await, (0, 0));
     db.finish().await;
 }
+
+/// A claim given up while its `BEGIN` waits (here for a key lock a dead letter holds) leaves no
+/// session inside a transaction: before sqlx 0.9.1 the pool took that connection back still in
+/// it, and the next statement committed on its own on that connection (a receipt's insert) was
+/// never committed, its row lock held until the session ended.
+#[tokio::test]
+async fn a_claim_given_up_in_its_begin_leaves_no_session_in_a_transaction() {
+    use inboxed_core::{ConsumerName, Processor};
+    use inboxed_postgres::key_lock::key_lock;
+    use inboxed_test::handler::{Ledger, credit};
+
+    let db = Pg::create().await;
+    let consumer = ConsumerName::new("ledger").unwrap();
+    let processor = Processor::new(db.store.clone(), consumer.clone(), Ledger::<Pg>::default());
+    processor.ensure_ready().await.unwrap();
+    let mut letter = db.store.pool().begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(key_lock(&consumer, "m-given-up"))
+        .execute(&mut *letter)
+        .await
+        .unwrap();
+    let given_up = tokio::time::timeout(
+        Duration::from_millis(300),
+        processor.process(&credit("m-given-up", 5), Some(1)),
+    )
+    .await;
+    assert!(given_up.is_err(), "the claim did not wait for the key lock");
+    letter.rollback().await.unwrap();
+    // Read from a session outside the pool (a pooled one could be the very session in
+    // question, busy with this query); the pool takes the connection back in a task of its
+    // own, so give it the time to.
+    let mut watcher = <sqlx::PgConnection as sqlx::Connection>::connect(&db.locator)
+        .await
+        .unwrap();
+    let mut in_transaction: i64 = -1;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        in_transaction = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+        )
+        .fetch_one(&mut watcher)
+        .await
+        .unwrap();
+        if in_transaction == 0 {
+            break;
+        }
+    }
+    assert_eq!(
+        in_transaction, 0,
+        "a pooled session stayed in a transaction"
+    );
+    db.finish().await;
+}

@@ -81,16 +81,20 @@ async fn committed_rows_are_published_once_and_resends_are_absorbed_by_the_strea
         "the re-sends fell inside the stream's duplicate window"
     );
 
-    let first = js
-        .get_stream(&name)
-        .await
-        .unwrap()
-        .get_raw_message(1)
-        .await
-        .unwrap();
-    let headers = first.headers;
-    assert_eq!(headers.get("Nats-Msg-Id").unwrap().as_str(), ids[0]);
-    assert_eq!(headers.get(TYPE_HEADER).unwrap().as_str(), "Credit");
+    // Every row's id and type travel as headers. The relay publishes a batch's rows
+    // concurrently, so the stream's order is not the rows' (CI once found the second row
+    // first).
+    let stream = js.get_stream(&name).await.unwrap();
+    let mut published = Vec::new();
+    for sequence in 1..=30 {
+        let headers = stream.get_raw_message(sequence).await.unwrap().headers;
+        assert_eq!(headers.get(TYPE_HEADER).unwrap().as_str(), "Credit");
+        published.push(headers.get("Nats-Msg-Id").unwrap().as_str().to_owned());
+    }
+    published.sort();
+    let mut written = ids.clone();
+    written.sort();
+    assert_eq!(published, written);
 
     let processor = Processor::new(
         downstream.store.clone(),

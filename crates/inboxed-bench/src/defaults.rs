@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgConnection, PgPool, Postgres};
 
 use inboxed_core::inbox::{Inbox, Worker, WorkerConfig};
@@ -238,12 +237,13 @@ async fn drain(
     let deadlocks_before = deadlocks(pool).await?;
     let calls = Arc::new(AtomicU64::new(0));
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    // Each worker's pool is its process's, made before the worker starts (and before the
-    // clock); the worker's own start (its listener, its liveness registration) is timed.
+    // Each worker's pool is its process's, as `PgStore::connect` builds it, made before the
+    // worker starts (and before the clock); the worker's own start (its listener, its
+    // liveness registration) is timed.
     let mut pools = Vec::new();
     for _ in 0..workers {
         pools.push(
-            PgPoolOptions::new()
+            PgStore::pool_options()
                 .max_connections(
                     args.concurrency
                         .map_or(WORKER_POOL, |c| u32::try_from(c + 1).unwrap_or(WORKER_POOL)),

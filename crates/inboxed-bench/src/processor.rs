@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use inboxed_postgres::PgStore;
+
 use crate::tap::Tap;
 use crate::variants::{self, Variant};
 
@@ -27,6 +29,11 @@ pub(crate) struct Args {
     /// directly, any other through a proxy holding each chunk half of it each way.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     latency_ms: Vec<f64>,
+    /// Builds the pool at sqlx's defaults, which check every connection handed out with a
+    /// round trip, instead of as `PgStore::connect` builds it (a connection idle under a
+    /// second goes out unchecked).
+    #[arg(long)]
+    sqlx_pool: bool,
 }
 
 pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
@@ -39,25 +46,27 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         "{} s per variant, {} rounds, synchronous_commit = {sync}, {} accounts",
         args.seconds, args.rounds, args.accounts
     );
+    let pool_options = if args.sqlx_pool {
+        println!("pool: sqlx's defaults (every connection checked as it is handed out)");
+        sqlx::postgres::PgPoolOptions::new()
+    } else {
+        println!("pool: PgStore::pool_options (a connection idle under a second goes unchecked)");
+        PgStore::pool_options()
+    };
+    drop(store);
     for (i, &ms) in args.latency_ms.iter().enumerate() {
         let round_trip = Duration::from_secs_f64(ms / 1e3);
-        let (setup, _tap) = if round_trip.is_zero() {
-            (
-                variants::Setup::new(store.clone(), args.accounts).await?,
-                None,
-            )
+        let tap = if round_trip.is_zero() {
+            None
         } else {
-            let tap = Tap::delayed(&url, round_trip).await?;
-            let pool = sqlx::postgres::PgPoolOptions::new()
-                .max_connections(u32::try_from(most)?)
-                .connect(&tap.url(&url)?)
-                .await?;
-            let through = inboxed_postgres::PgStore::new(pool);
-            (
-                variants::Setup::new(through, args.accounts).await?,
-                Some(tap),
-            )
+            Some(Tap::delayed(&url, round_trip).await?)
         };
+        let pool = pool_options
+            .clone()
+            .max_connections(u32::try_from(most)?)
+            .connect(&tap.as_ref().map_or(Ok(url.clone()), |t| t.url(&url))?)
+            .await?;
+        let setup = variants::Setup::new(PgStore::new(pool), args.accounts).await?;
         if args.latency_ms != [0.0] {
             let measured = round_trip_ms(setup.store().pool()).await?;
             println!();
@@ -66,13 +75,20 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
             );
             println!();
         }
-        measure(&setup, &args, i == 0).await?;
+        measure(&setup, &args, tap.as_ref(), i == 0).await?;
     }
     Ok(())
 }
 
-/// The rounds of every variant on `setup`, their table, and (with `plot`) their chart points.
-async fn measure(setup: &variants::Setup, args: &Args, plot: bool) -> anyhow::Result<()> {
+/// The rounds of every variant on `setup`, their table, and (with `plot`) their chart points;
+/// through a `tap`, also the round trips a message took (the server's `ReadyForQuery`
+/// answers, each one a wait of the client's).
+async fn measure(
+    setup: &variants::Setup,
+    args: &Args,
+    tap: Option<&Tap>,
+    plot: bool,
+) -> anyhow::Result<()> {
     let variants = [
         Variant::Processor,
         Variant::RawSqlx,
@@ -80,14 +96,21 @@ async fn measure(setup: &variants::Setup, args: &Args, plot: bool) -> anyhow::Re
         Variant::RawNoSettle,
     ];
     let dur = Duration::from_secs_f64(args.seconds);
+    let mut trips: Vec<(usize, usize, f64)> = Vec::new();
     let rates = crate::load::rounds(
         args.rounds,
         &args.workers,
         variants,
         async |variant, workers| {
+            let before = tap.map(Tap::counted);
             let started = Instant::now();
             let n = setup.run(variant, workers, dur).await?;
-            Ok(n as f64 / started.elapsed().as_secs_f64())
+            let rate = n as f64 / started.elapsed().as_secs_f64();
+            if let (Some(tap), Some(before)) = (tap, before) {
+                let waits = (tap.counted() - before).round_trips as f64 / n.max(1) as f64;
+                trips.push((variant as usize, workers, waits));
+            }
+            Ok(rate)
         },
         |round, workers, row| {
             println!(
@@ -116,6 +139,32 @@ async fn measure(setup: &variants::Setup, args: &Args, plot: bool) -> anyhow::Re
             of(&|r| r[1] / r[2]),
             of(&|r| r[3] / r[2])
         );
+    }
+    if !trips.is_empty() {
+        println!();
+        println!(
+            "| workers | round trips a message: processor | same statements through sqlx | \
+             business update alone | without the settling statement |"
+        );
+        println!("|---|---|---|---|---|");
+        for &workers in &args.workers {
+            let of = |v: Variant| {
+                crate::median(
+                    trips
+                        .iter()
+                        .filter(|(i, w, _)| *i == v as usize && *w == workers)
+                        .map(|(_, _, t)| *t)
+                        .collect(),
+                )
+            };
+            println!(
+                "| {workers} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                of(Variant::Processor),
+                of(Variant::RawSqlx),
+                of(Variant::BusinessOnly),
+                of(Variant::RawNoSettle)
+            );
+        }
     }
     for &workers in args.workers.iter().filter(|_| plot) {
         let w = workers as f64;

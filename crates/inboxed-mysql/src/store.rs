@@ -30,6 +30,10 @@ pub struct MySqlStore {
     pub(crate) partitions: Option<PartitionConfig>,
 }
 
+/// How long a pooled connection may sit idle before the pool checks it, with a round trip,
+/// as it hands it out ([`MySqlStore::pool_options`]).
+const CHECK_IDLE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The session bounds a store transaction sets (its `begin`), back to the server's
 /// defaults (`/*M! … */` is read by MariaDB only, which alone has `max_statement_time`), and
 /// the named locks the session holds released: a lock-held relay batch's (outbox_lock.sql)
@@ -143,9 +147,23 @@ impl MySqlStore {
     /// also releases the session's named locks (`GET_LOCK`: a lock-held relay batch holds one
     /// until its connection is back), and costs one round trip per connection returned to the
     /// pool.
+    ///
+    /// A connection is checked with a round trip as the pool hands it out only when it has sat
+    /// idle a second or more, not every time as sqlx's default does: one that breaks in
+    /// steady use fails its transaction's first statement, and the delivery is tried again.
     #[must_use]
     pub fn pool_options() -> MySqlPoolOptions {
         MySqlPoolOptions::new()
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for < CHECK_IDLE_AFTER {
+                        return Ok(true);
+                    }
+                    // A broken connection is closed and the pool hands out another.
+                    Ok(sqlx::Connection::ping(conn).await.is_ok())
+                })
+            })
             .after_connect(|conn, _meta| {
                 Box::pin(async move {
                     conn.execute(

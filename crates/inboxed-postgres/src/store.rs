@@ -39,6 +39,10 @@ pub struct PgStore {
 /// How often a store connected to several hosts probes them for the primary.
 const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
+/// How long a pooled connection may sit idle before the pool checks it, with a round trip,
+/// as it hands it out ([`PgStore::pool_options`]).
+const CHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
+
 impl PgStore {
     /// A store in schema `public` with tables prefixed `inboxed_`.
     #[must_use]
@@ -110,7 +114,7 @@ impl PgStore {
         max_connections: u32,
         timeout: Duration,
     ) -> Result<Self, StoreError> {
-        let pool_options = PgPoolOptions::new()
+        let pool_options = Self::pool_options()
             .max_connections(if max_connections == 0 {
                 10
             } else {
@@ -138,6 +142,32 @@ impl PgStore {
             .await
             .map_err(StoreError::from_sqlx)?;
         Ok(Self::new(pool))
+    }
+
+    /// Pool options for a pool the store can share with the application, as
+    /// [`PgStore::connect`] builds it: a connection is checked with a round trip as the pool
+    /// hands it out only when it has sat idle for a second or more.
+    ///
+    /// sqlx checks every connection it hands out by default: one round trip more for every
+    /// transaction, a processor's message 7 round trips instead of 6 (`inboxed-bench processor
+    /// --latency-ms 1` counts them). A connection in steady use needs no check, and one that
+    /// breaks anyway fails its transaction's first statement, as one that breaks a moment
+    /// after a check would: a transient failure, and the delivery is tried again. Build your
+    /// own pool from these options to keep that; `max_connections` and `acquire_timeout` are
+    /// yours to set.
+    #[must_use]
+    pub fn pool_options() -> PgPoolOptions {
+        PgPoolOptions::new()
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for < CHECK_IDLE_AFTER {
+                        return Ok(true);
+                    }
+                    // A broken connection is closed and the pool hands out another.
+                    Ok(sqlx::Connection::ping(conn).await.is_ok())
+                })
+            })
     }
 
     /// Whether statements are prepared once per connection and cached. Defaults to `true`;

@@ -19,6 +19,7 @@ mod outage;
 mod pace;
 mod partitions;
 mod pgbouncer;
+mod pool;
 mod purge_metrics;
 mod replication;
 mod trace;

@@ -3,7 +3,7 @@
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgConnectOptions;
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, PgConnection, PgPool};
 
 use inboxed_core::Namespace;
@@ -79,8 +79,10 @@ async fn sweep(admin: &mut PgConnection) {
     }
 }
 
+/// The library's pool options ([`PgStore::pool_options`]): the suite runs on what
+/// `PgStore::connect` gives a user.
 async fn pg_pool(url: &str) -> PgPool {
-    PgPoolOptions::new()
+    PgStore::pool_options()
         .max_connections(12)
         .acquire_timeout(Duration::from_secs(30))
         .connect(url)

@@ -27,7 +27,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgPool};
 
 use inboxed_core::inbox::{ClaimMode, Inbox, Worker, WorkerConfig};
@@ -329,7 +328,7 @@ async fn drain(
                 Statements::new(store),
             ),
             Config::PerRow | Config::Defaults | Config::LockHeld => Pools::Inboxed(
-                PgPoolOptions::new()
+                PgStore::pool_options()
                     .max_connections(match config {
                         Config::Defaults => 5,
                         // Its batch's transaction, the claims it counts, its liveness.

@@ -30,10 +30,6 @@ pub struct MySqlStore {
     pub(crate) partitions: Option<PartitionConfig>,
 }
 
-/// How long a pooled connection may sit idle before the pool checks it, with a round trip,
-/// as it hands it out ([`MySqlStore::pool_options`]).
-const CHECK_IDLE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// The session bounds a store transaction sets (its `begin`), back to the server's
 /// defaults (`/*M! … */` is read by MariaDB only, which alone has `max_statement_time`), and
 /// the named locks the session holds released: a lock-held relay batch's (outbox_lock.sql)
@@ -153,17 +149,7 @@ impl MySqlStore {
     /// steady use fails its transaction's first statement, and the delivery is tried again.
     #[must_use]
     pub fn pool_options() -> MySqlPoolOptions {
-        MySqlPoolOptions::new()
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for < CHECK_IDLE_AFTER {
-                        return Ok(true);
-                    }
-                    // A broken connection is closed and the pool hands out another.
-                    Ok(sqlx::Connection::ping(conn).await.is_ok())
-                })
-            })
+        inboxed_core::engine::pool::check_when_idle(MySqlPoolOptions::new())
             .after_connect(|conn, _meta| {
                 Box::pin(async move {
                     conn.execute(

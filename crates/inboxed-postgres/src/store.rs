@@ -39,10 +39,6 @@ pub struct PgStore {
 /// How often a store connected to several hosts probes them for the primary.
 const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
-/// How long a pooled connection may sit idle before the pool checks it, with a round trip,
-/// as it hands it out ([`PgStore::pool_options`]).
-const CHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
-
 impl PgStore {
     /// A store in schema `public` with tables prefixed `inboxed_`.
     #[must_use]
@@ -157,17 +153,7 @@ impl PgStore {
     /// yours to set.
     #[must_use]
     pub fn pool_options() -> PgPoolOptions {
-        PgPoolOptions::new()
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for < CHECK_IDLE_AFTER {
-                        return Ok(true);
-                    }
-                    // A broken connection is closed and the pool hands out another.
-                    Ok(sqlx::Connection::ping(conn).await.is_ok())
-                })
-            })
+        inboxed_core::engine::pool::check_when_idle(PgPoolOptions::new())
     }
 
     /// Whether statements are prepared once per connection and cached. Defaults to `true`;

@@ -21,6 +21,7 @@ pub mod migrate;
 pub mod observe;
 pub mod operate;
 pub mod outbox;
+pub mod pool;
 pub mod retention;
 
 use std::future::Future;

@@ -347,11 +347,19 @@ impl HandlerError {
 /// and permanent otherwise. Handlers can therefore write `query.execute(&mut *conn).await?`.
 impl From<sqlx::Error> for HandlerError {
     fn from(err: sqlx::Error) -> Self {
-        let classified = StoreError::from_sqlx(err);
-        if classified.is_transient() {
-            Self::Transient(Box::new(classified))
+        StoreError::from_sqlx(err).into()
+    }
+}
+
+/// A store's error is transient or permanent as its class says, so that a handler can write
+/// `?` on a store operation, or on the end of a transaction of its own
+/// ([`Transaction`](crate::driver::Transaction)), as on a statement.
+impl From<StoreError> for HandlerError {
+    fn from(err: StoreError) -> Self {
+        if err.is_transient() {
+            Self::Transient(Box::new(err))
         } else {
-            Self::Permanent(Box::new(classified))
+            Self::Permanent(Box::new(err))
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 
+use crate::driver::Driver;
 use crate::envelope::Envelope;
 use crate::error::HandlerError;
 
@@ -41,7 +42,7 @@ use crate::error::HandlerError;
 #[diagnostic::on_unimplemented(
     note = "implement `inboxed::Handler<sqlx::Postgres>` (or `<sqlx::Sqlite>`) for your consumer"
 )]
-pub trait Handler<DB: sqlx::Database>: Send + Sync + 'static {
+pub trait Handler<DB: Driver>: Send + Sync + 'static {
     /// Whether [`Handler::handle_batch`] is this handler's own: set it to `true` where you
     /// override `handle_batch`. Store-then-process workers give a claimed batch to
     /// `handle_batch` in one transaction only then; otherwise they run its rows through
@@ -97,7 +98,7 @@ pub trait Handler<DB: sqlx::Database>: Send + Sync + 'static {
 /// Calls the handler under `deadline`, with panics caught: neither may take the consumer down.
 /// Both come back as transient failures, so the message is retried and, past its attempts,
 /// dead-lettered.
-pub(crate) async fn call_guarded<DB: sqlx::Database, H: Handler<DB>>(
+pub(crate) async fn call_guarded<DB: Driver, H: Handler<DB>>(
     handler: &H,
     msg: &Envelope,
     conn: &mut DB::Connection,
@@ -108,7 +109,7 @@ pub(crate) async fn call_guarded<DB: sqlx::Database, H: Handler<DB>>(
 
 /// [`Handler::handle_batch`] under the same guard; the deadline is the per-message deadline
 /// times the number of messages, since the default runs them one after another.
-pub(crate) async fn call_guarded_batch<DB: sqlx::Database, H: Handler<DB>>(
+pub(crate) async fn call_guarded_batch<DB: Driver, H: Handler<DB>>(
     handler: &H,
     msgs: &[&Envelope],
     conn: &mut DB::Connection,

@@ -8,7 +8,8 @@
 //! - [`processor`]: begin → claim → handle → commit, with retries and dead letters.
 //! - [`consumer`] and [`delivery`]: ack only after commit, for any broker.
 //! - [`store`]: the internal seam the database backends implement, and [`engine`]: the store
-//!   operations written once for every backend over the little each one provides.
+//!   operations written once for every backend over the little each one provides;
+//!   [`driver`]: the client library a store talks through (what a handler's connection is).
 //! - [`outbox`]: outgoing messages written in the caller's transaction, sent after its commit.
 //! - [`retention`]: how long processed keys are kept, and the purger.
 //! - [`error`], [`config`], [`metrics`], [`backoff`].
@@ -19,6 +20,7 @@ pub mod consumer;
 pub mod crash;
 pub mod delivery;
 mod drive;
+pub mod driver;
 pub mod engine;
 pub mod envelope;
 pub mod error;

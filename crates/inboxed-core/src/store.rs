@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::driver::Driver;
 use crate::engine::{Engine, keys};
 use crate::envelope::{ConsumerName, Envelope, MessageId};
 use crate::error::StoreError;
@@ -225,8 +226,9 @@ pub struct DurabilityReport {
 /// [`Store::engine`]; no engine overrides them, so a wrapper gets them without forwarding and
 /// overrides only what it changes.
 pub trait Store: Clone + Send + Sync + 'static {
-    /// The sqlx database this store talks to.
-    type Db: sqlx::Database;
+    /// The database this store talks to, as its client library reaches it: what a handler's
+    /// connection is (sqlx's `Postgres`, `Sqlite`, `MySql`).
+    type Db: Driver;
 
     /// The engine whose statements the shared operations run.
     type Engine: Engine<Db = Self::Db>;
@@ -269,7 +271,7 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn begin(
         &self,
         params: &BeginParams,
-    ) -> impl Future<Output = Result<sqlx::Transaction<'static, Self::Db>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<<Self::Db as Driver>::Transaction, StoreError>> + Send;
 
     /// Begins a transaction that will claim `ids` (keys of `consumer`), in the same round trip
     /// taking whatever the engine needs for a dead letter of one of them to wait for the claim
@@ -280,7 +282,7 @@ pub trait Store: Clone + Send + Sync + 'static {
         params: &BeginParams,
         consumer: &ConsumerName,
         ids: &[&str],
-    ) -> impl Future<Output = Result<sqlx::Transaction<'static, Self::Db>, StoreError>> + Send {
+    ) -> impl Future<Output = Result<<Self::Db as Driver>::Transaction, StoreError>> + Send {
         let _ = (consumer, ids);
         self.begin(params)
     }
@@ -289,7 +291,7 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// this wait until that transaction ends: that wait is the whole concurrency argument.
     fn claim(
         &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        conn: &mut <Self::Db as Driver>::Connection,
         params: &ClaimParams<'_>,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
 
@@ -299,7 +301,7 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// batches sharing keys wait on each other rather than deadlock.
     fn claim_many(
         &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        conn: &mut <Self::Db as Driver>::Connection,
         consumer: &ConsumerName,
         envelopes: &[&Envelope],
     ) -> impl Future<Output = Result<Vec<Claim>, StoreError>> + Send;
@@ -359,7 +361,7 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// back under a handler that swallowed the error): call it once, in such a transaction.
     fn clear_attempts(
         &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        conn: &mut <Self::Db as Driver>::Connection,
         params: &KeyParams<'_>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         keys::clear_attempts(self.engine(), conn, params)
@@ -368,7 +370,7 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// [`Store::clear_attempts`] for each of `ids` (keys of `consumer`), in one statement.
     fn clear_many_attempts(
         &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        conn: &mut <Self::Db as Driver>::Connection,
         consumer: &ConsumerName,
         ids: &[&MessageId],
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
@@ -387,7 +389,7 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Returns whether there was one.
     fn delete_dead_letter(
         &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        conn: &mut <Self::Db as Driver>::Connection,
         params: &KeyParams<'_>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         keys::delete_dead_letter(self.engine(), conn, params)

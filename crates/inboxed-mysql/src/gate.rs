@@ -18,9 +18,9 @@
 
 use std::time::Duration;
 
-use sqlx::Connection as _;
 use tokio::sync::mpsc;
 
+use inboxed_core::driver::Driver;
 use inboxed_core::engine::{Args, Columns, Conn, Engine};
 use inboxed_core::inbox::store::{Gate, GateRequest};
 
@@ -52,7 +52,7 @@ pub(crate) fn open<E: Engine>(store: &E, slots: u32) -> Gate {
         // The loop is gone: the session ends with a word to the server (a dropped socket is
         // logged there as an aborted connection), and its slots with it.
         if let Some(conn) = session {
-            let _ = tokio::time::timeout(CONNECT, conn.close()).await;
+            let _ = tokio::time::timeout(CONNECT, E::Db::close(conn)).await;
         }
     });
     Gate::new(task, requests)

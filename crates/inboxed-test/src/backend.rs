@@ -4,10 +4,11 @@
 use std::future::Future;
 
 use inboxed_core::Store;
+use inboxed_core::driver::Driver;
 use inboxed_core::inbox::InboxStore;
 
 /// The connection type a backend's handler writes through.
-pub type Conn<B> = <<<B as Backend>::Store as Store>::Db as sqlx::Database>::Connection;
+pub type Conn<B> = <<<B as Backend>::Store as Store>::Db as Driver>::Connection;
 
 /// A database engine under test. Internal to the suite.
 pub trait Backend: Send + Sync + Sized + 'static {
@@ -45,13 +46,13 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn lock_inbox_row(
         store: &Self::Store,
         id: i64,
-    ) -> impl Future<Output = sqlx::Transaction<'static, <Self::Store as Store>::Db>> + Send;
+    ) -> impl Future<Output = <<Self::Store as Store>::Db as Driver>::Transaction> + Send;
     /// Blocks the purge of processed key `id` until the returned transaction drops
     /// (PostgreSQL: a row lock on it; SQLite: the database's write lock).
     fn block_processed_key(
         store: &Self::Store,
         id: &'static str,
-    ) -> impl Future<Output = sqlx::Transaction<'static, <Self::Store as Store>::Db>> + Send;
+    ) -> impl Future<Output = <<Self::Store as Store>::Db as Driver>::Transaction> + Send;
     /// Moves the received time of the processed keys whose id starts with `prefix` `days`
     /// days into the past.
     fn age_processed(
@@ -94,7 +95,7 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// A connection of the store's pool, outside any transaction.
     fn acquire(
         store: &Self::Store,
-    ) -> impl Future<Output = sqlx::pool::PoolConnection<<Self::Store as Store>::Db>> + Send;
+    ) -> impl Future<Output = impl std::ops::DerefMut<Target = Conn<Self>> + Send> + Send;
     /// Runs a statement without parameters through the handler's connection (a `COMMIT` of
     /// the handler's own, say).
     fn run_on(

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use inboxed_core::driver::Transaction as _;
 use inboxed_core::store::BeginParams;
 use inboxed_core::{Envelope, Handler, HandlerError, MessageId, ResultExt, Store};
 

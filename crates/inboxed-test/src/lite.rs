@@ -201,7 +201,9 @@ impl Backend for Lite {
         sqlx::query(dup).execute(&mut *conn).await.map(drop)
     }
 
-    async fn acquire(store: &SqliteStore) -> sqlx::pool::PoolConnection<sqlx::Sqlite> {
+    async fn acquire(
+        store: &SqliteStore,
+    ) -> impl std::ops::DerefMut<Target = sqlx::SqliteConnection> + Send {
         store.pool().acquire().await.expect("a connection")
     }
 

@@ -281,7 +281,9 @@ impl Backend for My {
         sqlx::query(dup).execute(&mut *conn).await.map(drop)
     }
 
-    async fn acquire(store: &MySqlStore) -> sqlx::pool::PoolConnection<sqlx::MySql> {
+    async fn acquire(
+        store: &MySqlStore,
+    ) -> impl std::ops::DerefMut<Target = sqlx::MySqlConnection> + Send {
         store.pool().acquire().await.expect("a connection")
     }
 

@@ -121,7 +121,9 @@ impl Backend for MyParted {
         My::failing_statement(conn).await
     }
 
-    async fn acquire(store: &MySqlStore) -> sqlx::pool::PoolConnection<sqlx::MySql> {
+    async fn acquire(
+        store: &MySqlStore,
+    ) -> impl std::ops::DerefMut<Target = sqlx::MySqlConnection> + Send {
         My::acquire(store).await
     }
 

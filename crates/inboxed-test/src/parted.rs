@@ -120,7 +120,9 @@ impl Backend for PgParted {
         Pg::failing_statement(conn).await
     }
 
-    async fn acquire(store: &PgStore) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
+    async fn acquire(
+        store: &PgStore,
+    ) -> impl std::ops::DerefMut<Target = sqlx::PgConnection> + Send {
         Pg::acquire(store).await
     }
 

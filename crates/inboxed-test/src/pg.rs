@@ -269,7 +269,9 @@ impl Backend for Pg {
         sqlx::query(dup).execute(&mut *conn).await.map(drop)
     }
 
-    async fn acquire(store: &PgStore) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
+    async fn acquire(
+        store: &PgStore,
+    ) -> impl std::ops::DerefMut<Target = sqlx::PgConnection> + Send {
         store.pool().acquire().await.expect("a connection")
     }
 

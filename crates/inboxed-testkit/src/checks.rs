@@ -5,6 +5,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use inboxed_core::driver::Driver;
 use inboxed_core::{Envelope, Handler, Outcome, Processor, Store};
 use sqlx::Executor;
 use tokio::sync::Barrier;
@@ -33,7 +34,8 @@ where
     /// A [`Report`] of the checks that failed.
     pub async fn check_all(&self, msg: &Envelope) -> Result<(), Report>
     where
-        for<'c> &'c mut <S::Db as sqlx::Database>::Connection: Executor<'c, Database = S::Db>,
+        S::Db: sqlx::Database,
+        for<'c> &'c mut <S::Db as Driver>::Connection: Executor<'c, Database = S::Db>,
     {
         let mut failures = Vec::new();
         let mut add = |r: Result<(), CheckFailure>| failures.extend(r.err());
@@ -215,10 +217,11 @@ where
     /// The delivery did not end processed, or the state differs from one delivery's.
     pub async fn contention(&self, msg: &Envelope) -> Result<(), CheckFailure>
     where
-        for<'c> &'c mut <S::Db as sqlx::Database>::Connection: Executor<'c, Database = S::Db>,
+        S::Db: sqlx::Database,
+        for<'c> &'c mut <S::Db as Driver>::Connection: Executor<'c, Database = S::Db>,
     {
         const CHECK: &str = "contention";
-        if !contention::possible(<S::Db as sqlx::Database>::NAME) {
+        if !contention::possible(<S::Db as Driver>::NAME) {
             return Ok(());
         }
         let once = self.after_one(CHECK, msg).await?;
@@ -242,7 +245,7 @@ where
                     format!(
                         "the engine ran the statement that raises a conflict {point} without \
                          failing ({}): the kit cannot inject contention on this server",
-                        <S::Db as sqlx::Database>::NAME
+                        <S::Db as Driver>::NAME
                     ),
                 ));
             }

@@ -16,6 +16,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+use inboxed_core::driver::Driver;
 use inboxed_core::{Envelope, Handler, HandlerError, StoreError};
 use sqlx::{AssertSqlSafe, Executor};
 
@@ -85,10 +86,10 @@ impl Injection {
     async fn raise<DB: sqlx::Database>(
         &self,
         here: Point,
-        conn: &mut DB::Connection,
+        conn: &mut <DB as Driver>::Connection,
     ) -> Result<(), sqlx::Error>
     where
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+        for<'c> &'c mut <DB as Driver>::Connection: Executor<'c, Database = DB>,
     {
         if here != self.point {
             return Ok(());
@@ -99,16 +100,16 @@ impl Injection {
             return Ok(());
         }
         let deadlock = n == 1;
-        let sql = statement(DB::NAME, here, deadlock);
+        let sql = statement(<DB as Driver>::NAME, here, deadlock);
         let armed = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut *conn).await;
         match armed {
             Err(e) => Err(e),
-            Ok(_) if here == Point::Commit && DB::NAME == "PostgreSQL" => Ok(()),
+            Ok(_) if here == Point::Commit && <DB as Driver>::NAME == "PostgreSQL" => Ok(()),
             Ok(_) => {
                 self.misfired.store(true, Ordering::SeqCst);
                 Err(sqlx::Error::Protocol(format!(
                     "inboxed-testkit: {} did not raise the injected conflict",
-                    DB::NAME
+                    <DB as Driver>::NAME
                 )))
             }
         }
@@ -154,15 +155,15 @@ fn statement(engine: &str, point: Point, deadlock: bool) -> String {
 
 impl<DB: sqlx::Database> Seams<DB> for Injection
 where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'c> &'c mut <DB as Driver>::Connection: Executor<'c, Database = DB>,
 {
-    async fn after_claim(&self, conn: &mut DB::Connection) -> Result<(), StoreError> {
+    async fn after_claim(&self, conn: &mut <DB as Driver>::Connection) -> Result<(), StoreError> {
         self.raise::<DB>(Point::Claim, conn)
             .await
             .map_err(StoreError::from_sqlx)
     }
 
-    async fn before_commit(&self, conn: &mut DB::Connection) -> Result<(), StoreError> {
+    async fn before_commit(&self, conn: &mut <DB as Driver>::Connection) -> Result<(), StoreError> {
         self.raise::<DB>(Point::Commit, conn)
             .await
             .map_err(StoreError::from_sqlx)
@@ -178,9 +179,13 @@ pub(crate) struct Contending<H> {
 
 impl<DB: sqlx::Database, H: Handler<DB>> Handler<DB> for Contending<H>
 where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'c> &'c mut <DB as Driver>::Connection: Executor<'c, Database = DB>,
 {
-    async fn handle(&self, msg: &Envelope, conn: &mut DB::Connection) -> Result<(), HandlerError> {
+    async fn handle(
+        &self,
+        msg: &Envelope,
+        conn: &mut <DB as Driver>::Connection,
+    ) -> Result<(), HandlerError> {
         self.inner.handle(msg, conn).await?;
         self.injection.raise::<DB>(Point::Handler, conn).await?;
         Ok(())

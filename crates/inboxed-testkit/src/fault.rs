@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use inboxed_core::driver::Driver;
 use inboxed_core::{Envelope, Handler, HandlerError};
 use tokio::sync::Notify;
 
@@ -57,7 +58,7 @@ pub(crate) struct Faulty<H> {
     pub(crate) fault: Fault,
 }
 
-impl<DB: sqlx::Database, H: Handler<DB>> Handler<DB> for Faulty<H> {
+impl<DB: Driver, H: Handler<DB>> Handler<DB> for Faulty<H> {
     const BATCHES: bool = H::BATCHES;
 
     async fn handle(&self, msg: &Envelope, conn: &mut DB::Connection) -> Result<(), HandlerError> {

@@ -12,11 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::Barrier;
 
+use inboxed_core::driver::Driver;
 use inboxed_core::store::{BeginParams, Claim, ClaimParams, DurabilityReport, KeyParams};
 use inboxed_core::{ConsumerName, Envelope, Store, StoreError};
 
 /// What a [`Seamed`] store runs at each seam. Every method does nothing by default.
-pub trait Seams<DB: sqlx::Database>: Send + Sync + 'static {
+pub trait Seams<DB: Driver>: Send + Sync + 'static {
     /// Before the transaction begins.
     fn before_begin(&self) -> impl Future<Output = ()> + Send {
         async {}
@@ -104,7 +105,7 @@ impl AtBarrier {
     }
 }
 
-impl<DB: sqlx::Database> Seams<DB> for AtBarrier {
+impl<DB: Driver> Seams<DB> for AtBarrier {
     async fn before_begin(&self) {
         self.wait(HookPoint::BeforeBegin).await;
     }
@@ -158,7 +159,7 @@ impl<S: Store, K: Seams<S::Db>> Store for Seamed<S, K> {
     async fn begin(
         &self,
         params: &BeginParams,
-    ) -> Result<sqlx::Transaction<'static, S::Db>, StoreError> {
+    ) -> Result<<S::Db as Driver>::Transaction, StoreError> {
         self.seams.before_begin().await;
         self.inner.begin(params).await
     }
@@ -168,14 +169,14 @@ impl<S: Store, K: Seams<S::Db>> Store for Seamed<S, K> {
         params: &BeginParams,
         consumer: &ConsumerName,
         ids: &[&str],
-    ) -> Result<sqlx::Transaction<'static, S::Db>, StoreError> {
+    ) -> Result<<S::Db as Driver>::Transaction, StoreError> {
         self.seams.before_begin().await;
         self.inner.begin_claims(params, consumer, ids).await
     }
 
     async fn claim(
         &self,
-        conn: &mut <S::Db as sqlx::Database>::Connection,
+        conn: &mut <S::Db as Driver>::Connection,
         params: &ClaimParams<'_>,
     ) -> Result<Claim, StoreError> {
         self.seams.before_claim().await;
@@ -186,7 +187,7 @@ impl<S: Store, K: Seams<S::Db>> Store for Seamed<S, K> {
 
     async fn claim_many(
         &self,
-        conn: &mut <S::Db as sqlx::Database>::Connection,
+        conn: &mut <S::Db as Driver>::Connection,
         consumer: &ConsumerName,
         envelopes: &[&Envelope],
     ) -> Result<Vec<Claim>, StoreError> {
@@ -195,7 +196,7 @@ impl<S: Store, K: Seams<S::Db>> Store for Seamed<S, K> {
 
     async fn clear_attempts(
         &self,
-        conn: &mut <S::Db as sqlx::Database>::Connection,
+        conn: &mut <S::Db as Driver>::Connection,
         params: &KeyParams<'_>,
     ) -> Result<(), StoreError> {
         self.inner.clear_attempts(conn, params).await?;

@@ -6,6 +6,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use inboxed_core::driver::Driver;
 use inboxed_core::inbox::{
     ClaimMode, Inbox, InboxStore, Reaper, ReaperConfig, Worker, WorkerConfig,
 };
@@ -133,7 +134,7 @@ where
         // with row locks), the lease expires now, while the first handler runs, and the first
         // completion must be fenced off. On SQLite the handler's transaction holds the write
         // lock, and a lock-held worker the row's lock: the reaper waits for the first worker.
-        let fenced = <S::Db as sqlx::Database>::NAME != "SQLite"
+        let fenced = <S::Db as Driver>::NAME != "SQLite"
             && self.config.worker.claim_mode == ClaimMode::Lease;
         let second = self.worker(&consumer, Fault::None);
         let later = if fenced {

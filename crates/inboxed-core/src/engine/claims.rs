@@ -3,6 +3,7 @@
 //! processor's key claimed in the handler's transaction.
 
 use super::{Args, Columns, Conn, Engine};
+use crate::driver::Transaction as _;
 use crate::envelope::{ConsumerName, Envelope};
 use crate::error::StoreError;
 use crate::hash::PayloadHash;
@@ -37,7 +38,7 @@ pub async fn enqueue_each<E: Engine>(
 ) -> Result<Vec<Enqueued>, StoreError> {
     let mut tx = e.begin_write().await?;
     let outcomes = enqueue_in(e, &mut tx, p.consumer, p.envelopes).await?;
-    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    tx.commit().await?;
     Ok(outcomes)
 }
 
@@ -164,7 +165,7 @@ pub async fn select_then_stamp<E: Engine, T>(
         let ids: Vec<i64> = rows.iter().map(id).collect();
         E::execute(stamp(&ids), &mut tx).await?;
     }
-    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    tx.commit().await?;
     Ok(rows)
 }
 

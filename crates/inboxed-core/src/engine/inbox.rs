@@ -4,6 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::{Args, Columns, Conn, Engine};
+use crate::driver::Transaction as _;
 use crate::error::StoreError;
 use crate::inbox::store::{
     ClaimToken, CompleteParams, Completed, FailParams, Failed, ReplayParams, Replayed, millis,
@@ -182,6 +183,6 @@ pub async fn replay<E: Engine>(e: &E, p: &ReplayParams<'_>) -> Result<Replayed, 
         .int(i64::try_from(out.done_rows).unwrap_or(i64::MAX))
         .ids(&out.ids);
     E::execute(q, &mut tx).await?;
-    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    tx.commit().await?;
     Ok(out)
 }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::{Args, Columns, Conn, Engine};
+use crate::driver::Transaction as _;
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::StoreError;
 use crate::hash::PayloadHash;
@@ -204,7 +205,7 @@ pub async fn dead_letter<E: Engine>(
         };
         clear_attempts(e, &mut tx, &key).await?;
     }
-    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    tx.commit().await?;
     Ok(outcome)
 }
 

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use sqlx::Connection;
 use tokio::sync::oneshot;
 
 use super::{Args, Columns, Conn, Engine};
+use crate::driver::Driver;
 use crate::error::StoreError;
 use crate::inbox::store::Liveness;
 
@@ -85,7 +85,7 @@ pub async fn hold<E: Engine>(store: &E, worker: &str) -> Result<Option<Liveness>
             if !matches!(tokio::time::timeout(DEADLINE, removed).await, Ok(Ok(_))) {
                 tracing::warn!("could not remove this worker's registration; the reaper will");
             }
-            let _ = tokio::time::timeout(DEADLINE, c.close()).await;
+            let _ = tokio::time::timeout(DEADLINE, E::Db::close(c)).await;
         }
     });
     Ok(Some(Liveness::new(task, stop).with_peers(peers)))

@@ -6,6 +6,7 @@
 //! transaction: its migrations are written to be applied again after a crash.
 
 use super::{Args, Columns, Conn, Engine};
+use crate::driver::Transaction as _;
 use crate::error::StoreError;
 use crate::migration::{self, Migration};
 use crate::namespace::Namespace;
@@ -62,7 +63,7 @@ pub async fn run<E: Engine>(
             .text(ns.prefix());
         E::execute(q, &mut tx).await?;
     }
-    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    tx.commit().await?;
     Ok(now)
 }
 

@@ -27,6 +27,7 @@ pub mod retention;
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::driver::Driver;
 use crate::envelope::{ConsumerName, Envelope};
 use crate::error::StoreError;
 use crate::hash::StoredHash;
@@ -189,7 +190,7 @@ where
 }
 
 /// The connection type of an engine's database.
-pub type Conn<E> = <<E as Store>::Db as sqlx::Database>::Connection;
+pub type Conn<E> = <<E as Store>::Db as Driver>::Connection;
 
 /// What an engine provides to the shared store layer: its types, its rendered SQL, how a
 /// statement runs in the caller's transaction and on its own, and the forms that differ.
@@ -300,5 +301,5 @@ pub trait Engine: Store {
     /// at the start).
     fn begin_write(
         &self,
-    ) -> impl Future<Output = Result<sqlx::Transaction<'static, Self::Db>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<<Self::Db as Driver>::Transaction, StoreError>> + Send;
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::{Args, Columns, Engine, claims::enqueue_in, observe::Observed};
+use crate::driver::Transaction as _;
 use crate::envelope::{ConsumerName, Envelope, MessageId};
 use crate::error::StoreError;
 use crate::inbox::Enqueued;
@@ -120,7 +121,7 @@ pub async fn act_on_dead_letters<E: Engine>(
         .ids(&out.acted)
         .text(p.action.audit_name());
     E::execute(q, &mut tx).await?;
-    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    tx.commit().await?;
     Ok(out)
 }
 

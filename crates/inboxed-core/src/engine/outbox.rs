@@ -3,6 +3,7 @@
 use std::time::SystemTime;
 
 use super::{Args, Columns, Conn, Engine};
+use crate::driver::Transaction as _;
 use crate::envelope::ConsumerName;
 use crate::error::StoreError;
 use crate::inbox::store::{millis, millis_of};
@@ -378,7 +379,7 @@ pub async fn act_on_dead<E: Engine>(e: &E, p: &DeadParams<'_>) -> Result<Vec<i64
         .int(i64::try_from(ids.len()).unwrap_or(i64::MAX))
         .ids(&ids);
     E::execute(q, &mut tx).await?;
-    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    tx.commit().await?;
     Ok(ids)
 }
 

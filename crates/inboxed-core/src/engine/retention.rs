@@ -4,6 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::{Args, Columns, Engine};
+use crate::driver::Transaction as _;
 use crate::envelope::ConsumerName;
 use crate::error::StoreError;
 use crate::inbox::store::millis;
@@ -25,7 +26,7 @@ where
         .begin(&BeginParams::bounded(statement_timeout, lock_timeout))
         .await?;
     let done = E::execute(q, &mut tx).await?;
-    tx.commit().await.map_err(StoreError::from_sqlx)?;
+    tx.commit().await?;
     Ok(done)
 }
 

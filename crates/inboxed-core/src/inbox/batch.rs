@@ -9,6 +9,7 @@ use tracing::{Instrument, warn};
 
 use super::store::{ClaimToken, InboxRow, InboxStore};
 use super::worker::{BatchReport, Worker};
+use crate::driver::{Driver, Transaction as _};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::{Handler, call_guarded, call_guarded_batch};
 use crate::metrics as m;
@@ -191,19 +192,19 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         begin.lock_timeout = begin.lock_timeout.min(GROUP_LOCK_WAIT);
         let mut tx = inner.store.begin(&begin).await?;
         if let Err((at, e)) = self.handle_each(&mut tx, rows).await {
-            tx.rollback().await.map_err(StoreError::from_sqlx)?;
+            tx.rollback().await?;
             return Ok(Some((FallBack::Handler(is_lock_conflict(&e)), Some(at))));
         }
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         let failed = match inner.store.complete_batch(&mut *tx, &ids, token).await {
             Ok(done) if done.len() == ids.len() => {
-                tx.commit().await.map_err(StoreError::from_sqlx)?;
+                tx.commit().await?;
                 return Ok(None);
             }
             Ok(_) => FallBack::LostClaim,
             Err(_) => FallBack::Completion,
         };
-        tx.rollback().await.map_err(StoreError::from_sqlx)?;
+        tx.rollback().await?;
         Ok(Some((failed, None)))
     }
 
@@ -271,21 +272,21 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             Ok(()) => None,
         };
         if let Some(failed) = failed {
-            tx.rollback().await.map_err(StoreError::from_sqlx)?;
+            tx.rollback().await?;
             return Ok(failed);
         }
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         match inner.store.complete_batch(&mut *tx, &ids, token).await {
             Ok(done) if done.len() == ids.len() => {
-                tx.commit().await.map_err(StoreError::from_sqlx)?;
+                tx.commit().await?;
                 Ok(FastPath::Done)
             }
             Ok(_) => {
-                tx.rollback().await.map_err(StoreError::from_sqlx)?;
+                tx.rollback().await?;
                 Ok(FastPath::Failed(FallBack::LostClaim))
             }
             Err(_) => {
-                tx.rollback().await.map_err(StoreError::from_sqlx)?;
+                tx.rollback().await?;
                 Ok(FastPath::Failed(FallBack::Completion))
             }
         }
@@ -295,7 +296,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
     /// first failure ends it, with the failing row's position.
     pub(super) async fn handle_each(
         &self,
-        tx: &mut sqlx::Transaction<'static, S::Db>,
+        tx: &mut <S::Db as Driver>::Transaction,
         rows: &[InboxRow],
     ) -> Result<(), (usize, HandlerError)> {
         let inner = &*self.inner;

@@ -1,10 +1,10 @@
 //! The lock-held claim mode: one transaction locks a batch, runs its handlers and settles it.
 
-use sqlx::Acquire;
 use tracing::Instrument;
 
 use super::store::{InboxRow, InboxStore, LockBatchParams, RowFate};
 use super::worker::{BatchReport, Worker};
+use crate::driver::{Driver, Transaction as _};
 use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::{Handler, call_guarded, call_guarded_batch};
 
@@ -25,7 +25,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         };
         let mut rows = inner.store.lock_batch(&mut tx, &params).await?;
         if rows.is_empty() {
-            tx.rollback().await.map_err(StoreError::from_sqlx)?;
+            tx.rollback().await?;
             return Ok(BatchReport::default());
         }
         rows.sort_by_key(|r| r.id);
@@ -72,7 +72,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             }
         }
         let all_ok = {
-            let mut all = tx.begin().await.map_err(StoreError::from_sqlx)?;
+            let mut all = S::Db::savepoint(&mut tx).await?;
             let msgs: Vec<&crate::Envelope> = runnable.iter().map(|(r, _)| &r.envelope).collect();
             let span = crate::trace::spans::process_batch(
                 None,
@@ -97,13 +97,11 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             if ok {
                 match all.commit().await {
                     Ok(()) => true,
-                    Err(e) if crate::error::savepoint_gone(&e) => {
-                        return Err(StoreError::TransactionEnded(e).into());
-                    }
+                    Err(e @ StoreError::TransactionEnded(_)) => return Err(e.into()),
                     Err(_) => false,
                 }
             } else {
-                all.rollback().await.map_err(savepoint_error)?;
+                all.rollback().await?;
                 false
             }
         };
@@ -113,17 +111,15 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 report.done += 1;
                 continue;
             }
-            let mut one = tx.begin().await.map_err(StoreError::from_sqlx)?;
+            let mut one = S::Db::savepoint(&mut tx).await?;
             let handled = match self.handle(&row, &mut one).await {
                 Ok(()) => match one.commit().await {
                     Ok(()) => Ok(()),
-                    Err(e) if crate::error::savepoint_gone(&e) => {
-                        return Err(StoreError::TransactionEnded(e).into());
-                    }
-                    Err(e) => Err(HandlerError::transient(StoreError::from_sqlx(e))),
+                    Err(e @ StoreError::TransactionEnded(_)) => return Err(e.into()),
+                    Err(e) => Err(HandlerError::transient(e)),
                 },
                 Err(e) => {
-                    one.rollback().await.map_err(savepoint_error)?;
+                    one.rollback().await?;
                     Err(e)
                 }
             };
@@ -162,14 +158,14 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             .store
             .finish_locked(&mut tx, &inner.consumer, &fates)
             .await?;
-        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        tx.commit().await?;
         Ok(report)
     }
 
     async fn handle(
         &self,
         row: &InboxRow,
-        conn: &mut <S::Db as sqlx::Database>::Connection,
+        conn: &mut <S::Db as Driver>::Connection,
     ) -> Result<(), HandlerError> {
         let inner = &*self.inner;
         let span = crate::trace::spans::row(&inner.consumer, row);
@@ -204,16 +200,5 @@ fn fate<S, H>(
         error,
         backoff: w.inner.config.ladder.delay(attempts),
         attempts,
-    }
-}
-
-/// A failed `ROLLBACK TO SAVEPOINT`: [`StoreError::TransactionEnded`] when the savepoint went
-/// with the whole transaction (a handler's deadlock on InnoDB), so that the batch is retried as
-/// contention rather than reported as a broken database.
-fn savepoint_error(e: sqlx::Error) -> StoreError {
-    if crate::error::savepoint_gone(&e) {
-        StoreError::TransactionEnded(e)
-    } else {
-        StoreError::from_sqlx(e)
     }
 }

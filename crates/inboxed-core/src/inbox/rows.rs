@@ -7,6 +7,7 @@ use super::store::{
     ClaimToken, CompleteParams, Completed, FailParams, Failed, InboxRow, InboxStore,
 };
 use super::worker::{BatchReport, Worker};
+use crate::driver::Transaction as _;
 use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::Handler;
 
@@ -170,7 +171,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 // then refuses every statement until the transaction is rolled back).
                 match inner.store.complete(&mut *tx, &params).await {
                     Ok(Completed::Done) => {
-                        tx.commit().await.map_err(StoreError::from_sqlx)?;
+                        tx.commit().await?;
                         return Ok(Ok(Completed::Done));
                     }
                     Ok(other) => Ok(other),
@@ -182,7 +183,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
             }
             Err(e) => Err(e),
         };
-        tx.rollback().await.map_err(StoreError::from_sqlx)?;
+        tx.rollback().await?;
         Ok(result)
     }
 }

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::driver::Driver;
 use crate::engine::Engine;
 use crate::envelope::{ConsumerName, Envelope};
 use crate::error::StoreError;
@@ -300,7 +301,7 @@ pub trait InboxStore: Engine {
     /// Marks a claimed row done inside the handler's transaction; fenced by the token.
     fn complete(
         &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        conn: &mut <Self::Db as Driver>::Connection,
         params: &CompleteParams<'_>,
     ) -> impl Future<Output = Result<Completed, StoreError>> + Send {
         crate::engine::inbox::complete(self, conn, params)
@@ -310,7 +311,7 @@ pub trait InboxStore: Engine {
     /// Returns the ids completed.
     fn complete_batch(
         &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        conn: &mut <Self::Db as Driver>::Connection,
         ids: &[i64],
         token: &ClaimToken,
     ) -> impl Future<Output = Result<Vec<i64>, StoreError>> + Send {
@@ -320,7 +321,7 @@ pub trait InboxStore: Engine {
     /// Locks pending rows in the caller's transaction, held until it ends (lock-held mode).
     fn lock_batch(
         &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        conn: &mut <Self::Db as Driver>::Connection,
         params: &LockBatchParams<'_>,
     ) -> impl Future<Output = Result<Vec<InboxRow>, StoreError>> + Send {
         crate::engine::claims::lock_batch(self, conn, params)
@@ -337,7 +338,7 @@ pub trait InboxStore: Engine {
     /// Settles the rows of a lock-held batch in its transaction.
     fn finish_locked(
         &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        conn: &mut <Self::Db as Driver>::Connection,
         consumer: &ConsumerName,
         fates: &[RowFate],
     ) -> impl Future<Output = Result<(), StoreError>> + Send;

@@ -16,7 +16,8 @@ use super::marks::{Verdict, count, failed_row, handed_back, verdicts, within_gro
 use super::publish::Publisher;
 use super::relay::{OutboxRelay, OutboxRelayReport};
 use super::store::{ClaimToken, LockOutboxParams, MarkParams, OutboxFate, OutboxStore};
-use crate::error::{Error, StoreError};
+use crate::driver::Transaction as _;
+use crate::error::Error;
 use crate::store::BeginParams;
 use tracing::Instrument;
 
@@ -78,7 +79,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
                 // Rows of a batch that died run alone in their scope (see
                 // `CrashAttribution`), locked again once it is theirs: no lock is held while
                 // the rest of the scope ends.
-                tx.rollback().await.map_err(StoreError::from_sqlx)?;
+                tx.rollback().await?;
                 drop(turn);
                 turn = crash
                     .alone(crash.waiting("outbox_rows", 1), config.lease / 2)
@@ -92,7 +93,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             }
             // A row of a crashed batch limits this one: lock again at that size, so that the
             // rows past it are not held through the publish, away from other relays.
-            tx.rollback().await.map_err(StoreError::from_sqlx)?;
+            tx.rollback().await?;
             limit = u32::try_from(rows.len()).unwrap_or(1).max(1);
         };
         let mut report = OutboxRelayReport {
@@ -100,7 +101,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
             ..OutboxRelayReport::default()
         };
         if rows.is_empty() {
-            tx.rollback().await.map_err(StoreError::from_sqlx)?;
+            tx.rollback().await?;
             return Ok(report);
         }
         let token = ClaimToken::random();
@@ -153,7 +154,7 @@ impl<S: OutboxStore, P: Publisher> OutboxRelay<S, P> {
                 },
             )
             .await?;
-        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        tx.commit().await?;
         if let Some(reason) = unreachable {
             report.handed_back = not_sent;
             handed_back(usize::try_from(not_sent).unwrap_or(usize::MAX), &reason);

@@ -31,6 +31,7 @@ pub use write_error::WriteError;
 
 use tracing::Instrument;
 
+use crate::driver::Driver;
 use crate::envelope::{ConsumerName, MessageId};
 use crate::trace::TraceContext;
 use store::{OutboxStore, WriteParams};
@@ -96,7 +97,7 @@ impl<S: OutboxStore> Outbox<S> {
     /// and the last transient or not as the database error is.
     pub async fn write(
         &self,
-        conn: &mut <S::Db as sqlx::Database>::Connection,
+        conn: &mut <S::Db as Driver>::Connection,
         message: &OutgoingMessage,
     ) -> Result<MessageId, WriteError> {
         message.validate()?;
@@ -123,7 +124,7 @@ impl<S: OutboxStore> Outbox<S> {
     /// stored, and nothing is written then.
     pub async fn write_many(
         &self,
-        conn: &mut <S::Db as sqlx::Database>::Connection,
+        conn: &mut <S::Db as Driver>::Connection,
         messages: &[OutgoingMessage],
     ) -> Result<Vec<MessageId>, WriteError> {
         for m in messages {
@@ -178,8 +179,8 @@ fn mint() -> MessageId {
 /// Refuses a connection outside a transaction: its insert would commit at once, whatever
 /// becomes of the business change. sqlx counts the transactions it began on the connection;
 /// a `BEGIN` sent as a plain statement is not counted, and is refused too.
-fn in_transaction<DB: sqlx::Database>(conn: &DB::Connection) -> Result<(), WriteError> {
-    if sqlx::Connection::is_in_transaction(conn) {
+fn in_transaction<DB: Driver>(conn: &DB::Connection) -> Result<(), WriteError> {
+    if DB::in_transaction(conn) {
         Ok(())
     } else {
         Err(WriteError::NotInTransaction)

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use super::OutgoingMessage;
 use super::operate::{DeadParams, OutboxBrowse, OutboxEntry, OutboxFilter};
+use crate::driver::Driver;
 use crate::engine::Engine;
 use crate::envelope::{ConsumerName, MessageId};
 use crate::error::StoreError;
@@ -130,7 +131,7 @@ pub trait OutboxStore: Engine {
     /// Inserts one outgoing message through `conn`, in the caller's transaction.
     fn write_outbox(
         &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        conn: &mut <Self::Db as Driver>::Connection,
         params: &WriteParams<'_>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         crate::engine::outbox::write(self, conn, params)
@@ -141,7 +142,7 @@ pub trait OutboxStore: Engine {
     /// no round trip to save.
     fn write_outbox_many(
         &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        conn: &mut <Self::Db as Driver>::Connection,
         params: &[WriteParams<'_>],
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         crate::engine::outbox::write_each(self, conn, params)
@@ -173,7 +174,7 @@ pub trait OutboxStore: Engine {
     /// `attempts` count this claim.
     fn lock_outbox(
         &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        conn: &mut <Self::Db as Driver>::Connection,
         params: &LockOutboxParams,
     ) -> impl Future<Output = Result<Vec<OutboxRow>, StoreError>> + Send {
         crate::engine::outbox::lock(self, conn, params)
@@ -195,7 +196,7 @@ pub trait OutboxStore: Engine {
     /// Marks a lock-held batch in its transaction (`conn`), and deletes its record.
     fn mark_outbox(
         &self,
-        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        conn: &mut <Self::Db as Driver>::Connection,
         params: &MarkParams<'_>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         let _ = (conn, params);

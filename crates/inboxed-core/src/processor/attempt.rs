@@ -6,6 +6,7 @@ use std::time::Instant;
 use tracing::debug;
 
 use super::{Failure, Outcome, Processor};
+use crate::driver::{Driver, Transaction as _};
 use crate::envelope::Envelope;
 use crate::error::{Error, HandlerError, StoreError, error_chain};
 use crate::handler::{Handler, call_guarded};
@@ -79,9 +80,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         }
         // A failed commit is ambiguous (it may have landed); requeueing is still right because
         // the redelivery's claim finds the row if it did.
-        tx.commit()
-            .await
-            .map_err(|e| Failure::Store(StoreError::from_sqlx(e)))?;
+        tx.commit().await.map_err(Failure::Store)?;
         Ok(claim)
     }
 
@@ -89,7 +88,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     async fn run_handler(
         &self,
         envelope: &Envelope,
-        tx: &mut sqlx::Transaction<'static, S::Db>,
+        tx: &mut <S::Db as Driver>::Transaction,
     ) -> Result<(), Failure> {
         let inner = &*self.inner;
         let started = Instant::now();

@@ -8,8 +8,9 @@ use tracing::{Instrument, debug, warn};
 
 use super::Processor;
 use crate::config::AttemptCounting;
+use crate::driver::{Driver, Transaction as _};
 use crate::envelope::{Envelope, MessageId};
-use crate::error::{Error, StoreError};
+use crate::error::Error;
 use crate::handler::{Handler, call_guarded_batch};
 use crate::processor::Outcome;
 use crate::store::{Claim, Store};
@@ -309,7 +310,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             .await?;
         match self.in_batch(&mut tx, batch, firsts).await {
             Ok(claims) => {
-                tx.commit().await.map_err(StoreError::from_sqlx)?;
+                tx.commit().await?;
                 Ok(claims)
             }
             Err(e) => {
@@ -325,7 +326,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
     /// messages in the order given, and each key's attempt counter forgotten.
     async fn in_batch(
         &self,
-        tx: &mut sqlx::Transaction<'static, S::Db>,
+        tx: &mut <S::Db as Driver>::Transaction,
         batch: &[Envelope],
         firsts: &[usize],
     ) -> Result<Vec<Claim>, Error> {

@@ -1,6 +1,7 @@
 //! What an operator does with a dead letter: retry it (after a fix) or discard it.
 
 use super::{Failure, Outcome, Processor};
+use crate::driver::Transaction as _;
 use crate::envelope::{Envelope, MessageId};
 use crate::error::Error;
 use crate::handler::Handler;
@@ -73,7 +74,7 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         };
         let mut tx = inner.store.begin(&inner.config.begin_params()).await?;
         let deleted = inner.store.delete_dead_letter(&mut *tx, &key).await?;
-        tx.commit().await.map_err(crate::StoreError::from_sqlx)?;
+        tx.commit().await?;
         Ok(deleted)
     }
 }

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use inboxed_core::driver::Transaction as _;
 use inboxed_core::outbox::store::{
     ClaimOutboxParams, ClaimToken, FailParams, Failed, OutboxRow, OutboxStore,
 };

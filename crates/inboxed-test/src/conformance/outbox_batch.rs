@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use inboxed_core::driver::Transaction as _;
 use inboxed_core::inbox::{Worker, WorkerConfig};
 use inboxed_core::outbox::store::{ClaimToken, OutboxStore};
 use inboxed_core::outbox::{Outbox, OutgoingError, OutgoingMessage, WriteError};

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use inboxed_core::Store;
+use inboxed_core::driver::Transaction as _;
 use inboxed_core::observe::ObserveStore;
 use inboxed_core::outbox::store::{ClaimToken, FailParams, Failed, OutboxStore};
 use inboxed_core::outbox::{

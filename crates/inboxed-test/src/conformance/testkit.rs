@@ -75,6 +75,7 @@ fn caught(check: &str, result: Result<(), CheckFailure>) -> CheckFailure {
 /// so does its atomic credit under concurrent messages.
 pub async fn testkit_passes_a_correct_handler<B: Backend>(_test: &str)
 where
+    <B::Store as Store>::Db: sqlx::Database,
     for<'c> &'c mut Conn<B>: sqlx::Executor<'c, Database = <B::Store as Store>::Db>,
 {
     let db = B::create().await;
@@ -109,6 +110,7 @@ where
 /// and the poison check.
 pub async fn testkit_catches_a_write_on_a_second_connection<B: Backend>(_test: &str)
 where
+    <B::Store as Store>::Db: sqlx::Database,
     for<'c> &'c mut Conn<B>: sqlx::Executor<'c, Database = <B::Store as Store>::Db>,
 {
     let db = B::create().await;
@@ -209,6 +211,7 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Mailer<B> {
 /// check (through the trait's default `handle_batch`).
 pub async fn testkit_catches_a_handler_that_counts_deliveries<B: Backend>(_test: &str)
 where
+    <B::Store as Store>::Db: sqlx::Database,
     for<'c> &'c mut Conn<B>: sqlx::Executor<'c, Database = <B::Store as Store>::Db>,
 {
     let db = B::create().await;
@@ -306,6 +309,7 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for BatchOnSecondConnection<B>
 /// `handle`, so nothing is doubled to catch.
 pub async fn testkit_catches_a_batch_override_on_a_second_connection<B: Backend>(_test: &str)
 where
+    <B::Store as Store>::Db: sqlx::Database,
     for<'c> &'c mut Conn<B>: sqlx::Executor<'c, Database = <B::Store as Store>::Db>,
 {
     if B::SERIAL_WRITERS {

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
 use inboxed_core::Store;
+use inboxed_core::driver::Transaction as _;
 use inboxed_core::inbox::store::{
     ClaimBatchParams, ClaimToken, CompleteParams, Completed, InboxRow, InboxStore,
 };

@@ -1,5 +1,6 @@
 //! Workers at volume, with duplicates and random failures; poison rows.
 
+use inboxed_core::driver::Transaction as _;
 use inboxed_core::inbox::{Worker, WorkerConfig};
 
 use super::{drain, enqueue_all, inbox, with_status, worker};

@@ -37,7 +37,7 @@ pub const DEAD_LETTERS_TOTAL: &str = "inboxed_dead_letters_total";
 pub const LAG_SECONDS: &str = "inboxed_lag_seconds";
 /// Histogram of handler time in seconds, labelled `consumer`.
 pub const HANDLER_DURATION_SECONDS: &str = "inboxed_handler_duration_seconds";
-/// Histogram of claim statement time in seconds, labelled `consumer`.
+/// Histogram of the inbox transaction's begin and claim in seconds, labelled `consumer`.
 pub const CLAIM_WAIT_SECONDS: &str = "inboxed_claim_wait_seconds";
 /// Counter of store-then-process receipts, labelled `consumer` and `outcome`.
 pub const RECEIPTS_TOTAL: &str = "inboxed_receipts_total";

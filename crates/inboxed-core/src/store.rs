@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::driver::Driver;
+use crate::driver::{Driver, Transaction as _};
 use crate::engine::{Engine, keys};
 use crate::envelope::{ConsumerName, Envelope, MessageId};
 use crate::error::StoreError;
@@ -285,6 +285,42 @@ pub trait Store: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<<Self::Db as Driver>::Transaction, StoreError>> + Send {
         let _ = (consumer, ids);
         self.begin(params)
+    }
+
+    /// Begins the inbox transaction and claims one key in it: [`Store::begin_claims`], then
+    /// [`Store::claim`]. An engine whose driver pipelines sends the claim behind the `BEGIN`,
+    /// so that the two cost one round trip.
+    fn begin_and_claim(
+        &self,
+        begin: &BeginParams,
+        params: &ClaimParams<'_>,
+    ) -> impl Future<Output = Result<(<Self::Db as Driver>::Transaction, Claim), StoreError>> + Send
+    {
+        async move {
+            let ids = [params.envelope.id().as_str()];
+            let mut tx = self.begin_claims(begin, params.consumer, &ids).await?;
+            let claim = self.claim(&mut tx, params).await?;
+            Ok((tx, claim))
+        }
+    }
+
+    /// Ends a processed key's transaction: the settling statement ([`Store::clear_attempts`]),
+    /// then the commit. An engine whose driver pipelines sends the two at once; a `COMMIT`
+    /// behind a failed statement only rolls back, and the statement's error is the one
+    /// returned.
+    fn settle_and_commit(
+        &self,
+        tx: <Self::Db as Driver>::Transaction,
+        params: &KeyParams<'_>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move {
+            let mut tx = tx;
+            if let Err(e) = self.clear_attempts(&mut tx, params).await {
+                let _ = tx.rollback().await;
+                return Err(e);
+            }
+            tx.commit().await
+        }
     }
 
     /// Records the key unless it exists. A concurrent, uncommitted claim of the same key makes

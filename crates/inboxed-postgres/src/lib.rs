@@ -20,6 +20,8 @@ mod queries;
 mod retention;
 mod standbys;
 mod store;
+#[cfg(feature = "tokio-postgres")]
+pub mod tokio_pg;
 
 pub use key::message_key;
 pub use partition_list::{ExpiryPlan, PartitionInfo};

@@ -2,6 +2,44 @@
 //! `check_durability.sql`, turned into the start-up warnings of
 //! [`DurabilityReport::warnings`](inboxed_core::store::DurabilityReport::warnings).
 
+use inboxed_core::StoreError;
+use inboxed_core::store::DurabilityReport;
+
+/// What `check_durability.sql` read: [`StoreError::NonDurable`] for a setting that loses
+/// acknowledged commits, else the settings and what a failover could still lose.
+pub(crate) fn report(
+    sync: String,
+    fsync: String,
+    standbys: Standbys,
+) -> Result<DurabilityReport, StoreError> {
+    if sync == "off" {
+        return Err(StoreError::NonDurable {
+            setting: "synchronous_commit",
+            value: sync,
+            hint: "Set synchronous_commit = on (ALTER DATABASE ... SET synchronous_commit = on), \
+                   or set ProcessorConfig::allow_non_durable_commits if losing the last \
+                   moments of work on a server crash is acceptable.",
+        });
+    }
+    if fsync == "off" {
+        return Err(StoreError::NonDurable {
+            setting: "fsync",
+            value: fsync,
+            hint: "Turn fsync on in postgresql.conf, or set \
+                   ProcessorConfig::allow_non_durable_commits knowingly.",
+        });
+    }
+    let warnings = standbys.warnings(&sync);
+    Ok(DurabilityReport {
+        settings: vec![
+            ("synchronous_commit", sync),
+            ("fsync", fsync),
+            ("synchronous_standby_names", standbys.names),
+        ],
+        warnings,
+    })
+}
+
 /// The replication a primary reports (`check_durability.sql`).
 pub(crate) struct Standbys {
     pub(crate) in_recovery: bool,

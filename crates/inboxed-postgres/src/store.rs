@@ -210,10 +210,10 @@ impl PgStore {
 }
 
 /// The oldest server the migrations run on: 14, for `DETACH PARTITION … CONCURRENTLY`.
-const MIN_SERVER_VERSION: i32 = 140_000;
+pub(crate) const MIN_SERVER_VERSION: i32 = 140_000;
 
 /// `begin.sql` for these settings and lock ids (empty: a transaction that claims nothing).
-fn begin_statement(p: &BeginParams, locks: &[i64]) -> String {
+pub(crate) fn begin_statement(p: &BeginParams, locks: &[i64]) -> String {
     // The statement is the file's last line; its comment stays here, as it would travel with
     // every transaction.
     let template = include_str!("../sql/begin.sql")
@@ -317,41 +317,18 @@ impl Store for PgStore {
             .fetch_one(&self.pool)
             .await
             .map_err(StoreError::from_sqlx)?;
-        let sync: String = row.try_get(0).map_err(StoreError::from_sqlx)?;
-        let fsync: String = row.try_get(1).map_err(StoreError::from_sqlx)?;
-        if sync == "off" {
-            return Err(StoreError::NonDurable {
-                setting: "synchronous_commit",
-                value: sync,
-                hint: "Set synchronous_commit = on (ALTER DATABASE ... SET synchronous_commit = on), \
-                       or set ProcessorConfig::allow_non_durable_commits if losing the last \
-                       moments of work on a server crash is acceptable.",
-            });
-        }
-        if fsync == "off" {
-            return Err(StoreError::NonDurable {
-                setting: "fsync",
-                value: fsync,
-                hint: "Turn fsync on in postgresql.conf, or set \
-                       ProcessorConfig::allow_non_durable_commits knowingly.",
-            });
-        }
-        let standbys = crate::standbys::Standbys {
-            in_recovery: row.try_get(2).map_err(StoreError::from_sqlx)?,
-            names: row.try_get(3).map_err(StoreError::from_sqlx)?,
-            streaming: row.try_get(4).map_err(StoreError::from_sqlx)?,
-            synchronous: row.try_get(5).map_err(StoreError::from_sqlx)?,
-            unreadable: row.try_get(6).map_err(StoreError::from_sqlx)?,
-        };
-        let warnings = standbys.warnings(&sync);
-        Ok(DurabilityReport {
-            settings: vec![
-                ("synchronous_commit", sync),
-                ("fsync", fsync),
-                ("synchronous_standby_names", standbys.names),
-            ],
-            warnings,
-        })
+        let get = StoreError::from_sqlx;
+        crate::standbys::report(
+            row.try_get(0).map_err(get)?,
+            row.try_get(1).map_err(get)?,
+            crate::standbys::Standbys {
+                in_recovery: row.try_get(2).map_err(get)?,
+                names: row.try_get(3).map_err(get)?,
+                streaming: row.try_get(4).map_err(get)?,
+                synchronous: row.try_get(5).map_err(get)?,
+                unreadable: row.try_get(6).map_err(get)?,
+            },
+        )
     }
 
     async fn begin(

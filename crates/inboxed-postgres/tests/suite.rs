@@ -22,4 +22,6 @@ mod pgbouncer;
 mod pool;
 mod purge_metrics;
 mod replication;
+#[cfg(feature = "tokio-postgres")]
+mod tokio_pg;
 mod trace;

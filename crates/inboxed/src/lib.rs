@@ -95,9 +95,12 @@ pub mod metrics {
 }
 
 /// PostgreSQL store; [`failover`](postgres::failover) for a pool of your own that follows the
-/// primary of a multi-host URL.
+/// primary of a multi-host URL; `tokio_pg` (feature `tokio-postgres`) for handlers on
+/// tokio-postgres.
 #[cfg(feature = "postgres")]
 pub mod postgres {
+    #[cfg(feature = "tokio-postgres")]
+    pub use inboxed_postgres::tokio_pg;
     pub use inboxed_postgres::{ExpiryPlan, PartitionInfo, PgStore, default_namespace, failover};
 }
 

@@ -216,14 +216,25 @@ pub async fn claim_key<E: Engine>(
     consumer: &ConsumerName,
     env: &Envelope,
 ) -> Result<Claim, StoreError> {
+    if E::execute(claim_query(e, claim, consumer, env), conn).await? == 1 {
+        return Ok(Claim::New);
+    }
+    not_claimed(e, conn, consumer, env.id().as_str()).await
+}
+
+/// The claim statement `claim` (`claim.sql` or the partitioned one) for `env`'s key: it
+/// inserts one row when the key is new, none otherwise.
+pub fn claim_query<E: Engine>(
+    e: &E,
+    claim: &std::sync::Arc<str>,
+    consumer: &ConsumerName,
+    env: &Envelope,
+) -> E::Query {
     let q = e
         .query(claim)
         .text(consumer.as_str())
         .text(env.id().as_str());
-    if E::execute(E::claimed(q, env), conn).await? == 1 {
-        return Ok(Claim::New);
-    }
-    not_claimed(e, conn, consumer, env.id().as_str()).await
+    E::claimed(q, env)
 }
 
 /// Why a claim inserted nothing (`lookup.sql`): processed, with the payload hash it keeps,

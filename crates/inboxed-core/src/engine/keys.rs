@@ -89,11 +89,17 @@ pub async fn clear_attempts<E: Engine>(
     conn: &mut Conn<E>,
     p: &KeyParams<'_>,
 ) -> Result<(), StoreError> {
-    let q = e
-        .query(&e.queries().clear_attempts)
+    E::execute(clear_attempts_query(e, p), conn)
+        .await
+        .map(drop)
+        .map_err(ended)
+}
+
+/// `clear_attempts.sql` for one key: the processor's settling statement.
+pub fn clear_attempts_query<E: Engine>(e: &E, p: &KeyParams<'_>) -> E::Query {
+    e.query(&e.queries().clear_attempts)
         .text(p.consumer.as_str())
-        .text(p.message_id.as_str());
-    E::execute(q, conn).await.map(drop).map_err(ended)
+        .text(p.message_id.as_str())
 }
 
 /// Forgets the attempt counters of `ids` in the caller's transaction, in one statement.

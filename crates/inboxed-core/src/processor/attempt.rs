@@ -27,29 +27,39 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
             consumer: &inner.consumer,
             message_id: envelope.id(),
         };
-        let ids = [envelope.id().as_str()];
-        let mut tx = inner
-            .store
-            .begin_claims(&inner.config.begin_params(), &inner.consumer, &ids)
-            .await
-            .map_err(Failure::before_handler)?;
-        if retry {
-            inner
-                .store
-                .delete_dead_letter(&mut *tx, &key)
-                .await
-                .map_err(Failure::Store)?;
-        }
         let started = Instant::now();
         let params = ClaimParams {
             consumer: &inner.consumer,
             envelope,
         };
-        let claim = inner
-            .store
-            .claim(&mut *tx, &params)
-            .await
-            .map_err(Failure::before_handler)?;
+        let begin = inner.config.begin_params();
+        let (mut tx, claim) = if retry {
+            // An operator's retry: its dead letter goes in the same transaction, before the
+            // claim, so that it is gone only if the retry commits.
+            let ids = [envelope.id().as_str()];
+            let mut tx = inner
+                .store
+                .begin_claims(&begin, &inner.consumer, &ids)
+                .await
+                .map_err(Failure::before_handler)?;
+            inner
+                .store
+                .delete_dead_letter(&mut *tx, &key)
+                .await
+                .map_err(Failure::Store)?;
+            let claim = inner
+                .store
+                .claim(&mut *tx, &params)
+                .await
+                .map_err(Failure::before_handler)?;
+            (tx, claim)
+        } else {
+            inner
+                .store
+                .begin_and_claim(&begin, &params)
+                .await
+                .map_err(Failure::before_handler)?
+        };
         metrics::histogram!(m::CLAIM_WAIT_SECONDS, "consumer" => inner.consumer.as_str().to_owned())
             .record(started.elapsed().as_secs_f64());
         if claim == Claim::New
@@ -66,22 +76,20 @@ impl<S: Store, H: Handler<S::Db>> Processor<S, H> {
         // swallowed a failure which ended the transaction: on PostgreSQL the transaction is
         // then aborted, and COMMIT would roll it back while reporting success; on MySQL a
         // deadlock rolled it back, and COMMIT would commit only what ran after it. Either
-        // would ack a message whose effect and claim are gone.
-        if let Err(e) = inner.store.clear_attempts(&mut *tx, &key).await {
-            let _ = tx.rollback().await;
-            if matches!(e, StoreError::TransactionEnded(_)) {
-                return Err(Failure::Handler(HandlerError::transient(format!(
+        // would ack a message whose effect and claim are gone. A failed commit is ambiguous
+        // (it may have landed); requeueing is still right because the redelivery's claim
+        // finds the row if it did.
+        match inner.store.settle_and_commit(tx, &key).await {
+            Ok(()) => Ok(claim),
+            Err(e @ StoreError::TransactionEnded(_)) => {
+                Err(Failure::Handler(HandlerError::transient(format!(
                     "the handler returned Ok after a statement inside it had failed and ended \
                      the transaction; propagate database errors with `?` ({})",
                     error_chain(&e)
-                ))));
+                ))))
             }
-            return Err(Failure::Store(e));
+            Err(e) => Err(Failure::Store(e)),
         }
-        // A failed commit is ambiguous (it may have landed); requeueing is still right because
-        // the redelivery's claim finds the row if it did.
-        tx.commit().await.map_err(Failure::Store)?;
-        Ok(claim)
     }
 
     /// Runs the handler under its deadline, with panics caught, and records its duration.

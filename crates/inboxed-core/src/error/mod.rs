@@ -1,6 +1,9 @@
 //! Typed errors. Each keeps its source; transient ones are classified by SQLSTATE or result
 //! code in the backend, never by message text.
 
+#[cfg(feature = "tokio-postgres")]
+mod tokio_postgres;
+
 use crate::envelope::{ConsumerName, EnvelopeError};
 
 /// A boxed error from user code or a broker client.

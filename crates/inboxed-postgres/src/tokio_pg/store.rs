@@ -1,0 +1,285 @@
+//! [`Store`] on tokio-postgres: the sqlx store's SQL and keys, with the claim sent behind the
+//! `BEGIN` and the settling statement behind the `COMMIT`, each pair in one round trip.
+
+use std::sync::Arc;
+
+use futures_util::future::join;
+
+use inboxed_core::engine::{claims, keys};
+use inboxed_core::sql::Queries;
+use inboxed_core::store::{BeginParams, Claim, ClaimParams, DurabilityReport, KeyParams};
+use inboxed_core::{ConsumerName, Envelope, Namespace, Store, StoreError};
+
+use super::driver::{Connection, TokioPostgres, Transaction};
+use super::engine::TokioPgQuery;
+use crate::key_lock;
+use crate::queries::{CHECK_DURABILITY, TEMPLATES};
+use crate::store::{MIN_SERVER_VERSION, begin_statement};
+
+/// The inbox on PostgreSQL through tokio-postgres, over the application's deadpool-postgres
+/// pool, so that handlers write through the same connection in the same transaction as the
+/// claim. Handlers implement `Handler<TokioPostgres>` and receive a
+/// [`Connection`](super::Connection).
+///
+/// It serves the processor (one message or a batch a transaction) and its migrations; the
+/// store-then-process workers, the outbox, retention and the operator's commands run through
+/// [`PgStore`](crate::PgStore) on the same database.
+#[derive(Clone)]
+pub struct TokioPgStore {
+    pub(crate) pool: deadpool_postgres::Pool,
+    pub(crate) ns: Namespace,
+    pub(crate) queries: Arc<Queries>,
+    check_durability: Arc<str>,
+}
+
+impl std::fmt::Debug for TokioPgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokioPgStore")
+            .field("ns", &self.ns)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokioPgStore {
+    /// A store in schema `public` with tables prefixed `inboxed_`, over `pool`.
+    #[must_use]
+    pub fn new(pool: deadpool_postgres::Pool) -> Self {
+        Self::with_namespace(pool, crate::default_namespace())
+    }
+
+    /// A store in a chosen schema and prefix (see [`Namespace::new`]).
+    #[must_use]
+    pub fn with_namespace(pool: deadpool_postgres::Pool, ns: Namespace) -> Self {
+        Self {
+            pool,
+            queries: Arc::new(Queries::render(&TEMPLATES, &ns)),
+            ns,
+            check_durability: Arc::from(CHECK_DURABILITY),
+        }
+    }
+
+    /// A pool of up to `max_connections` (10 when 0) to `url`, without TLS, and a store over
+    /// it. With TLS, build the pool with your connector and use [`TokioPgStore::new`].
+    ///
+    /// # Errors
+    /// A malformed URL.
+    pub fn connect(url: &str, max_connections: usize) -> Result<Self, StoreError> {
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| StoreError::Database(sqlx::Error::Configuration(Box::new(e))))?;
+        let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+        let size = if max_connections == 0 {
+            10
+        } else {
+            max_connections
+        };
+        let pool = deadpool_postgres::Pool::builder(manager)
+            .max_size(size)
+            .build()
+            .map_err(|e| StoreError::Database(sqlx::Error::Configuration(Box::new(e))))?;
+        Ok(Self::new(pool))
+    }
+
+    /// The pool.
+    #[must_use]
+    pub fn pool(&self) -> &deadpool_postgres::Pool {
+        &self.pool
+    }
+
+    /// Creates or updates the inbox's tables, as [`PgStore::migrate`](crate::PgStore::migrate)
+    /// does (the same migrations, recorded in the same table).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database is unreachable or refuses a migration.
+    pub async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        <Self as Store>::migrate(self).await
+    }
+
+    /// A connection of the pool.
+    pub(crate) async fn connection(&self) -> Result<Connection, StoreError> {
+        self.pool
+            .get()
+            .await
+            .map(Connection::pooled)
+            .map_err(pool_error)
+    }
+
+    /// A connection taken out of the pool for good.
+    pub(crate) async fn own_connection(&self) -> Result<Connection, StoreError> {
+        self.pool
+            .get()
+            .await
+            .map(Connection::own)
+            .map_err(pool_error)
+    }
+
+    /// A transaction begun with `statement`. The connection is the transaction's before the
+    /// statement is sent, so that a caller who gives up half-way leaves no pooled connection
+    /// inside a transaction (the connection is closed instead).
+    pub(crate) async fn begin_with(&self, statement: &str) -> Result<Transaction, StoreError> {
+        let tx = Transaction::begun(self.connection().await?);
+        match tx.client().batch_execute(statement).await {
+            Ok(()) => Ok(tx),
+            Err(e) => Err(StoreError::from_tokio_postgres(e)),
+        }
+    }
+}
+
+/// A pool's failure: the server's own error classified, anything else (a wait for a free
+/// connection that timed out, a closed pool) the database being unavailable.
+fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => StoreError::from_tokio_postgres(e),
+        other => StoreError::Unavailable(sqlx::Error::Io(std::io::Error::other(other))),
+    }
+}
+
+impl Store for TokioPgStore {
+    type Db = TokioPostgres;
+    type Engine = Self;
+
+    fn engine(&self) -> &Self {
+        self
+    }
+
+    async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        let conn = self.connection().await?;
+        let rows = TokioPgQuery::new(&self.queries.server_version)
+            .rows(conn.client())
+            .await?;
+        drop(conn);
+        let version = match rows.first() {
+            Some(row) => inboxed_core::engine::Columns::int(row, 0)?,
+            None => 0,
+        };
+        if version < i64::from(MIN_SERVER_VERSION) {
+            return Err(StoreError::Unsupported {
+                operation: "the inbox tables",
+                reason: "need PostgreSQL 14 or later",
+            });
+        }
+        inboxed_core::engine::migrate::run(self, &self.ns, crate::queries::MIGRATIONS).await
+    }
+
+    async fn register_consumer(&self, consumer: &ConsumerName) -> Result<(), StoreError> {
+        use inboxed_core::engine::{Args, Engine};
+        let q = self
+            .query(&self.queries.register_consumer)
+            .text(consumer.as_str());
+        self.execute_alone(q).await.map(drop)
+    }
+
+    async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
+        use inboxed_core::engine::Columns;
+        let conn = self.connection().await?;
+        let rows = TokioPgQuery::new(&self.check_durability)
+            .rows(conn.client())
+            .await?;
+        let Some(row) = rows.first() else {
+            return Err(StoreError::Database(sqlx::Error::RowNotFound));
+        };
+        crate::standbys::report(
+            row.text(0)?,
+            row.text(1)?,
+            crate::standbys::Standbys {
+                in_recovery: row.flag(2)?,
+                names: row.text(3)?,
+                streaming: row.int(4)?,
+                synchronous: row.int(5)?,
+                unreadable: row.int(6)?,
+            },
+        )
+    }
+
+    async fn begin(&self, params: &BeginParams) -> Result<Transaction, StoreError> {
+        self.begin_with(&begin_statement(params, &[])).await
+    }
+
+    /// The claims' shared key locks ride in the `BEGIN`'s round trip (`begin.sql`).
+    async fn begin_claims(
+        &self,
+        params: &BeginParams,
+        consumer: &ConsumerName,
+        ids: &[&str],
+    ) -> Result<Transaction, StoreError> {
+        let locks = key_lock::claim_locks(consumer, ids);
+        self.begin_with(&begin_statement(params, &locks)).await
+    }
+
+    /// `BEGIN` (with the key's lock) and the claim sent together: one round trip. Should the
+    /// `BEGIN`'s statements fail (the key lock's timeout), the transaction is aborted and the
+    /// claim fails inside it; it never runs on its own.
+    async fn begin_and_claim(
+        &self,
+        begin: &BeginParams,
+        params: &ClaimParams<'_>,
+    ) -> Result<(Transaction, Claim), StoreError> {
+        let id = params.envelope.id().as_str();
+        let locks = key_lock::claim_locks(params.consumer, &[id]);
+        let statement = begin_statement(begin, &locks);
+        let claim =
+            claims::claim_query(self, &self.queries.claim, params.consumer, params.envelope);
+        let mut tx = Transaction::begun(self.connection().await?);
+        let (begun, inserted) = join(
+            tx.client().batch_execute(&statement),
+            claim.changed(tx.client()),
+        )
+        .await;
+        let inserted = match (begun, inserted) {
+            (Ok(()), Ok(n)) => n,
+            (Err(e), _) => {
+                let _ = inboxed_core::driver::Transaction::rollback(tx).await;
+                return Err(StoreError::from_tokio_postgres(e));
+            }
+            (Ok(()), Err(e)) => {
+                let _ = inboxed_core::driver::Transaction::rollback(tx).await;
+                return Err(e);
+            }
+        };
+        let claim = if inserted == 1 {
+            Claim::New
+        } else {
+            claims::not_claimed(self, &mut tx, params.consumer, id).await?
+        };
+        Ok((tx, claim))
+    }
+
+    async fn claim(
+        &self,
+        conn: &mut Connection,
+        params: &ClaimParams<'_>,
+    ) -> Result<Claim, StoreError> {
+        claims::claim_key(
+            self,
+            conn,
+            &self.queries.claim,
+            params.consumer,
+            params.envelope,
+        )
+        .await
+    }
+
+    /// One claim a key, in order.
+    async fn claim_many(
+        &self,
+        conn: &mut Connection,
+        consumer: &ConsumerName,
+        envelopes: &[&Envelope],
+    ) -> Result<Vec<Claim>, StoreError> {
+        let mut claimed = Vec::with_capacity(envelopes.len());
+        for env in envelopes {
+            claimed.push(claims::claim_key(self, conn, &self.queries.claim, consumer, env).await?);
+        }
+        Ok(claimed)
+    }
+
+    /// The settling statement and `COMMIT` sent together: one round trip.
+    async fn settle_and_commit(
+        &self,
+        tx: Transaction,
+        params: &KeyParams<'_>,
+    ) -> Result<(), StoreError> {
+        tx.commit_after(keys::clear_attempts_query(self, params))
+            .await
+    }
+}

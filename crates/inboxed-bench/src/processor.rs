@@ -61,12 +61,13 @@ pub(crate) async fn run(server: &str, args: Args) -> anyhow::Result<()> {
         } else {
             Some(Tap::delayed(&url, round_trip).await?)
         };
+        let linked = tap.as_ref().map_or(Ok(url.clone()), |t| t.url(&url))?;
         let pool = pool_options
             .clone()
             .max_connections(u32::try_from(most)?)
-            .connect(&tap.as_ref().map_or(Ok(url.clone()), |t| t.url(&url))?)
+            .connect(&linked)
             .await?;
-        let setup = variants::Setup::new(PgStore::new(pool), args.accounts).await?;
+        let setup = variants::Setup::new(PgStore::new(pool), args.accounts, &linked, most).await?;
         if args.latency_ms != [0.0] {
             let measured = round_trip_ms(setup.store().pool()).await?;
             println!();
@@ -94,6 +95,8 @@ async fn measure(
         Variant::RawSqlx,
         Variant::BusinessOnly,
         Variant::RawNoSettle,
+        Variant::TokioProcessor,
+        Variant::TokioBusinessOnly,
     ];
     let dur = Duration::from_secs_f64(args.seconds);
     let mut trips: Vec<(usize, usize, f64)> = Vec::new();
@@ -115,8 +118,9 @@ async fn measure(
         |round, workers, row| {
             println!(
                 "round {round}, {workers} workers: processor {:.0} msg/s, raw sqlx {:.0} msg/s, \
-                 business only {:.0} tx/s, raw sqlx without the settling statement {:.0} msg/s",
-                row[0], row[1], row[2], row[3]
+                 business only {:.0} tx/s, raw sqlx without the settling statement {:.0} msg/s; \
+                 tokio-postgres: processor {:.0} msg/s, business only {:.0} tx/s",
+                row[0], row[1], row[2], row[3], row[4], row[5]
             );
         },
     )
@@ -129,7 +133,7 @@ async fn measure(
     );
     println!("|---|---|---|---|---|---|---|");
     for &workers in &args.workers {
-        let of = |f: &dyn Fn(&[f64; 4]) -> f64| crate::median_at(&rates, workers, f);
+        let of = |f: &dyn Fn(&[f64; 6]) -> f64| crate::median_at(&rates, workers, f);
         println!(
             "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
             of(&|r| r[0]),
@@ -140,13 +144,30 @@ async fn measure(
             of(&|r| r[3] / r[2])
         );
     }
+    println!();
+    println!(
+        "| workers | tokio-postgres: processor msg/s | business update alone tx/s | \
+         processor / business alone | sqlx: processor / business alone |"
+    );
+    println!("|---|---|---|---|---|");
+    for &workers in &args.workers {
+        let of = |f: &dyn Fn(&[f64; 6]) -> f64| crate::median_at(&rates, workers, f);
+        println!(
+            "| {workers} | {:.0} | {:.0} | {:.2} | {:.2} |",
+            of(&|r| r[4]),
+            of(&|r| r[5]),
+            of(&|r| r[4] / r[5]),
+            of(&|r| r[0] / r[2])
+        );
+    }
     if !trips.is_empty() {
         println!();
         println!(
             "| workers | round trips a message: processor | same statements through sqlx | \
-             business update alone | without the settling statement |"
+             business update alone | without the settling statement | tokio-postgres: \
+             processor | business update alone |"
         );
-        println!("|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|");
         for &workers in &args.workers {
             let of = |v: Variant| {
                 crate::median(
@@ -158,11 +179,13 @@ async fn measure(
                 )
             };
             println!(
-                "| {workers} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                "| {workers} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
                 of(Variant::Processor),
                 of(Variant::RawSqlx),
                 of(Variant::BusinessOnly),
-                of(Variant::RawNoSettle)
+                of(Variant::RawNoSettle),
+                of(Variant::TokioProcessor),
+                of(Variant::TokioBusinessOnly)
             );
         }
     }

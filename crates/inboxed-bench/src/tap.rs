@@ -1,9 +1,11 @@
 //! A tap on the wire: a TCP proxy in front of PostgreSQL that counts what the server answers,
 //! so that a benchmark can say how many statements and round trips a job took without
 //! `pg_stat_statements` (which the server must preload). The server's side is read as typed
-//! messages (a type byte and a length): each `CommandComplete` is a statement that ran, each
-//! `ReadyForQuery` after the first of a connection (the end of its startup) a round trip, the
-//! client having waited for it (a simple query, or an extended-protocol `Sync`).
+//! messages (a type byte and a length): each `CommandComplete` is a statement that ran. A
+//! round trip is a wait of the client's: a request (a simple query, or an extended-protocol
+//! `Sync`) sent when every request before it has been answered with a `ReadyForQuery`. A
+//! client that pipelines (sends a request before the answer to the one before) waits once for
+//! the lot, and is counted once.
 //!
 //! The proxy runs in the benchmark's process and costs it CPU, so a counted drain is not a
 //! timed one. Clients must connect with `sslmode=disable`: an encrypted stream cannot be read.
@@ -158,10 +160,75 @@ fn relay(
         stream.set_nodelay(true)?;
     }
     let (client_in, server_out) = (client.try_clone()?, server.try_clone()?);
-    std::thread::spawn(move || forward(client_in, server_out, delay, |_| {}));
+    let owed = Arc::new(AtomicU64::new(0));
+    let mut requests = Requests::default();
+    let (waits, asked) = (Arc::clone(&counts), Arc::clone(&owed));
+    std::thread::spawn(move || {
+        forward(client_in, server_out, delay, |c| {
+            requests.feed(c, &asked, &waits);
+        });
+    });
     let mut reader = Reader::default();
-    std::thread::spawn(move || forward(server, client, delay, |c| reader.feed(c, &counts)));
+    std::thread::spawn(move || {
+        forward(server, client, delay, |c| reader.feed(c, &counts, &owed));
+    });
     Ok(())
+}
+
+/// The client's side of one connection: its requests, read across chunks. A chunk holding a
+/// request sent while none was owed an answer is a round trip (the client had been waiting,
+/// or idle); requests sent while answers are owed ride in the same one. The server's side
+/// ([`Reader`]) pays the debt back, a `ReadyForQuery` an answer, as each arrives here: before
+/// the client can have seen it, so the two sides never race.
+#[derive(Default)]
+struct Requests {
+    /// A message's type byte and length, as far as they have arrived.
+    header: [u8; 5],
+    have: usize,
+    /// Bytes of the current message's body still to pass over.
+    skip: usize,
+    /// Whether the startup message (the one without a type byte) has passed.
+    started: bool,
+}
+
+impl Requests {
+    fn feed(&mut self, mut chunk: &[u8], owed: &AtomicU64, counts: &Counts) {
+        let mut sent = 0;
+        while !chunk.is_empty() {
+            if self.skip > 0 {
+                let n = self.skip.min(chunk.len());
+                self.skip -= n;
+                chunk = &chunk[n..];
+                continue;
+            }
+            // The startup message has no type byte: its length comes first.
+            let width = if self.started { 5 } else { 4 };
+            let n = (width - self.have).min(chunk.len());
+            self.header[self.have..self.have + n].copy_from_slice(&chunk[..n]);
+            self.have += n;
+            chunk = &chunk[n..];
+            if self.have < width {
+                continue;
+            }
+            self.have = 0;
+            let at = width - 4;
+            let len = u32::from_be_bytes([
+                self.header[at],
+                self.header[at + 1],
+                self.header[at + 2],
+                self.header[at + 3],
+            ]);
+            self.skip = (len as usize).saturating_sub(4);
+            if !self.started {
+                self.started = true;
+            } else if matches!(self.header[0], b'Q' | b'S') {
+                sent += 1;
+            }
+        }
+        if sent > 0 && owed.fetch_add(sent, Ordering::SeqCst) == 0 {
+            counts.round_trips.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Copies `from` to `to` until either closes, each chunk shown to `seen` as it arrives and
@@ -218,7 +285,7 @@ struct Reader {
 }
 
 impl Reader {
-    fn feed(&mut self, mut chunk: &[u8], counts: &Counts) {
+    fn feed(&mut self, mut chunk: &[u8], counts: &Counts, owed: &AtomicU64) {
         while !chunk.is_empty() {
             if self.skip > 0 {
                 let n = self.skip.min(chunk.len());
@@ -264,7 +331,9 @@ impl Reader {
                     self.tag = Some(Vec::new());
                 }
                 b'Z' if self.started => {
-                    counts.round_trips.fetch_add(1, Ordering::Relaxed);
+                    let _ = owed.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                        Some(n.saturating_sub(1))
+                    });
                 }
                 b'Z' => self.started = true,
                 _ => {}
@@ -275,8 +344,8 @@ impl Reader {
 
 #[cfg(test)]
 mod tests {
-    use super::{Counts, Reader};
-    use std::sync::atomic::Ordering;
+    use super::{Counts, Reader, Requests};
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     /// One message: its type, its length, its body.
     fn message(kind: u8, body: &[u8]) -> Vec<u8> {
@@ -286,9 +355,9 @@ mod tests {
         m
     }
 
-    /// Messages split at every byte are read as when whole: the startup's `ReadyForQuery` is
-    /// not a round trip, a simple query of two statements is two statements and one trip, and
-    /// each statement is counted under its command.
+    /// The server's messages split at every byte are read as when whole: a simple query of
+    /// two statements is two statements, each counted under its command, and every
+    /// `ReadyForQuery` but the startup's pays back an answer owed.
     #[test]
     fn messages_are_counted_across_any_split() {
         let stream: Vec<u8> = [
@@ -308,17 +377,63 @@ mod tests {
         .concat();
         for size in [1, 2, 3, 7, stream.len()] {
             let (mut reader, counts) = (Reader::default(), Counts::default());
+            let owed = AtomicU64::new(3);
             for chunk in stream.chunks(size) {
-                reader.feed(chunk, &counts);
+                reader.feed(chunk, &counts, &owed);
             }
             let counted = (
                 counts.statements.load(Ordering::Relaxed),
-                counts.round_trips.load(Ordering::Relaxed),
+                owed.load(Ordering::SeqCst),
             );
-            assert_eq!(counted, (3, 2), "statements, round trips; chunks of {size}");
+            assert_eq!(
+                counted,
+                (3, 1),
+                "statements, answers still owed; chunks of {size}"
+            );
             let commands = counts.commands.lock().unwrap().clone();
             let expected = [("BEGIN".to_owned(), 1), ("SELECT".to_owned(), 2)];
             assert_eq!(commands, expected.into(), "chunks of {size}");
+        }
+    }
+
+    /// A client's requests, split at every byte: a request sent while none is owed is a round
+    /// trip; two sent together (a pipeline: `BEGIN` as a simple query, then a statement's
+    /// `Parse`, `Bind`, `Execute`, `Sync`) are one; and the next after their answers another.
+    #[test]
+    fn pipelined_requests_are_one_round_trip() {
+        let mut startup = 12_u32.to_be_bytes().to_vec();
+        startup.extend_from_slice(&[0, 3, 0, 0, 0, 0, 0, 0]);
+        let pipelined: Vec<u8> = [
+            startup,
+            message(b'Q', b"BEGIN\0"),
+            message(b'P', &[0; 10]),
+            message(b'B', &[0; 10]),
+            message(b'E', &[0; 5]),
+            message(b'S', &[]),
+        ]
+        .concat();
+        let next = message(b'Q', b"COMMIT\0");
+        for size in [1, 2, 3, 7, pipelined.len()] {
+            let (mut requests, counts, owed) =
+                (Requests::default(), Counts::default(), AtomicU64::new(0));
+            // The whole pipeline is sent before any answer: one wait, two answers owed.
+            for chunk in pipelined.chunks(size) {
+                requests.feed(chunk, &owed, &counts);
+            }
+            assert_eq!(
+                counts.round_trips.load(Ordering::Relaxed),
+                1,
+                "chunks of {size}"
+            );
+            assert_eq!(owed.load(Ordering::SeqCst), 2, "chunks of {size}");
+            // Both answered: the next request is a round trip of its own.
+            owed.store(0, Ordering::SeqCst);
+            requests.feed(&next, &owed, &counts);
+            assert_eq!(
+                counts.round_trips.load(Ordering::Relaxed),
+                2,
+                "chunks of {size}"
+            );
         }
     }
 

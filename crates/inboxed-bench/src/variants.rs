@@ -20,6 +20,10 @@ pub(crate) enum Variant {
     /// The same statements through sqlx without the settling statement: what that one round
     /// trip costs.
     RawNoSettle,
+    /// The processor on tokio-postgres.
+    TokioProcessor,
+    /// The business update alone through tokio-postgres.
+    TokioBusinessOnly,
 }
 
 pub(crate) const UPDATE: &str = "UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1";
@@ -80,6 +84,7 @@ pub(crate) struct Setup {
     store: PgStore,
     accounts: i64,
     processor: Processor<PgStore, Credit>,
+    tokio: crate::variants_tokio::TokioSetup,
 }
 
 /// `BEGIN; UPDATE; COMMIT`: the business change of one message without the claim, as a
@@ -137,8 +142,14 @@ pub(crate) async fn create_accounts(pool: &PgPool, accounts: i64) -> anyhow::Res
 }
 
 impl Setup {
-    /// The processor over `store`, which [`bench_store`] made with `accounts` accounts.
-    pub(crate) async fn new(store: PgStore, accounts: i64) -> anyhow::Result<Self> {
+    /// The processor over `store`, which [`bench_store`] made with `accounts` accounts, and
+    /// on tokio-postgres a pool of `connections` to `url` (the same database).
+    pub(crate) async fn new(
+        store: PgStore,
+        accounts: i64,
+        url: &str,
+        connections: usize,
+    ) -> anyhow::Result<Self> {
         let consumer = ConsumerName::new("bench")?;
         let processor = Processor::with_config(
             store.clone(),
@@ -147,10 +158,12 @@ impl Setup {
             ProcessorConfig::default(),
         );
         processor.ensure_ready().await?;
+        let tokio = crate::variants_tokio::TokioSetup::new(url, connections, accounts).await?;
         Ok(Self {
             store,
             accounts,
             processor,
+            tokio,
         })
     }
 
@@ -167,6 +180,7 @@ impl Setup {
     ) -> anyhow::Result<u64> {
         let processor = self.processor.clone();
         let pool = self.store.pool().clone();
+        let (tokio_processor, tokio_pool) = (self.tokio.processor(), self.tokio.pool());
         let accounts = self.accounts;
         let claim = store_sql(include_str!("../../inboxed-postgres/sql/claim.sql"));
         let settle = store_sql(include_str!(
@@ -174,6 +188,7 @@ impl Setup {
         ));
         let (n, _) = crate::load::for_duration(workers, dur, move || {
             let (processor, pool) = (processor.clone(), pool.clone());
+            let (tokio_processor, tokio_pool) = (tokio_processor.clone(), tokio_pool.clone());
             let (claim, settle) = (claim.clone(), settle.clone());
             async move {
                 let id = MessageId::from_uuid(uuid::Uuid::now_v7());
@@ -205,6 +220,12 @@ impl Setup {
                         tx.commit().await?;
                     }
                     Variant::BusinessOnly => business_only(&pool, accounts).await?,
+                    Variant::TokioProcessor => {
+                        tokio_processor.process(&env, Some(1)).await?;
+                    }
+                    Variant::TokioBusinessOnly => {
+                        crate::variants_tokio::business_only(&tokio_pool, accounts).await?;
+                    }
                 }
                 Ok(1)
             }

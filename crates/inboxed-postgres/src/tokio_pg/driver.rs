@@ -87,7 +87,7 @@ impl Connection {
         })
     }
 
-    pub(crate) fn client(&self) -> &tokio_postgres::Client {
+    pub(crate) fn client(&self) -> &deadpool_postgres::ClientWrapper {
         self
     }
 }
@@ -139,12 +139,22 @@ impl Transaction {
 
     /// `q` (the settling statement) and `COMMIT` sent together, in one round trip. When `q`
     /// fails, the server answers the `COMMIT` with a rollback, and `q`'s error is returned.
+    /// `q` is prepared first where it is not yet (once a connection): sent behind the
+    /// `COMMIT` it would run after it, on its own.
     pub(crate) async fn commit_after(self, q: TokioPgQuery) -> Result<(), StoreError> {
         if self.broken {
             return self.end("COMMIT").await;
         }
+        let settle = match q.prepare(self.client()).await {
+            Ok(settle) => settle,
+            Err(e) => {
+                let ended = self.client().batch_execute("ROLLBACK").await;
+                self.release(ended.map_err(StoreError::from_tokio_postgres))?;
+                return Err(e);
+            }
+        };
         let (settled, committed) = join(
-            q.changed(self.client()),
+            settle.changed(self.client()),
             self.client().batch_execute("COMMIT"),
         )
         .await;

@@ -1,6 +1,8 @@
-//! What tokio-postgres gives the shared store layer: statements sent with their parameter
-//! types (`query_typed`: parse, bind and execute in one round trip, nothing to prepare
-//! first), rows read by position, and the same SQL files and derived keys as the sqlx store.
+//! What tokio-postgres gives the shared store layer: statements prepared once a connection
+//! (deadpool-postgres's statement cache) and then bound and run in one round trip, the claims
+//! of stored rows planned anew each time (sent with their parameter types, nothing prepared:
+//! [`PgStore`](crate::PgStore)'s `replanned` says why), rows read by position, and the same
+//! SQL files and derived keys as the sqlx store.
 
 use std::sync::Arc;
 
@@ -24,6 +26,10 @@ type Param = (Box<dyn ToSql + Send + Sync>, Type);
 pub struct TokioPgQuery {
     sql: Arc<str>,
     params: Vec<Param>,
+    /// Prepared once a connection and kept (`false`: planned anew each time).
+    prepared: bool,
+    /// The prepared statement, once [`TokioPgQuery::prepare`] made or found it.
+    statement: Option<tokio_postgres::Statement>,
 }
 
 impl std::fmt::Debug for TokioPgQuery {
@@ -37,7 +43,47 @@ impl TokioPgQuery {
         Self {
             sql: Arc::clone(sql),
             params: Vec::new(),
+            prepared: true,
+            statement: None,
         }
+    }
+
+    fn unprepared(sql: &Arc<str>) -> Self {
+        Self {
+            prepared: false,
+            ..Self::new(sql)
+        }
+    }
+
+    /// The statement prepared on `client` (found in its cache, or prepared there: a round
+    /// trip), where it is kept prepared; after this, running it sends it at once.
+    pub(crate) async fn prepare(
+        mut self,
+        client: &deadpool_postgres::ClientWrapper,
+    ) -> Result<Self, StoreError> {
+        if self.prepared && self.statement.is_none() {
+            let types: Vec<Type> = self.params.iter().map(|(_, ty)| ty.clone()).collect();
+            let statement = client
+                .prepare_typed_cached(&self.sql, &types)
+                .await
+                .map_err(StoreError::from_tokio_postgres)?;
+            self.statement = Some(statement);
+        }
+        Ok(self)
+    }
+
+    fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.params
+            .iter()
+            .map(|(v, _)| &**v as &(dyn ToSql + Sync))
+            .collect()
+    }
+
+    fn typed(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
+        self.params
+            .iter()
+            .map(|(v, ty)| (&**v as &(dyn ToSql + Sync), ty.clone()))
+            .collect()
     }
 
     fn push(mut self, v: impl ToSql + Send + Sync + 'static, ty: Type) -> Self {
@@ -47,30 +93,34 @@ impl TokioPgQuery {
 
     /// The rows the statement returns, run on `client`.
     pub(crate) async fn rows(
-        &self,
-        client: &tokio_postgres::Client,
+        self,
+        client: &deadpool_postgres::ClientWrapper,
     ) -> Result<Vec<TokioPgRow>, StoreError> {
-        let params: Vec<(&(dyn ToSql + Sync), Type)> = self
-            .params
-            .iter()
-            .map(|(v, ty)| (&**v as &(dyn ToSql + Sync), ty.clone()))
-            .collect();
-        client
-            .query_typed(&self.sql, &params)
-            .await
-            .map(|rows| rows.into_iter().map(TokioPgRow).collect())
+        let q = self.prepare(client).await?;
+        let rows = match &q.statement {
+            Some(statement) => client.query(statement, &q.values()).await,
+            None => client.query_typed(&q.sql, &q.typed()).await,
+        };
+        rows.map(|rows| rows.into_iter().map(TokioPgRow).collect())
             .map_err(StoreError::from_tokio_postgres)
     }
 
-    /// The rows the statement changed, run on `client`.
-    pub(crate) async fn changed(&self, client: &tokio_postgres::Client) -> Result<u64, StoreError> {
+    /// The rows the statement changed, run on `client`. Prepared beforehand
+    /// ([`TokioPgQuery::prepare`]), it is sent on the first poll, before anything is awaited.
+    pub(crate) async fn changed(
+        self,
+        client: &deadpool_postgres::ClientWrapper,
+    ) -> Result<u64, StoreError> {
         use futures_util::TryStreamExt;
-        let params = self
-            .params
-            .iter()
-            .map(|(v, ty)| (&**v as &(dyn ToSql + Sync), ty.clone()));
+        let q = self.prepare(client).await?;
+        if let Some(statement) = &q.statement {
+            return client
+                .execute(statement, &q.values())
+                .await
+                .map_err(StoreError::from_tokio_postgres);
+        }
         let stream = client
-            .query_typed_raw(&self.sql, params)
+            .query_typed_raw(&q.sql, q.typed())
             .await
             .map_err(StoreError::from_tokio_postgres)?;
         futures_util::pin_mut!(stream);
@@ -217,6 +267,10 @@ impl Engine for TokioPgStore {
 
     fn query(&self, sql: &Arc<str>) -> TokioPgQuery {
         TokioPgQuery::new(sql)
+    }
+
+    fn fresh(&self, sql: &Arc<str>) -> TokioPgQuery {
+        TokioPgQuery::unprepared(sql)
     }
 
     fn key(q: TokioPgQuery, message_id: Option<&str>) -> TokioPgQuery {

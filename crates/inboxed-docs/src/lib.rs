@@ -17,6 +17,9 @@ pub mod adapters {}
 #[doc = include_str!("../../../docs/deployments.md")]
 pub mod deployments {}
 #[cfg(doctest)]
+#[doc = include_str!("../../../docs/drivers.md")]
+pub mod drivers {}
+#[cfg(doctest)]
 #[doc = include_str!("../../../docs/failures.md")]
 pub mod failures {}
 #[cfg(doctest)]

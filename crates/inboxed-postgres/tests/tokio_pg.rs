@@ -193,3 +193,63 @@ async fn a_claim_given_up_in_flight_leaves_no_session_in_a_transaction() {
     assert_eq!(db.scalar("SELECT count(*) FROM ledger").await, 1);
     db.finish().await;
 }
+
+/// Writes a row behind a savepoint and undoes it, writes another and keeps it; or (with
+/// `abandon`) leaves a savepoint neither released nor rolled back.
+#[derive(Debug, Clone, Copy)]
+struct Savepoints {
+    abandon: bool,
+}
+
+impl Handler<TokioPostgres> for Savepoints {
+    async fn handle(&self, msg: &Envelope, conn: &mut Connection) -> Result<(), HandlerError> {
+        let insert = "INSERT INTO ledger (message_id, account, amount) VALUES ($1, $2, 1)";
+        let id = msg.id().as_str();
+        let mut undone = conn.savepoint().await?;
+        undone.execute(insert, &[&id, &"undone"]).await?;
+        inboxed_core::driver::Transaction::rollback(undone).await?;
+        let kept = conn.savepoint().await?;
+        kept.execute(insert, &[&id, &"kept"]).await?;
+        if self.abandon {
+            drop(kept);
+        } else {
+            inboxed_core::driver::Transaction::commit(kept).await?;
+        }
+        Ok(())
+    }
+}
+
+/// A savepoint rolled back undoes only its own work; one abandoned (neither released nor
+/// rolled back) cannot be committed over: the message fails and nothing of it stays.
+#[tokio::test]
+async fn savepoints_undo_their_own_work_and_an_abandoned_one_fails_the_message() {
+    let db = Pg::create().await;
+    let store = store(&db).await;
+    let consumer = ConsumerName::new("ledger").unwrap();
+    let p = Processor::new(
+        store.clone(),
+        consumer.clone(),
+        Savepoints { abandon: false },
+    );
+    p.ensure_ready().await.unwrap();
+    assert_eq!(
+        p.process(&credit("tp-6", 1), None).await.unwrap(),
+        Outcome::Processed
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM ledger WHERE account = 'kept'")
+            .await,
+        1
+    );
+    assert_eq!(db.scalar("SELECT count(*) FROM ledger").await, 1);
+
+    let abandoning = Processor::new(store, consumer, Savepoints { abandon: true });
+    assert!(abandoning.process(&credit("tp-7", 1), None).await.is_err());
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM ledger WHERE message_id = 'tp-7'")
+            .await,
+        0
+    );
+    assert_eq!(db.scalar("SELECT count(*) FROM ledger").await, 1);
+    db.finish().await;
+}

@@ -205,7 +205,7 @@ impl Handler<TokioPostgres> for Savepoints {
     async fn handle(&self, msg: &Envelope, conn: &mut Connection) -> Result<(), HandlerError> {
         let insert = "INSERT INTO ledger (message_id, account, amount) VALUES ($1, $2, 1)";
         let id = msg.id().as_str();
-        let mut undone = conn.savepoint().await?;
+        let undone = conn.savepoint().await?;
         undone.execute(insert, &[&id, &"undone"]).await?;
         inboxed_core::driver::Transaction::rollback(undone).await?;
         let kept = conn.savepoint().await?;

@@ -136,7 +136,10 @@ impl NatsCluster {
                 .await
                 .expect("connect to the cluster"),
         );
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        // Forming the cluster (routes, a meta leader, every peer known for placement) took 27 s
+        // in a passing run on a loaded two-core machine, and over 30 in a clean-clone CI run
+        // here ("no suitable peers for placement"): a minute, well inside the test's own bound.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
         loop {
             let probe = js
                 .create_stream(jetstream::stream::Config {

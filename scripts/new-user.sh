@@ -43,6 +43,12 @@ local_crates() {
 {
   printf '[package]\nname = "new-user"\nversion = "0.1.0"\nedition = "2024"\npublish = false\n\n'
   printf '# Not a member of the project'"'"'s workspace: a project of its own, as a user'"'"'s is.\n[workspace]\n\n'
+  # The workspace's debug-info settings, so that the dependencies it built already (with the
+  # same features) are reused from the shared target directory rather than built again: a
+  # profile of its own gave every artefact another fingerprint. What is checked (the quick
+  # start and the guide's test compile, and run) does not depend on debug information.
+  sed -n '/^\[profile\.dev\]/,$p' Cargo.toml
+  printf '\n'
   block README.md 1 toml | local_crates
   printf '\n'
   block docs/testing-your-handlers.md 1 toml | local_crates

@@ -210,7 +210,19 @@ impl PgStore {
 }
 
 /// The oldest server the migrations run on: 14, for `DETACH PARTITION … CONCURRENTLY`.
-pub(crate) const MIN_SERVER_VERSION: i32 = 140_000;
+const MIN_SERVER_VERSION: i64 = 140_000;
+
+/// Refuses a server older than the migrations need (`server_version.sql`'s number).
+pub(crate) fn check_server_version(version: i64) -> Result<(), StoreError> {
+    if version < MIN_SERVER_VERSION {
+        return Err(StoreError::Unsupported {
+            operation: "the inbox tables",
+            reason: "need PostgreSQL 14 or later (the partitioned table's maintenance \
+                     detaches partitions CONCURRENTLY and reads pg_inherits.inhdetachpending)",
+        });
+    }
+    Ok(())
+}
 
 /// `begin.sql` for these settings and lock ids (empty: a transaction that claims nothing).
 pub(crate) fn begin_statement(p: &BeginParams, locks: &[i64]) -> String {
@@ -287,13 +299,7 @@ impl Store for PgStore {
             .await
             .and_then(|r| r.try_get(0))
             .map_err(StoreError::from_sqlx)?;
-        if version < MIN_SERVER_VERSION {
-            return Err(StoreError::Unsupported {
-                operation: "the inbox tables",
-                reason: "need PostgreSQL 14 or later (the partitioned table's maintenance \
-                         detaches partitions CONCURRENTLY and reads pg_inherits.inhdetachpending)",
-            });
-        }
+        check_server_version(i64::from(version))?;
         let applied =
             inboxed_core::engine::migrate::run(self, &self.ns, crate::queries::MIGRATIONS).await?;
         if let Some(config) = self.partitions {

@@ -148,8 +148,7 @@ impl Transaction {
         let settle = match q.prepare(self.client()).await {
             Ok(settle) => settle,
             Err(e) => {
-                let ended = self.client().batch_execute("ROLLBACK").await;
-                self.release(ended.map_err(StoreError::from_tokio_postgres))?;
+                self.end("ROLLBACK").await?;
                 return Err(e);
             }
         };

@@ -5,16 +5,15 @@ use std::sync::Arc;
 
 use futures_util::future::join;
 
-use inboxed_core::engine::{claims, keys};
+use inboxed_core::engine::{Args, Columns, Engine, claims, keys};
 use inboxed_core::sql::Queries;
 use inboxed_core::store::{BeginParams, Claim, ClaimParams, DurabilityReport, KeyParams};
 use inboxed_core::{ConsumerName, Envelope, Namespace, Store, StoreError};
 
 use super::driver::{Connection, TokioPostgres, Transaction};
-use super::engine::TokioPgQuery;
 use crate::key_lock;
 use crate::queries::{CHECK_DURABILITY, TEMPLATES};
-use crate::store::{MIN_SERVER_VERSION, begin_statement};
+use crate::store::{begin_statement, check_server_version};
 
 /// The inbox on PostgreSQL through tokio-postgres, over the application's deadpool-postgres
 /// pool, so that handlers write through the same connection in the same transaction as the
@@ -143,26 +142,15 @@ impl Store for TokioPgStore {
     }
 
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
-        let conn = self.connection().await?;
-        let rows = TokioPgQuery::new(&self.queries.server_version)
-            .rows(conn.client())
+        let rows = self
+            .fetch_alone(self.query(&self.queries.server_version))
             .await?;
-        drop(conn);
-        let version = match rows.first() {
-            Some(row) => inboxed_core::engine::Columns::int(row, 0)?,
-            None => 0,
-        };
-        if version < i64::from(MIN_SERVER_VERSION) {
-            return Err(StoreError::Unsupported {
-                operation: "the inbox tables",
-                reason: "need PostgreSQL 14 or later",
-            });
-        }
+        let version = rows.first().map_or(Ok(0), |row| row.int(0))?;
+        check_server_version(version)?;
         inboxed_core::engine::migrate::run(self, &self.ns, crate::queries::MIGRATIONS).await
     }
 
     async fn register_consumer(&self, consumer: &ConsumerName) -> Result<(), StoreError> {
-        use inboxed_core::engine::{Args, Engine};
         let q = self
             .query(&self.queries.register_consumer)
             .text(consumer.as_str());
@@ -170,11 +158,7 @@ impl Store for TokioPgStore {
     }
 
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
-        use inboxed_core::engine::Columns;
-        let conn = self.connection().await?;
-        let rows = TokioPgQuery::new(&self.check_durability)
-            .rows(conn.client())
-            .await?;
+        let rows = self.fetch_alone(self.query(&self.check_durability)).await?;
         let Some(row) = rows.first() else {
             return Err(StoreError::Database(sqlx::Error::RowNotFound));
         };
@@ -225,13 +209,9 @@ impl Store for TokioPgStore {
             claim.changed(tx.client()),
         )
         .await;
-        let inserted = match (begun, inserted) {
+        let inserted = match (begun.map_err(StoreError::from_tokio_postgres), inserted) {
             (Ok(()), Ok(n)) => n,
-            (Err(e), _) => {
-                let _ = inboxed_core::driver::Transaction::rollback(tx).await;
-                return Err(StoreError::from_tokio_postgres(e));
-            }
-            (Ok(()), Err(e)) => {
+            (Err(e), _) | (Ok(()), Err(e)) => {
                 let _ = inboxed_core::driver::Transaction::rollback(tx).await;
                 return Err(e);
             }

@@ -2,15 +2,12 @@
 //! ([`inboxed_core::engine::claims`]) is the partitioned table's key lock and the set-based
 //! claim of a batch's keys.
 
-use std::collections::HashSet;
-
-use sqlx::{PgConnection, Row};
+use sqlx::PgConnection;
 
 use inboxed_core::engine::claims;
 use inboxed_core::store::Claim;
 use inboxed_core::{ConsumerName, Envelope, StoreError};
 
-use crate::key::message_key;
 use crate::store::PgStore;
 
 impl PgStore {
@@ -51,34 +48,6 @@ impl PgStore {
             }
             return Ok(claims);
         }
-        let ids: Vec<&str> = envelopes.iter().map(|e| e.id().as_str()).collect();
-        let keys: Vec<Vec<u8>> = ids.iter().map(|id| message_key(id).into_owned()).collect();
-        let fingerprints: Vec<i32> = envelopes
-            .iter()
-            .map(|e| e.hash().fingerprint().cast_signed())
-            .collect();
-        let rows = self
-            .query(&self.queries.claim_many)
-            .bind(consumer.as_str())
-            .bind(&ids)
-            .bind(&keys)
-            .bind(fingerprints)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let inserted: HashSet<Vec<u8>> = rows
-            .iter()
-            .map(|row| row.try_get(0))
-            .collect::<Result<_, _>>()
-            .map_err(StoreError::from_sqlx)?;
-        let mut claims = Vec::with_capacity(envelopes.len());
-        for (id, key) in ids.iter().zip(&keys) {
-            claims.push(if inserted.contains(key) {
-                Claim::New
-            } else {
-                claims::not_claimed(self, conn, consumer, id).await?
-            });
-        }
-        Ok(claims)
+        crate::common::claim_many(self, conn, consumer, envelopes).await
     }
 }

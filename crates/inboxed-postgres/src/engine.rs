@@ -9,13 +9,13 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row};
 
 use inboxed_core::engine::{Args, Engine};
-use inboxed_core::inbox::store::millis_of;
 use inboxed_core::migration::Migration;
 use inboxed_core::outbox::OutboxRow;
 use inboxed_core::outbox::store::{ClaimOutboxParams, LockOutboxParams, MarkParams, WriteParams};
 use inboxed_core::sql::Queries;
 use inboxed_core::{ConsumerName, Envelope, Namespace, StoreError, StoredHash};
 
+use crate::common::{self, PgArgs};
 use crate::key::message_key;
 use crate::store::PgStore;
 
@@ -61,6 +61,20 @@ impl Args for PgQuery {
             self.0
                 .bind(v.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>()),
         )
+    }
+}
+
+impl PgArgs for PgQuery {
+    fn opt_texts(self, v: &[Option<&str>]) -> Self {
+        let v: Vec<Option<String>> = v.iter().map(|s| s.map(str::to_owned)).collect();
+        Self(self.0.bind(v))
+    }
+    fn byteas(self, v: &[&[u8]]) -> Self {
+        let v: Vec<Vec<u8>> = v.iter().map(|b| b.to_vec()).collect();
+        Self(self.0.bind(v))
+    }
+    fn int4s(self, v: &[i32]) -> Self {
+        Self(self.0.bind(v.to_vec()))
     }
 }
 
@@ -149,38 +163,15 @@ impl Engine for PgStore {
 /// The backlog and dead letters behind `inboxed serve`, as the shared layer reads them.
 impl inboxed_core::observe::ObserveStore for PgStore {}
 
-/// The outbox as the shared layer has it, a batch's messages in one statement, and NOTIFY
-/// wake-ups for its relays.
+/// The outbox as the shared layer has it, with PostgreSQL's own operations
+/// (`common.rs`) and NOTIFY wake-ups for its relays.
 impl inboxed_core::outbox::store::OutboxStore for PgStore {
-    /// One `INSERT … SELECT FROM unnest(…)` for the lot (`outbox_write_many.sql`): a round
-    /// trip a batch instead of one a message.
     async fn write_outbox_many(
         &self,
         conn: &mut PgConnection,
         params: &[WriteParams<'_>],
     ) -> Result<(), StoreError> {
-        let column = |f: for<'a> fn(&'a WriteParams<'a>) -> Option<&'a str>| {
-            params.iter().map(f).collect::<Vec<_>>()
-        };
-        let ids: Vec<&str> = params.iter().map(|p| p.message_id.as_str()).collect();
-        let destinations: Vec<&str> = params.iter().map(|p| p.message.destination()).collect();
-        let headers: Vec<String> = params.iter().map(|p| p.headers_json()).collect();
-        let payloads: Vec<&[u8]> = params.iter().map(|p| p.message.payload()).collect();
-        self.query(&self.queries.outbox_write_many)
-            .bind(&ids)
-            .bind(&destinations)
-            .bind(column(|p| p.message.ordering_key()))
-            .bind(column(|p| p.message.message_type()))
-            .bind(column(|p| p.message.correlation_id()))
-            .bind(&headers)
-            .bind(&payloads)
-            .bind(column(|p| p.caused_by_consumer.map(ConsumerName::as_str)))
-            .bind(column(|p| p.caused_by_message_id))
-            .bind(params.iter().any(|p| p.notify))
-            .execute(conn)
-            .await
-            .map(drop)
-            .map_err(StoreError::from_sqlx)
+        common::write_outbox_many(self, conn, params).await
     }
 
     fn locks_outbox(&self) -> bool {
@@ -191,75 +182,33 @@ impl inboxed_core::outbox::store::OutboxStore for PgStore {
         Some(self.pool.options().get_max_connections())
     }
 
-    /// The shared lease claim in a transaction of its own, planned with sorting off
-    /// (`outbox_lock_plan.sql` says why).
     async fn claim_outbox(
         &self,
         params: &ClaimOutboxParams<'_>,
     ) -> Result<Vec<OutboxRow>, StoreError> {
-        // The plan's setting rides with the BEGIN: one round trip.
-        let begin = format!("BEGIN;\n{}", self.queries.outbox_lock_plan);
-        let mut tx = self
-            .pool
-            .begin_with(AssertSqlSafe(begin))
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let rows = inboxed_core::engine::outbox::claim_on(self, &mut tx, params).await?;
-        tx.commit().await.map_err(StoreError::from_sqlx)?;
-        Ok(rows)
+        common::claim_outbox(self, params).await
     }
 
-    /// The shared claim, planned with sorting off (`outbox_lock_plan.sql` says why).
     async fn lock_outbox(
         &self,
         conn: &mut PgConnection,
         params: &LockOutboxParams,
     ) -> Result<Vec<OutboxRow>, StoreError> {
-        sqlx::raw_sql(AssertSqlSafe(&*self.queries.outbox_lock_plan))
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        inboxed_core::engine::outbox::lock(self, conn, params).await
+        common::lock_outbox(self, conn, params).await
     }
 
-    /// The fates as parallel arrays (`outbox_mark.sql`): one statement for the batch.
     async fn mark_outbox(
         &self,
         conn: &mut PgConnection,
         p: &MarkParams<'_>,
     ) -> Result<(), StoreError> {
-        let ids: Vec<i64> = p.fates.iter().map(|f| f.id).collect();
-        let statuses: Vec<&str> = p.fates.iter().map(|f| f.status).collect();
-        let errors: Vec<Option<&str>> = p.fates.iter().map(|f| f.error.as_deref()).collect();
-        let backoffs: Vec<i64> = p.fates.iter().map(|f| millis_of(f.backoff)).collect();
-        let attempts: Vec<i32> = p
-            .fates
-            .iter()
-            .map(|f| i32::try_from(f.attempts).unwrap_or(i32::MAX))
-            .collect();
-        self.query(&self.queries.outbox_mark)
-            .bind(p.token.as_bytes())
-            .bind(&ids)
-            .bind(&statuses)
-            .bind(&errors)
-            .bind(&backoffs)
-            .bind(&attempts)
-            .bind(p.delete_sent)
-            .bind(p.relay)
-            .execute(conn)
-            .await
-            .map(drop)
-            .map_err(StoreError::from_sqlx)
+        common::mark_outbox(self, conn, p).await
     }
 
     async fn listen_outbox(
         &self,
         wake: std::sync::Arc<tokio::sync::Notify>,
     ) -> Result<Option<inboxed_core::inbox::store::Subscription>, StoreError> {
-        // `outbox_write.sql` notifies this channel, once per writing transaction.
-        let channel = format!("{}outbox", self.namespace().prefix());
-        self.listen(&channel, wake, |_| true, "outbox")
-            .await
-            .map(Some)
+        common::listen_outbox(self, wake).await
     }
 }

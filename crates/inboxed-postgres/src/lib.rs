@@ -8,6 +8,7 @@
 
 mod capabilities;
 mod claim;
+mod common;
 mod engine;
 pub mod failover;
 mod inbox;

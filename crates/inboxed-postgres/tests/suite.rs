@@ -11,6 +11,8 @@ mod claim_plan;
 mod compact_keys;
 mod conformance;
 mod conformance_partitioned;
+#[cfg(feature = "tokio-postgres")]
+mod conformance_tokio;
 mod contention;
 mod contract;
 mod flush;

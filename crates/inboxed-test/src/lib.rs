@@ -32,6 +32,7 @@ pub mod raw_nats;
 pub mod restart;
 pub mod throwaway;
 pub mod tls;
+pub mod tokio_pg;
 pub mod traces;
 pub mod wire;
 
@@ -42,6 +43,7 @@ pub use my::My;
 pub use my_parted::MyParted;
 pub use parted::PgParted;
 pub use pg::{Pg, admin_url};
+pub use tokio_pg::TokioPg;
 
 /// Asserts that `envelope` carries when its broker took it, a moment ago (a minute at most):
 /// the broker's own timestamp, read by its adapter.

@@ -32,12 +32,7 @@ impl Pg {
             .map(str::to_owned);
         db.store.pool().close().await;
         if let Some(name) = name {
-            let mut admin = admin().await;
-            let _ = sqlx::query(AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-            )))
-            .execute(&mut admin)
-            .await;
+            drop_database(&name).await;
         }
     }
 }
@@ -51,6 +46,35 @@ async fn admin() -> PgConnection {
              Run scripts/test.sh, which starts one, or set DATABASE_URL."
         ),
     }
+}
+
+/// A new empty database for one test (the ones older than an hour swept first); its URL.
+pub(crate) async fn new_database() -> String {
+    let mut admin = admin().await;
+    sweep(&mut admin).await;
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let name = format!("inboxed_test_{secs}_{:08x}", fastrand::u32(..));
+    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+        .execute(&mut admin)
+        .await
+        .expect("create test database");
+    let options = PgConnectOptions::from_str(&admin_url())
+        .expect("DATABASE_URL")
+        .database(&name);
+    options.to_url_lossy().to_string()
+}
+
+/// Drops database `name` of a passing test.
+pub(crate) async fn drop_database(name: &str) {
+    let mut admin = admin().await;
+    let _ = sqlx::query(AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await;
 }
 
 async fn sweep(admin: &mut PgConnection) {
@@ -101,21 +125,7 @@ impl Backend for Pg {
         "SELECT count(*) FROM tenant_a.t2_processed_messages";
 
     async fn create() -> TestDb<Self> {
-        let mut admin = admin().await;
-        sweep(&mut admin).await;
-        let secs = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
-        let name = format!("inboxed_test_{secs}_{:08x}", fastrand::u32(..));
-        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-            .execute(&mut admin)
-            .await
-            .expect("create test database");
-        let options = PgConnectOptions::from_str(&admin_url())
-            .expect("DATABASE_URL")
-            .database(&name);
-        let locator = options.to_url_lossy().to_string();
+        let locator = new_database().await;
         let store = PgStore::new(pg_pool(&locator).await);
         store.migrate().await.expect("migrate");
         sqlx::raw_sql(LEDGER)

@@ -83,6 +83,11 @@ pub trait Args: Sized + Send {
 /// A row read by a statement, its columns by position; every sqlx row whose database reads
 /// these types is one (the blanket implementation below is the one place that names them).
 pub trait Columns: Send {
+    /// The position of the column named `name` (the observation rows are read by name).
+    ///
+    /// # Errors
+    /// No column of that name.
+    fn position(&self, name: &str) -> Result<usize, StoreError>;
     /// A string column.
     ///
     /// # Errors
@@ -143,6 +148,7 @@ impl<R> Columns for R
 where
     R: sqlx::Row + Send,
     usize: sqlx::ColumnIndex<R>,
+    for<'n> &'n str: sqlx::ColumnIndex<R>,
     for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     for<'r> Vec<u8>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
@@ -150,6 +156,12 @@ where
     for<'r> bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     for<'r> f64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
 {
+    fn position(&self, name: &str) -> Result<usize, StoreError> {
+        use sqlx::Column;
+        self.try_column(name)
+            .map(Column::ordinal)
+            .map_err(StoreError::from_sqlx)
+    }
     fn text(&self, i: usize) -> Result<String, StoreError> {
         self.try_get(i).map_err(StoreError::from_sqlx)
     }
@@ -201,7 +213,7 @@ pub trait Engine: Store {
     /// A statement with its arguments.
     type Query: Args;
     /// A row a statement returned (the engine's sqlx row).
-    type Row: Columns + observe::Observed;
+    type Row: Columns;
 
     /// This store's statements, rendered for its namespace.
     fn queries(&self) -> &Queries;

@@ -1,64 +1,15 @@
 //! The [`ObserveStore`](crate::observe::ObserveStore) reads behind `inboxed serve`, for every
 //! engine: the statements return the same columns everywhere (times as milliseconds).
 
-use sqlx::{ColumnIndex, Decode, Row, Type};
-
 use super::{Args, Columns, Engine};
 use crate::envelope::ConsumerName;
 use crate::error::StoreError;
 use crate::inbox::store::millis;
 use crate::kill_switch::Opened;
 use crate::observe::{
-    Backlog, DeadLetterCount, DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, Observation,
-    OpenSwitches, OutboxBacklog, rows,
+    DeadLetterFilter, DeadLetterRecord, DeadLetterSummary, Observation, OpenSwitches,
+    OutboxBacklog, rows,
 };
-
-/// A row that the observation statements' rows read from; every sqlx row whose database reads
-/// their column types is one.
-pub trait Observed {
-    /// A backlog row of `observe_inbox.sql`.
-    ///
-    /// # Errors
-    /// A column missing or of another type.
-    fn backlog(&self) -> Result<Backlog, StoreError>;
-    /// A row of `observe_dead_letters.sql`.
-    ///
-    /// # Errors
-    /// A column missing or of another type.
-    fn letter_count(&self) -> Result<DeadLetterCount, StoreError>;
-    /// A row of `list_dead_letters.sql`.
-    ///
-    /// # Errors
-    /// A column missing or of another type.
-    fn summary(&self) -> Result<DeadLetterSummary, StoreError>;
-    /// A row of `load_dead_letter_by_id.sql`.
-    ///
-    /// # Errors
-    /// A column missing or of another type.
-    fn record(&self) -> Result<DeadLetterRecord, StoreError>;
-}
-
-impl<R> Observed for R
-where
-    R: Row,
-    for<'r> &'r str: ColumnIndex<R>,
-    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
-{
-    fn backlog(&self) -> Result<Backlog, StoreError> {
-        rows::backlog(self)
-    }
-    fn letter_count(&self) -> Result<DeadLetterCount, StoreError> {
-        rows::letter_count(self)
-    }
-    fn summary(&self) -> Result<DeadLetterSummary, StoreError> {
-        rows::summary(self)
-    }
-    fn record(&self) -> Result<DeadLetterRecord, StoreError> {
-        rows::record(self)
-    }
-}
 
 /// The backlog of every consumer and the dead letters by consumer and reason.
 ///
@@ -98,11 +49,11 @@ pub async fn observe<E: Engine>(e: &E) -> Result<Observation, StoreError> {
     Ok(Observation::new(
         backlog
             .iter()
-            .map(Observed::backlog)
+            .map(rows::backlog)
             .collect::<Result<_, _>>()?,
         letters
             .iter()
-            .map(Observed::letter_count)
+            .map(rows::letter_count)
             .collect::<Result<_, _>>()?,
     )
     .with_outbox(outbox)
@@ -165,11 +116,7 @@ pub async fn list_dead_letters<E: Engine>(
                 .as_deref(),
         )
         .opt_text(filter.payload_json.map(|(_, value)| value));
-    e.fetch_alone(q)
-        .await?
-        .iter()
-        .map(Observed::summary)
-        .collect()
+    e.fetch_alone(q).await?.iter().map(rows::summary).collect()
 }
 
 /// One dead letter by its row id.
@@ -184,7 +131,7 @@ pub async fn dead_letter_by_id<E: Engine>(
     e.fetch_alone(q)
         .await?
         .first()
-        .map(Observed::record)
+        .map(rows::record)
         .transpose()
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Args, Columns, Engine, claims::enqueue_in, observe::Observed};
+use super::{Args, Columns, Engine, claims::enqueue_in};
 use crate::driver::Transaction as _;
 use crate::envelope::{ConsumerName, Envelope, MessageId};
 use crate::error::StoreError;
@@ -69,7 +69,7 @@ pub async fn act_on_dead_letters<E: Engine>(
         let Some(letter) = E::fetch_all(q, &mut tx)
             .await?
             .first()
-            .map(Observed::record)
+            .map(crate::observe::rows::record)
         else {
             continue;
         };

@@ -208,13 +208,33 @@ impl Drop for Transaction {
     }
 }
 
-impl EndTransaction for Transaction {
-    async fn commit(self) -> Result<(), StoreError> {
+impl Transaction {
+    /// Commits the transaction.
+    ///
+    /// # Errors
+    /// The server refused (the commit rolled back), or the connection was lost (the outcome
+    /// is unknown); [`StoreError::TransactionEnded`] when a savepoint in it was dropped
+    /// without an end, so that it rolled back instead.
+    pub async fn commit(self) -> Result<(), StoreError> {
         self.end("COMMIT").await
     }
 
-    async fn rollback(self) -> Result<(), StoreError> {
+    /// Rolls the transaction back.
+    ///
+    /// # Errors
+    /// The connection was lost (the server rolls back on its own then).
+    pub async fn rollback(self) -> Result<(), StoreError> {
         self.end("ROLLBACK").await
+    }
+}
+
+impl EndTransaction for Transaction {
+    async fn commit(self) -> Result<(), StoreError> {
+        Self::commit(self).await
+    }
+
+    async fn rollback(self) -> Result<(), StoreError> {
+        Self::rollback(self).await
     }
 }
 
@@ -262,18 +282,36 @@ impl Drop for Savepoint<'_> {
     }
 }
 
-impl EndTransaction for Savepoint<'_> {
-    async fn commit(self) -> Result<(), StoreError> {
+impl Savepoint<'_> {
+    /// Releases the savepoint: what ran since it stays, to commit with the transaction.
+    ///
+    /// # Errors
+    /// The server refused or the connection was lost.
+    pub async fn commit(self) -> Result<(), StoreError> {
         let statement = format!("RELEASE SAVEPOINT {}", self.name);
         self.end(statement).await
     }
 
-    async fn rollback(self) -> Result<(), StoreError> {
+    /// Undoes what ran since the savepoint; the transaction goes on.
+    ///
+    /// # Errors
+    /// The server refused or the connection was lost.
+    pub async fn rollback(self) -> Result<(), StoreError> {
         let statement = format!(
             "ROLLBACK TO SAVEPOINT {0}; RELEASE SAVEPOINT {0}",
             self.name
         );
         self.end(statement).await
+    }
+}
+
+impl EndTransaction for Savepoint<'_> {
+    async fn commit(self) -> Result<(), StoreError> {
+        Self::commit(self).await
+    }
+
+    async fn rollback(self) -> Result<(), StoreError> {
+        Self::rollback(self).await
     }
 }
 

@@ -8,15 +8,17 @@ use std::sync::Arc;
 
 use tokio_postgres::types::{ToSql, Type};
 
-use inboxed_core::engine::observe::Observed;
 use inboxed_core::engine::{Args, Columns, Engine};
+use inboxed_core::inbox::store::Subscription;
 use inboxed_core::migration::Migration;
-use inboxed_core::observe::{Backlog, DeadLetterCount, DeadLetterRecord, DeadLetterSummary};
+use inboxed_core::outbox::OutboxRow;
+use inboxed_core::outbox::store::{ClaimOutboxParams, LockOutboxParams, MarkParams, WriteParams};
 use inboxed_core::sql::Queries;
 use inboxed_core::{ConsumerName, Envelope, Namespace, StoreError, StoredHash};
 
 use super::driver::{Connection, Transaction};
 use super::store::TokioPgStore;
+use crate::common::{self, PgArgs};
 use crate::key::message_key;
 
 type Param = (Box<dyn ToSql + Send + Sync>, Type);
@@ -168,6 +170,20 @@ impl Args for TokioPgQuery {
     }
 }
 
+impl PgArgs for TokioPgQuery {
+    fn opt_texts(self, v: &[Option<&str>]) -> Self {
+        let v: Vec<Option<String>> = v.iter().map(|s| s.map(str::to_owned)).collect();
+        self.push(v, Type::TEXT_ARRAY)
+    }
+    fn byteas(self, v: &[&[u8]]) -> Self {
+        let v: Vec<Vec<u8>> = v.iter().map(|b| b.to_vec()).collect();
+        self.push(v, Type::BYTEA_ARRAY)
+    }
+    fn int4s(self, v: &[i32]) -> Self {
+        self.push(v.to_vec(), Type::INT4_ARRAY)
+    }
+}
+
 /// A row a statement returned.
 #[derive(Debug)]
 pub struct TokioPgRow(tokio_postgres::Row);
@@ -177,6 +193,13 @@ fn column(e: tokio_postgres::Error) -> StoreError {
 }
 
 impl Columns for TokioPgRow {
+    fn position(&self, name: &str) -> Result<usize, StoreError> {
+        self.0
+            .columns()
+            .iter()
+            .position(|c| c.name() == name)
+            .ok_or_else(|| StoreError::Database(sqlx::Error::ColumnNotFound(name.to_owned())))
+    }
     fn text(&self, i: usize) -> Result<String, StoreError> {
         self.0.try_get(i).map_err(column)
     }
@@ -222,30 +245,6 @@ impl Columns for TokioPgRow {
     }
     fn opt_flag(&self, i: usize) -> Result<Option<bool>, StoreError> {
         self.0.try_get(i).map_err(column)
-    }
-}
-
-/// The observation statements (`inboxed stats`, the console) are read through the sqlx
-/// store; this store does not serve them yet.
-impl Observed for TokioPgRow {
-    fn backlog(&self) -> Result<Backlog, StoreError> {
-        Err(not_observed())
-    }
-    fn letter_count(&self) -> Result<DeadLetterCount, StoreError> {
-        Err(not_observed())
-    }
-    fn summary(&self) -> Result<DeadLetterSummary, StoreError> {
-        Err(not_observed())
-    }
-    fn record(&self) -> Result<DeadLetterRecord, StoreError> {
-        Err(not_observed())
-    }
-}
-
-fn not_observed() -> StoreError {
-    StoreError::Unsupported {
-        operation: "observing the inbox through tokio-postgres",
-        reason: "read it through PgStore (sqlx) on the same database",
     }
 }
 
@@ -335,5 +334,62 @@ impl Engine for TokioPgStore {
 
     async fn begin_write(&self) -> Result<Transaction, StoreError> {
         self.begin_with("BEGIN").await
+    }
+}
+
+/// The backlog and dead letters behind `inboxed serve`, as the shared layer reads them.
+impl inboxed_core::observe::ObserveStore for TokioPgStore {}
+
+/// Retention as the shared layer has it: keys in one table (time partitions are
+/// [`PgStore`](crate::PgStore)'s).
+impl inboxed_core::retention::store::RetentionStore for TokioPgStore {}
+
+/// The outbox as the shared layer has it, with PostgreSQL's own operations
+/// (`common.rs`) and NOTIFY wake-ups for its relays.
+impl inboxed_core::outbox::store::OutboxStore for TokioPgStore {
+    async fn write_outbox_many(
+        &self,
+        conn: &mut Connection,
+        params: &[WriteParams<'_>],
+    ) -> Result<(), StoreError> {
+        common::write_outbox_many(self, conn, params).await
+    }
+
+    fn locks_outbox(&self) -> bool {
+        true
+    }
+
+    fn max_connections(&self) -> Option<u32> {
+        Some(u32::try_from(self.pool.status().max_size).unwrap_or(u32::MAX))
+    }
+
+    async fn claim_outbox(
+        &self,
+        params: &ClaimOutboxParams<'_>,
+    ) -> Result<Vec<OutboxRow>, StoreError> {
+        common::claim_outbox(self, params).await
+    }
+
+    async fn lock_outbox(
+        &self,
+        conn: &mut Connection,
+        params: &LockOutboxParams,
+    ) -> Result<Vec<OutboxRow>, StoreError> {
+        common::lock_outbox(self, conn, params).await
+    }
+
+    async fn mark_outbox(
+        &self,
+        conn: &mut Connection,
+        p: &MarkParams<'_>,
+    ) -> Result<(), StoreError> {
+        common::mark_outbox(self, conn, p).await
+    }
+
+    async fn listen_outbox(
+        &self,
+        wake: std::sync::Arc<tokio::sync::Notify>,
+    ) -> Result<Option<Subscription>, StoreError> {
+        common::listen_outbox(self, wake).await
     }
 }

@@ -31,7 +31,9 @@
 
 mod driver;
 mod engine;
+mod inbox;
+mod listen;
 mod store;
 
-pub use driver::{Connection, Savepoint, TokioPostgres};
+pub use driver::{Connection, Savepoint, TokioPostgres, Transaction};
 pub use store::TokioPgStore;

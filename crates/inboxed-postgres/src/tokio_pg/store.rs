@@ -10,7 +10,11 @@ use inboxed_core::sql::Queries;
 use inboxed_core::store::{BeginParams, Claim, ClaimParams, DurabilityReport, KeyParams};
 use inboxed_core::{ConsumerName, Envelope, Namespace, Store, StoreError};
 
+use tokio_postgres::Socket;
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+
 use super::driver::{Connection, TokioPostgres, Transaction};
+use super::listen::Listener;
 use crate::key_lock;
 use crate::queries::{CHECK_DURABILITY, TEMPLATES};
 use crate::store::{begin_statement, check_server_version};
@@ -20,15 +24,19 @@ use crate::store::{begin_statement, check_server_version};
 /// claim. Handlers implement `Handler<TokioPostgres>` and receive a
 /// [`Connection`](super::Connection).
 ///
-/// It serves the processor (one message or a batch a transaction) and its migrations; the
-/// store-then-process workers, the outbox, retention and the operator's commands run through
-/// [`PgStore`](crate::PgStore) on the same database.
+/// It serves what [`PgStore`](crate::PgStore) serves, on the same tables: the processor, the
+/// store-then-process workers, the outbox and its relays, retention and the operator's reads
+/// and commands; time-partitioned keys are `PgStore`'s alone.
 #[derive(Clone)]
 pub struct TokioPgStore {
     pub(crate) pool: deadpool_postgres::Pool,
     pub(crate) ns: Namespace,
     pub(crate) queries: Arc<Queries>,
     check_durability: Arc<str>,
+    /// Idle workers of this process, woken by receipts through any clone of this store.
+    pub(crate) wakers: inboxed_core::inbox::LocalWakers,
+    /// How to make a connection for `LISTEN`; without one, workers and relays poll.
+    pub(crate) listener: Option<Listener>,
 }
 
 impl std::fmt::Debug for TokioPgStore {
@@ -54,7 +62,26 @@ impl TokioPgStore {
             queries: Arc::new(Queries::render(&TEMPLATES, &ns)),
             ns,
             check_durability: Arc::from(CHECK_DURABILITY),
+            wakers: inboxed_core::inbox::LocalWakers::default(),
+            listener: None,
         }
+    }
+
+    /// Wakes idle workers and relays of other processes at once when rows arrive, through
+    /// `LISTEN` on a connection of its own made with `config` and `tls` (those of the pool:
+    /// deadpool-postgres does not hand them back, and drops the notifications of the
+    /// connections it pools). Without it they find new rows at their next poll.
+    /// [`TokioPgStore::connect`] sets it.
+    #[must_use]
+    pub fn with_notifications<T>(mut self, config: tokio_postgres::Config, tls: T) -> Self
+    where
+        T: MakeTlsConnect<Socket> + Clone + Send + Sync + 'static,
+        T::Stream: Send + 'static,
+        T::TlsConnect: Send,
+        <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+    {
+        self.listener = Some(Listener::new(config, tls));
+        self
     }
 
     /// A pool of up to `max_connections` (10 when 0) to `url`, without TLS, and a store over
@@ -66,7 +93,7 @@ impl TokioPgStore {
         let config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| StoreError::Database(sqlx::Error::Configuration(Box::new(e))))?;
-        let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+        let manager = deadpool_postgres::Manager::new(config.clone(), tokio_postgres::NoTls);
         let size = if max_connections == 0 {
             10
         } else {
@@ -76,7 +103,7 @@ impl TokioPgStore {
             .max_size(size)
             .build()
             .map_err(|e| StoreError::Database(sqlx::Error::Configuration(Box::new(e))))?;
-        Ok(Self::new(pool))
+        Ok(Self::new(pool).with_notifications(config, tokio_postgres::NoTls))
     }
 
     /// The pool.
@@ -92,6 +119,17 @@ impl TokioPgStore {
     /// [`StoreError`] when the database is unreachable or refuses a migration.
     pub async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
         <Self as Store>::migrate(self).await
+    }
+
+    /// A transaction on a connection of the pool (`BEGIN`, the server's default isolation),
+    /// for writing to the outbox beside a business change outside a handler:
+    /// [`Outbox::write`](inboxed_core::outbox::Outbox::write) takes its connection. Dropped
+    /// without [`Transaction::commit`], it rolls back.
+    ///
+    /// # Errors
+    /// No connection could be had, or the server refused.
+    pub async fn transaction(&self) -> Result<Transaction, StoreError> {
+        self.begin_with("BEGIN").await
     }
 
     /// A connection of the pool.

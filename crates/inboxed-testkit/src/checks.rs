@@ -7,7 +7,6 @@ use std::sync::atomic::AtomicBool;
 
 use inboxed_core::driver::Driver;
 use inboxed_core::{Envelope, Handler, Outcome, Processor, Store};
-use sqlx::Executor;
 use tokio::sync::Barrier;
 
 use crate::contention::{self, Contending, INJECTIONS, Injection, Point};
@@ -32,11 +31,7 @@ where
     ///
     /// # Errors
     /// A [`Report`] of the checks that failed.
-    pub async fn check_all(&self, msg: &Envelope) -> Result<(), Report>
-    where
-        S::Db: sqlx::Database,
-        for<'c> &'c mut <S::Db as Driver>::Connection: Executor<'c, Database = S::Db>,
-    {
+    pub async fn check_all(&self, msg: &Envelope) -> Result<(), Report> {
         let mut failures = Vec::new();
         let mut add = |r: Result<(), CheckFailure>| failures.extend(r.err());
         add(self.sequential_duplicates(msg).await);
@@ -215,11 +210,7 @@ where
     ///
     /// # Errors
     /// The delivery did not end processed, or the state differs from one delivery's.
-    pub async fn contention(&self, msg: &Envelope) -> Result<(), CheckFailure>
-    where
-        S::Db: sqlx::Database,
-        for<'c> &'c mut <S::Db as Driver>::Connection: Executor<'c, Database = S::Db>,
-    {
+    pub async fn contention(&self, msg: &Envelope) -> Result<(), CheckFailure> {
         const CHECK: &str = "contention";
         if !contention::possible(<S::Db as Driver>::NAME) {
             return Ok(());
@@ -227,7 +218,7 @@ where
         let once = self.after_one(CHECK, msg).await?;
         for point in Point::ALL {
             self.reset(CHECK).await?;
-            let injection = Arc::new(Injection::new(point));
+            let injection = Arc::new(Injection::<S::Engine>::new(point));
             let handler = Contending {
                 inner: Arc::clone(&self.handler),
                 injection: Arc::clone(&injection),

@@ -13,12 +13,13 @@
 //! IMMEDIATE`, and no statement inside a transaction meets a conflict.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use inboxed_core::driver::Driver;
+use inboxed_core::engine::{Conn, Engine};
 use inboxed_core::{Envelope, Handler, HandlerError, StoreError};
-use sqlx::{AssertSqlSafe, Executor};
 
 use crate::hooks::Seams;
 
@@ -47,26 +48,29 @@ impl fmt::Display for Point {
     }
 }
 
-/// Whether the engine named `engine` (`sqlx::Database::NAME`) has conflicts to inject.
+/// Whether the engine named `engine` (`Driver::NAME`) has conflicts to inject.
 pub(crate) fn possible(engine: &str) -> bool {
     matches!(engine, "PostgreSQL" | "MySQL")
 }
 
-/// The conflicts of one delivery's attack: where, and how many are left.
+/// The conflicts of one delivery's attack on engine `E`: where, and how many are left. The
+/// statements that raise them run through `E`, whichever driver it speaks.
 #[derive(Debug)]
-pub(crate) struct Injection {
+pub(crate) struct Injection<E> {
     point: Point,
     raised: AtomicU32,
     /// Set when the engine ran a raising statement without failing.
     misfired: AtomicBool,
+    engine: PhantomData<fn() -> E>,
 }
 
-impl Injection {
+impl<E: Engine> Injection<E> {
     pub(crate) fn new(point: Point) -> Self {
         Self {
             point,
             raised: AtomicU32::new(0),
             misfired: AtomicBool::new(false),
+            engine: PhantomData,
         }
     }
 
@@ -83,14 +87,7 @@ impl Injection {
     /// Raises the next conflict on `conn` when `here` is the point and any is left. `Err` is
     /// the engine's error; `Ok` when there was nothing to raise here, or (PostgreSQL, at
     /// commit) when the COMMIT to come is armed to fail.
-    async fn raise<DB: sqlx::Database>(
-        &self,
-        here: Point,
-        conn: &mut <DB as Driver>::Connection,
-    ) -> Result<(), sqlx::Error>
-    where
-        for<'c> &'c mut <DB as Driver>::Connection: Executor<'c, Database = DB>,
-    {
+    async fn raise(&self, here: Point, conn: &mut Conn<E>) -> Result<(), StoreError> {
         if here != self.point {
             return Ok(());
         }
@@ -100,17 +97,16 @@ impl Injection {
             return Ok(());
         }
         let deadlock = n == 1;
-        let sql = statement(<DB as Driver>::NAME, here, deadlock);
-        let armed = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut *conn).await;
+        let name = <E::Db as Driver>::NAME;
+        let armed = E::execute_script(&statement(name, here, deadlock), conn).await;
         match armed {
             Err(e) => Err(e),
-            Ok(_) if here == Point::Commit && <DB as Driver>::NAME == "PostgreSQL" => Ok(()),
-            Ok(_) => {
+            Ok(()) if here == Point::Commit && name == "PostgreSQL" => Ok(()),
+            Ok(()) => {
                 self.misfired.store(true, Ordering::SeqCst);
-                Err(sqlx::Error::Protocol(format!(
-                    "inboxed-testkit: {} did not raise the injected conflict",
-                    <DB as Driver>::NAME
-                )))
+                Err(StoreError::Database(sqlx::Error::Protocol(format!(
+                    "inboxed-testkit: {name} did not raise the injected conflict"
+                ))))
             }
         }
     }
@@ -153,41 +149,27 @@ fn statement(engine: &str, point: Point, deadlock: bool) -> String {
     )
 }
 
-impl<DB: sqlx::Database> Seams<DB> for Injection
-where
-    for<'c> &'c mut <DB as Driver>::Connection: Executor<'c, Database = DB>,
-{
-    async fn after_claim(&self, conn: &mut <DB as Driver>::Connection) -> Result<(), StoreError> {
-        self.raise::<DB>(Point::Claim, conn)
-            .await
-            .map_err(StoreError::from_sqlx)
+impl<E: Engine + 'static> Seams<E::Db> for Injection<E> {
+    async fn after_claim(&self, conn: &mut Conn<E>) -> Result<(), StoreError> {
+        self.raise(Point::Claim, conn).await
     }
 
-    async fn before_commit(&self, conn: &mut <DB as Driver>::Connection) -> Result<(), StoreError> {
-        self.raise::<DB>(Point::Commit, conn)
-            .await
-            .map_err(StoreError::from_sqlx)
+    async fn before_commit(&self, conn: &mut Conn<E>) -> Result<(), StoreError> {
+        self.raise(Point::Commit, conn).await
     }
 }
 
 /// The user's handler, then the handler's conflict, returned as the user's own `?` would
 /// return a failed statement's error.
-pub(crate) struct Contending<H> {
+pub(crate) struct Contending<H, E> {
     pub(crate) inner: Arc<H>,
-    pub(crate) injection: Arc<Injection>,
+    pub(crate) injection: Arc<Injection<E>>,
 }
 
-impl<DB: sqlx::Database, H: Handler<DB>> Handler<DB> for Contending<H>
-where
-    for<'c> &'c mut <DB as Driver>::Connection: Executor<'c, Database = DB>,
-{
-    async fn handle(
-        &self,
-        msg: &Envelope,
-        conn: &mut <DB as Driver>::Connection,
-    ) -> Result<(), HandlerError> {
+impl<E: Engine + 'static, H: Handler<E::Db>> Handler<E::Db> for Contending<H, E> {
+    async fn handle(&self, msg: &Envelope, conn: &mut Conn<E>) -> Result<(), HandlerError> {
         self.inner.handle(msg, conn).await?;
-        self.injection.raise::<DB>(Point::Handler, conn).await?;
+        self.injection.raise(Point::Handler, conn).await?;
         Ok(())
     }
 }

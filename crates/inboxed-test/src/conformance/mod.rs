@@ -146,15 +146,11 @@ pub async fn ledger_state<B: Backend>(db: &TestDb<B>) -> (i64, i64) {
 #[macro_export]
 macro_rules! conformance_tests {
     ($backend:ty) => {
-        $crate::conformance_tests!($backend, without_testkit);
-        $crate::conformance_tests!(@testkit $backend);
-    };
-    // Every case but the test kit's, for a driver the test kit does not serve yet.
-    ($backend:ty, without_testkit) => {
         $crate::conformance_tests!(@dedup $backend);
         $crate::conformance_tests!(@inbox $backend);
         $crate::conformance_tests!(@retention $backend);
         $crate::conformance_tests!(@outbox $backend);
+        $crate::conformance_tests!(@testkit $backend);
         $crate::conformance_tests!(@cases $backend;
             serializable_conflicts_are_retried,
             custom_namespace_keeps_tables_apart,

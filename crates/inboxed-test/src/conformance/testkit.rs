@@ -73,11 +73,7 @@ fn caught(check: &str, result: Result<(), CheckFailure>) -> CheckFailure {
 
 /// The suite's ledger handler (each credit appended through `conn`) passes every check, and
 /// so does its atomic credit under concurrent messages.
-pub async fn testkit_passes_a_correct_handler<B: Backend>(_test: &str)
-where
-    <B::Store as Store>::Db: sqlx::Database,
-    for<'c> &'c mut Conn<B>: sqlx::Executor<'c, Database = <B::Store as Store>::Db>,
-{
+pub async fn testkit_passes_a_correct_handler<B: Backend>(_test: &str) {
     let db = B::create().await;
     let k = kit(&db, Ledger::<B>::default(), Arc::default());
     if let Err(report) = k.check_all(&credit("kit-good", 5)).await {
@@ -108,11 +104,7 @@ where
 
 /// Caught by the crash before commit, the injected contention, the first holder's rollback,
 /// and the poison check.
-pub async fn testkit_catches_a_write_on_a_second_connection<B: Backend>(_test: &str)
-where
-    <B::Store as Store>::Db: sqlx::Database,
-    for<'c> &'c mut Conn<B>: sqlx::Executor<'c, Database = <B::Store as Store>::Db>,
-{
+pub async fn testkit_catches_a_write_on_a_second_connection<B: Backend>(_test: &str) {
     let db = B::create().await;
     let handler = SecondConnection::<B> {
         store: db.store.clone(),
@@ -209,11 +201,7 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for Mailer<B> {
 /// Counting the delivery (an email per call) instead of the message: caught by the crash
 /// before commit, the injected contention (not on SQLite), the poison check and the batch
 /// check (through the trait's default `handle_batch`).
-pub async fn testkit_catches_a_handler_that_counts_deliveries<B: Backend>(_test: &str)
-where
-    <B::Store as Store>::Db: sqlx::Database,
-    for<'c> &'c mut Conn<B>: sqlx::Executor<'c, Database = <B::Store as Store>::Db>,
-{
+pub async fn testkit_catches_a_handler_that_counts_deliveries<B: Backend>(_test: &str) {
     let db = B::create().await;
     let sent = Arc::new(AtomicI64::new(0));
     let handler = Mailer::<B> {
@@ -307,11 +295,7 @@ impl<B: Backend> Handler<<B::Store as Store>::Db> for BatchOnSecondConnection<B>
 /// the batch checks, through the processor and through a worker. Not on SQLite: there the second connection waits for the write lock the
 /// batch's own transaction holds, the batch fails, and the messages are redone by the correct
 /// `handle`, so nothing is doubled to catch.
-pub async fn testkit_catches_a_batch_override_on_a_second_connection<B: Backend>(_test: &str)
-where
-    <B::Store as Store>::Db: sqlx::Database,
-    for<'c> &'c mut Conn<B>: sqlx::Executor<'c, Database = <B::Store as Store>::Db>,
-{
+pub async fn testkit_catches_a_batch_override_on_a_second_connection<B: Backend>(_test: &str) {
     if B::SERIAL_WRITERS {
         return;
     }

@@ -11,10 +11,11 @@
 //!
 //! `LISTEN/NOTIFY` is not needed: workers poll when it fails (`WorkerConfig::notify`).
 
-use sqlx::postgres::PgConnection;
-use sqlx::{Connection, PgPool};
+use std::sync::Arc;
 
 use inboxed_core::StoreError;
+use inboxed_core::driver::{Driver, Transaction};
+use inboxed_core::engine::{Args, Columns, Conn, Engine};
 
 const LOCK_HOLD: &str = include_str!("../sql/capability_lock_hold.sql");
 const LOCK_TRY: &str = include_str!("../sql/capability_lock_try.sql");
@@ -37,14 +38,16 @@ const ADVISORY_HINT: &str = "inboxed fences claims and orders keys with advisory
 const SKIP_LOCKED_HINT: &str = "the workers and the relays claim rows with FOR UPDATE SKIP \
     LOCKED; without it, use the processor alone (no store-then-process workers, no outbox).";
 
-/// Refuses a server whose advisory locks do not exclude, or that has no `SKIP LOCKED`.
+/// Refuses a server whose advisory locks do not exclude, or that has no `SKIP LOCKED`. Through
+/// the store's own driver: the statements are planned each time (nothing prepared, safe
+/// behind any proxy).
 ///
 /// # Errors
 /// [`StoreError::ServerUnfit`] naming the capability; a failure to connect or query as it is.
-pub(crate) async fn check(pool: &PgPool) -> Result<(), StoreError> {
+pub(crate) async fn check<S: Engine>(s: &S) -> Result<(), StoreError> {
     let key = probe_key();
-    let mut holder = pool.begin().await.map_err(StoreError::from_sqlx)?;
-    let probed = probe(&mut holder, pool, key).await;
+    let mut holder = s.begin_write().await?;
+    let probed = probe(s, &mut holder, key).await;
     // Rolled back on every path: a dropped transaction's rollback waits for the connection's
     // next use, and its lock with it.
     let _ = holder.rollback().await;
@@ -52,32 +55,24 @@ pub(crate) async fn check(pool: &PgPool) -> Result<(), StoreError> {
 }
 
 /// The probe, with `holder` (a transaction of the pool) to hold the lock.
-async fn probe(holder: &mut PgConnection, pool: &PgPool, key: i64) -> Result<(), StoreError> {
-    let held = sqlx::query(LOCK_HOLD)
-        .bind(key)
-        .persistent(false)
-        .execute(&mut *holder)
-        .await;
-    if let Err(e) = held {
+async fn probe<S: Engine>(s: &S, holder: &mut Conn<S>, key: i64) -> Result<(), StoreError> {
+    let statement = |sql: &str| s.fresh(&Arc::from(sql));
+    if let Err(e) = S::execute(statement(LOCK_HOLD).int(key), holder).await {
         return Err(unfit_or("advisory locks", e, ADVISORY_HINT));
     }
     // Another session, outside the pool: a pool of one connection must not wait on itself.
     // In a transaction, as every statement of the store behind a transaction-pooling proxy.
-    let mut other = PgConnection::connect_with(&pool.connect_options())
+    let mut other = s.session().await?;
+    S::execute_script("BEGIN", &mut other).await?;
+    let taken = S::fetch_all(statement(LOCK_TRY).int(key), &mut other)
         .await
-        .map_err(StoreError::from_sqlx)?;
-    let mut probe = other.begin().await.map_err(StoreError::from_sqlx)?;
-    let taken: Result<bool, _> = sqlx::query_scalar(LOCK_TRY)
-        .bind(key)
-        .persistent(false)
-        .fetch_one(&mut *probe)
-        .await;
-    let skip_locked = sqlx::query(SKIP_LOCKED)
-        .persistent(false)
-        .execute(&mut *probe)
-        .await;
-    let _ = probe.rollback().await;
-    let _ = other.close().await;
+        .and_then(|rows| match rows.first() {
+            Some(row) => row.flag(0),
+            None => Err(StoreError::Database(sqlx::Error::RowNotFound)),
+        });
+    let skip_locked = S::execute(statement(SKIP_LOCKED), &mut other).await;
+    let _ = S::execute_script("ROLLBACK", &mut other).await;
+    <S::Db as Driver>::close(other).await;
     match taken {
         Ok(false) => {}
         Ok(true) => {
@@ -97,18 +92,14 @@ async fn probe(holder: &mut PgConnection, pool: &PgPool, key: i64) -> Result<(),
 
 /// The server's refusal of a statement as unfit when it says the feature is missing (an
 /// undefined function, a syntax error, a feature not supported), otherwise the error as it is.
-fn unfit_or(setting: &'static str, e: sqlx::Error, hint: &'static str) -> StoreError {
-    let code = match &e {
-        sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
-        _ => None,
-    };
-    match code.as_deref() {
+fn unfit_or(setting: &'static str, e: StoreError, hint: &'static str) -> StoreError {
+    match e.code().as_deref() {
         // undefined_function, syntax_error, feature_not_supported
         Some(code @ ("42883" | "42601" | "0A000")) => StoreError::ServerUnfit {
             setting,
             value: format!("missing (SQLSTATE {code})"),
             hint,
         },
-        _ => StoreError::from_sqlx(e),
+        _ => e,
     }
 }

@@ -317,7 +317,7 @@ impl Store for PgStore {
     }
 
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
-        crate::capabilities::check(&self.pool).await?;
+        crate::capabilities::check(self).await?;
         // The simple protocol: one exchange, nothing prepared, safe behind any proxy.
         let row = sqlx::raw_sql(CHECK_DURABILITY)
             .fetch_one(&self.pool)

@@ -63,3 +63,50 @@ async fn a_server_whose_advisory_locks_do_not_exclude_is_refused_by_name() {
     );
     db.finish().await;
 }
+
+/// The same probe through tokio-postgres's store: PostgreSQL passes, the lenient locks are
+/// refused by name.
+#[cfg(feature = "tokio-postgres")]
+#[tokio::test]
+async fn tokio_postgres_refuses_advisory_locks_that_do_not_exclude() {
+    use inboxed_postgres::tokio_pg::TokioPgStore;
+    use inboxed_test::TokioPg;
+
+    let db = TokioPg::create().await;
+    db.store
+        .check_durability()
+        .await
+        .expect("PostgreSQL has what the inbox needs");
+    let client = db.store.pool().get().await.unwrap();
+    client
+        .batch_execute(
+            "CREATE SCHEMA lenient; \
+             CREATE FUNCTION lenient.pg_try_advisory_xact_lock(bigint) RETURNS boolean \
+             LANGUAGE sql AS 'SELECT true'",
+        )
+        .await
+        .unwrap();
+    drop(client);
+    let mut config: tokio_postgres::Config = db.locator.parse().unwrap();
+    config.options("-c search_path=lenient,pg_catalog,public");
+    let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+    let pool = deadpool_postgres::Pool::builder(manager)
+        .max_size(2)
+        .build()
+        .unwrap();
+    let err = TokioPgStore::new(pool)
+        .check_durability()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::ServerUnfit {
+                setting: "advisory locks",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    db.finish().await;
+}

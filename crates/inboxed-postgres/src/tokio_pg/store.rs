@@ -196,6 +196,7 @@ impl Store for TokioPgStore {
     }
 
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
+        crate::capabilities::check(self).await?;
         let rows = self.fetch_alone(self.query(&self.check_durability)).await?;
         let Some(row) = rows.first() else {
             return Err(StoreError::Database(sqlx::Error::RowNotFound));

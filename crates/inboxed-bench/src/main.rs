@@ -50,6 +50,7 @@ mod sizing;
 mod tap;
 mod trace;
 mod variants;
+mod variants_diesel;
 mod variants_tokio;
 
 use clap::{Parser, Subcommand};

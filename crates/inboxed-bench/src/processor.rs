@@ -97,6 +97,8 @@ async fn measure(
         Variant::RawNoSettle,
         Variant::TokioProcessor,
         Variant::TokioBusinessOnly,
+        Variant::DieselProcessor,
+        Variant::DieselBusinessOnly,
     ];
     let dur = Duration::from_secs_f64(args.seconds);
     let mut trips: Vec<(usize, usize, f64)> = Vec::new();
@@ -119,8 +121,9 @@ async fn measure(
             println!(
                 "round {round}, {workers} workers: processor {:.0} msg/s, raw sqlx {:.0} msg/s, \
                  business only {:.0} tx/s, raw sqlx without the settling statement {:.0} msg/s; \
-                 tokio-postgres: processor {:.0} msg/s, business only {:.0} tx/s",
-                row[0], row[1], row[2], row[3], row[4], row[5]
+                 tokio-postgres: processor {:.0} msg/s, business only {:.0} tx/s; \
+                 diesel-async: processor {:.0} msg/s, business only {:.0} tx/s",
+                row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7]
             );
         },
     )
@@ -133,7 +136,7 @@ async fn measure(
     );
     println!("|---|---|---|---|---|---|---|");
     for &workers in &args.workers {
-        let of = |f: &dyn Fn(&[f64; 6]) -> f64| crate::median_at(&rates, workers, f);
+        let of = |f: &dyn Fn(&[f64; 8]) -> f64| crate::median_at(&rates, workers, f);
         println!(
             "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
             of(&|r| r[0]),
@@ -147,16 +150,20 @@ async fn measure(
     println!();
     println!(
         "| workers | tokio-postgres: processor msg/s | business update alone tx/s | \
-         processor / business alone | sqlx: processor / business alone |"
+         processor / business alone | diesel-async: processor msg/s | business update alone \
+         tx/s | processor / business alone | sqlx: processor / business alone |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for &workers in &args.workers {
-        let of = |f: &dyn Fn(&[f64; 6]) -> f64| crate::median_at(&rates, workers, f);
+        let of = |f: &dyn Fn(&[f64; 8]) -> f64| crate::median_at(&rates, workers, f);
         println!(
-            "| {workers} | {:.0} | {:.0} | {:.2} | {:.2} |",
+            "| {workers} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} | {:.2} | {:.2} |",
             of(&|r| r[4]),
             of(&|r| r[5]),
             of(&|r| r[4] / r[5]),
+            of(&|r| r[6]),
+            of(&|r| r[7]),
+            of(&|r| r[6] / r[7]),
             of(&|r| r[0] / r[2])
         );
     }
@@ -165,9 +172,10 @@ async fn measure(
         println!(
             "| workers | round trips a message: processor | same statements through sqlx | \
              business update alone | without the settling statement | tokio-postgres: \
-             processor | business update alone |"
+             processor | business update alone | diesel-async: processor | business update \
+             alone |"
         );
-        println!("|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|");
         for &workers in &args.workers {
             let of = |v: Variant| {
                 crate::median(
@@ -179,13 +187,15 @@ async fn measure(
                 )
             };
             println!(
-                "| {workers} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                "| {workers} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
                 of(Variant::Processor),
                 of(Variant::RawSqlx),
                 of(Variant::BusinessOnly),
                 of(Variant::RawNoSettle),
                 of(Variant::TokioProcessor),
-                of(Variant::TokioBusinessOnly)
+                of(Variant::TokioBusinessOnly),
+                of(Variant::DieselProcessor),
+                of(Variant::DieselBusinessOnly)
             );
         }
     }

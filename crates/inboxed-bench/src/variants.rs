@@ -24,6 +24,10 @@ pub(crate) enum Variant {
     TokioProcessor,
     /// The business update alone through tokio-postgres.
     TokioBusinessOnly,
+    /// The processor on diesel-async.
+    DieselProcessor,
+    /// The business update alone through diesel-async.
+    DieselBusinessOnly,
 }
 
 pub(crate) const UPDATE: &str = "UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1";
@@ -85,6 +89,7 @@ pub(crate) struct Setup {
     accounts: i64,
     processor: Processor<PgStore, Credit>,
     tokio: crate::variants_tokio::TokioSetup,
+    diesel: crate::variants_diesel::DieselSetup,
 }
 
 /// `BEGIN; UPDATE; COMMIT`: the business change of one message without the claim, as a
@@ -159,11 +164,13 @@ impl Setup {
         );
         processor.ensure_ready().await?;
         let tokio = crate::variants_tokio::TokioSetup::new(url, connections, accounts).await?;
+        let diesel = crate::variants_diesel::DieselSetup::new(url, connections, accounts).await?;
         Ok(Self {
             store,
             accounts,
             processor,
             tokio,
+            diesel,
         })
     }
 
@@ -181,6 +188,7 @@ impl Setup {
         let processor = self.processor.clone();
         let pool = self.store.pool().clone();
         let (tokio_processor, tokio_pool) = (self.tokio.processor(), self.tokio.pool());
+        let (diesel_processor, diesel_store) = (self.diesel.processor(), self.diesel.store());
         let accounts = self.accounts;
         let claim = store_sql(include_str!("../../inboxed-postgres/sql/claim.sql"));
         let settle = store_sql(include_str!(
@@ -189,6 +197,7 @@ impl Setup {
         let (n, _) = crate::load::for_duration(workers, dur, move || {
             let (processor, pool) = (processor.clone(), pool.clone());
             let (tokio_processor, tokio_pool) = (tokio_processor.clone(), tokio_pool.clone());
+            let (diesel_processor, diesel_store) = (diesel_processor.clone(), diesel_store.clone());
             let (claim, settle) = (claim.clone(), settle.clone());
             async move {
                 let id = MessageId::from_uuid(uuid::Uuid::now_v7());
@@ -225,6 +234,12 @@ impl Setup {
                     }
                     Variant::TokioBusinessOnly => {
                         crate::variants_tokio::business_only(&tokio_pool, accounts).await?;
+                    }
+                    Variant::DieselProcessor => {
+                        diesel_processor.process(&env, Some(1)).await?;
+                    }
+                    Variant::DieselBusinessOnly => {
+                        crate::variants_diesel::business_only(&diesel_store, accounts).await?;
                     }
                 }
                 Ok(1)

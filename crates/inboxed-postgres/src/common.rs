@@ -19,7 +19,7 @@ use inboxed_core::inbox::store::{
 };
 use inboxed_core::outbox::OutboxRow;
 use inboxed_core::outbox::store::{ClaimOutboxParams, LockOutboxParams, MarkParams, WriteParams};
-use inboxed_core::store::Claim;
+use inboxed_core::store::{Claim, DurabilityReport};
 use inboxed_core::{ConsumerName, Envelope, PayloadHash, StoreError};
 
 use crate::key::message_key;
@@ -58,6 +58,47 @@ pub(crate) trait PgEngine: Engine<Query: PgArgs> {
         wanted: impl Fn(&str) -> bool + Send + Sync + 'static,
         what: &'static str,
     ) -> impl Future<Output = Result<Option<Subscription>, StoreError>> + Send;
+}
+
+/// Creates or updates the inbox's tables, refusing a server older than they need.
+pub(crate) async fn migrate<S: PgEngine>(s: &S) -> Result<Vec<i64>, StoreError> {
+    let rows = s.fetch_alone(s.query(&s.queries().server_version)).await?;
+    let version = rows.first().map_or(Ok(0), |row| row.int(0))?;
+    crate::store::check_server_version(version)?;
+    inboxed_core::engine::migrate::run(s, s.namespace(), crate::queries::MIGRATIONS).await
+}
+
+/// Registers `consumer`, committed on its own.
+pub(crate) async fn register_consumer<S: PgEngine>(
+    s: &S,
+    consumer: &ConsumerName,
+) -> Result<(), StoreError> {
+    let q = s
+        .query(&s.queries().register_consumer)
+        .text(consumer.as_str());
+    s.execute_alone(q).await.map(drop)
+}
+
+/// What the server needs to be (`capabilities.rs`) and how durable its commits are
+/// (`check_durability.sql`, read by `standbys::report`).
+pub(crate) async fn check_durability<S: PgEngine>(s: &S) -> Result<DurabilityReport, StoreError> {
+    crate::capabilities::check(s).await?;
+    let sql: Arc<str> = Arc::from(crate::queries::CHECK_DURABILITY);
+    let rows = s.fetch_alone(s.query(&sql)).await?;
+    let Some(row) = rows.first() else {
+        return Err(StoreError::Database(sqlx::Error::RowNotFound));
+    };
+    crate::standbys::report(
+        row.text(0)?,
+        row.text(1)?,
+        crate::standbys::Standbys {
+            in_recovery: row.flag(2)?,
+            names: row.text(3)?,
+            streaming: row.int(4)?,
+            synchronous: row.int(5)?,
+            unreadable: row.int(6)?,
+        },
+    )
 }
 
 /// The NOTIFY channel of this namespace's inbox; the payload names the consumer.

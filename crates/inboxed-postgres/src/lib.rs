@@ -9,6 +9,8 @@
 mod capabilities;
 mod claim;
 mod common;
+#[cfg(feature = "diesel-async")]
+pub mod diesel_pg;
 mod engine;
 pub mod failover;
 mod inbox;

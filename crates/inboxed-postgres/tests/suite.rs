@@ -10,11 +10,15 @@ mod capabilities;
 mod claim_plan;
 mod compact_keys;
 mod conformance;
+#[cfg(feature = "diesel-async")]
+mod conformance_diesel;
 mod conformance_partitioned;
 #[cfg(feature = "tokio-postgres")]
 mod conformance_tokio;
 mod contention;
 mod contract;
+#[cfg(feature = "diesel-async")]
+mod diesel_pg;
 mod flush;
 mod lag;
 mod outage;

@@ -13,6 +13,7 @@ pub mod chain;
 pub mod child;
 pub mod commit_cut;
 pub mod conformance;
+pub mod diesel_pg;
 pub mod handler;
 pub use inboxed_testkit::hooks;
 pub mod lite;
@@ -37,6 +38,7 @@ pub mod traces;
 pub mod wire;
 
 pub use backend::{Backend, TestDb};
+pub use diesel_pg::DieselPg;
 pub use handler::{Ledger, Script, SecondConnection, credit};
 pub use lite::Lite;
 pub use my::My;

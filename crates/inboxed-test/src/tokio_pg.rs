@@ -1,5 +1,5 @@
 //! [`TokioPg`]: PostgreSQL through tokio-postgres (`inboxed_postgres::tokio_pg`), a database
-//! per test as for [`Pg`](crate::Pg), migrated and written through the tokio-postgres store
+//! per test as for [`Pg`], migrated and written through the tokio-postgres store
 //! alone, so that the guarantee cases run on that driver's statements and transactions.
 
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! Typed errors. Each keeps its source; transient ones are classified by SQLSTATE or result
 //! code in the backend, never by message text.
 
+#[cfg(feature = "diesel")]
+mod diesel;
 #[cfg(feature = "tokio-postgres")]
 mod tokio_postgres;
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures_util::future::join;
 
-use inboxed_core::engine::{Args, Columns, Engine, claims, keys};
+use inboxed_core::engine::{claims, keys};
 use inboxed_core::sql::Queries;
 use inboxed_core::store::{BeginParams, Claim, ClaimParams, DurabilityReport, KeyParams};
 use inboxed_core::{ConsumerName, Envelope, Namespace, Store, StoreError};
@@ -15,9 +15,10 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 
 use super::driver::{Connection, TokioPostgres, Transaction};
 use super::listen::Listener;
+use crate::common;
 use crate::key_lock;
-use crate::queries::{CHECK_DURABILITY, TEMPLATES};
-use crate::store::{begin_statement, check_server_version};
+use crate::queries::TEMPLATES;
+use crate::store::begin_statement;
 
 /// The inbox on PostgreSQL through tokio-postgres, over the application's deadpool-postgres
 /// pool, so that handlers write through the same connection in the same transaction as the
@@ -32,7 +33,6 @@ pub struct TokioPgStore {
     pub(crate) pool: deadpool_postgres::Pool,
     pub(crate) ns: Namespace,
     pub(crate) queries: Arc<Queries>,
-    check_durability: Arc<str>,
     /// Idle workers of this process, woken by receipts through any clone of this store.
     pub(crate) wakers: inboxed_core::inbox::LocalWakers,
     /// How to make a connection for `LISTEN`; without one, workers and relays poll.
@@ -61,7 +61,6 @@ impl TokioPgStore {
             pool,
             queries: Arc::new(Queries::render(&TEMPLATES, &ns)),
             ns,
-            check_durability: Arc::from(CHECK_DURABILITY),
             wakers: inboxed_core::inbox::LocalWakers::default(),
             listener: None,
         }
@@ -180,38 +179,15 @@ impl Store for TokioPgStore {
     }
 
     async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
-        let rows = self
-            .fetch_alone(self.query(&self.queries.server_version))
-            .await?;
-        let version = rows.first().map_or(Ok(0), |row| row.int(0))?;
-        check_server_version(version)?;
-        inboxed_core::engine::migrate::run(self, &self.ns, crate::queries::MIGRATIONS).await
+        common::migrate(self).await
     }
 
     async fn register_consumer(&self, consumer: &ConsumerName) -> Result<(), StoreError> {
-        let q = self
-            .query(&self.queries.register_consumer)
-            .text(consumer.as_str());
-        self.execute_alone(q).await.map(drop)
+        common::register_consumer(self, consumer).await
     }
 
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
-        crate::capabilities::check(self).await?;
-        let rows = self.fetch_alone(self.query(&self.check_durability)).await?;
-        let Some(row) = rows.first() else {
-            return Err(StoreError::Database(sqlx::Error::RowNotFound));
-        };
-        crate::standbys::report(
-            row.text(0)?,
-            row.text(1)?,
-            crate::standbys::Standbys {
-                in_recovery: row.flag(2)?,
-                names: row.text(3)?,
-                streaming: row.int(4)?,
-                synchronous: row.int(5)?,
-                unreadable: row.int(6)?,
-            },
-        )
+        common::check_durability(self).await
     }
 
     async fn begin(&self, params: &BeginParams) -> Result<Transaction, StoreError> {
@@ -278,18 +254,14 @@ impl Store for TokioPgStore {
         .await
     }
 
-    /// One claim a key, in order.
+    /// One statement for the batch's keys (`claim_many.sql`).
     async fn claim_many(
         &self,
         conn: &mut Connection,
         consumer: &ConsumerName,
         envelopes: &[&Envelope],
     ) -> Result<Vec<Claim>, StoreError> {
-        let mut claimed = Vec::with_capacity(envelopes.len());
-        for env in envelopes {
-            claimed.push(claims::claim_key(self, conn, &self.queries.claim, consumer, env).await?);
-        }
-        Ok(claimed)
+        common::claim_many(self, conn, consumer, envelopes).await
     }
 
     /// The settling statement and `COMMIT` sent together: one round trip.

@@ -1,0 +1,321 @@
+//! [`Store`] and [`InboxStore`] on diesel-async: the sqlx store's SQL, keys and migrations,
+//! PostgreSQL's own operations as both other drivers run them (`common.rs`), and `LISTEN` on a
+//! connection taken out of the pool for it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use diesel_async::AsyncPgConnection;
+use diesel_async::pooled_connection::AsyncDieselConnectionManager;
+use diesel_async::pooled_connection::deadpool::{Pool, PoolError};
+use futures_util::StreamExt;
+use tokio::sync::Notify;
+
+use inboxed_core::engine::{self, Engine, claims};
+use inboxed_core::inbox::LocalWakers;
+use inboxed_core::inbox::store::{
+    EnqueueManyParams, Enqueued, InboxStore, Liveness, ReleaseStaleParams, RowFate, Subscription,
+};
+use inboxed_core::sql::Queries;
+use inboxed_core::store::{BeginParams, Claim, ClaimParams, DurabilityReport};
+use inboxed_core::{ConsumerName, Envelope, Namespace, Store, StoreError};
+
+use super::driver::{Connection, DieselPostgres, Transaction};
+use crate::common::{self, PgEngine};
+use crate::key_lock;
+use crate::queries::TEMPLATES;
+use crate::store::begin_statement;
+
+/// The inbox on PostgreSQL through diesel-async, over the application's pool, so that handlers
+/// write through the same connection in the same transaction as the claim. Handlers implement
+/// `Handler<DieselPostgres>` and receive a [`Connection`](super::Connection), which
+/// dereferences to diesel's `AsyncPgConnection`.
+///
+/// It serves what [`PgStore`](crate::PgStore) serves, on the same tables, but time-partitioned
+/// keys.
+#[derive(Clone)]
+pub struct DieselPgStore {
+    pub(crate) pool: Pool<AsyncPgConnection>,
+    pub(crate) ns: Namespace,
+    pub(crate) queries: Arc<Queries>,
+    /// Idle workers of this process, woken by receipts through any clone of this store.
+    wakers: LocalWakers,
+}
+
+impl std::fmt::Debug for DieselPgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DieselPgStore")
+            .field("ns", &self.ns)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DieselPgStore {
+    /// A store in schema `public` with tables prefixed `inboxed_`, over `pool`.
+    #[must_use]
+    pub fn new(pool: Pool<AsyncPgConnection>) -> Self {
+        Self::with_namespace(pool, crate::default_namespace())
+    }
+
+    /// A store in a chosen schema and prefix (see [`Namespace::new`]).
+    #[must_use]
+    pub fn with_namespace(pool: Pool<AsyncPgConnection>, ns: Namespace) -> Self {
+        Self {
+            pool,
+            queries: Arc::new(Queries::render(&TEMPLATES, &ns)),
+            ns,
+            wakers: LocalWakers::default(),
+        }
+    }
+
+    /// A pool of up to `max_connections` (10 when 0) to `url`, as diesel-async connects
+    /// (without TLS), and a store over it.
+    ///
+    /// # Errors
+    /// The pool could not be built.
+    pub fn connect(url: &str, max_connections: usize) -> Result<Self, StoreError> {
+        let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(url);
+        let size = if max_connections == 0 {
+            10
+        } else {
+            max_connections
+        };
+        let pool = Pool::builder(manager)
+            .max_size(size)
+            .build()
+            .map_err(|e| StoreError::Database(sqlx::Error::Configuration(Box::new(e))))?;
+        Ok(Self::new(pool))
+    }
+
+    /// The pool.
+    #[must_use]
+    pub fn pool(&self) -> &Pool<AsyncPgConnection> {
+        &self.pool
+    }
+
+    /// Creates or updates the inbox's tables, as [`PgStore::migrate`](crate::PgStore::migrate)
+    /// does (the same migrations, recorded in the same table).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database is unreachable or refuses a migration.
+    pub async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        <Self as Store>::migrate(self).await
+    }
+
+    /// A transaction on a connection of the pool (`BEGIN`, the server's default isolation),
+    /// for writing to the outbox beside a business change outside a handler. Dropped without
+    /// [`Transaction::commit`], it rolls back.
+    ///
+    /// # Errors
+    /// No connection could be had, or the server refused.
+    pub async fn transaction(&self) -> Result<Transaction, StoreError> {
+        self.begin_with("BEGIN").await
+    }
+
+    pub(crate) async fn connection(&self) -> Result<Connection, StoreError> {
+        self.pool
+            .get()
+            .await
+            .map(Connection::pooled)
+            .map_err(pool_error)
+    }
+
+    pub(crate) async fn own_connection(&self) -> Result<Connection, StoreError> {
+        self.pool
+            .get()
+            .await
+            .map(Connection::own)
+            .map_err(pool_error)
+    }
+
+    pub(crate) async fn begin_with(&self, statement: &str) -> Result<Transaction, StoreError> {
+        Transaction::begin(self.connection().await?, statement).await
+    }
+}
+
+/// A pool's failure: a query's error classified, anything else (a wait for a free connection
+/// that timed out, a connection refused, a closed pool) the database being unavailable.
+fn pool_error(e: PoolError) -> StoreError {
+    match e {
+        PoolError::Backend(diesel_async::pooled_connection::PoolError::QueryError(e)) => {
+            StoreError::from_diesel(e)
+        }
+        other => StoreError::Unavailable(sqlx::Error::Io(std::io::Error::other(other))),
+    }
+}
+
+impl Store for DieselPgStore {
+    type Db = DieselPostgres;
+    type Engine = Self;
+
+    fn engine(&self) -> &Self {
+        self
+    }
+
+    async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        common::migrate(self).await
+    }
+
+    async fn register_consumer(&self, consumer: &ConsumerName) -> Result<(), StoreError> {
+        common::register_consumer(self, consumer).await
+    }
+
+    async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
+        common::check_durability(self).await
+    }
+
+    async fn begin(&self, params: &BeginParams) -> Result<Transaction, StoreError> {
+        self.begin_with(&begin_statement(params, &[])).await
+    }
+
+    /// The claims' shared key locks ride in the `BEGIN`'s round trip (`begin.sql`).
+    async fn begin_claims(
+        &self,
+        params: &BeginParams,
+        consumer: &ConsumerName,
+        ids: &[&str],
+    ) -> Result<Transaction, StoreError> {
+        let locks = key_lock::claim_locks(consumer, ids);
+        self.begin_with(&begin_statement(params, &locks)).await
+    }
+
+    async fn claim(
+        &self,
+        conn: &mut Connection,
+        params: &ClaimParams<'_>,
+    ) -> Result<Claim, StoreError> {
+        claims::claim_key(
+            self,
+            conn,
+            &self.queries.claim,
+            params.consumer,
+            params.envelope,
+        )
+        .await
+    }
+
+    async fn claim_many(
+        &self,
+        conn: &mut Connection,
+        consumer: &ConsumerName,
+        envelopes: &[&Envelope],
+    ) -> Result<Vec<Claim>, StoreError> {
+        common::claim_many(self, conn, consumer, envelopes).await
+    }
+}
+
+impl PgEngine for DieselPgStore {
+    async fn begin_with(&self, statement: String) -> Result<Transaction, StoreError> {
+        Self::begin_with(self, &statement).await
+    }
+
+    fn wakers(&self) -> &LocalWakers {
+        &self.wakers
+    }
+
+    /// On a connection taken out of the pool for good, whose notifications diesel-async
+    /// streams; a lost one is made again a second later, the waiters polling meanwhile.
+    async fn listen(
+        &self,
+        channel: String,
+        wake: Arc<Notify>,
+        wanted: impl Fn(&str) -> bool + Send + Sync + 'static,
+        what: &'static str,
+    ) -> Result<Option<Subscription>, StoreError> {
+        let first = listening(self, &channel).await?;
+        let weak = Arc::downgrade(&wake);
+        drop(wake);
+        let store = self.clone();
+        let task = tokio::spawn(async move {
+            let mut held = Some(first);
+            loop {
+                let mut conn = match held.take() {
+                    Some(conn) => conn,
+                    None => match listening(&store, &channel).await {
+                        Ok(conn) => conn,
+                        Err(e) => {
+                            tracing::warn!(error = %e, listener = what, "listener cannot connect");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            continue;
+                        }
+                    },
+                };
+                let mut notes = std::pin::pin!(conn.notifications_stream());
+                while let Some(Ok(note)) = notes.next().await {
+                    if wanted(&note.payload) {
+                        match weak.upgrade() {
+                            Some(notify) => notify.notify_one(),
+                            None => return,
+                        }
+                    }
+                }
+                tracing::warn!(listener = what, "listener lost its connection");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        Ok(Some(Subscription::new(task)))
+    }
+}
+
+/// A connection of the store's own, listening on `channel`.
+async fn listening(store: &DieselPgStore, channel: &str) -> Result<Connection, StoreError> {
+    let mut conn = store.own_connection().await?;
+    let quoted = channel.replace('"', "\"\"");
+    DieselPgStore::execute_script(&format!("LISTEN \"{quoted}\""), &mut conn).await?;
+    Ok(conn)
+}
+
+impl InboxStore for DieselPgStore {
+    async fn enqueue_many(&self, p: &EnqueueManyParams<'_>) -> Result<Vec<Enqueued>, StoreError> {
+        common::enqueue_many(self, p).await
+    }
+
+    async fn count_attempts(
+        &self,
+        consumer: &ConsumerName,
+        message_ids: &[String],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        common::count_attempts(self, consumer, message_ids).await
+    }
+
+    async fn finish_locked(
+        &self,
+        conn: &mut Connection,
+        consumer: &ConsumerName,
+        fates: &[RowFate],
+    ) -> Result<(), StoreError> {
+        common::finish_locked(self, conn, consumer, fates).await
+    }
+
+    async fn release_stale(&self, p: &ReleaseStaleParams<'_>) -> Result<u64, StoreError> {
+        common::release_stale(self, p).await
+    }
+
+    async fn hold_liveness(&self, worker: &str) -> Result<Option<Liveness>, StoreError> {
+        engine::liveness::hold(self, worker).await
+    }
+
+    async fn dead_workers(&self) -> Result<Vec<String>, StoreError> {
+        engine::liveness::dead_workers(self).await
+    }
+
+    async fn forget_workers(&self, workers: &[String]) -> Result<u64, StoreError> {
+        engine::liveness::forget_workers(self, workers).await
+    }
+
+    async fn notify(&self, consumer: &ConsumerName) -> Result<(), StoreError> {
+        common::notify(self, consumer).await
+    }
+
+    async fn subscribe(
+        &self,
+        consumer: &ConsumerName,
+        wake: Arc<Notify>,
+    ) -> Result<Option<Subscription>, StoreError> {
+        common::subscribe(self, consumer, wake).await
+    }
+
+    fn local_wakers(&self) -> Option<&LocalWakers> {
+        Some(&self.wakers)
+    }
+}

@@ -165,9 +165,6 @@ command -v promtool >/dev/null 2>&1 || { say "no promtool: install prometheus"; 
 python3 -c 'import yaml' 2>/dev/null || apt_install python3-yaml
 python3 scripts/check/observability.py --self-test
 mark "services ready"
-# Doctests first, so that the run closes with the main suite's summary.
-cargo test --workspace --all-features --doc
-mark "doctests done"
 # The workspace is built once, with all features; the tests below and the examples (members of
 # the workspace) use that build: their binaries are linked from it and run directly, since a
 # `cargo run -p` of one would resolve other features and build much of it again.
@@ -219,8 +216,35 @@ mark "examples done"
 # docs/testing-your-handlers.md, built on their own, the test passed, the quick start run.
 scripts/new-user.sh
 mark "a new user's project"
+# The doctests (every snippet of README.md and docs/ among them) compile and run while the main
+# suite runs: its tests mostly wait on servers and brokers, and the compiler takes the cores
+# they leave idle. They start once nextest's own build is done, since that holds cargo's lock.
+doctests() {
+  local log="$CARGO_TARGET_DIR/doctests.log"
+  if nice -n 10 cargo test --workspace --all-features --doc >"$log" 2>&1; then
+    say "doctests: $(grep -c '^test .* ok$' "$log") passed"
+  else
+    cat "$log"
+    say "doctests failed"
+    return 1
+  fi
+}
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --all-features --profile "${NEXTEST_PROFILE:-default}"
+  suite_log="$CARGO_TARGET_DIR/nextest.log"
+  cargo nextest run --workspace --all-features --profile "${NEXTEST_PROFILE:-default}" \
+    >"$suite_log" 2>&1 &
+  suite=$!
+  tail -n +1 -f --pid="$suite" "$suite_log" &
+  until grep -q '^ *Starting [0-9]' "$suite_log" 2>/dev/null || ! kill -0 "$suite" 2>/dev/null; do
+    sleep 1
+  done
+  doctests_ok=0
+  doctests || doctests_ok=1
+  mark "doctests done"
+  wait "$suite"
+  sleep 1 # the log's last lines, through tail
+  [ "$doctests_ok" = 0 ] || exit 1
 else
+  cargo test --workspace --all-features --doc
   cargo test --workspace --all-features --lib --bins --tests
 fi

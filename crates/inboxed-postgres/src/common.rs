@@ -1,8 +1,10 @@
-//! What PostgreSQL does its own way, written once for both of its drivers (sqlx's
-//! [`PgStore`](crate::PgStore) and tokio-postgres's `TokioPgStore`): the set-based statements
-//! that bind a column of values as an array, the transactions begun with a setting in the
-//! `BEGIN`'s round trip, and the NOTIFY wake-ups. A driver gives the array binders
-//! ([`PgArgs`]) and the three things only it can do ([`PgEngine`]); the rest is here.
+//! What PostgreSQL does its own way, written once for its drivers (sqlx's
+//! [`PgStore`](crate::PgStore), tokio-postgres's `TokioPgStore`, diesel-async's
+//! `DieselPgStore`): the set-based statements that bind a column of values as an array, the
+//! transactions begun with a setting in the `BEGIN`'s round trip, the NOTIFY wake-ups, and
+//! (for the two that are not sqlx's) migrating, registering and the start-up check. A driver
+//! gives the array binders ([`PgArgs`]) and the three things only it can do ([`PgEngine`]); the
+//! rest is here.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -19,7 +21,7 @@ use inboxed_core::inbox::store::{
 };
 use inboxed_core::outbox::OutboxRow;
 use inboxed_core::outbox::store::{ClaimOutboxParams, LockOutboxParams, MarkParams, WriteParams};
-use inboxed_core::store::{Claim, DurabilityReport};
+use inboxed_core::store::Claim;
 use inboxed_core::{ConsumerName, Envelope, PayloadHash, StoreError};
 
 use crate::key::message_key;
@@ -60,6 +62,7 @@ pub(crate) trait PgEngine: Engine<Query: PgArgs> {
     ) -> impl Future<Output = Result<Option<Subscription>, StoreError>> + Send;
 }
 
+#[cfg(any(feature = "tokio-postgres", feature = "diesel-async"))]
 /// Creates or updates the inbox's tables, refusing a server older than they need.
 pub(crate) async fn migrate<S: PgEngine>(s: &S) -> Result<Vec<i64>, StoreError> {
     let rows = s.fetch_alone(s.query(&s.queries().server_version)).await?;
@@ -68,6 +71,7 @@ pub(crate) async fn migrate<S: PgEngine>(s: &S) -> Result<Vec<i64>, StoreError> 
     inboxed_core::engine::migrate::run(s, s.namespace(), crate::queries::MIGRATIONS).await
 }
 
+#[cfg(any(feature = "tokio-postgres", feature = "diesel-async"))]
 /// Registers `consumer`, committed on its own.
 pub(crate) async fn register_consumer<S: PgEngine>(
     s: &S,
@@ -79,9 +83,12 @@ pub(crate) async fn register_consumer<S: PgEngine>(
     s.execute_alone(q).await.map(drop)
 }
 
+#[cfg(any(feature = "tokio-postgres", feature = "diesel-async"))]
 /// What the server needs to be (`capabilities.rs`) and how durable its commits are
 /// (`check_durability.sql`, read by `standbys::report`).
-pub(crate) async fn check_durability<S: PgEngine>(s: &S) -> Result<DurabilityReport, StoreError> {
+pub(crate) async fn check_durability<S: PgEngine>(
+    s: &S,
+) -> Result<inboxed_core::store::DurabilityReport, StoreError> {
     crate::capabilities::check(s).await?;
     let sql: Arc<str> = Arc::from(crate::queries::CHECK_DURABILITY);
     let rows = s.fetch_alone(s.query(&sql)).await?;

@@ -253,3 +253,38 @@ async fn savepoints_undo_their_own_work_and_an_abandoned_one_fails_the_message()
     assert_eq!(db.scalar("SELECT count(*) FROM ledger").await, 1);
     db.finish().await;
 }
+
+/// A savepoint abandoned inside another that is then rolled back is undone with it: the
+/// transaction commits what ran after (the lock-held worker rolls back a failed handler's
+/// savepoint this way, whatever the handler left open inside it).
+#[tokio::test]
+async fn rolling_back_an_outer_savepoint_undoes_an_abandoned_inner_one() {
+    let db = Pg::create().await;
+    let store = store(&db).await;
+    let mut tx = store.transaction().await.unwrap();
+    let mut outer = tx.savepoint().await.unwrap();
+    let inner = outer.savepoint().await.unwrap();
+    inner
+        .execute(
+            "INSERT INTO ledger (message_id, account, amount) VALUES ('sp', 'inner', 1)",
+            &[],
+        )
+        .await
+        .unwrap();
+    drop(inner);
+    outer.rollback().await.unwrap();
+    tx.execute(
+        "INSERT INTO ledger (message_id, account, amount) VALUES ('sp', 'after', 1)",
+        &[],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM ledger WHERE account = 'after'")
+            .await,
+        1
+    );
+    assert_eq!(db.scalar("SELECT count(*) FROM ledger").await, 1);
+    db.finish().await;
+}

@@ -80,7 +80,8 @@ pub trait Args: Sized + Send {
     }
 }
 
-/// A row read by a statement, its columns by position; every sqlx row whose database reads
+/// A row read by a statement, its columns by position (found by name where a statement's
+/// readers name them); every sqlx row whose database reads
 /// these types is one (the blanket implementation below is the one place that names them).
 pub trait Columns: Send {
     /// The position of the column named `name` (the observation rows are read by name).
@@ -212,7 +213,7 @@ pub type Conn<E> = <<E as Store>::Db as Driver>::Connection;
 pub trait Engine: Store {
     /// A statement with its arguments.
     type Query: Args;
-    /// A row a statement returned (the engine's sqlx row).
+    /// A row a statement returned (the driver's own, or a copy of it).
     type Row: Columns;
 
     /// This store's statements, rendered for its namespace.

@@ -73,9 +73,11 @@ impl sqlx::error::DatabaseError for ServerError {
 
 impl StoreError {
     /// Classifies a diesel error by its SQLSTATE. Without one, a connection that could not be
-    /// used (closed, unable to send, a transaction manager left broken by a lost connection) is
-    /// [`StoreError::Unavailable`], and anything else (a value that does not convert) is
-    /// [`StoreError::Database`]: no retry mends it.
+    /// used (closed, unable to send, a transaction manager left broken by a lost connection, a
+    /// failed `COMMIT` whose rollback failed too) is [`StoreError::Unavailable`], and anything
+    /// else (a value that does not convert) is [`StoreError::Database`]: no retry mends it.
+    /// diesel-async reports every client-side failure of tokio-postgres without a SQLSTATE as
+    /// unable to send, so those count as the connection's.
     #[must_use]
     pub fn from_diesel(err: DieselError) -> Self {
         let code = match &err {
@@ -88,6 +90,7 @@ impl StoreError {
                 DatabaseErrorKind::UnableToSendCommand | DatabaseErrorKind::ClosedConnection,
                 _
             ) | DieselError::BrokenTransactionManager
+                | DieselError::RollbackErrorOnCommit { .. }
         );
         let carried = match code {
             Some(code) => sqlx::Error::Database(Box::new(ServerError { code, err })),

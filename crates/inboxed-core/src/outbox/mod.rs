@@ -92,7 +92,8 @@ impl<S: OutboxStore> Outbox<S> {
     /// # Errors
     /// [`WriteError::Refused`] when a field cannot be stored, [`WriteError::NotInTransaction`]
     /// when `conn` is not inside a transaction begun through the store's driver (sqlx's
-    /// `begin`, `TokioPgStore::transaction`; nothing is written then);
+    /// `begin`, `TokioPgStore::transaction`, `DieselPgStore::transaction`; nothing is written
+    /// then);
     /// [`WriteError::Store`] when the insert failed: the caller's transaction should be rolled
     /// back, as after any failed statement. In a handler, `?` makes the first two permanent
     /// and the last transient or not as the database error is.

@@ -22,9 +22,10 @@ pub struct Connection {
     held: Held,
     /// Whether a transaction of the library's is open on it.
     in_transaction: bool,
-    /// A savepoint was dropped without being released or rolled back: what ran after it is
-    /// not known to be undone, so the transaction can only roll back.
-    broken: bool,
+    /// diesel's depth of a savepoint dropped without being released or rolled back: what ran
+    /// after it is not known to be undone, so the transaction can only roll back, until a
+    /// savepoint at that depth or an outer one is rolled back (which undoes it).
+    broken: Option<u32>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -55,7 +56,7 @@ impl Connection {
         Self {
             held,
             in_transaction: false,
-            broken: false,
+            broken: None,
         }
     }
 
@@ -77,10 +78,24 @@ impl Connection {
         AnsiTransactionManager::begin_transaction(&mut **self)
             .await
             .map_err(StoreError::from_diesel)?;
+        let depth = self.depth().unwrap_or(u32::MAX);
         Ok(Savepoint {
             conn: self,
+            depth,
             open: true,
         })
+    }
+
+    /// diesel's count of the transaction and the savepoints open in it (`None`: none, or its
+    /// transaction manager broke).
+    fn depth(&mut self) -> Option<u32> {
+        <AnsiTransactionManager as TransactionManager<AsyncPgConnection>>::transaction_manager_status_mut(
+            self,
+        )
+        .transaction_depth()
+        .ok()
+        .flatten()
+        .map(std::num::NonZeroU32::get)
     }
 }
 
@@ -113,25 +128,26 @@ pub struct Transaction {
 
 impl Transaction {
     /// Begins a transaction on `conn` with `statement` (`BEGIN` and its settings), which
-    /// diesel's transaction manager then counts as its own.
+    /// diesel's transaction manager then counts as its own. The connection is the
+    /// transaction's before the statement is sent, so that a caller who gives up half-way, or
+    /// a `BEGIN` whose later statements failed (the server then in an aborted transaction that
+    /// diesel does not count), leaves no pooled connection inside a transaction.
     pub(crate) async fn begin(mut conn: Connection, statement: &str) -> Result<Self, StoreError> {
-        let begun = AnsiTransactionManager::begin_transaction_sql(&mut *conn, statement).await;
         conn.in_transaction = true;
-        let tx = Self { conn: Some(conn) };
-        match begun {
-            Ok(()) => Ok(tx),
-            // A BEGIN whose later statements failed leaves the server in an aborted
-            // transaction that diesel does not count: the connection is closed (at drop).
-            Err(e) => Err(StoreError::from_diesel(e)),
-        }
+        let mut tx = Self { conn: Some(conn) };
+        AnsiTransactionManager::begin_transaction_sql(&mut **tx, statement)
+            .await
+            .map_err(StoreError::from_diesel)?;
+        Ok(tx)
     }
 
-    /// Commits the transaction.
+    /// Commits the transaction. As PostgreSQL answers it, a `COMMIT` after a statement that
+    /// failed rolls back and is not an error (as with sqlx): stop at the first failure.
     ///
     /// # Errors
-    /// The server refused (the commit rolled back), or the connection was lost (the outcome
-    /// is unknown); [`StoreError::TransactionEnded`] when a savepoint in it was dropped
-    /// without an end, so that it rolled back instead.
+    /// The server refused or the connection was lost (the outcome is then unknown);
+    /// [`StoreError::TransactionEnded`] when a savepoint or a nested diesel transaction in it
+    /// was left neither released nor rolled back, so that it rolled back instead.
     pub async fn commit(self) -> Result<(), StoreError> {
         self.end(true).await
     }
@@ -144,37 +160,51 @@ impl Transaction {
         self.end(false).await
     }
 
+    /// Ends the transaction. The connection stays the transaction's until the answer came: a
+    /// caller who gives up half-way closes it.
     async fn end(mut self, commit: bool) -> Result<(), StoreError> {
-        let Some(mut conn) = self.conn.take() else {
-            return Ok(());
-        };
-        if conn.broken {
-            // diesel still counts the abandoned savepoint: end the whole transaction by hand
-            // and close the connection, whose count is now wrong.
+        let conn: &mut Connection = &mut self;
+        // diesel's commit and rollback act on its innermost level: with a savepoint or a nested
+        // transaction of diesel's left open (a handler's future dropped inside
+        // `conn.transaction(…)`), a COMMIT would only release that savepoint and report
+        // success. The whole transaction is rolled back by hand instead, and the connection,
+        // whose count is now wrong, closed.
+        if conn.broken.is_some() || conn.depth() != Some(1) {
             use diesel_async::SimpleAsyncConnection;
             let _ = conn.batch_execute("ROLLBACK").await;
-            conn.discard();
+            self.discard();
             if !commit {
                 return Ok(());
             }
             return Err(StoreError::TransactionEnded(sqlx::Error::Protocol(
-                "a savepoint was dropped without being released or rolled back, so the \
-                 transaction was rolled back instead of committed"
+                "a savepoint or a nested diesel transaction was left neither released nor \
+                 rolled back, so the transaction was rolled back instead of committed"
                     .to_owned(),
             )));
         }
         let ended = if commit {
-            AnsiTransactionManager::commit_transaction(&mut *conn).await
+            AnsiTransactionManager::commit_transaction(&mut **conn).await
         } else {
-            AnsiTransactionManager::rollback_transaction(&mut *conn).await
+            AnsiTransactionManager::rollback_transaction(&mut **conn).await
         };
-        conn.in_transaction = false;
         match ended {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                if let Some(mut conn) = self.conn.take() {
+                    conn.in_transaction = false;
+                }
+                Ok(())
+            }
             Err(e) => {
-                conn.discard();
+                self.discard();
                 Err(StoreError::from_diesel(e))
             }
+        }
+    }
+
+    /// Closes the connection instead of returning it to the pool.
+    fn discard(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            conn.discard();
         }
     }
 }
@@ -199,9 +229,7 @@ impl DerefMut for Transaction {
 
 impl Drop for Transaction {
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            conn.discard();
-        }
+        self.discard();
     }
 }
 
@@ -219,6 +247,8 @@ impl EndTransaction for Transaction {
 #[derive(Debug)]
 pub struct Savepoint<'c> {
     conn: &'c mut Connection,
+    /// diesel's depth with this savepoint open: 2 for one in the transaction itself.
+    depth: u32,
     open: bool,
 }
 
@@ -226,21 +256,38 @@ impl Savepoint<'_> {
     /// Releases the savepoint: what ran since it stays, to commit with the transaction.
     ///
     /// # Errors
-    /// The server refused or the connection was lost.
+    /// The server refused or the connection was lost; [`StoreError::TransactionEnded`] when a
+    /// savepoint or a nested diesel transaction inside it was left open (the transaction can
+    /// then only roll back).
     pub async fn commit(mut self) -> Result<(), StoreError> {
+        if self.conn.depth() != Some(self.depth) {
+            return Err(StoreError::TransactionEnded(sqlx::Error::Protocol(
+                "a savepoint or a nested diesel transaction inside this savepoint was left \
+                 open: the transaction can only roll back"
+                    .to_owned(),
+            )));
+        }
         let ended = AnsiTransactionManager::commit_transaction(&mut **self.conn).await;
         self.open = false;
         ended.map_err(StoreError::from_diesel)
     }
 
-    /// Undoes what ran since the savepoint; the transaction goes on.
+    /// Undoes what ran since the savepoint, savepoints left open inside it included; the
+    /// transaction goes on.
     ///
     /// # Errors
     /// The server refused or the connection was lost.
     pub async fn rollback(mut self) -> Result<(), StoreError> {
-        let ended = AnsiTransactionManager::rollback_transaction(&mut **self.conn).await;
+        while self.conn.depth().is_some_and(|d| d >= self.depth) {
+            AnsiTransactionManager::rollback_transaction(&mut **self.conn)
+                .await
+                .map_err(StoreError::from_diesel)?;
+        }
         self.open = false;
-        ended.map_err(StoreError::from_diesel)
+        if self.conn.broken.is_some_and(|at| at >= self.depth) {
+            self.conn.broken = None;
+        }
+        Ok(())
     }
 }
 
@@ -261,7 +308,8 @@ impl DerefMut for Savepoint<'_> {
 impl Drop for Savepoint<'_> {
     fn drop(&mut self) {
         if self.open {
-            self.conn.broken = true;
+            let at = self.conn.broken.map_or(self.depth, |at| at.min(self.depth));
+            self.conn.broken = Some(at);
         }
     }
 }

@@ -1,7 +1,7 @@
 //! What diesel-async gives the shared store layer: the store's SQL files as a query type of
 //! their own, whose values diesel binds to the placeholders already in the text (prepared once
 //! a connection by diesel-async's statement cache, the claims of stored rows planned anew each
-//! time), and rows copied out of diesel's by position, read by their type's OID.
+//! time), and rows copied out of diesel's with their columns' names, read by their type's OID.
 
 use std::sync::Arc;
 

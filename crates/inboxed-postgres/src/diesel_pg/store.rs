@@ -33,8 +33,8 @@ use crate::store::begin_statement;
 /// `Handler<DieselPostgres>` and receive a [`Connection`](super::Connection), which
 /// dereferences to diesel's `AsyncPgConnection`.
 ///
-/// It serves what [`PgStore`](crate::PgStore) serves, on the same tables, but time-partitioned
-/// keys.
+/// It serves what [`PgStore`](crate::PgStore) serves, on the same tables, except
+/// time-partitioned keys.
 #[derive(Clone)]
 pub struct DieselPgStore {
     pub(crate) pool: Pool<AsyncPgConnection>,

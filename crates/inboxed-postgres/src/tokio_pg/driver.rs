@@ -28,9 +28,12 @@ pub struct Connection {
     in_transaction: bool,
     /// Savepoints set so far, for their names.
     savepoints: u32,
-    /// A savepoint was dropped without being released or rolled back: what ran after it is
-    /// not known to be undone, so the transaction can only roll back.
-    broken: bool,
+    /// Savepoints open now (as the library sees them), for the level of the next one.
+    depth: u32,
+    /// The level of a savepoint dropped without being released or rolled back: what ran after
+    /// it is not known to be undone, so the transaction can only roll back, until a savepoint
+    /// at that level or an outer one is rolled back (which undoes it).
+    broken: Option<u32>,
 }
 
 /// A connection of the pool, or one taken out of it for good (a worker's liveness session).
@@ -64,7 +67,8 @@ impl Connection {
             client,
             in_transaction: false,
             savepoints: 0,
-            broken: false,
+            depth: 0,
+            broken: None,
         }
     }
 
@@ -76,13 +80,16 @@ impl Connection {
     pub async fn savepoint(&mut self) -> Result<Savepoint<'_>, StoreError> {
         self.savepoints += 1;
         let name = format!("inboxed_{}", self.savepoints);
+        let level = self.depth + 1;
         self.client()
             .batch_execute(&format!("SAVEPOINT {name}"))
             .await
             .map_err(StoreError::from_tokio_postgres)?;
+        self.depth = level;
         Ok(Savepoint {
             conn: self,
             name,
+            level,
             open: true,
         })
     }
@@ -123,8 +130,12 @@ impl Transaction {
     /// only rolls back, and a commit asked of it fails. The connection stays the
     /// transaction's until the answer came: a caller who gives up half-way closes it.
     async fn end(self, statement: &'static str) -> Result<(), StoreError> {
-        let refused = self.broken && statement == "COMMIT";
-        let statement = if self.broken { "ROLLBACK" } else { statement };
+        let refused = self.broken.is_some() && statement == "COMMIT";
+        let statement = if self.broken.is_some() {
+            "ROLLBACK"
+        } else {
+            statement
+        };
         let ended = self.client().batch_execute(statement).await;
         self.release(ended.map_err(StoreError::from_tokio_postgres))?;
         if refused {
@@ -142,7 +153,7 @@ impl Transaction {
     /// `q` is prepared first where it is not yet (once a connection): sent behind the
     /// `COMMIT` it would run after it, on its own.
     pub(crate) async fn commit_after(self, q: TokioPgQuery) -> Result<(), StoreError> {
-        if self.broken {
+        if self.broken.is_some() {
             return self.end("COMMIT").await;
         }
         let settle = match q.prepare(self.client()).await {
@@ -209,7 +220,8 @@ impl Drop for Transaction {
 }
 
 impl Transaction {
-    /// Commits the transaction.
+    /// Commits the transaction. As PostgreSQL answers it, a `COMMIT` after a statement that
+    /// failed rolls back and is not an error (as with sqlx): stop at the first failure.
     ///
     /// # Errors
     /// The server refused (the commit rolled back), or the connection was lost (the outcome
@@ -243,19 +255,26 @@ impl EndTransaction for Transaction {
 pub struct Savepoint<'c> {
     conn: &'c mut Connection,
     name: String,
+    /// 1 for a savepoint in the transaction itself, 2 for one inside that, and so on.
+    level: u32,
     open: bool,
 }
 
 impl Savepoint<'_> {
     /// Ends the savepoint with `statement`; given up half-way, it leaves the transaction to
     /// roll back (see [`Connection`]'s `broken`).
-    async fn end(mut self, statement: String) -> Result<(), StoreError> {
+    async fn end(mut self, statement: String, undoes: bool) -> Result<(), StoreError> {
         self.conn
             .client()
             .batch_execute(&statement)
             .await
             .map_err(StoreError::from_tokio_postgres)?;
         self.open = false;
+        self.conn.depth = self.level - 1;
+        // Rolled back, it undid whatever a savepoint abandoned inside it had left.
+        if undoes && self.conn.broken.is_some_and(|at| at >= self.level) {
+            self.conn.broken = None;
+        }
         Ok(())
     }
 }
@@ -277,7 +296,9 @@ impl DerefMut for Savepoint<'_> {
 impl Drop for Savepoint<'_> {
     fn drop(&mut self) {
         if self.open {
-            self.conn.broken = true;
+            let at = self.conn.broken.map_or(self.level, |at| at.min(self.level));
+            self.conn.broken = Some(at);
+            self.conn.depth = self.level - 1;
         }
     }
 }
@@ -289,7 +310,7 @@ impl Savepoint<'_> {
     /// The server refused or the connection was lost.
     pub async fn commit(self) -> Result<(), StoreError> {
         let statement = format!("RELEASE SAVEPOINT {}", self.name);
-        self.end(statement).await
+        self.end(statement, false).await
     }
 
     /// Undoes what ran since the savepoint; the transaction goes on.
@@ -301,7 +322,7 @@ impl Savepoint<'_> {
             "ROLLBACK TO SAVEPOINT {0}; RELEASE SAVEPOINT {0}",
             self.name
         );
-        self.end(statement).await
+        self.end(statement, true).await
     }
 }
 

@@ -143,13 +143,21 @@ impl DieselPgStore {
     }
 }
 
-/// A pool's failure: a query's error classified, anything else (a wait for a free connection
-/// that timed out, a connection refused, a closed pool) the database being unavailable.
+/// A pool's failure: the server's answer classified by its SQLSTATE (a refused password is
+/// not an outage), a URL that cannot be a connection a configuration error, anything else (a
+/// wait for a free connection that timed out, a connection refused, a closed pool) the
+/// database being unavailable.
 fn pool_error(e: PoolError) -> StoreError {
+    use diesel::ConnectionError;
+    use diesel_async::pooled_connection::PoolError as Backend;
     match e {
-        PoolError::Backend(diesel_async::pooled_connection::PoolError::QueryError(e)) => {
-            StoreError::from_diesel(e)
-        }
+        PoolError::Backend(
+            Backend::QueryError(e)
+            | Backend::ConnectionError(ConnectionError::CouldntSetupConfiguration(e)),
+        ) => StoreError::from_diesel(e),
+        PoolError::Backend(Backend::ConnectionError(
+            e @ (ConnectionError::InvalidConnectionUrl(_) | ConnectionError::InvalidCString(_)),
+        )) => StoreError::Database(sqlx::Error::Configuration(Box::new(e))),
         other => StoreError::Unavailable(sqlx::Error::Io(std::io::Error::other(other))),
     }
 }
@@ -239,10 +247,20 @@ impl PgEngine for DieselPgStore {
         let task = tokio::spawn(async move {
             let mut held = Some(first);
             loop {
+                if weak.strong_count() == 0 {
+                    return;
+                }
                 let mut conn = match held.take() {
                     Some(conn) => conn,
                     None => match listening(&store, &channel).await {
-                        Ok(conn) => conn,
+                        Ok(conn) => {
+                            // What was notified while the connection was down is lost: one
+                            // waiter looks now rather than at its next poll.
+                            if let Some(notify) = weak.upgrade() {
+                                notify.notify_one();
+                            }
+                            conn
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, listener = what, "listener cannot connect");
                             tokio::time::sleep(Duration::from_secs(1)).await;

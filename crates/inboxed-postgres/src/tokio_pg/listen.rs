@@ -90,10 +90,20 @@ impl Listener {
         let task = tokio::spawn(async move {
             let mut listening = Some(first);
             loop {
+                if weak.strong_count() == 0 {
+                    return;
+                }
                 let (client, mut notes) = match listening.take() {
                     Some(held) => held,
                     None => match listener.connect(&channel).await {
-                        Ok(held) => held,
+                        Ok(held) => {
+                            // What was notified while the connection was down is lost: one
+                            // waiter looks now rather than at its next poll.
+                            if let Some(notify) = weak.upgrade() {
+                                notify.notify_one();
+                            }
+                            held
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, listener = what, "listener cannot connect");
                             tokio::time::sleep(Duration::from_secs(1)).await;

@@ -110,6 +110,24 @@ pub trait Backend: Send + Sync + Sized + 'static {
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
 }
 
+/// A driver's error as the backends' handler helpers return errors: the `sqlx::Error` the
+/// library's classification carries it in (`StoreError::from_tokio_postgres`,
+/// `StoreError::from_diesel`), so that its SQLSTATE classifies it as on sqlx.
+pub(crate) fn carried(e: inboxed_core::StoreError) -> sqlx::Error {
+    use inboxed_core::StoreError;
+    match e {
+        StoreError::Serialization(e)
+        | StoreError::Deadlock(e)
+        | StoreError::Timeout(e)
+        | StoreError::Busy(e)
+        | StoreError::Unavailable(e)
+        | StoreError::UniqueViolation(e)
+        | StoreError::TransactionEnded(e)
+        | StoreError::Database(e) => e,
+        other => sqlx::Error::Protocol(other.to_string()),
+    }
+}
+
 /// A database for one test. Dropped after a passing test by [`TestDb::finish`]; kept after a
 /// failing one (the test panics before `finish`) and swept by a later run.
 #[derive(Debug)]

@@ -31,17 +31,7 @@ fn plain(url: &str) -> &str {
 /// A diesel error as the backend's handler helpers return errors: carried in sqlx's error, as
 /// the library carries it, so that its SQLSTATE classifies it the same way.
 fn carried(e: diesel::result::Error) -> sqlx::Error {
-    match StoreError::from_diesel(e) {
-        StoreError::Serialization(e)
-        | StoreError::Deadlock(e)
-        | StoreError::Timeout(e)
-        | StoreError::Busy(e)
-        | StoreError::Unavailable(e)
-        | StoreError::UniqueViolation(e)
-        | StoreError::TransactionEnded(e)
-        | StoreError::Database(e) => e,
-        other => sqlx::Error::Protocol(other.to_string()),
-    }
+    crate::backend::carried(StoreError::from_diesel(e))
 }
 
 /// One integer column named `n`.

@@ -28,17 +28,7 @@ fn plain(url: &str) -> &str {
 /// A tokio-postgres error as the backend's handler helpers return errors: carried in sqlx's
 /// error, as the library carries it, so that its SQLSTATE classifies it the same way.
 fn carried(e: tokio_postgres::Error) -> sqlx::Error {
-    match StoreError::from_tokio_postgres(e) {
-        StoreError::Serialization(e)
-        | StoreError::Deadlock(e)
-        | StoreError::Timeout(e)
-        | StoreError::Busy(e)
-        | StoreError::Unavailable(e)
-        | StoreError::UniqueViolation(e)
-        | StoreError::TransactionEnded(e)
-        | StoreError::Database(e) => e,
-        other => sqlx::Error::Protocol(other.to_string()),
-    }
+    crate::backend::carried(StoreError::from_tokio_postgres(e))
 }
 
 async fn client(store: &TokioPgStore) -> deadpool_postgres::Object {

@@ -51,6 +51,7 @@ mod tap;
 mod trace;
 mod variants;
 mod variants_diesel;
+mod variants_sea_orm;
 mod variants_tokio;
 
 use clap::{Parser, Subcommand};

@@ -99,6 +99,8 @@ async fn measure(
         Variant::TokioBusinessOnly,
         Variant::DieselProcessor,
         Variant::DieselBusinessOnly,
+        Variant::SeaProcessor,
+        Variant::SeaBusinessOnly,
     ];
     let dur = Duration::from_secs_f64(args.seconds);
     let mut trips: Vec<(usize, usize, f64)> = Vec::new();
@@ -122,8 +124,9 @@ async fn measure(
                 "round {round}, {workers} workers: processor {:.0} msg/s, raw sqlx {:.0} msg/s, \
                  business only {:.0} tx/s, raw sqlx without the settling statement {:.0} msg/s; \
                  tokio-postgres: processor {:.0} msg/s, business only {:.0} tx/s; \
-                 diesel-async: processor {:.0} msg/s, business only {:.0} tx/s",
-                row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7]
+                 diesel-async: processor {:.0} msg/s, business only {:.0} tx/s; \
+                 SeaORM: processor {:.0} msg/s, business only {:.0} tx/s",
+                row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9]
             );
         },
     )
@@ -136,7 +139,7 @@ async fn measure(
     );
     println!("|---|---|---|---|---|---|---|");
     for &workers in &args.workers {
-        let of = |f: &dyn Fn(&[f64; 8]) -> f64| crate::median_at(&rates, workers, f);
+        let of = |f: &dyn Fn(&[f64; 10]) -> f64| crate::median_at(&rates, workers, f);
         println!(
             "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
             of(&|r| r[0]),
@@ -147,55 +150,70 @@ async fn measure(
             of(&|r| r[3] / r[2])
         );
     }
+    // Each driver: its processor against the business update alone through the same driver.
+    let drivers = [
+        ("sqlx", Variant::Processor, Variant::BusinessOnly),
+        (
+            "tokio-postgres",
+            Variant::TokioProcessor,
+            Variant::TokioBusinessOnly,
+        ),
+        (
+            "diesel-async",
+            Variant::DieselProcessor,
+            Variant::DieselBusinessOnly,
+        ),
+        ("SeaORM", Variant::SeaProcessor, Variant::SeaBusinessOnly),
+    ];
+    let trips_of = |v: Variant, workers: usize| {
+        crate::median(
+            trips
+                .iter()
+                .filter(|(i, w, _)| *i == v as usize && *w == workers)
+                .map(|(_, _, t)| *t)
+                .collect(),
+        )
+    };
     println!();
     println!(
-        "| workers | tokio-postgres: processor msg/s | business update alone tx/s | \
-         processor / business alone | diesel-async: processor msg/s | business update alone \
-         tx/s | processor / business alone | sqlx: processor / business alone |"
+        "| workers | driver | processor msg/s | business update alone tx/s | processor / \
+         business alone | round trips a message: processor | business update alone |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for &workers in &args.workers {
-        let of = |f: &dyn Fn(&[f64; 8]) -> f64| crate::median_at(&rates, workers, f);
-        println!(
-            "| {workers} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} | {:.2} | {:.2} |",
-            of(&|r| r[4]),
-            of(&|r| r[5]),
-            of(&|r| r[4] / r[5]),
-            of(&|r| r[6]),
-            of(&|r| r[7]),
-            of(&|r| r[6] / r[7]),
-            of(&|r| r[0] / r[2])
-        );
+        let of = |f: &dyn Fn(&[f64; 10]) -> f64| crate::median_at(&rates, workers, f);
+        for (name, processor, alone) in drivers {
+            let (p, a) = (processor as usize, alone as usize);
+            let (p_trips, a_trips) = if trips.is_empty() {
+                ("-".to_owned(), "-".to_owned())
+            } else {
+                (
+                    format!("{:.2}", trips_of(processor, workers)),
+                    format!("{:.2}", trips_of(alone, workers)),
+                )
+            };
+            println!(
+                "| {workers} | {name} | {:.0} | {:.0} | {:.2} | {p_trips} | {a_trips} |",
+                of(&|r| r[p]),
+                of(&|r| r[a]),
+                of(&|r| r[p] / r[a]),
+            );
+        }
     }
     if !trips.is_empty() {
         println!();
         println!(
             "| workers | round trips a message: processor | same statements through sqlx | \
-             business update alone | without the settling statement | tokio-postgres: \
-             processor | business update alone | diesel-async: processor | business update \
-             alone |"
+             business update alone | without the settling statement |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|");
         for &workers in &args.workers {
-            let of = |v: Variant| {
-                crate::median(
-                    trips
-                        .iter()
-                        .filter(|(i, w, _)| *i == v as usize && *w == workers)
-                        .map(|(_, _, t)| *t)
-                        .collect(),
-                )
-            };
             println!(
-                "| {workers} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
-                of(Variant::Processor),
-                of(Variant::RawSqlx),
-                of(Variant::BusinessOnly),
-                of(Variant::RawNoSettle),
-                of(Variant::TokioProcessor),
-                of(Variant::TokioBusinessOnly),
-                of(Variant::DieselProcessor),
-                of(Variant::DieselBusinessOnly)
+                "| {workers} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                trips_of(Variant::Processor, workers),
+                trips_of(Variant::RawSqlx, workers),
+                trips_of(Variant::BusinessOnly, workers),
+                trips_of(Variant::RawNoSettle, workers),
             );
         }
     }

@@ -28,6 +28,10 @@ pub(crate) enum Variant {
     DieselProcessor,
     /// The business update alone through diesel-async.
     DieselBusinessOnly,
+    /// The processor on SeaORM.
+    SeaProcessor,
+    /// The business update alone through SeaORM.
+    SeaBusinessOnly,
 }
 
 pub(crate) const UPDATE: &str = "UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1";
@@ -90,6 +94,7 @@ pub(crate) struct Setup {
     processor: Processor<PgStore, Credit>,
     tokio: crate::variants_tokio::TokioSetup,
     diesel: crate::variants_diesel::DieselSetup,
+    sea: crate::variants_sea_orm::SeaSetup,
 }
 
 /// `BEGIN; UPDATE; COMMIT`: the business change of one message without the claim, as a
@@ -165,12 +170,14 @@ impl Setup {
         processor.ensure_ready().await?;
         let tokio = crate::variants_tokio::TokioSetup::new(url, connections, accounts).await?;
         let diesel = crate::variants_diesel::DieselSetup::new(url, connections, accounts).await?;
+        let sea = crate::variants_sea_orm::SeaSetup::new(url, connections, accounts).await?;
         Ok(Self {
             store,
             accounts,
             processor,
             tokio,
             diesel,
+            sea,
         })
     }
 
@@ -189,6 +196,7 @@ impl Setup {
         let pool = self.store.pool().clone();
         let (tokio_processor, tokio_pool) = (self.tokio.processor(), self.tokio.pool());
         let (diesel_processor, diesel_store) = (self.diesel.processor(), self.diesel.store());
+        let (sea_processor, sea_store) = (self.sea.processor(), self.sea.store());
         let accounts = self.accounts;
         let claim = store_sql(include_str!("../../inboxed-postgres/sql/claim.sql"));
         let settle = store_sql(include_str!(
@@ -198,6 +206,7 @@ impl Setup {
             let (processor, pool) = (processor.clone(), pool.clone());
             let (tokio_processor, tokio_pool) = (tokio_processor.clone(), tokio_pool.clone());
             let (diesel_processor, diesel_store) = (diesel_processor.clone(), diesel_store.clone());
+            let (sea_processor, sea_store) = (sea_processor.clone(), sea_store.clone());
             let (claim, settle) = (claim.clone(), settle.clone());
             async move {
                 let id = MessageId::from_uuid(uuid::Uuid::now_v7());
@@ -240,6 +249,12 @@ impl Setup {
                     }
                     Variant::DieselBusinessOnly => {
                         crate::variants_diesel::business_only(&diesel_store, accounts).await?;
+                    }
+                    Variant::SeaProcessor => {
+                        sea_processor.process(&env, Some(1)).await?;
+                    }
+                    Variant::SeaBusinessOnly => {
+                        crate::variants_sea_orm::business_only(&sea_store, accounts).await?;
                     }
                 }
                 Ok(1)

@@ -50,6 +50,9 @@ pub(crate) trait PgEngine: Engine<Query: PgArgs> {
     /// The idle workers of this process, woken by receipts through any clone of the store.
     fn wakers(&self) -> &LocalWakers;
 
+    /// The most connections its pool opens: the outbox's relays size their lanes by it.
+    fn max_connections(&self) -> u32;
+
     /// Listens on `channel` from a connection of its own and wakes one of `wake`'s waiters
     /// for each notification whose payload `wanted` accepts, until the subscription drops.
     /// `None` where the driver cannot receive notifications.
@@ -62,7 +65,11 @@ pub(crate) trait PgEngine: Engine<Query: PgArgs> {
     ) -> impl Future<Output = Result<Option<Subscription>, StoreError>> + Send;
 }
 
-#[cfg(any(feature = "tokio-postgres", feature = "diesel-async"))]
+#[cfg(any(
+    feature = "tokio-postgres",
+    feature = "diesel-async",
+    feature = "sea-orm"
+))]
 /// Creates or updates the inbox's tables, refusing a server older than they need.
 pub(crate) async fn migrate<S: PgEngine>(s: &S) -> Result<Vec<i64>, StoreError> {
     let rows = s.fetch_alone(s.query(&s.queries().server_version)).await?;
@@ -71,7 +78,11 @@ pub(crate) async fn migrate<S: PgEngine>(s: &S) -> Result<Vec<i64>, StoreError> 
     inboxed_core::engine::migrate::run(s, s.namespace(), crate::queries::MIGRATIONS).await
 }
 
-#[cfg(any(feature = "tokio-postgres", feature = "diesel-async"))]
+#[cfg(any(
+    feature = "tokio-postgres",
+    feature = "diesel-async",
+    feature = "sea-orm"
+))]
 /// Registers `consumer`, committed on its own.
 pub(crate) async fn register_consumer<S: PgEngine>(
     s: &S,
@@ -83,7 +94,11 @@ pub(crate) async fn register_consumer<S: PgEngine>(
     s.execute_alone(q).await.map(drop)
 }
 
-#[cfg(any(feature = "tokio-postgres", feature = "diesel-async"))]
+#[cfg(any(
+    feature = "tokio-postgres",
+    feature = "diesel-async",
+    feature = "sea-orm"
+))]
 /// What the server needs to be (`capabilities.rs`) and how durable its commits are
 /// (`check_durability.sql`, read by `standbys::report`).
 pub(crate) async fn check_durability<S: PgEngine>(

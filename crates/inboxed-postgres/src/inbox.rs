@@ -20,45 +20,45 @@ use crate::common;
 
 pub(crate) type Query = sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
-impl PgStore {
-    /// Listens on `channel` from a connection of its own and wakes one of `wake`'s waiters
-    /// for each notification whose payload `wanted` accepts, until the subscription is
-    /// dropped or every holder of `wake` is gone. A lost connection is re-established at the
-    /// next receive; the waiters poll meanwhile.
-    pub(crate) async fn listen_on(
-        &self,
-        channel: &str,
-        wake: Arc<Notify>,
-        wanted: impl Fn(&str) -> bool + Send + 'static,
-        what: &'static str,
-    ) -> Result<Subscription, StoreError> {
-        let mut listener = PgListener::connect_with(&self.pool)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        listener
-            .listen(channel)
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let weak = Arc::downgrade(&wake);
-        drop(wake);
-        let task = tokio::spawn(async move {
-            loop {
-                match listener.recv().await {
-                    Ok(note) if wanted(note.payload()) => match weak.upgrade() {
-                        Some(notify) => notify.notify_one(),
-                        None => return,
-                    },
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, listener = what, "listener lost its connection");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
+/// Listens on `channel` from a connection of `pool`'s own and wakes one of `wake`'s waiters
+/// for each notification whose payload `wanted` accepts, until the subscription is dropped or
+/// every holder of `wake` is gone. A lost connection is re-established at the next receive;
+/// the waiters poll meanwhile.
+pub(crate) async fn listen_on(
+    pool: &sqlx::PgPool,
+    channel: &str,
+    wake: Arc<Notify>,
+    wanted: impl Fn(&str) -> bool + Send + 'static,
+    what: &'static str,
+) -> Result<Subscription, StoreError> {
+    let mut listener = PgListener::connect_with(pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+    listener
+        .listen(channel)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+    let weak = Arc::downgrade(&wake);
+    drop(wake);
+    let task = tokio::spawn(async move {
+        loop {
+            match listener.recv().await {
+                Ok(note) if wanted(note.payload()) => match weak.upgrade() {
+                    Some(notify) => notify.notify_one(),
+                    None => return,
+                },
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, listener = what, "listener lost its connection");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }
-        });
-        Ok(Subscription::new(task))
-    }
+        }
+    });
+    Ok(Subscription::new(task))
+}
 
+impl PgStore {
     /// Runs an autocommitted statement. With the statement cache off (behind a proxy that does
     /// not track prepared statements) it runs inside a transaction, so that the unnamed
     /// statement's parse and execute reach the same server.
@@ -111,6 +111,10 @@ impl crate::common::PgEngine for PgStore {
         &self.wakers
     }
 
+    fn max_connections(&self) -> u32 {
+        self.pool.options().get_max_connections()
+    }
+
     async fn listen(
         &self,
         channel: String,
@@ -118,7 +122,9 @@ impl crate::common::PgEngine for PgStore {
         wanted: impl Fn(&str) -> bool + Send + Sync + 'static,
         what: &'static str,
     ) -> Result<Option<Subscription>, StoreError> {
-        self.listen_on(&channel, wake, wanted, what).await.map(Some)
+        listen_on(&self.pool, &channel, wake, wanted, what)
+            .await
+            .map(Some)
     }
 }
 

@@ -21,8 +21,16 @@ mod partition_list;
 mod partitions;
 mod queries;
 mod retention;
+#[cfg(feature = "sea-orm")]
+pub mod sea_orm_pg;
 mod standbys;
 mod store;
+#[cfg(any(
+    feature = "tokio-postgres",
+    feature = "diesel-async",
+    feature = "sea-orm"
+))]
+mod stores;
 #[cfg(feature = "tokio-postgres")]
 pub mod tokio_pg;
 

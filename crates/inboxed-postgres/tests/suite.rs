@@ -13,6 +13,8 @@ mod conformance;
 #[cfg(feature = "diesel-async")]
 mod conformance_diesel;
 mod conformance_partitioned;
+#[cfg(feature = "sea-orm")]
+mod conformance_sea_orm;
 #[cfg(feature = "tokio-postgres")]
 mod conformance_tokio;
 mod contention;
@@ -28,6 +30,8 @@ mod pgbouncer;
 mod pool;
 mod purge_metrics;
 mod replication;
+#[cfg(feature = "sea-orm")]
+mod sea_orm_pg;
 #[cfg(feature = "tokio-postgres")]
 mod tokio_pg;
 mod trace;

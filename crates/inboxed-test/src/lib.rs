@@ -31,6 +31,7 @@ pub mod raw_amqp;
 pub mod raw_kafka;
 pub mod raw_nats;
 pub mod restart;
+pub mod sea_orm_pg;
 pub mod throwaway;
 pub mod tls;
 pub mod tokio_pg;
@@ -45,6 +46,7 @@ pub use my::My;
 pub use my_parted::MyParted;
 pub use parted::PgParted;
 pub use pg::{Pg, admin_url};
+pub use sea_orm_pg::SeaOrmPg;
 pub use tokio_pg::TokioPg;
 
 /// Asserts that `envelope` carries when its broker took it, a moment ago (a minute at most):

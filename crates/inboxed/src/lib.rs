@@ -96,11 +96,14 @@ pub mod metrics {
 
 /// PostgreSQL store; [`failover`](postgres::failover) for a pool of your own that follows the
 /// primary of a multi-host URL; `tokio_pg` (feature `tokio-postgres`) for handlers on
-/// tokio-postgres, `diesel_pg` (feature `diesel-async`) for handlers on diesel-async.
+/// tokio-postgres, `diesel_pg` (feature `diesel-async`) for handlers on diesel-async,
+/// `sea_orm_pg` (feature `sea-orm`) for handlers on SeaORM.
 #[cfg(feature = "postgres")]
 pub mod postgres {
     #[cfg(feature = "diesel-async")]
     pub use inboxed_postgres::diesel_pg;
+    #[cfg(feature = "sea-orm")]
+    pub use inboxed_postgres::sea_orm_pg;
     #[cfg(feature = "tokio-postgres")]
     pub use inboxed_postgres::tokio_pg;
     pub use inboxed_postgres::{ExpiryPlan, PartitionInfo, PgStore, default_namespace, failover};

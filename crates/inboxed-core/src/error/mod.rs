@@ -4,6 +4,8 @@
 #[cfg(feature = "diesel")]
 mod diesel;
 mod handler;
+#[cfg(feature = "sea-orm")]
+mod sea_orm;
 #[cfg(feature = "tokio-postgres")]
 mod tokio_postgres;
 

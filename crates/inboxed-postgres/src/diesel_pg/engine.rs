@@ -12,16 +12,13 @@ use diesel::sql_types::{Array, BigInt, Binary, Bool, Integer, Nullable, Text, Un
 use diesel_async::RunQueryDsl;
 
 use inboxed_core::engine::{Args, Columns, Engine};
-use inboxed_core::inbox::store::Subscription;
 use inboxed_core::migration::Migration;
-use inboxed_core::outbox::OutboxRow;
-use inboxed_core::outbox::store::{ClaimOutboxParams, LockOutboxParams, MarkParams, WriteParams};
 use inboxed_core::sql::Queries;
 use inboxed_core::{ConsumerName, Envelope, Namespace, StoreError, StoredHash};
 
 use super::driver::{Connection, Transaction};
 use super::store::DieselPgStore;
-use crate::common::{self, PgArgs};
+use crate::common::PgArgs;
 use crate::key::message_key;
 
 /// A value bound to a statement, in the PostgreSQL type sqlx would declare for it.
@@ -365,62 +362,5 @@ impl Engine for DieselPgStore {
 
     async fn begin_write(&self) -> Result<Transaction, StoreError> {
         self.begin_with("BEGIN").await
-    }
-}
-
-/// The backlog and dead letters behind `inboxed serve`, as the shared layer reads them.
-impl inboxed_core::observe::ObserveStore for DieselPgStore {}
-
-/// Retention as the shared layer has it: keys in one table (time partitions are
-/// [`PgStore`](crate::PgStore)'s).
-impl inboxed_core::retention::store::RetentionStore for DieselPgStore {}
-
-/// The outbox as the shared layer has it, with PostgreSQL's own operations (`common.rs`) and
-/// NOTIFY wake-ups for its relays.
-impl inboxed_core::outbox::store::OutboxStore for DieselPgStore {
-    async fn write_outbox_many(
-        &self,
-        conn: &mut Connection,
-        params: &[WriteParams<'_>],
-    ) -> Result<(), StoreError> {
-        common::write_outbox_many(self, conn, params).await
-    }
-
-    fn locks_outbox(&self) -> bool {
-        true
-    }
-
-    fn max_connections(&self) -> Option<u32> {
-        Some(u32::try_from(self.pool.status().max_size).unwrap_or(u32::MAX))
-    }
-
-    async fn claim_outbox(
-        &self,
-        params: &ClaimOutboxParams<'_>,
-    ) -> Result<Vec<OutboxRow>, StoreError> {
-        common::claim_outbox(self, params).await
-    }
-
-    async fn lock_outbox(
-        &self,
-        conn: &mut Connection,
-        params: &LockOutboxParams,
-    ) -> Result<Vec<OutboxRow>, StoreError> {
-        common::lock_outbox(self, conn, params).await
-    }
-
-    async fn mark_outbox(
-        &self,
-        conn: &mut Connection,
-        p: &MarkParams<'_>,
-    ) -> Result<(), StoreError> {
-        common::mark_outbox(self, conn, p).await
-    }
-
-    async fn listen_outbox(
-        &self,
-        wake: std::sync::Arc<tokio::sync::Notify>,
-    ) -> Result<Option<Subscription>, StoreError> {
-        common::listen_outbox(self, wake).await
     }
 }

@@ -1,6 +1,6 @@
-//! [`Store`] and [`InboxStore`] on diesel-async: the sqlx store's SQL, keys and migrations,
-//! PostgreSQL's own operations as both other drivers run them (`common.rs`), and `LISTEN` on a
-//! connection taken out of the pool for it.
+//! [`Store`] on diesel-async, and `InboxStore` stamped by [`crate::stores`]: the sqlx store's
+//! SQL, keys and migrations, PostgreSQL's own operations as the other drivers run them
+//! (`common.rs`), and `LISTEN` on a connection taken out of the pool for it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,11 +13,9 @@ use diesel_async::pooled_connection::{
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
-use inboxed_core::engine::{self, Engine, claims};
+use inboxed_core::engine::{Engine, claims};
 use inboxed_core::inbox::LocalWakers;
-use inboxed_core::inbox::store::{
-    EnqueueManyParams, Enqueued, InboxStore, Liveness, ReleaseStaleParams, RowFate, Subscription,
-};
+use inboxed_core::inbox::store::Subscription;
 use inboxed_core::sql::Queries;
 use inboxed_core::store::{BeginParams, Claim, ClaimParams, DurabilityReport};
 use inboxed_core::{ConsumerName, Envelope, Namespace, Store, StoreError};
@@ -231,6 +229,10 @@ impl PgEngine for DieselPgStore {
         &self.wakers
     }
 
+    fn max_connections(&self) -> u32 {
+        u32::try_from(self.pool.status().max_size).unwrap_or(u32::MAX)
+    }
+
     /// On a connection taken out of the pool for good, whose notifications diesel-async
     /// streams; a lost one is made again a second later, the waiters polling meanwhile.
     async fn listen(
@@ -293,57 +295,4 @@ async fn listening(store: &DieselPgStore, channel: &str) -> Result<Connection, S
     Ok(conn)
 }
 
-impl InboxStore for DieselPgStore {
-    async fn enqueue_many(&self, p: &EnqueueManyParams<'_>) -> Result<Vec<Enqueued>, StoreError> {
-        common::enqueue_many(self, p).await
-    }
-
-    async fn count_attempts(
-        &self,
-        consumer: &ConsumerName,
-        message_ids: &[String],
-    ) -> Result<Vec<(String, u32)>, StoreError> {
-        common::count_attempts(self, consumer, message_ids).await
-    }
-
-    async fn finish_locked(
-        &self,
-        conn: &mut Connection,
-        consumer: &ConsumerName,
-        fates: &[RowFate],
-    ) -> Result<(), StoreError> {
-        common::finish_locked(self, conn, consumer, fates).await
-    }
-
-    async fn release_stale(&self, p: &ReleaseStaleParams<'_>) -> Result<u64, StoreError> {
-        common::release_stale(self, p).await
-    }
-
-    async fn hold_liveness(&self, worker: &str) -> Result<Option<Liveness>, StoreError> {
-        engine::liveness::hold(self, worker).await
-    }
-
-    async fn dead_workers(&self) -> Result<Vec<String>, StoreError> {
-        engine::liveness::dead_workers(self).await
-    }
-
-    async fn forget_workers(&self, workers: &[String]) -> Result<u64, StoreError> {
-        engine::liveness::forget_workers(self, workers).await
-    }
-
-    async fn notify(&self, consumer: &ConsumerName) -> Result<(), StoreError> {
-        common::notify(self, consumer).await
-    }
-
-    async fn subscribe(
-        &self,
-        consumer: &ConsumerName,
-        wake: Arc<Notify>,
-    ) -> Result<Option<Subscription>, StoreError> {
-        common::subscribe(self, consumer, wake).await
-    }
-
-    fn local_wakers(&self) -> Option<&LocalWakers> {
-        Some(&self.wakers)
-    }
-}
+crate::stores::driver_store!(DieselPgStore);

@@ -53,6 +53,7 @@ mod variants;
 mod variants_diesel;
 mod variants_sea_orm;
 mod variants_tokio;
+mod variants_worker;
 
 use clap::{Parser, Subcommand};
 use sqlx::{Connection, PgConnection};

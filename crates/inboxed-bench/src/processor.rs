@@ -2,6 +2,9 @@
 //! directly through sqlx, with the same pool and concurrency, in interleaved rounds of one run.
 //! With `--latency-ms`, again behind a link of that round trip (a delaying [`Tap`]) for each
 //! value: at a network's latency the dedup's price is its round trips, not the server's work.
+//! Each PostgreSQL driver (sqlx, tokio-postgres, diesel-async, SeaORM) runs its processor, the
+//! store-then-process worker at its defaults, and the business update alone, in the same
+//! rounds.
 
 use std::time::{Duration, Instant};
 
@@ -101,6 +104,10 @@ async fn measure(
         Variant::DieselBusinessOnly,
         Variant::SeaProcessor,
         Variant::SeaBusinessOnly,
+        Variant::SqlxWorker,
+        Variant::TokioWorker,
+        Variant::DieselWorker,
+        Variant::SeaWorker,
     ];
     let dur = Duration::from_secs_f64(args.seconds);
     let mut trips: Vec<(usize, usize, f64)> = Vec::new();
@@ -125,8 +132,22 @@ async fn measure(
                  business only {:.0} tx/s, raw sqlx without the settling statement {:.0} msg/s; \
                  tokio-postgres: processor {:.0} msg/s, business only {:.0} tx/s; \
                  diesel-async: processor {:.0} msg/s, business only {:.0} tx/s; \
-                 SeaORM: processor {:.0} msg/s, business only {:.0} tx/s",
-                row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9]
+                 SeaORM: processor {:.0} msg/s, business only {:.0} tx/s; the worker: sqlx {:.0}, \
+                 tokio-postgres {:.0}, diesel-async {:.0}, SeaORM {:.0} msg/s",
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                row[5],
+                row[6],
+                row[7],
+                row[8],
+                row[9],
+                row[10],
+                row[11],
+                row[12],
+                row[13]
             );
         },
     )
@@ -139,7 +160,7 @@ async fn measure(
     );
     println!("|---|---|---|---|---|---|---|");
     for &workers in &args.workers {
-        let of = |f: &dyn Fn(&[f64; 10]) -> f64| crate::median_at(&rates, workers, f);
+        let of = |f: &dyn Fn(&[f64; 14]) -> f64| crate::median_at(&rates, workers, f);
         println!(
             "| {workers} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
             of(&|r| r[0]),
@@ -150,53 +171,70 @@ async fn measure(
             of(&|r| r[3] / r[2])
         );
     }
-    // Each driver: its processor against the business update alone through the same driver.
+    // Each driver: its processor and its worker against the business update alone through the
+    // same driver.
     let drivers = [
-        ("sqlx", Variant::Processor, Variant::BusinessOnly),
+        (
+            "sqlx",
+            Variant::Processor,
+            Variant::SqlxWorker,
+            Variant::BusinessOnly,
+        ),
         (
             "tokio-postgres",
             Variant::TokioProcessor,
+            Variant::TokioWorker,
             Variant::TokioBusinessOnly,
         ),
         (
             "diesel-async",
             Variant::DieselProcessor,
+            Variant::DieselWorker,
             Variant::DieselBusinessOnly,
         ),
-        ("SeaORM", Variant::SeaProcessor, Variant::SeaBusinessOnly),
+        (
+            "SeaORM",
+            Variant::SeaProcessor,
+            Variant::SeaWorker,
+            Variant::SeaBusinessOnly,
+        ),
     ];
     let trips_of = |v: Variant, workers: usize| {
-        crate::median(
-            trips
-                .iter()
-                .filter(|(i, w, _)| *i == v as usize && *w == workers)
-                .map(|(_, _, t)| *t)
-                .collect(),
+        if trips.is_empty() {
+            return "-".to_owned();
+        }
+        format!(
+            "{:.2}",
+            crate::median(
+                trips
+                    .iter()
+                    .filter(|(i, w, _)| *i == v as usize && *w == workers)
+                    .map(|(_, _, t)| *t)
+                    .collect(),
+            )
         )
     };
     println!();
     println!(
-        "| workers | driver | processor msg/s | business update alone tx/s | processor / \
-         business alone | round trips a message: processor | business update alone |"
+        "| workers | driver | processor msg/s | worker msg/s | business update alone tx/s | \
+         processor / business alone | worker / business alone | round trips a message: \
+         processor | worker | business update alone |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for &workers in &args.workers {
-        let of = |f: &dyn Fn(&[f64; 10]) -> f64| crate::median_at(&rates, workers, f);
-        for (name, processor, alone) in drivers {
-            let (p, a) = (processor as usize, alone as usize);
-            let (p_trips, a_trips) = if trips.is_empty() {
-                ("-".to_owned(), "-".to_owned())
-            } else {
-                (
-                    format!("{:.2}", trips_of(processor, workers)),
-                    format!("{:.2}", trips_of(alone, workers)),
-                )
-            };
+        let of = |f: &dyn Fn(&[f64; 14]) -> f64| crate::median_at(&rates, workers, f);
+        for (name, processor, worker, alone) in drivers {
+            let (p, w, a) = (processor as usize, worker as usize, alone as usize);
             println!(
-                "| {workers} | {name} | {:.0} | {:.0} | {:.2} | {p_trips} | {a_trips} |",
+                "| {workers} | {name} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {} | {} | {} |",
                 of(&|r| r[p]),
+                of(&|r| r[w]),
                 of(&|r| r[a]),
                 of(&|r| r[p] / r[a]),
+                of(&|r| r[w] / r[a]),
+                trips_of(processor, workers),
+                trips_of(worker, workers),
+                trips_of(alone, workers),
             );
         }
     }
@@ -209,7 +247,7 @@ async fn measure(
         println!("|---|---|---|---|---|");
         for &workers in &args.workers {
             println!(
-                "| {workers} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                "| {workers} | {} | {} | {} | {} |",
                 trips_of(Variant::Processor, workers),
                 trips_of(Variant::RawSqlx, workers),
                 trips_of(Variant::BusinessOnly, workers),

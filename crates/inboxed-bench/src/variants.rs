@@ -32,6 +32,14 @@ pub(crate) enum Variant {
     SeaProcessor,
     /// The business update alone through SeaORM.
     SeaBusinessOnly,
+    /// The store-then-process worker at its defaults, on sqlx.
+    SqlxWorker,
+    /// The same on tokio-postgres.
+    TokioWorker,
+    /// The same on diesel-async.
+    DieselWorker,
+    /// The same on SeaORM.
+    SeaWorker,
 }
 
 pub(crate) const UPDATE: &str = "UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1";
@@ -95,6 +103,7 @@ pub(crate) struct Setup {
     tokio: crate::variants_tokio::TokioSetup,
     diesel: crate::variants_diesel::DieselSetup,
     sea: crate::variants_sea_orm::SeaSetup,
+    worker: crate::variants_worker::Drain<PgStore, crate::variants_worker::SqlxRowCredit>,
 }
 
 /// `BEGIN; UPDATE; COMMIT`: the business change of one message without the claim, as a
@@ -171,6 +180,12 @@ impl Setup {
         let tokio = crate::variants_tokio::TokioSetup::new(url, connections, accounts).await?;
         let diesel = crate::variants_diesel::DieselSetup::new(url, connections, accounts).await?;
         let sea = crate::variants_sea_orm::SeaSetup::new(url, connections, accounts).await?;
+        let worker = crate::variants_worker::Drain::new(
+            &store,
+            "bench-sqlx-worker",
+            crate::variants_worker::SqlxRowCredit { accounts },
+        )
+        .await?;
         Ok(Self {
             store,
             accounts,
@@ -178,6 +193,7 @@ impl Setup {
             tokio,
             diesel,
             sea,
+            worker,
         })
     }
 
@@ -197,6 +213,12 @@ impl Setup {
         let (tokio_processor, tokio_pool) = (self.tokio.processor(), self.tokio.pool());
         let (diesel_processor, diesel_store) = (self.diesel.processor(), self.diesel.store());
         let (sea_processor, sea_store) = (self.sea.processor(), self.sea.store());
+        let drains = (
+            self.worker.clone(),
+            self.tokio.worker(),
+            self.diesel.worker(),
+            self.sea.worker(),
+        );
         let accounts = self.accounts;
         let claim = store_sql(include_str!("../../inboxed-postgres/sql/claim.sql"));
         let settle = store_sql(include_str!(
@@ -207,6 +229,7 @@ impl Setup {
             let (tokio_processor, tokio_pool) = (tokio_processor.clone(), tokio_pool.clone());
             let (diesel_processor, diesel_store) = (diesel_processor.clone(), diesel_store.clone());
             let (sea_processor, sea_store) = (sea_processor.clone(), sea_store.clone());
+            let drains = drains.clone();
             let (claim, settle) = (claim.clone(), settle.clone());
             async move {
                 let id = MessageId::from_uuid(uuid::Uuid::now_v7());
@@ -256,6 +279,10 @@ impl Setup {
                     Variant::SeaBusinessOnly => {
                         crate::variants_sea_orm::business_only(&sea_store, accounts).await?;
                     }
+                    Variant::SqlxWorker => return drains.0.once().await,
+                    Variant::TokioWorker => return drains.1.once().await,
+                    Variant::DieselWorker => return drains.2.once().await,
+                    Variant::SeaWorker => return drains.3.once().await,
                 }
                 Ok(1)
             }

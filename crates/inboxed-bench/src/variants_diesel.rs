@@ -29,6 +29,7 @@ impl Handler<DieselPostgres> for DieselCredit {
 pub(crate) struct DieselSetup {
     store: DieselPgStore,
     processor: Processor<DieselPgStore, DieselCredit>,
+    worker: crate::variants_worker::Drain<DieselPgStore, DieselCredit>,
 }
 
 impl DieselSetup {
@@ -44,7 +45,21 @@ impl DieselSetup {
             ProcessorConfig::default(),
         );
         processor.ensure_ready().await?;
-        Ok(Self { store, processor })
+        let worker = crate::variants_worker::Drain::new(
+            &store,
+            "bench-diesel-worker",
+            DieselCredit { accounts },
+        )
+        .await?;
+        Ok(Self {
+            store,
+            processor,
+            worker,
+        })
+    }
+
+    pub(crate) fn worker(&self) -> crate::variants_worker::Drain<DieselPgStore, DieselCredit> {
+        self.worker.clone()
     }
 
     pub(crate) fn processor(&self) -> Processor<DieselPgStore, DieselCredit> {

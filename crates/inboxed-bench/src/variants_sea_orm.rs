@@ -33,6 +33,7 @@ impl Handler<SeaOrmPostgres> for SeaCredit {
 pub(crate) struct SeaSetup {
     store: SeaOrmPgStore,
     processor: Processor<SeaOrmPgStore, SeaCredit>,
+    worker: crate::variants_worker::Drain<SeaOrmPgStore, SeaCredit>,
 }
 
 impl SeaSetup {
@@ -47,7 +48,21 @@ impl SeaSetup {
             ProcessorConfig::default(),
         );
         processor.ensure_ready().await?;
-        Ok(Self { store, processor })
+        let worker = crate::variants_worker::Drain::new(
+            &store,
+            "bench-sea-orm-worker",
+            SeaCredit { accounts },
+        )
+        .await?;
+        Ok(Self {
+            store,
+            processor,
+            worker,
+        })
+    }
+
+    pub(crate) fn worker(&self) -> crate::variants_worker::Drain<SeaOrmPgStore, SeaCredit> {
+        self.worker.clone()
     }
 
     pub(crate) fn processor(&self) -> Processor<SeaOrmPgStore, SeaCredit> {

@@ -25,6 +25,7 @@ impl Handler<TokioPostgres> for TokioCredit {
 pub(crate) struct TokioSetup {
     store: TokioPgStore,
     processor: Processor<TokioPgStore, TokioCredit>,
+    worker: crate::variants_worker::Drain<TokioPgStore, TokioCredit>,
 }
 
 impl TokioSetup {
@@ -40,7 +41,21 @@ impl TokioSetup {
             ProcessorConfig::default(),
         );
         processor.ensure_ready().await?;
-        Ok(Self { store, processor })
+        let worker = crate::variants_worker::Drain::new(
+            &store,
+            "bench-tokio-worker",
+            TokioCredit { accounts },
+        )
+        .await?;
+        Ok(Self {
+            store,
+            processor,
+            worker,
+        })
+    }
+
+    pub(crate) fn worker(&self) -> crate::variants_worker::Drain<TokioPgStore, TokioCredit> {
+        self.worker.clone()
     }
 
     pub(crate) fn processor(&self) -> Processor<TokioPgStore, TokioCredit> {

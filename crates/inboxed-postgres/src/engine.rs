@@ -179,7 +179,7 @@ impl inboxed_core::outbox::store::OutboxStore for PgStore {
     }
 
     fn max_connections(&self) -> Option<u32> {
-        Some(self.pool.options().get_max_connections())
+        Some(common::PgEngine::max_connections(self))
     }
 
     async fn claim_outbox(

@@ -19,6 +19,9 @@ use crate::kit::Kit;
 
 /// A reaper's clock far past any lease: every claim in flight is expired to it.
 const LATER: Duration = Duration::from_secs(3600);
+/// How long the second worker of `worker_lease_expires` claims again while the database is
+/// busy with the first worker's transaction.
+const BUSY_WAIT: Duration = Duration::from_secs(30);
 
 impl<S, H, T> Kit<S, H, T>
 where
@@ -144,7 +147,19 @@ where
             let reaper = self.reaper();
             tokio::spawn(async move {
                 reaper.reap_once(Some(SystemTime::now() + LATER)).await?;
-                second.run_once().await
+                // It waits on the first worker's locks: on a loaded machine past SQLite's busy
+                // timeout. A worker's loop claims again after a busy database; so does this.
+                let deadline = tokio::time::Instant::now() + BUSY_WAIT;
+                loop {
+                    match second.run_once().await {
+                        Err(inboxed_core::Error::Store(inboxed_core::StoreError::Busy(_)))
+                            if tokio::time::Instant::now() < deadline =>
+                        {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        ended => break ended,
+                    }
+                }
             })
         };
         tokio::time::sleep(self.config.hold).await;

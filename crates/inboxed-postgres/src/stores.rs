@@ -1,7 +1,8 @@
 //! The store traits whose every method the non-sqlx drivers' stores (tokio-postgres,
-//! diesel-async, SeaORM) answer the same way, from PostgreSQL's own operations
-//! ([`crate::common`]) and the shared layer: written once here and stamped for each store,
-//! since a trait of another crate cannot be implemented for every [`PgEngine`] at once.
+//! diesel-async, SeaORM) answer the same way (`Store` but for tokio-postgres's pipelined
+//! pair), from PostgreSQL's own operations ([`crate::common`]) and the shared layer: written
+//! once here and stamped for each store, since a trait of another crate cannot be implemented
+//! for every [`PgEngine`] at once.
 //!
 //! [`PgEngine`]: crate::common::PgEngine
 
@@ -145,3 +146,87 @@ macro_rules! driver_store {
 }
 
 pub(crate) use driver_store;
+
+/// `Store` for `$store`, whose driver is `$db`: PostgreSQL's own migration, registration and
+/// start-up check, every transaction begun with `begin.sql` (the claims' shared key locks with
+/// it), the single and set-based claims; `$extra` holds a driver's own further methods
+/// (tokio-postgres's pipelined ones).
+macro_rules! driver_store_base {
+    ($store:ty, $db:ty $(, { $($extra:tt)* })?) => {
+        impl inboxed_core::Store for $store {
+            type Db = $db;
+            type Engine = Self;
+
+            fn engine(&self) -> &Self {
+                self
+            }
+
+            async fn migrate(&self) -> Result<Vec<i64>, inboxed_core::StoreError> {
+                $crate::common::migrate(self).await
+            }
+
+            async fn register_consumer(
+                &self,
+                consumer: &inboxed_core::ConsumerName,
+            ) -> Result<(), inboxed_core::StoreError> {
+                $crate::common::register_consumer(self, consumer).await
+            }
+
+            async fn check_durability(
+                &self,
+            ) -> Result<inboxed_core::store::DurabilityReport, inboxed_core::StoreError> {
+                $crate::common::check_durability(self).await
+            }
+
+            async fn begin(
+                &self,
+                params: &inboxed_core::store::BeginParams,
+            ) -> Result<<$db as inboxed_core::driver::Driver>::Transaction, inboxed_core::StoreError> {
+                let statement = $crate::store::begin_statement(params, &[]);
+                $crate::common::PgEngine::begin_with(self, statement).await
+            }
+
+            /// The claims' shared key locks ride with the transaction's settings
+            /// (`begin.sql`).
+            async fn begin_claims(
+                &self,
+                params: &inboxed_core::store::BeginParams,
+                consumer: &inboxed_core::ConsumerName,
+                ids: &[&str],
+            ) -> Result<<$db as inboxed_core::driver::Driver>::Transaction, inboxed_core::StoreError> {
+                let locks = $crate::key_lock::claim_locks(consumer, ids);
+                let statement = $crate::store::begin_statement(params, &locks);
+                $crate::common::PgEngine::begin_with(self, statement).await
+            }
+
+            async fn claim(
+                &self,
+                conn: &mut inboxed_core::engine::Conn<Self>,
+                params: &inboxed_core::store::ClaimParams<'_>,
+            ) -> Result<inboxed_core::store::Claim, inboxed_core::StoreError> {
+                inboxed_core::engine::claims::claim_key(
+                    self,
+                    conn,
+                    &self.queries.claim,
+                    params.consumer,
+                    params.envelope,
+                )
+                .await
+            }
+
+            /// One statement for the batch's keys (`claim_many.sql`).
+            async fn claim_many(
+                &self,
+                conn: &mut inboxed_core::engine::Conn<Self>,
+                consumer: &inboxed_core::ConsumerName,
+                envelopes: &[&inboxed_core::Envelope],
+            ) -> Result<Vec<inboxed_core::store::Claim>, inboxed_core::StoreError> {
+                $crate::common::claim_many(self, conn, consumer, envelopes).await
+            }
+
+            $($($extra)*)?
+        }
+    };
+}
+
+pub(crate) use driver_store_base;

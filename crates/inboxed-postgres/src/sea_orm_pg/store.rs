@@ -1,7 +1,7 @@
-//! [`Store`] on SeaORM, and `InboxStore` stamped by [`crate::stores`]: the sqlx store's SQL,
-//! keys and migrations, PostgreSQL's own operations as every driver runs them (`common.rs`),
-//! transactions begun through SeaORM, and what runs outside a transaction (sessions, single
-//! statements, `LISTEN`) on the sqlx pool beneath SeaORM.
+//! The store on SeaORM: transactions begun through SeaORM, and what runs outside a
+//! transaction (sessions, single statements, `LISTEN`) on the sqlx pool beneath SeaORM;
+//! `Store` and `InboxStore` are stamped by [`crate::stores`] from PostgreSQL's own operations
+//! as every driver runs them (`common.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,18 +10,14 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, SqlxPostgresConnector, Transa
 use sqlx::PgPool;
 use tokio::sync::Notify;
 
-use inboxed_core::engine::claims;
 use inboxed_core::inbox::LocalWakers;
 use inboxed_core::inbox::store::Subscription;
 use inboxed_core::sql::Queries;
-use inboxed_core::store::{BeginParams, Claim, ClaimParams, DurabilityReport};
-use inboxed_core::{ConsumerName, Envelope, Namespace, Store, StoreError};
+use inboxed_core::{Namespace, Store, StoreError};
 
 use super::driver::{Connection, SeaOrmPostgres, Transaction};
-use crate::common::{self, PgEngine};
-use crate::key_lock;
+use crate::common::PgEngine;
 use crate::queries::TEMPLATES;
-use crate::store::begin_statement;
 
 /// The inbox on PostgreSQL through SeaORM 2, over the application's `DatabaseConnection`, so
 /// that handlers write through SeaORM in the same transaction as the claim. Handlers implement
@@ -161,65 +157,7 @@ fn after_begin(statement: &str) -> Option<String> {
     (!rest.is_empty()).then(|| format!("SET TRANSACTION {rest}"))
 }
 
-impl Store for SeaOrmPgStore {
-    type Db = SeaOrmPostgres;
-    type Engine = Self;
-
-    fn engine(&self) -> &Self {
-        self
-    }
-
-    async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
-        common::migrate(self).await
-    }
-
-    async fn register_consumer(&self, consumer: &ConsumerName) -> Result<(), StoreError> {
-        common::register_consumer(self, consumer).await
-    }
-
-    async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
-        common::check_durability(self).await
-    }
-
-    async fn begin(&self, params: &BeginParams) -> Result<Transaction, StoreError> {
-        self.begin_with(&begin_statement(params, &[])).await
-    }
-
-    /// The claims' shared key locks ride with the transaction's settings (`begin.sql`).
-    async fn begin_claims(
-        &self,
-        params: &BeginParams,
-        consumer: &ConsumerName,
-        ids: &[&str],
-    ) -> Result<Transaction, StoreError> {
-        let locks = key_lock::claim_locks(consumer, ids);
-        self.begin_with(&begin_statement(params, &locks)).await
-    }
-
-    async fn claim(
-        &self,
-        conn: &mut Connection,
-        params: &ClaimParams<'_>,
-    ) -> Result<Claim, StoreError> {
-        claims::claim_key(
-            self,
-            conn,
-            &self.queries.claim,
-            params.consumer,
-            params.envelope,
-        )
-        .await
-    }
-
-    async fn claim_many(
-        &self,
-        conn: &mut Connection,
-        consumer: &ConsumerName,
-        envelopes: &[&Envelope],
-    ) -> Result<Vec<Claim>, StoreError> {
-        common::claim_many(self, conn, consumer, envelopes).await
-    }
-}
+crate::stores::driver_store_base!(SeaOrmPgStore, SeaOrmPostgres);
 
 impl PgEngine for SeaOrmPgStore {
     async fn begin_with(&self, statement: String) -> Result<Transaction, StoreError> {

@@ -1,5 +1,6 @@
-//! [`Store`] on tokio-postgres: the sqlx store's SQL and keys, with the claim sent behind the
-//! `BEGIN` and the settling statement behind the `COMMIT`, each pair in one round trip.
+//! The store on tokio-postgres; `Store` is stamped by [`crate::stores`], with the claim sent
+//! behind the `BEGIN` and the settling statement behind the `COMMIT`, each pair in one round
+//! trip.
 
 use std::sync::Arc;
 
@@ -7,15 +8,14 @@ use futures_util::future::join;
 
 use inboxed_core::engine::{claims, keys};
 use inboxed_core::sql::Queries;
-use inboxed_core::store::{BeginParams, Claim, ClaimParams, DurabilityReport, KeyParams};
-use inboxed_core::{ConsumerName, Envelope, Namespace, Store, StoreError};
+use inboxed_core::store::{BeginParams, Claim, ClaimParams, KeyParams};
+use inboxed_core::{Namespace, Store, StoreError};
 
 use tokio_postgres::Socket;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 
 use super::driver::{Connection, TokioPostgres, Transaction};
 use super::listen::Listener;
-use crate::common;
 use crate::key_lock;
 use crate::queries::TEMPLATES;
 use crate::store::begin_statement;
@@ -170,41 +170,7 @@ fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
     }
 }
 
-impl Store for TokioPgStore {
-    type Db = TokioPostgres;
-    type Engine = Self;
-
-    fn engine(&self) -> &Self {
-        self
-    }
-
-    async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
-        common::migrate(self).await
-    }
-
-    async fn register_consumer(&self, consumer: &ConsumerName) -> Result<(), StoreError> {
-        common::register_consumer(self, consumer).await
-    }
-
-    async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {
-        common::check_durability(self).await
-    }
-
-    async fn begin(&self, params: &BeginParams) -> Result<Transaction, StoreError> {
-        self.begin_with(&begin_statement(params, &[])).await
-    }
-
-    /// The claims' shared key locks ride in the `BEGIN`'s round trip (`begin.sql`).
-    async fn begin_claims(
-        &self,
-        params: &BeginParams,
-        consumer: &ConsumerName,
-        ids: &[&str],
-    ) -> Result<Transaction, StoreError> {
-        let locks = key_lock::claim_locks(consumer, ids);
-        self.begin_with(&begin_statement(params, &locks)).await
-    }
-
+crate::stores::driver_store_base!(TokioPgStore, TokioPostgres, {
     /// `BEGIN` (with the key's lock) and the claim sent together: one round trip. Should the
     /// `BEGIN`'s statements fail (the key lock's timeout), the transaction is aborted and the
     /// claim fails inside it; it never runs on its own.
@@ -239,31 +205,6 @@ impl Store for TokioPgStore {
         Ok((tx, claim))
     }
 
-    async fn claim(
-        &self,
-        conn: &mut Connection,
-        params: &ClaimParams<'_>,
-    ) -> Result<Claim, StoreError> {
-        claims::claim_key(
-            self,
-            conn,
-            &self.queries.claim,
-            params.consumer,
-            params.envelope,
-        )
-        .await
-    }
-
-    /// One statement for the batch's keys (`claim_many.sql`).
-    async fn claim_many(
-        &self,
-        conn: &mut Connection,
-        consumer: &ConsumerName,
-        envelopes: &[&Envelope],
-    ) -> Result<Vec<Claim>, StoreError> {
-        common::claim_many(self, conn, consumer, envelopes).await
-    }
-
     /// The settling statement and `COMMIT` sent together: one round trip.
     async fn settle_and_commit(
         &self,
@@ -273,4 +214,4 @@ impl Store for TokioPgStore {
         tx.commit_after(keys::clear_attempts_query(self, params))
             .await
     }
-}
+});

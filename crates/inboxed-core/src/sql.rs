@@ -96,6 +96,7 @@ operations!(
     enqueue,
     enqueue_lookup,
     enqueue_many,
+    enqueue_many_new,
     enqueue_lookup_many,
     notify,
     claim_batch,

@@ -53,8 +53,9 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     // The database is the schema, and it must exist: the store never creates databases.
     schema_exists, create_schema,
     // A batch receipt that finds a stored key stores that part with enqueue.sql and
-    // enqueue_lookup.sql per message (receipt.rs).
-    enqueue_lookup_many,
+    // enqueue_lookup.sql per message (receipt.rs): enqueue_many.sql already takes every key
+    // of a part to be new.
+    enqueue_many_new, enqueue_lookup_many,
     // No notifications: workers poll, and those of this process wake each other.
     notify,
     // The lock-held batch counts its claims with record_attempts.sql, the processor's count.

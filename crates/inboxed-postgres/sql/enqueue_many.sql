@@ -1,5 +1,7 @@
 -- enqueue_many: the store-then-process receipt of many messages in one statement, inside the
--- caller's transaction (one commit for the batch, then the broker acks them all).
+-- caller's transaction (one commit for the batch, then the broker acks them all), skipping the
+-- keys already stored: the second try of a batch that enqueue_many_new.sql could not store
+-- whole.
 -- $1 consumer_name, and one array per column, each holding the batch in arrival order:
 -- $2 message_id text[], $3 aggregate_id text[] (NULL: none), $4 message_type text[],
 -- $5 correlation_id text[], $6 payload bytea[], $7 payload_hash bytea[], $8 headers text[]

@@ -128,8 +128,10 @@ fn inbox_channel(s: &impl Engine) -> String {
     format!("{}inbox", s.namespace().prefix())
 }
 
-/// Many receipts in one transaction: one `INSERT … SELECT FROM unnest(…)` for the lot
-/// (`enqueue_many.sql`), and one lookup of the keys that were there already.
+/// Many receipts in one transaction: one `INSERT … SELECT FROM unnest(…)` for the lot, first
+/// taking every key to be new (`enqueue_many_new.sql`, which says why); when one is not (the
+/// unique key refuses it), the batch again in a new transaction, skipping the keys stored
+/// (`enqueue_many.sql`), and one lookup of those keys' stored hashes.
 pub(crate) async fn enqueue_many<S: PgEngine>(
     s: &S,
     p: &EnqueueManyParams<'_>,
@@ -142,20 +144,34 @@ pub(crate) async fn enqueue_many<S: PgEngine>(
     let hashes: Vec<&[u8]> = hashes.iter().map(|h| &h.as_bytes()[..]).collect();
     let headers: Vec<Option<String>> = envs.iter().map(|e| e.headers().to_stored()).collect();
     let headers: Vec<Option<&str>> = headers.iter().map(Option::as_deref).collect();
+    let (aggregates, types, correlations) = (
+        column(Envelope::aggregate_id),
+        column(Envelope::message_type),
+        column(Envelope::correlation_id),
+    );
     let qs = s.queries();
+    let statement = |sql| {
+        s.query(sql)
+            .text(p.consumer.as_str())
+            .texts(&ids)
+            .opt_texts(&aggregates)
+            .opt_texts(&types)
+            .opt_texts(&correlations)
+            .byteas(&payloads)
+            .byteas(&hashes)
+            .opt_texts(&headers)
+    };
     let mut tx = s.begin_write().await?;
-    let q = s
-        .query(&qs.enqueue_many)
-        .text(p.consumer.as_str())
-        .texts(&ids)
-        .opt_texts(&column(Envelope::aggregate_id))
-        .opt_texts(&column(Envelope::message_type))
-        .opt_texts(&column(Envelope::correlation_id))
-        .byteas(&payloads)
-        .byteas(&hashes)
-        .opt_texts(&headers);
+    let rows = match S::fetch_all(statement(&qs.enqueue_many_new), &mut *tx).await {
+        Err(StoreError::UniqueViolation(_)) => {
+            tx.rollback().await?;
+            tx = s.begin_write().await?;
+            S::fetch_all(statement(&qs.enqueue_many), &mut *tx).await?
+        }
+        stored => stored?,
+    };
     let mut inserted = HashMap::new();
-    for row in S::fetch_all(q, &mut *tx).await? {
+    for row in rows {
         inserted.insert(row.text(1)?, row.int(0)?);
     }
     let mut stored = HashMap::new();

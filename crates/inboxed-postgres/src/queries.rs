@@ -12,7 +12,8 @@ pub(crate) const MIGRATIONS: &[Migration] = inboxed_core::migrations!();
 pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     claim, register_consumer, lookup, record_attempt, record_attempts, forgive, load_attempts,
     clear_attempts, claim_many, clear_many_attempts, dead_letter, load_dead_letter,
-    delete_dead_letter, enqueue, enqueue_lookup, enqueue_many, enqueue_lookup_many, notify,
+    delete_dead_letter, enqueue, enqueue_lookup, enqueue_many, enqueue_many_new,
+    enqueue_lookup_many, notify,
     claim_batch, complete, complete_batch, fail, extend_leases, release, release_stale,
     register_worker, dead_workers, forget_workers, count_workers, replay_select, replay_reset,
     replay_audit, purge_done, observe_inbox, observe_dead_letters, list_dead_letters,

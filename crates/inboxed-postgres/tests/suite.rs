@@ -29,6 +29,7 @@ mod partitions;
 mod pgbouncer;
 mod pool;
 mod purge_metrics;
+mod receipt;
 mod replication;
 #[cfg(feature = "sea-orm")]
 mod sea_orm_pg;

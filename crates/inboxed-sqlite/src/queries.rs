@@ -39,7 +39,7 @@ pub(crate) const TEMPLATES: Templates = inboxed_core::templates! {
     // In process there is no round trip to save: a batch claims its keys with claim.sql, and
     // a batch receipt runs enqueue.sql per message in one transaction (the batch shares the
     // commit, which is what costs).
-    claim_many, enqueue_many, enqueue_lookup_many,
+    claim_many, enqueue_many, enqueue_many_new, enqueue_lookup_many,
     // Likewise the outbox's batch write runs outbox_write.sql per message.
     outbox_write_many,
     // The outbox relay's lock-held claim: a transaction open through a publish would hold

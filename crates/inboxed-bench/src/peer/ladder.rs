@@ -169,8 +169,8 @@ async fn claim(
 
 /// The receipt's rungs below `Inbox::store_many`, 1,000 jobs a transaction each.
 pub(super) const RECEIPT_RUNGS: [&str; 3] = [
-    "`enqueue_many.sql` by hand",
-    "the same without ON CONFLICT (a duplicate would fail its batch)",
+    "`enqueue_many.sql` by hand (keys stored before skipped: ON CONFLICT)",
+    "`enqueue_many_new.sql` by hand (every key new: a stored one fails the batch)",
     "the same into the table without its unique constraint (no dedup)",
 ];
 
@@ -210,18 +210,22 @@ pub(super) async fn receipt(
     envelopes: &[inboxed_core::Envelope],
     rung: usize,
 ) -> anyhow::Result<()> {
-    let library = store.namespace().render(include_str!(
-        "../../../inboxed-postgres/sql/enqueue_many.sql"
+    let render = |sql: &str| store.namespace().render(sql);
+    let new_keys = render(include_str!(
+        "../../../inboxed-postgres/sql/enqueue_many_new.sql"
     ));
-    let plain = library.replace("ON CONFLICT (consumer_name, message_id) DO NOTHING", "");
+    let no_dedup = new_keys.replace("\"inboxed_inbox_messages\"", NO_DEDUP);
     anyhow::ensure!(
-        plain != library,
-        "enqueue_many.sql has no ON CONFLICT clause to drop"
+        no_dedup != new_keys,
+        "enqueue_many_new.sql names no inbox table to replace"
     );
     let sql: Arc<str> = match rung {
-        0 => library.into(),
-        1 => plain.into(),
-        _ => plain.replace("\"inboxed_inbox_messages\"", NO_DEDUP).into(),
+        0 => render(include_str!(
+            "../../../inboxed-postgres/sql/enqueue_many.sql"
+        ))
+        .into(),
+        1 => new_keys.into(),
+        _ => no_dedup.into(),
     };
     let mut conn = pool.acquire().await?;
     for chunk in envelopes.chunks(1_000) {

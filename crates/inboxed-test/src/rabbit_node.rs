@@ -6,6 +6,14 @@ use std::time::Duration;
 
 use crate::tls::TestCa;
 
+/// Why a node's boot did not end listening.
+enum Boot {
+    /// Its VM exited.
+    Died,
+    /// Still not listening at the deadline.
+    Slow,
+}
+
 /// A RabbitMQ node in a temporary directory; killed when dropped.
 #[derive(Debug)]
 pub struct Node {
@@ -33,11 +41,21 @@ impl Node {
         Self::start_with(Some(ca)).await
     }
 
+    /// A node on two free ports; a node that dies while booting is tried once more on two
+    /// other ports, since a port found free may be taken by another test before the node binds
+    /// it.
     async fn start_with(ca: Option<&TestCa>) -> Self {
-        let (port, dist_port) = (crate::free_port(), crate::free_port());
-        let node = Self::create(port, dist_port, ca, "");
-        node.boot().await;
-        node
+        let mut died = String::new();
+        for _ in 0..2 {
+            let (port, dist_port) = (crate::free_port(), crate::free_port());
+            let node = Self::create(port, dist_port, ca, "");
+            match node.try_boot().await {
+                Ok(()) => return node,
+                Err(Boot::Died) => died = node.log_tail(),
+                Err(Boot::Slow) => node.slow(),
+            }
+        }
+        panic!("a RabbitMQ node died while booting, twice; the node's log ends:\n{died}");
     }
 
     /// The node's name, which the cluster's configuration lists.
@@ -83,8 +101,20 @@ impl Node {
     /// Starts the node on its directory (again) and waits for its port.
     ///
     /// # Panics
-    /// When the node does not listen within 60 s.
+    /// When the node dies while booting or does not listen within 120 s.
     pub async fn boot(&self) {
+        match self.try_boot().await {
+            Ok(()) => {}
+            Err(Boot::Died) => panic!(
+                "the RabbitMQ node on {} died while booting; its log ends:\n{}",
+                self.port,
+                self.log_tail()
+            ),
+            Err(Boot::Slow) => self.slow(),
+        }
+    }
+
+    async fn try_boot(&self) -> Result<(), Boot> {
         let d = self.dir.path();
         let status = Command::new("rabbitmq-server")
             .arg("-detached")
@@ -99,7 +129,9 @@ impl Node {
             .status()
             .expect("rabbitmq-server must be installed: scripts/test.sh installs it");
         assert!(status.success(), "rabbitmq-server -detached failed");
-        for _ in 0..240 {
+        // Two minutes: a node boots in seconds alone, but CI boots some beside four tests,
+        // the two-minute outage tests and the doctests' build on two cores.
+        for _ in 0..480 {
             let mut up = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
                 .await
                 .is_ok();
@@ -110,11 +142,47 @@ impl Node {
                         .is_ok();
             }
             if up {
-                return;
+                return Ok(());
+            }
+            if self.died() {
+                return Err(Boot::Died);
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        panic!("RabbitMQ node did not listen on {} within 60 s", self.port);
+        Err(Boot::Slow)
+    }
+
+    /// Whether the node's VM, once it wrote its pid file, is gone (a port taken, a bad
+    /// configuration): waiting longer would only hide why.
+    fn died(&self) -> bool {
+        std::fs::read_to_string(self.dir.path().join("pid")).is_ok_and(|pid| {
+            !Command::new("kill")
+                .args(["-0", pid.trim()])
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+    }
+
+    fn slow(&self) -> ! {
+        panic!(
+            "the RabbitMQ node did not listen on {} within 120 s; its log ends:\n{}",
+            self.port,
+            self.log_tail()
+        )
+    }
+
+    /// The last lines of the node's log, for a failure's message.
+    fn log_tail(&self) -> String {
+        let log = self
+            .dir
+            .path()
+            .join("log")
+            .join(format!("{}.log", Self::name(self.port)));
+        let text = std::fs::read_to_string(&log)
+            .unwrap_or_else(|e| format!("(no log at {}: {e})", log.display()));
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
     /// SIGKILL to the node's VM, and waits until its port is closed.

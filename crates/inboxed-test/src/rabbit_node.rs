@@ -6,14 +6,6 @@ use std::time::Duration;
 
 use crate::tls::TestCa;
 
-/// Why a node's boot did not end listening.
-enum Boot {
-    /// Its VM exited.
-    Died,
-    /// Still not listening at the deadline.
-    Slow,
-}
-
 /// A RabbitMQ node in a temporary directory; killed when dropped.
 #[derive(Debug)]
 pub struct Node {
@@ -41,21 +33,11 @@ impl Node {
         Self::start_with(Some(ca)).await
     }
 
-    /// A node on two free ports; a node that dies while booting is tried once more on two
-    /// other ports, since a port found free may be taken by another test before the node binds
-    /// it.
     async fn start_with(ca: Option<&TestCa>) -> Self {
-        let mut died = String::new();
-        for _ in 0..2 {
-            let (port, dist_port) = (crate::free_port(), crate::free_port());
-            let node = Self::create(port, dist_port, ca, "");
-            match node.try_boot().await {
-                Ok(()) => return node,
-                Err(Boot::Died) => died = node.log_tail(),
-                Err(Boot::Slow) => node.slow(),
-            }
-        }
-        panic!("a RabbitMQ node died while booting, twice; the node's log ends:\n{died}");
+        let (port, dist_port) = (crate::free_port(), crate::free_port());
+        let node = Self::create(port, dist_port, ca, "");
+        node.boot().await;
+        node
     }
 
     /// The node's name, which the cluster's configuration lists.
@@ -101,34 +83,10 @@ impl Node {
     /// Starts the node on its directory (again) and waits for its port.
     ///
     /// # Panics
-    /// When the node dies while booting or does not listen within 120 s.
+    /// When the node's VM exits while booting, or the node does not listen within 120 s; the
+    /// message ends with the node's log.
     pub async fn boot(&self) {
-        match self.try_boot().await {
-            Ok(()) => {}
-            Err(Boot::Died) => panic!(
-                "the RabbitMQ node on {} died while booting; its log ends:\n{}",
-                self.port,
-                self.log_tail()
-            ),
-            Err(Boot::Slow) => self.slow(),
-        }
-    }
-
-    async fn try_boot(&self) -> Result<(), Boot> {
-        let d = self.dir.path();
-        let status = Command::new("rabbitmq-server")
-            .arg("-detached")
-            .env("RABBITMQ_NODENAME", Self::name(self.port))
-            .env("RABBITMQ_NODE_PORT", self.port.to_string())
-            .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
-            .env("RABBITMQ_CONFIG_FILE", d.join("rabbitmq.conf"))
-            .env("RABBITMQ_MNESIA_BASE", d.join("mnesia"))
-            .env("RABBITMQ_LOG_BASE", d.join("log"))
-            .env("RABBITMQ_ENABLED_PLUGINS_FILE", d.join("plugins"))
-            .env("RABBITMQ_PID_FILE", d.join("pid"))
-            .status()
-            .expect("rabbitmq-server must be installed: scripts/test.sh installs it");
-        assert!(status.success(), "rabbitmq-server -detached failed");
+        self.spawn();
         // Two minutes: a node boots in seconds alone, but CI boots some beside four tests,
         // the two-minute outage tests and the doctests' build on two cores.
         for _ in 0..480 {
@@ -142,34 +100,65 @@ impl Node {
                         .is_ok();
             }
             if up {
-                return Ok(());
+                return;
             }
-            if self.died() {
-                return Err(Boot::Died);
-            }
+            // A VM that exited (a bad configuration, a port taken) will not listen: say so
+            // now rather than after the deadline.
+            assert!(
+                self.running(),
+                "the RabbitMQ node on {} exited while booting; its log ends:\n{}",
+                self.port,
+                self.log_tail()
+            );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        Err(Boot::Slow)
-    }
-
-    /// Whether the node's VM, once it wrote its pid file, is gone (a port taken, a bad
-    /// configuration): waiting longer would only hide why.
-    fn died(&self) -> bool {
-        std::fs::read_to_string(self.dir.path().join("pid")).is_ok_and(|pid| {
-            !Command::new("kill")
-                .args(["-0", pid.trim()])
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-    }
-
-    fn slow(&self) -> ! {
         panic!(
             "the RabbitMQ node did not listen on {} within 120 s; its log ends:\n{}",
             self.port,
             self.log_tail()
-        )
+        );
+    }
+
+    /// `rabbitmq-server -detached` on the node's directory: returns once the VM runs.
+    fn spawn(&self) {
+        let d = self.dir.path();
+        let status = Command::new("rabbitmq-server")
+            .arg("-detached")
+            .env("RABBITMQ_NODENAME", Self::name(self.port))
+            .env("RABBITMQ_NODE_PORT", self.port.to_string())
+            .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
+            .env("RABBITMQ_CONFIG_FILE", d.join("rabbitmq.conf"))
+            .env("RABBITMQ_MNESIA_BASE", d.join("mnesia"))
+            .env("RABBITMQ_LOG_BASE", d.join("log"))
+            .env("RABBITMQ_ENABLED_PLUGINS_FILE", d.join("plugins"))
+            .env("RABBITMQ_PID_FILE", d.join("pid"))
+            .env("RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS", self.marker())
+            .status()
+            .expect("rabbitmq-server must be installed: scripts/test.sh installs it");
+        assert!(status.success(), "rabbitmq-server -detached failed");
+    }
+
+    /// An argument on the VM's command line that names this node's directory, so that the VM
+    /// is found (and killed) from its first instant: the node writes its pid file only once it
+    /// has booted, and a VM that outlived a failed test would hold its ports and a core.
+    fn marker(&self) -> String {
+        format!("-inboxed_test_node {}", self.dir.path().display())
+    }
+
+    /// Whether the node's VM is running.
+    fn running(&self) -> bool {
+        Command::new("pgrep")
+            .args(["-f", "--", &self.marker()])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// SIGKILL to the node's VM, whatever it is doing.
+    fn sigkill(&self) {
+        let _ = Command::new("pkill")
+            .args(["-9", "-f", "--", &self.marker()])
+            .status();
     }
 
     /// The last lines of the node's log, for a failure's message.
@@ -179,8 +168,11 @@ impl Node {
             .path()
             .join("log")
             .join(format!("{}.log", Self::name(self.port)));
-        let text = std::fs::read_to_string(&log)
-            .unwrap_or_else(|e| format!("(no log at {}: {e})", log.display()));
+        let Ok(text) = std::fs::read_to_string(&log) else {
+            return "(no log: the VM stopped before it opened one, printing to the console \
+                    that -detached closed)"
+                .to_owned();
+        };
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(30)..].join("\n")
     }
@@ -188,11 +180,9 @@ impl Node {
     /// SIGKILL to the node's VM, and waits until its port is closed.
     ///
     /// # Panics
-    /// When the node's pid file is missing or it still listens after 10 s.
+    /// When it still listens after 10 s.
     pub async fn kill(&self) {
-        let pid = std::fs::read_to_string(self.dir.path().join("pid"))
-            .expect("the node's pid file: without it no fault would be injected");
-        let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+        self.sigkill();
         for _ in 0..200 {
             if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
                 .await
@@ -203,8 +193,8 @@ impl Node {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!(
-            "the RabbitMQ node (pid {}) still listens after SIGKILL",
-            pid.trim()
+            "the RabbitMQ node on {} still listens after SIGKILL",
+            self.port
         );
     }
 
@@ -269,9 +259,7 @@ impl Drop for Node {
                 eprintln!("node log: {line}");
             }
         }
-        if let Ok(pid) = std::fs::read_to_string(self.dir.path().join("pid")) {
-            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
-        }
+        self.sigkill();
     }
 }
 
@@ -382,5 +370,52 @@ impl Cluster {
             .iter()
             .position(|n| Node::name(n.port) == leader)
             .unwrap_or_else(|| panic!("the leader {leader} is none of the cluster's nodes"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::Node;
+
+    /// A node whose configuration RabbitMQ refuses exits before it opens its log or writes its
+    /// pid file: the boot says so within seconds instead of waiting out its two minutes.
+    #[tokio::test]
+    async fn a_node_that_exits_while_booting_is_reported_at_once() {
+        let node = Node::create(
+            crate::free_port(),
+            crate::free_port(),
+            None,
+            "no_such_setting = 1\n",
+        );
+        let started = std::time::Instant::now();
+        let boot = tokio::spawn(async move { node.boot().await });
+        let failure = boot
+            .await
+            .expect_err("a node with a bad configuration booted");
+        assert!(failure.is_panic());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    /// A node dropped before its VM has booted (the test that started it failed early) leaves
+    /// no VM behind, though it has no pid file yet.
+    #[tokio::test]
+    async fn a_node_dropped_while_booting_leaves_no_vm() {
+        let node = Node::create(crate::free_port(), crate::free_port(), None, "");
+        node.spawn();
+        assert!(node.running());
+        let marker = node.marker();
+        assert!(!node.dir.path().join("pid").exists());
+        drop(node);
+        let left = Command::new("pgrep")
+            .args(["-f", "--", &marker])
+            .status()
+            .unwrap();
+        assert!(!left.success(), "a VM outlived its node");
     }
 }

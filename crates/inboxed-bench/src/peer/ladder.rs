@@ -193,13 +193,16 @@ pub(super) async fn receipt_setup(pool: &sqlx::PgPool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Empties the tables the receipt's rungs store into.
-pub(super) async fn empty(pool: &sqlx::PgPool) -> anyhow::Result<()> {
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "TRUNCATE inboxed_inbox_messages, {NO_DEDUP}"
-    )))
-    .execute(pool)
-    .await?;
+/// Empties the inbox table, and with `rungs` the table without dedup that a rung stores into.
+pub(super) async fn empty(pool: &sqlx::PgPool, rungs: bool) -> anyhow::Result<()> {
+    let tables = if rungs {
+        format!("inboxed_inbox_messages, {NO_DEDUP}")
+    } else {
+        "inboxed_inbox_messages".to_owned()
+    };
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("TRUNCATE {tables}")))
+        .execute(pool)
+        .await?;
     Ok(())
 }
 

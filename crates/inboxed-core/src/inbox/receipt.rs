@@ -104,6 +104,7 @@ impl<S: InboxStore> Inbox<S> {
         if self.notify && matches!(enqueued, Enqueued::Stored { .. }) {
             self.wake_workers();
         }
+        self.count(outcome(enqueued), 1);
         self.settle(envelope, enqueued).await?;
         Ok(enqueued)
     }
@@ -136,13 +137,19 @@ impl<S: InboxStore> Inbox<S> {
         {
             self.wake_workers();
         }
+        // The receipt counter once an outcome, not once a message: a batch of 1,000 would
+        // otherwise look its labels up 1,000 times.
+        for kind in ["stored", "duplicate", "conflict"] {
+            let n = outcomes.iter().filter(|&&o| outcome(o) == kind).count();
+            self.count(kind, n as u64);
+        }
         for (envelope, &enqueued) in envelopes.iter().zip(&outcomes) {
             self.settle(envelope, enqueued).await?;
         }
         Ok(outcomes)
     }
 
-    /// What follows a committed receipt: the dead letter of a conflict, and the receipt's count.
+    /// What follows a committed receipt: the dead letter of a conflict.
     async fn settle(&self, envelope: &Envelope, enqueued: Enqueued) -> Result<(), Error> {
         if let Enqueued::Conflict { stored, received } = enqueued {
             warn!(message_id = %envelope.id(), %stored, %received, "message id already stored with a different payload");
@@ -160,14 +167,15 @@ impl<S: InboxStore> Inbox<S> {
             };
             self.store.dead_letter(&letter).await?;
         }
-        let outcome = match enqueued {
-            Enqueued::Stored { .. } => "stored",
-            Enqueued::Duplicate => "duplicate",
-            Enqueued::Conflict { .. } => "conflict",
-        };
-        metrics::counter!(m::RECEIPTS_TOTAL, "consumer" => self.consumer.as_str().to_owned(), "outcome" => outcome)
-            .increment(1);
         Ok(())
+    }
+
+    /// `n` receipts of one outcome, counted.
+    fn count(&self, outcome: &'static str, n: u64) {
+        if n > 0 {
+            metrics::counter!(m::RECEIPTS_TOTAL, "consumer" => self.consumer.as_str().to_owned(), "outcome" => outcome)
+                .increment(n);
+        }
     }
 
     /// Dead-letters a delivery that has no usable key (reason `invalid_message`, with its raw
@@ -198,8 +206,7 @@ impl<S: InboxStore> Inbox<S> {
             error = chain,
             "delivery without a usable message id dead-lettered"
         );
-        metrics::counter!(m::RECEIPTS_TOTAL, "consumer" => self.consumer.as_str().to_owned(), "outcome" => "invalid")
-            .increment(1);
+        self.count("invalid", 1);
         Ok(())
     }
 
@@ -322,4 +329,13 @@ where
         max: std::time::Duration::from_millis(160),
     };
     PAUSES.retrying(5, StoreError::is_contention, op).await
+}
+
+/// A receipt's outcome as the receipt counter's label names it.
+fn outcome(enqueued: Enqueued) -> &'static str {
+    match enqueued {
+        Enqueued::Stored { .. } => "stored",
+        Enqueued::Duplicate => "duplicate",
+        Enqueued::Conflict { .. } => "conflict",
+    }
 }

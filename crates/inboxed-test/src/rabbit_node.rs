@@ -89,6 +89,7 @@ impl Node {
         self.spawn();
         // Two minutes: a node boots in seconds alone, but CI boots some beside four tests,
         // the two-minute outage tests and the doctests' build on two cores.
+        let mut gone = 0;
         for _ in 0..480 {
             let mut up = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
                 .await
@@ -103,9 +104,11 @@ impl Node {
                 return;
             }
             // A VM that exited (a bad configuration, a port taken) will not listen: say so
-            // now rather than after the deadline.
+            // now rather than after the deadline. Twice missing, since the launcher forks
+            // twice and one look may fall between a parent's exit and its child's start.
+            gone = if self.running() { 0 } else { gone + 1 };
             assert!(
-                self.running(),
+                gone < 2,
                 "the RabbitMQ node on {} exited while booting; its log ends:\n{}",
                 self.port,
                 self.log_tail()
@@ -139,26 +142,48 @@ impl Node {
     }
 
     /// An argument on the VM's command line that names this node's directory, so that the VM
-    /// is found (and killed) from its first instant: the node writes its pid file only once it
-    /// has booted, and a VM that outlived a failed test would hold its ports and a core.
+    /// is found (and killed) from its first instant: the node writes its pid file only once
+    /// its configuration is read and its distribution started, and a VM that outlived a failed
+    /// test would hold its ports and a core.
     fn marker(&self) -> String {
         format!("-inboxed_test_node {}", self.dir.path().display())
+    }
+
+    /// The marker as `pgrep -f` and `pkill -f` match it: literally, and whole (a directory
+    /// whose name another one's begins with is not this node's).
+    fn marker_pattern(&self) -> String {
+        let mut pattern = String::new();
+        for c in self.marker().chars() {
+            if !c.is_ascii_alphanumeric() && !matches!(c, ' ' | '/' | '_' | '-') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.push_str("( |$)");
+        pattern
     }
 
     /// Whether the node's VM is running.
     fn running(&self) -> bool {
         Command::new("pgrep")
-            .args(["-f", "--", &self.marker()])
+            .args(["-f", "--", &self.marker_pattern()])
             .stdout(std::process::Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
     }
 
-    /// SIGKILL to the node's VM, whatever it is doing.
+    /// SIGKILL to the node's VM, whatever it is doing, until it is gone: a VM of many threads
+    /// takes a moment to die, and its directory is removed after this.
     fn sigkill(&self) {
-        let _ = Command::new("pkill")
-            .args(["-9", "-f", "--", &self.marker()])
-            .status();
+        for _ in 0..100 {
+            let _ = Command::new("pkill")
+                .args(["-9", "-f", "--", &self.marker_pattern()])
+                .status();
+            if !self.running() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// The last lines of the node's log, for a failure's message.
@@ -394,7 +419,11 @@ mod tests {
         let failure = boot
             .await
             .expect_err("a node with a bad configuration booted");
-        assert!(failure.is_panic());
+        let message = failure.into_panic();
+        let message = message
+            .downcast_ref::<String>()
+            .map_or("(not a message)", String::as_str);
+        assert!(message.contains("exited while booting"), "{message}");
         assert!(
             started.elapsed() < std::time::Duration::from_secs(60),
             "{:?}",
@@ -409,7 +438,7 @@ mod tests {
         let node = Node::create(crate::free_port(), crate::free_port(), None, "");
         node.spawn();
         assert!(node.running());
-        let marker = node.marker();
+        let marker = node.marker_pattern();
         assert!(!node.dir.path().join("pid").exists());
         drop(node);
         let left = Command::new("pgrep")

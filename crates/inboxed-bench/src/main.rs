@@ -47,7 +47,6 @@ mod relay;
 mod restart;
 mod retention;
 mod sizing;
-mod tap;
 mod trace;
 mod variants;
 mod variants_diesel;

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use inboxed_postgres::PgStore;
 
-use crate::tap::Tap;
 use crate::variants::{self, Variant};
+use inboxed_test::tap::Tap;
 
 /// Processor throughput against raw sqlx, same pool, same concurrency, same run.
 #[derive(Debug, clap::Args)]

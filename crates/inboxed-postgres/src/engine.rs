@@ -16,11 +16,19 @@ use inboxed_core::sql::Queries;
 use inboxed_core::{ConsumerName, Envelope, Namespace, StoreError, StoredHash};
 
 use crate::common::{self, PgArgs};
+use crate::inline::{Inline, Value};
 use crate::key::message_key;
 use crate::store::PgStore;
 
-/// A PostgreSQL statement with its arguments.
-pub struct PgQuery(pub(crate) sqlx::query::Query<'static, Postgres, PgArguments>);
+/// A PostgreSQL statement with its arguments: prepared, or sent as text with them written in
+/// ([`crate::inline`]: the claims, in one round trip and planned for their values).
+pub struct PgQuery(pub(crate) Sent);
+
+/// How a [`PgQuery`] goes to the server.
+pub(crate) enum Sent {
+    Prepared(sqlx::query::Query<'static, Postgres, PgArguments>),
+    Inline(Inline),
+}
 
 impl std::fmt::Debug for PgQuery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -28,53 +36,99 @@ impl std::fmt::Debug for PgQuery {
     }
 }
 
+impl PgQuery {
+    pub(crate) fn prepared(q: sqlx::query::Query<'static, Postgres, PgArguments>) -> Self {
+        Self(Sent::Prepared(q))
+    }
+
+    /// Binds `v`, or writes it in.
+    fn bind<T>(self, v: T) -> Self
+    where
+        T: for<'q> sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + Into<Value> + Send + 'static,
+    {
+        Self(match self.0 {
+            Sent::Prepared(q) => Sent::Prepared(q.bind(v)),
+            Sent::Inline(q) => Sent::Inline(q.push(v.into())),
+        })
+    }
+
+    /// Runs the statement on `conn`; the rows it changed.
+    pub(crate) async fn execute<'c, E>(self, conn: E) -> Result<u64, StoreError>
+    where
+        E: sqlx::Executor<'c, Database = Postgres>,
+    {
+        match self.0 {
+            Sent::Prepared(q) => q
+                .execute(conn)
+                .await
+                .map(|done| done.rows_affected())
+                .map_err(StoreError::from_sqlx),
+            Sent::Inline(q) => q.execute(conn).await,
+        }
+    }
+
+    /// Runs the statement on `conn`; the rows it returned.
+    pub(crate) async fn fetch_all<'c, E>(self, conn: E) -> Result<Vec<PgRow>, StoreError>
+    where
+        E: sqlx::Executor<'c, Database = Postgres>,
+    {
+        match self.0 {
+            Sent::Prepared(q) => q.fetch_all(conn).await.map_err(StoreError::from_sqlx),
+            Sent::Inline(q) => q.fetch_all(conn).await,
+        }
+    }
+
+    /// Whether the statement is one message the server runs as a transaction of its own.
+    pub(crate) fn is_inline(&self) -> bool {
+        matches!(self.0, Sent::Inline(_))
+    }
+}
+
 impl Args for PgQuery {
     fn text(self, v: &str) -> Self {
-        Self(self.0.bind(v.to_owned()))
+        self.bind(v.to_owned())
     }
     fn opt_text(self, v: Option<&str>) -> Self {
-        Self(self.0.bind(v.map(str::to_owned)))
+        self.bind(v.map(str::to_owned))
     }
     fn bytes(self, v: &[u8]) -> Self {
-        Self(self.0.bind(v.to_vec()))
+        self.bind(v.to_vec())
     }
     fn opt_bytes(self, v: Option<&[u8]>) -> Self {
-        Self(self.0.bind(v.map(<[u8]>::to_vec)))
+        self.bind(v.map(<[u8]>::to_vec))
     }
     fn int(self, v: i64) -> Self {
-        Self(self.0.bind(v))
+        self.bind(v)
     }
     fn count(self, v: u32) -> Self {
-        Self(self.0.bind(i32::try_from(v).unwrap_or(i32::MAX)))
+        self.bind(i32::try_from(v).unwrap_or(i32::MAX))
     }
     fn opt_int(self, v: Option<i64>) -> Self {
-        Self(self.0.bind(v))
+        self.bind(v)
     }
     fn flag(self, v: bool) -> Self {
-        Self(self.0.bind(v))
+        self.bind(v)
     }
     fn opt_ids(self, v: Option<&[i64]>) -> Self {
-        Self(self.0.bind(v.map(<[i64]>::to_vec)))
+        self.bind(v.map(<[i64]>::to_vec))
     }
     fn texts(self, v: &[&str]) -> Self {
-        Self(
-            self.0
-                .bind(v.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>()),
-        )
+        let v: Vec<Option<String>> = v.iter().map(|s| Some((*s).to_owned())).collect();
+        self.bind(v)
     }
 }
 
 impl PgArgs for PgQuery {
     fn opt_texts(self, v: &[Option<&str>]) -> Self {
         let v: Vec<Option<String>> = v.iter().map(|s| s.map(str::to_owned)).collect();
-        Self(self.0.bind(v))
+        self.bind(v)
     }
     fn byteas(self, v: &[&[u8]]) -> Self {
         let v: Vec<Vec<u8>> = v.iter().map(|b| b.to_vec()).collect();
-        Self(self.0.bind(v))
+        self.bind(v)
     }
     fn int4s(self, v: &[i32]) -> Self {
-        Self(self.0.bind(v.to_vec()))
+        self.bind(v.to_vec())
     }
 }
 
@@ -95,15 +149,15 @@ impl Engine for PgStore {
     }
 
     fn query(&self, sql: &Arc<str>) -> PgQuery {
-        PgQuery(Self::query(self, sql))
+        PgQuery::prepared(Self::query(self, sql))
     }
 
     fn fresh(&self, sql: &Arc<str>) -> PgQuery {
-        PgQuery(self.replanned(sql))
+        PgQuery(Sent::Inline(Inline::new(sql)))
     }
 
     fn key(q: PgQuery, message_id: Option<&str>) -> PgQuery {
-        PgQuery(q.0.bind(message_id.map(message_key)))
+        q.bind(message_id.map(|id| message_key(id).into_owned()))
     }
 
     fn dead_letter_lock(q: PgQuery, consumer: &ConsumerName, message_id: &str) -> PgQuery {
@@ -114,7 +168,8 @@ impl Engine for PgStore {
     fn claimed(q: PgQuery, env: &Envelope) -> PgQuery {
         // The same 32 bits as a signed integer, the column's type.
         let fingerprint = env.hash().fingerprint().cast_signed();
-        PgQuery(q.0.bind(message_key(env.id().as_str())).bind(fingerprint))
+        q.bind(message_key(env.id().as_str()).into_owned())
+            .bind(fingerprint)
     }
 
     fn stored_hash(row: &PgRow, i: usize) -> Result<Option<StoredHash>, StoreError> {
@@ -123,10 +178,7 @@ impl Engine for PgStore {
     }
 
     async fn execute(q: Self::Query, conn: &mut PgConnection) -> Result<u64, StoreError> {
-        q.0.execute(conn)
-            .await
-            .map(|done| done.rows_affected())
-            .map_err(StoreError::from_sqlx)
+        q.execute(conn).await
     }
 
     async fn execute_script(sql: &str, conn: &mut PgConnection) -> Result<(), StoreError> {
@@ -138,15 +190,15 @@ impl Engine for PgStore {
     }
 
     async fn fetch_all(q: Self::Query, conn: &mut PgConnection) -> Result<Vec<PgRow>, StoreError> {
-        q.0.fetch_all(conn).await.map_err(StoreError::from_sqlx)
+        q.fetch_all(conn).await
     }
 
     async fn fetch_alone(&self, q: Self::Query) -> Result<Vec<PgRow>, StoreError> {
-        self.autocommit(q.0).await
+        self.autocommit(q).await
     }
 
     async fn execute_alone(&self, q: Self::Query) -> Result<u64, StoreError> {
-        self.autocommit_count(q.0).await
+        self.autocommit_count(q).await
     }
 
     async fn session(&self) -> Result<PgConnection, StoreError> {

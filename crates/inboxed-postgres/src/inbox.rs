@@ -17,8 +17,7 @@ use inboxed_core::{ConsumerName, StoreError};
 
 use crate::PgStore;
 use crate::common;
-
-pub(crate) type Query = sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments>;
+use crate::engine::PgQuery;
 
 /// Listens on `channel` from a connection of `pool`'s own and wakes one of `wake`'s waiters
 /// for each notification whose payload `wanted` accepts, until the subscription is dropped or
@@ -60,39 +59,28 @@ pub(crate) async fn listen_on(
 
 impl PgStore {
     /// Runs an autocommitted statement. With the statement cache off (behind a proxy that does
-    /// not track prepared statements) it runs inside a transaction, so that the unnamed
-    /// statement's parse and execute reach the same server.
-    pub(crate) async fn autocommit(&self, query: Query) -> Result<Vec<PgRow>, StoreError> {
-        if self.persistent {
-            return query
-                .fetch_all(&self.pool)
-                .await
-                .map_err(StoreError::from_sqlx);
+    /// not track prepared statements) a prepared one runs inside a transaction, so that the
+    /// unnamed statement's parse and execute reach the same server; a statement sent as text
+    /// is one message, and a transaction of its own.
+    pub(crate) async fn autocommit(&self, query: PgQuery) -> Result<Vec<PgRow>, StoreError> {
+        if self.persistent || query.is_inline() {
+            return query.fetch_all(&self.pool).await;
         }
         let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
-        let rows = query
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(StoreError::from_sqlx)?;
+        let rows = query.fetch_all(&mut *tx).await?;
         tx.commit().await.map_err(StoreError::from_sqlx)?;
         Ok(rows)
     }
 
-    pub(crate) async fn autocommit_count(&self, query: Query) -> Result<u64, StoreError> {
-        if self.persistent {
-            let done = query
-                .execute(&self.pool)
-                .await
-                .map_err(StoreError::from_sqlx)?;
-            return Ok(done.rows_affected());
+    /// [`PgStore::autocommit`]: the rows the statement changed.
+    pub(crate) async fn autocommit_count(&self, query: PgQuery) -> Result<u64, StoreError> {
+        if self.persistent || query.is_inline() {
+            return query.execute(&self.pool).await;
         }
         let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
-        let done = query
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::from_sqlx)?;
+        let done = query.execute(&mut *tx).await?;
         tx.commit().await.map_err(StoreError::from_sqlx)?;
-        Ok(done.rows_affected())
+        Ok(done)
     }
 }
 

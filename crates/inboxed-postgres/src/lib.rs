@@ -14,6 +14,7 @@ pub mod diesel_pg;
 mod engine;
 pub mod failover;
 mod inbox;
+mod inline;
 mod key;
 #[doc(hidden)] // public for the crate's tests only
 pub mod key_lock;

@@ -193,20 +193,6 @@ impl PgStore {
     ) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {
         sqlx::query(AssertSqlSafe(Arc::clone(sql))).persistent(self.persistent)
     }
-
-    /// A statement planned anew on each execution, for the claims and the reaper's release:
-    /// they run over and over on a table that churns from empty to a backlog and back, and a
-    /// prepared statement's generic plan (kept after its fifth execution) is made with the
-    /// table's size at that time. A worker idle on an empty inbox kept a plan that found a
-    /// claim's rows by reading the whole table: 14 ms a claim at 30,000 rows instead of 1.4,
-    /// and a burst to 16 running workers drained at 0.70 of one worker's rate. A fresh plan
-    /// sees the table's current size; it costs a parse and a plan (about 0.3 ms) a claim.
-    pub(crate) fn replanned(
-        &self,
-        sql: &Arc<str>,
-    ) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {
-        sqlx::query(AssertSqlSafe(Arc::clone(sql))).persistent(false)
-    }
 }
 
 /// The oldest server the migrations run on: 14, for `DETACH PARTITION … CONCURRENTLY`.
@@ -313,7 +299,9 @@ impl Store for PgStore {
         let query = self
             .query(&self.queries.register_consumer)
             .bind(consumer.as_str());
-        self.autocommit_count(query).await.map(drop)
+        self.autocommit_count(crate::engine::PgQuery::prepared(query))
+            .await
+            .map(drop)
     }
 
     async fn check_durability(&self) -> Result<DurabilityReport, StoreError> {

@@ -31,6 +31,7 @@ mod pool;
 mod purge_metrics;
 mod receipt;
 mod replication;
+mod round_trips;
 #[cfg(feature = "sea-orm")]
 mod sea_orm_pg;
 #[cfg(feature = "tokio-postgres")]

@@ -32,6 +32,7 @@ pub mod raw_kafka;
 pub mod raw_nats;
 pub mod restart;
 pub mod sea_orm_pg;
+pub mod tap;
 pub mod throwaway;
 pub mod tls;
 pub mod tokio_pg;

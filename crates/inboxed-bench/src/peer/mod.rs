@@ -35,7 +35,7 @@ use inboxed_postgres::PgStore;
 
 use crate::cpu::Cpu;
 use crate::defaults::{ACCOUNTS, Credit as Job, Simple, credited_once, drained, end_probe};
-use crate::tap::Tap;
+use inboxed_test::tap::Tap;
 
 mod ladder;
 mod peer_queue;

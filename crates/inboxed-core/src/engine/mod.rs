@@ -170,10 +170,14 @@ where
         self.try_get(i).map_err(StoreError::from_sqlx)
     }
     fn bytes(&self, i: usize) -> Result<Vec<u8>, StoreError> {
-        self.try_get(i).map_err(StoreError::from_sqlx)
+        self.try_get(i)
+            .or_else(|e| escaped_bytea(self, i).ok_or(e))
+            .map_err(StoreError::from_sqlx)
     }
     fn opt_bytes(&self, i: usize) -> Result<Option<Vec<u8>>, StoreError> {
-        self.try_get(i).map_err(StoreError::from_sqlx)
+        self.try_get(i)
+            .or_else(|e| escaped_bytea(self, i).map(Some).ok_or(e))
+            .map_err(StoreError::from_sqlx)
     }
     fn int(&self, i: usize) -> Result<i64, StoreError> {
         // sqlx decodes an integer only into a Rust type of its width (PostgreSQL's int4 into
@@ -200,6 +204,40 @@ where
     fn opt_flag(&self, i: usize) -> Result<Option<bool>, StoreError> {
         self.try_get(i).map_err(StoreError::from_sqlx)
     }
+}
+
+/// A bytea column that PostgreSQL sent as text in its `escape` form (a row of a statement sent
+/// by the simple-query protocol, on a server with `bytea_output = escape`; sqlx reads only the
+/// `hex` form): `\\` for a backslash, `\ooo` in octal for a byte that is not printable ASCII.
+/// `None` when the column is not a bytea, or not such text.
+fn escaped_bytea<R>(row: &R, i: usize) -> Option<Vec<u8>>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    for<'r> String: sqlx::Decode<'r, R::Database>,
+{
+    use sqlx::{Column, TypeInfo};
+    if row.try_column(i).ok()?.type_info().name() != "BYTEA" {
+        return None;
+    }
+    let text: String = row.try_get_unchecked(i).ok()?;
+    let text = text.as_bytes();
+    let mut out = Vec::with_capacity(text.len());
+    let mut k = 0;
+    while k < text.len() {
+        if text[k] != b'\\' {
+            out.push(text[k]);
+            k += 1;
+        } else if text.get(k + 1) == Some(&b'\\') {
+            out.push(b'\\');
+            k += 2;
+        } else {
+            let octal = std::str::from_utf8(text.get(k + 1..k + 4)?).ok()?;
+            out.push(u8::from_str_radix(octal, 8).ok()?);
+            k += 4;
+        }
+    }
+    Some(out)
 }
 
 /// The connection type of an engine's database.

@@ -1,14 +1,15 @@
 //! A tap on the wire: a TCP proxy in front of PostgreSQL that counts what the server answers,
-//! so that a benchmark can say how many statements and round trips a job took without
-//! `pg_stat_statements` (which the server must preload). The server's side is read as typed
-//! messages (a type byte and a length): each `CommandComplete` is a statement that ran. A
-//! round trip is a wait of the client's: a request (a simple query, or an extended-protocol
+//! so that a benchmark or a test can say how many statements and round trips something took
+//! without `pg_stat_statements` (which the server must preload). The server's side is read as
+//! typed messages (a type byte and a length): each `CommandComplete` is a statement that ran.
+//! A round trip is a wait of the client's: a request (a simple query, or an extended-protocol
 //! `Sync`) sent when every request before it has been answered with a `ReadyForQuery`. A
 //! client that pipelines (sends a request before the answer to the one before) waits once for
 //! the lot, and is counted once.
 //!
-//! The proxy runs in the benchmark's process and costs it CPU, so a counted drain is not a
-//! timed one. Clients must connect with `sslmode=disable`: an encrypted stream cannot be read.
+//! The proxy runs in the process that reads its counts and costs it CPU, so a counted drain is
+//! not a timed one. Clients must connect with `sslmode=disable`: an encrypted stream cannot be
+//! read.
 //!
 //! [`Tap::delayed`] also stands in for a network's latency (this kernel has no netem): each
 //! chunk goes on half a round trip after it arrived, in each direction. Chunks in flight
@@ -23,13 +24,14 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 
 /// The proxy; dropping it stops accepting (connections already open run on).
-pub(crate) struct Tap {
+#[derive(Debug)]
+pub struct Tap {
     port: u16,
     counts: Arc<Counts>,
     accepting: tokio::task::JoinHandle<()>,
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Counts {
     statements: AtomicU64,
     round_trips: AtomicU64,
@@ -39,9 +41,11 @@ struct Counts {
 
 /// Statements and round trips so far, over every connection through the tap.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Counted {
-    pub(crate) statements: u64,
-    pub(crate) round_trips: u64,
+pub struct Counted {
+    /// Statements that ran (`CommandComplete`s).
+    pub statements: u64,
+    /// Waits of the clients for an answer.
+    pub round_trips: u64,
 }
 
 impl std::ops::Sub for Counted {
@@ -57,15 +61,15 @@ impl std::ops::Sub for Counted {
 
 impl Tap {
     /// A tap on a free loopback port to the server of `url`.
-    pub(crate) async fn start(url: &str) -> anyhow::Result<Self> {
+    pub async fn start(url: &str) -> std::io::Result<Self> {
         Self::delayed(url, Duration::ZERO).await
     }
 
     /// A tap that holds each chunk `round_trip / 2` in each direction.
-    pub(crate) async fn delayed(url: &str, round_trip: Duration) -> anyhow::Result<Self> {
+    pub async fn delayed(url: &str, round_trip: Duration) -> std::io::Result<Self> {
         let half = round_trip / 2;
         let upstream = {
-            let parsed = url::Url::parse(url)?;
+            let parsed = url::Url::parse(url).map_err(std::io::Error::other)?;
             format!(
                 "{}:{}",
                 parsed.host_str().unwrap_or("localhost"),
@@ -99,14 +103,14 @@ impl Tap {
     }
 
     /// `url` with its server replaced by this tap, unencrypted.
-    pub(crate) fn url(&self, url: &str) -> anyhow::Result<String> {
-        let mut through = url::Url::parse(url)?;
+    pub fn url(&self, url: &str) -> std::io::Result<String> {
+        let mut through = url::Url::parse(url).map_err(std::io::Error::other)?;
         through
             .set_host(Some("127.0.0.1"))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            .map_err(std::io::Error::other)?;
         through
             .set_port(Some(self.port))
-            .map_err(|()| anyhow::anyhow!("no port in {url}"))?;
+            .map_err(|()| std::io::Error::other(format!("no port in {url}")))?;
         let rest: Vec<(String, String)> = through
             .query_pairs()
             .filter(|(k, _)| k != "sslmode")
@@ -120,7 +124,8 @@ impl Tap {
         Ok(through.into())
     }
 
-    pub(crate) fn counted(&self) -> Counted {
+    /// What the server answered so far; subtract an earlier count for what came between.
+    pub fn counted(&self) -> Counted {
         Counted {
             statements: self.counts.statements.load(Ordering::Relaxed),
             round_trips: self.counts.round_trips.load(Ordering::Relaxed),
@@ -128,7 +133,7 @@ impl Tap {
     }
 
     /// Statements so far by command, and clears them.
-    pub(crate) fn take_commands(&self) -> std::collections::BTreeMap<String, u64> {
+    pub fn take_commands(&self) -> std::collections::BTreeMap<String, u64> {
         std::mem::take(
             &mut *self
                 .counts

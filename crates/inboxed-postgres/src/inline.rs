@@ -4,12 +4,12 @@
 //! The claims must be planned anew each time: PostgreSQL's generic plan of a prepared claim,
 //! made while the table was empty, finds the claimed rows by reading the whole table once it
 //! is not (14 ms a claim at 30,000 rows instead of 1.4, and a burst to 16 running workers
-//! drained at 0.70 of one worker's rate). sqlx sends an unprepared statement
-//! as a parse that it waits on before it binds and executes: two round trips a claim. The
-//! simple-query protocol takes one, plans the statement for the values in its text, and runs
-//! as a transaction of its own when no transaction is open. Its values are the library's own
-//! (a consumer's name, a worker's id, a token, numbers), each written as a typed constant, so
-//! the statement means what it means with the same values bound as parameters.
+//! drained at 0.70 of one worker's rate). sqlx sends an unprepared statement as a parse that
+//! it waits on before it binds and executes: two round trips a claim. The simple-query
+//! protocol takes one, plans the statement for the values in its text, and runs as a
+//! transaction of its own when no transaction is open. Its values are the library's own (a
+//! consumer's name, a worker's id, a token, numbers), each written as a typed constant, so the
+//! statement means what it means with the same values bound as parameters.
 
 use std::fmt::Write as _;
 use std::sync::Arc;

@@ -7,9 +7,10 @@
 //! drained at 0.70 of one worker's rate). sqlx sends an unprepared statement as a parse that
 //! it waits on before it binds and executes: two round trips a claim. The simple-query
 //! protocol takes one, plans the statement for the values in its text, and runs as a
-//! transaction of its own when no transaction is open. Its values are the library's own (a
-//! consumer's name, a worker's id, a token, numbers), each written as a typed constant, so the
-//! statement means what it means with the same values bound as parameters.
+//! transaction of its own when no transaction is open. Each value (a consumer's name, worker
+//! ids, some read back from the table, a token, numbers) is written as a typed constant in
+//! ASCII alone, so that the statement means what it means with the same values bound as
+//! parameters, whatever the session's `standard_conforming_strings` and client encoding.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -116,6 +117,8 @@ impl Inline {
         let mut out = String::with_capacity(sql.len() + 32 * self.values.len());
         let mut i = 0;
         let mut copied = 0;
+        // The highest `$n` seen: a value beyond it is a mistake, as binding it would be.
+        let mut highest = 0;
         while i < bytes.len() {
             match bytes[i] {
                 b'\'' | b'"' => i = closing(bytes, i) + 1,
@@ -144,6 +147,7 @@ impl Inline {
                     out.push_str(&sql[copied..i]);
                     let end = i + 1 + digits;
                     let n: usize = sql[i + 1..end].parse().unwrap_or(0);
+                    highest = highest.max(n);
                     let value = n
                         .checked_sub(1)
                         .and_then(|k| self.values.get(k))
@@ -158,6 +162,12 @@ impl Inline {
             }
         }
         out.push_str(&sql[copied..]);
+        if highest < self.values.len() {
+            return Err(invalid(format!(
+                "{} values for a statement that takes {highest}",
+                self.values.len()
+            )));
+        }
         Ok(out)
     }
 }
@@ -210,7 +220,10 @@ fn typed<T: ?Sized>(
     Ok(())
 }
 
-/// An escape string (`E'…'`), whose meaning does not depend on `standard_conforming_strings`.
+/// An escape string (`E'…'`), whose meaning does not depend on `standard_conforming_strings`,
+/// in ASCII alone: a character beyond it as a Unicode escape (`\uXXXX`, `\UXXXXXXXX`), so that
+/// no client encoding can read one of its bytes as part of the next (a session set to SJIS
+/// reads `0x81 0x5C` as one character, and would lose the backslash that escapes a quote).
 fn text(out: &mut String, s: &str) -> Result<(), StoreError> {
     if s.contains('\0') {
         return Err(invalid("a text value holds a NUL byte".to_owned()));
@@ -220,7 +233,13 @@ fn text(out: &mut String, s: &str) -> Result<(), StoreError> {
         match c {
             '\\' => out.push_str("\\\\"),
             '\'' => out.push_str("''"),
-            c => out.push(c),
+            c if c.is_ascii() => out.push(c),
+            c if u32::from(c) <= 0xFFFF => {
+                let _ = write!(out, "\\u{:04X}", u32::from(c));
+            }
+            c => {
+                let _ = write!(out, "\\U{:08X}", u32::from(c));
+            }
         }
     }
     out.push('\'');
@@ -411,10 +430,21 @@ mod tests {
     }
 
     #[test]
+    fn text_beyond_ascii_is_written_as_unicode_escapes() {
+        let out = render("SELECT $1", vec![Value::Text(Some("Á\\'é😀".into()))]);
+        assert_eq!(out, "SELECT (E'\\u00C1\\\\''\\u00E9\\U0001F600'::text)");
+        assert!(out.is_ascii());
+    }
+
+    #[test]
     fn a_nul_or_a_missing_value_is_refused() {
         let q = Inline::new(&Arc::from("SELECT $1")).push(Value::Text(Some("a\0b".into())));
         assert!(q.text().is_err());
         let q = Inline::new(&Arc::from("SELECT $2")).push(Value::Bool(false));
         assert!(q.text().is_err());
+        let q = Inline::new(&Arc::from("SELECT $1"))
+            .push(Value::Bool(false))
+            .push(Value::Bool(true));
+        assert!(q.text().is_err(), "a value with no placeholder");
     }
 }

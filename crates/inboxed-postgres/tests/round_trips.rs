@@ -19,8 +19,9 @@ fn consumer() -> ConsumerName {
     ConsumerName::new("ledger").unwrap()
 }
 
-/// A worker id with a quote and a backslash in it, which the text must escape.
-const WORKER: &str = "w-'1'\\";
+/// A worker id with a quote, a backslash and characters beyond ASCII in it, which the text
+/// must escape (the reaper's release finds the claimed rows by it, read back from the table).
+const WORKER: &str = "w-'1'\\é😀";
 
 /// Payloads with every byte value, and the other columns a claim returns, both set and not.
 fn messages() -> Vec<Envelope> {

@@ -232,8 +232,11 @@ where
             out.push(b'\\');
             k += 2;
         } else {
-            let octal = std::str::from_utf8(text.get(k + 1..k + 4)?).ok()?;
-            out.push(u8::from_str_radix(octal, 8).ok()?);
+            let octal = text.get(k + 1..k + 4)?;
+            if !octal.iter().all(|d| (b'0'..=b'7').contains(d)) {
+                return None;
+            }
+            out.push(u8::from_str_radix(std::str::from_utf8(octal).ok()?, 8).ok()?);
             k += 4;
         }
     }

@@ -1,7 +1,7 @@
 //! What tokio-postgres gives the shared store layer: statements prepared once a connection
 //! (deadpool-postgres's statement cache) and then bound and run in one round trip, the claims
 //! of stored rows planned anew each time (sent with their parameter types, nothing prepared:
-//! [`PgStore`](crate::PgStore)'s `replanned` says why), rows read by position, and the same
+//! [`Engine::fresh`] says why), rows read by position, and the same
 //! SQL files and derived keys as the sqlx store.
 
 use std::sync::Arc;

@@ -14,7 +14,7 @@
 //!
 //! `cargo run -p billing-rabbitmq -- consume` runs the consumer alone, as the service would run
 //! in production: on `BILLING_QUEUE` (default `inboxed-example-billing`) until SIGINT or
-//! SIGTERM. `tests/chaos.rs` kills that process at random points while charges arrive, and
+//! SIGTERM, with `BILLING_MAX_ATTEMPTS` attempts a charge (default 5). `tests/chaos.rs` kills that process at random points while charges arrive, and
 //! audits the ledger of charges.
 
 use std::time::Duration;
@@ -23,7 +23,8 @@ use anyhow::Context;
 use inboxed::postgres::PgStore;
 use inboxed::rabbitmq::{RabbitConfig, RabbitSource};
 use inboxed::{
-    Consumer, ConsumerConfig, ConsumerName, Envelope, Handler, HandlerError, Processor, ResultExt,
+    Consumer, ConsumerConfig, ConsumerName, Envelope, Handler, HandlerError, Processor,
+    ProcessorConfig, ResultExt,
 };
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueuePurgeOptions};
 use lapin::types::FieldTable;
@@ -99,7 +100,13 @@ async fn consume(pool: PgPool, amqp_url: &str) -> anyhow::Result<()> {
         .await?;
     let store = PgStore::new(pool);
     store.migrate().await?;
-    let processor = Processor::new(store, ConsumerName::new("billing")?, Billing);
+    // A production knob as much as a test's: how many crashes and transient failures a charge
+    // may take before it is dead-lettered (the library's default, 5, when unset).
+    let mut config = ProcessorConfig::default();
+    if let Ok(n) = std::env::var("BILLING_MAX_ATTEMPTS") {
+        config = config.max_attempts(n.parse().context("BILLING_MAX_ATTEMPTS")?);
+    }
+    let processor = Processor::with_config(store, ConsumerName::new("billing")?, Billing, config);
     let source = RabbitSource::connect(RabbitConfig::new(amqp_url, &queue)).await?;
     let shutdown = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

@@ -31,10 +31,11 @@ pub(super) async fn pgmq_client(
     Ok(pgmq::PGMQueueExt::new_with_pool(pool).await)
 }
 
-/// pgmq's worker: in one transaction, read a batch, credit its accounts in order, delete it.
+/// pgmq's worker: in one transaction, read a batch, credit its accounts (in account order
+/// when `sorted`, else in arrival order), delete it.
 pub(super) async fn pgmq_worker(
     queue: pgmq::PGMQueueExt,
-    batch: u32,
+    (batch, sorted): (u32, bool),
     done: &AtomicU64,
     total: i64,
     shutdown: impl std::future::Future<Output = ()>,
@@ -56,13 +57,34 @@ pub(super) async fn pgmq_worker(
                 () = &mut shutdown => break,
             }
         }
-        let mut accounts: Vec<i64> = jobs.iter().map(|j| j.message.account).collect();
-        accounts.sort_unstable();
-        for account in accounts {
-            sqlx08::query("UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1")
-                .bind(account)
-                .execute(&mut *tx)
-                .await?;
+        let mut accounts: Vec<(i64, i64)> =
+            jobs.iter().map(|j| (j.message.account, j.msg_id)).collect();
+        if sorted {
+            accounts.sort_unstable();
+        } else {
+            // Arrival order, as the defaults run a batch's rows (its RETURNING has none).
+            accounts.sort_unstable_by_key(|&(_, id)| id);
+        }
+        let mut credited = Ok(());
+        for (account, _) in accounts {
+            credited =
+                sqlx08::query("UPDATE bench_accounts SET balance = balance + 1 WHERE id = $1")
+                    .bind(account)
+                    .execute(&mut *tx)
+                    .await
+                    .map(drop);
+            if credited.is_err() {
+                break;
+            }
+        }
+        match credited {
+            // Batches crediting in arrival order can deadlock: as its user would, roll back
+            // (the read with it: the jobs are visible again) and read again.
+            Err(sqlx08::Error::Database(e)) if e.code().as_deref() == Some("40P01") => {
+                tx.rollback().await?;
+                continue;
+            }
+            credited => credited?,
         }
         let ids: Vec<i64> = jobs.iter().map(|j| j.msg_id).collect();
         queue.delete_batch_with_cxn(QUEUE, &ids, &mut *tx).await?;

@@ -142,7 +142,7 @@ async fn migrate_twice_is_a_no_op() {
         (
             code,
             out.contains(
-                "applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]"
+                "applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]"
             )
         ),
         (0, true),
@@ -170,7 +170,7 @@ async fn migrate_into_a_chosen_schema_and_prefix() {
         (
             code,
             out.contains(
-                "applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]"
+                "applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]"
             )
         ),
         (0, true),
@@ -320,7 +320,7 @@ fn migrate_status_reports_without_changing_anything() {
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(
-            "pending migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]"
+            "pending migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]"
         ),
         "{out}"
     );
@@ -331,7 +331,7 @@ fn migrate_status_reports_without_changing_anything() {
     let status: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         status["pending"].as_array().map(Vec::len),
-        Some(18),
+        Some(19),
         "{out}"
     );
     let (code, out) = inboxed(&["migrate", "--json", "--database-url", &url]);
@@ -339,7 +339,7 @@ fn migrate_status_reports_without_changing_anything() {
     let applied: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         applied["applied"].as_array().map(Vec::len),
-        Some(18),
+        Some(19),
         "{out}"
     );
     assert_eq!(applied["pending"], serde_json::json!([]), "{out}");

@@ -88,7 +88,7 @@ async fn health_is_503_until_the_tables_are_migrated() {
     let (status, body) = http_get(&addr, "/health").await;
     assert_eq!(status, 503, "{body}");
     assert!(
-        body.contains(r#""migrations_pending":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18]"#),
+        body.contains(r#""migrations_pending":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19]"#),
         "{body}"
     );
     let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_inboxed"))

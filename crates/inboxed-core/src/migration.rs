@@ -50,6 +50,11 @@ macro_rules! migrations {
             $crate::migration!(16, "0016_outbox_unmarked", "outbox_unmarked"),
             $crate::migration!(17, "0017_kill_switches", "kill_switches"),
             $crate::migration!(18, "0018_inbox_headers", "inbox_headers"),
+            $crate::migration!(
+                19,
+                "0019_inbox_claim_token_index",
+                "inbox_claim_token_index"
+            ),
         ]
     };
 }

@@ -1,8 +1,8 @@
 -- release: hands back rows a worker claimed but did not run (at shutdown, batch-mates of a
 -- suspect row, a row over its key's rate limit) and gives back their attempt.
--- $1 claim token, $2 ids (a JSON array; NULL: every row of the token), $3 delay (ms) before
--- the rows are claimable again (0: as they were, so a row handed back at shutdown keeps its
--- place)
+-- $1 claim token, $2 ids (a JSON array; NULL: every row of the token, which the library
+-- never sends), $3 delay (ms) before the rows are claimable again (0: as they were, so a row
+-- handed back at shutdown keeps its place)
 -- Through the claim token's index: only this claim's rows are examined (complete_batch.sql
 -- says why not `id IN (… JSON_TABLE …)`).
 UPDATE {{schema}}.`{{prefix}}inbox_messages`

@@ -185,3 +185,97 @@ async fn claims_after_an_idle_spell_read_their_batch_not_the_table() {
     );
     db.finish().await;
 }
+
+/// A heartbeat and a hand-back read their batch's rows, by id, whatever the planner's
+/// statistics say. No index holds the tokens (migration 19): found by token alone, through
+/// the index of the rows being processed, the rows were read from the whole table once the
+/// statistics had been taken while most rows were being processed (the start of a table's
+/// life, before autovacuum analyzed it again), and the test shows that form doing so here.
+#[tokio::test]
+async fn heartbeats_and_hand_backs_read_their_batch_under_stale_statistics() {
+    let db = Pg::create().await;
+    let table = db
+        .store
+        .namespace()
+        .render(r#"{{schema}}."{{prefix}}inbox_messages""#);
+    // Statistics of a table all in flight (200 rows, four batches), then 20,000 done rows
+    // that no ANALYZE sees.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "ALTER TABLE {table} SET (autovacuum_enabled = off); \
+         INSERT INTO {table} (consumer_name, message_id, payload, payload_hash, status, \
+                              claim_token, lease_expires_at) \
+         SELECT 'ledger', 'p-' || g, '\\x7b7d', '\\x00', 'processing', int8send(g / 50), now() \
+         FROM generate_series(1, 200) g; \
+         ANALYZE {table}; \
+         INSERT INTO {table} (consumer_name, message_id, payload, payload_hash, status, done_at) \
+         SELECT 'ledger', 'd-' || g, '\\x7b7d', '\\x00', 'done', now() \
+         FROM generate_series(1, 20000) g"
+    )))
+    .execute(db.store.pool())
+    .await
+    .unwrap();
+    let render = |sql: &str| db.store.namespace().render(sql);
+    let statements = [
+        (
+            "heartbeat",
+            render(include_str!("../sql/extend_leases.sql")),
+            "(bytea, int8, int8, int8[])",
+            "(int8send(1), 30000, NULL, ARRAY[50, 51, 52]::int8[])",
+        ),
+        (
+            "hand_back",
+            render(include_str!("../sql/release.sql")),
+            "(bytea, int8[], int8)",
+            "(int8send(1), ARRAY[50, 51, 52]::int8[], 0)",
+        ),
+        (
+            "by_token",
+            format!(
+                "UPDATE {table} SET lease_expires_at = now() \
+                 WHERE claim_token = $1 AND status = 'processing'"
+            ),
+            "(bytea)",
+            "(int8send(1))",
+        ),
+    ];
+    let mut conn = PgConnection::connect(&db.locator).await.unwrap();
+    for mode in ["force_custom_plan", "force_generic_plan"] {
+        for (name, sql, types, args) in &statements {
+            let mut tx = conn.begin().await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "SET LOCAL plan_cache_mode = {mode}; PREPARE {name}{types} AS {sql}"
+            )))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+            let plan: Vec<String> =
+                sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN EXECUTE {name}{args}")))
+                    .fetch_all(&mut *tx)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+            let plan = plan.join("\n");
+            tx.rollback().await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DEALLOCATE {name}")))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            let reads_the_table = plan.contains("Seq Scan");
+            if *name == "by_token" {
+                assert!(
+                    reads_the_table,
+                    "{mode}: the token alone no longer reads the table here; the test no \
+                     longer shows the danger:\n{plan}"
+                );
+            } else {
+                assert!(
+                    !reads_the_table,
+                    "{mode}: the {name} reads the table:\n{plan}"
+                );
+            }
+        }
+    }
+    db.finish().await;
+}

@@ -79,9 +79,23 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
     let mut claimed = claim(b"token-one-16byte", 2, 30_000).await;
     claimed.sort();
     assert_eq!(claimed, ["c-1", "c-2"], "oldest first, up to the limit");
+    // The worker knows the ids it claimed; this one asks the table for them.
+    let ids_of = |token: &'static [u8]| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, Vec<i64>>(
+                "SELECT array_agg(id) FROM inboxed_inbox_messages WHERE claim_token = $1",
+            )
+            .bind(token)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
     let extended = sqlx::query(statement("heartbeat"))
         .bind(&b"token-one-16byte"[..])
         .bind(60_000_i64)
+        .bind(ids_of(b"token-one-16byte").await)
         .execute(&pool)
         .await
         .unwrap();
@@ -203,6 +217,7 @@ async fn a_worker_in_another_language_keeps_the_guarantee() {
     sqlx::query(statement("heartbeat"))
         .bind(&b"token-3-16-bytes"[..])
         .bind(0_i64)
+        .bind(ids_of(b"token-3-16-bytes").await)
         .execute(&pool)
         .await
         .unwrap();

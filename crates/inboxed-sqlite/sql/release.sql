@@ -1,7 +1,8 @@
 -- release: hands back rows a worker claimed but did not run (at shutdown, batch-mates of a
 -- suspect row, a row over its key's rate limit) and gives back their attempt.
--- ?1 claim token, ?2 ids (JSON array; NULL: every row of the token), ?3 delay (ms) before the
--- rows are claimable again (0: as they were, so a row handed back at shutdown keeps its place)
+-- ?1 claim token, ?2 ids (JSON array; NULL: every row of the token, which the library never
+-- sends), ?3 delay (ms) before the rows are claimable again (0: as they were, so a row handed
+-- back at shutdown keeps its place)
 UPDATE {{schema}}."{{prefix}}inbox_messages"
 SET status = 'pending', attempts = max(attempts - 1, 0), claim_token = NULL,
     lease_expires_at = NULL, claimed_by = NULL,

@@ -94,20 +94,22 @@ pub async fn fail_claimed<E: Engine>(
     })
 }
 
-/// Extends the lease of every row still held under `token`; how many.
+/// Extends the lease of every row of `ids` still held under `token`; how many.
 ///
 /// # Errors
 /// The statement failed.
 pub async fn extend_leases<E: Engine>(
     e: &E,
     token: &ClaimToken,
+    ids: &[i64],
     lease: Duration,
 ) -> Result<u64, StoreError> {
     let q = e
         .query(&e.queries().extend_leases)
         .bytes(token.as_bytes())
         .int(millis_of(lease))
-        .opt_int(None);
+        .opt_int(None)
+        .ids(ids);
     e.execute_alone(q).await
 }
 

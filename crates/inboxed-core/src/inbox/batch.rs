@@ -42,10 +42,11 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 inner.config.lease,
                 inner.config.heartbeat,
             );
+            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
             Heartbeat(tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
-                    if let Err(e) = store.extend_leases(&token, lease).await {
+                    if let Err(e) = store.extend_leases(&token, &ids, lease).await {
                         warn!(error = %e, "could not extend the batch's lease");
                     }
                 }

@@ -39,7 +39,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 within.push(row);
                 continue;
             };
-            match inner.store.release(token, Some(&[row.id]), wait).await {
+            match inner.store.release(token, &[row.id], wait).await {
                 Ok(_) => deferred += 1,
                 Err(e) => {
                     warn!(error = %e, row = row.id, "could not hand back a row over its rate limit; running it");

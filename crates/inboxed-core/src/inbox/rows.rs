@@ -69,7 +69,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                     ?after,
                     "row asked to be retried later"
                 );
-                inner.store.release(token, Some(&[row.id]), after).await?;
+                inner.store.release(token, &[row.id], after).await?;
                 report.retrying += 1;
                 continue;
             }
@@ -115,7 +115,7 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         );
         inner
             .store
-            .release(token, Some(&[row.id]), std::time::Duration::ZERO)
+            .release(token, &[row.id], std::time::Duration::ZERO)
             .await?;
         report.retrying += 1;
         Ok(true)

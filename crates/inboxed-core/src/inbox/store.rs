@@ -351,29 +351,31 @@ pub trait InboxStore: Engine {
         crate::engine::inbox::fail(self, params)
     }
 
-    /// Extends the lease of every row still processing under `token`. Returns how many.
+    /// Extends the lease of every row of `ids` still processing under `token`. Returns how
+    /// many. The rows are found by id: PostgreSQL keeps no index of tokens (migration 19).
     fn extend_leases(
         &self,
         token: &ClaimToken,
+        ids: &[i64],
         lease: Duration,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        crate::engine::inbox::extend_leases(self, token, lease)
+        crate::engine::inbox::extend_leases(self, token, ids, lease)
     }
 
-    /// Hands back the unfinished rows of `token` (all of them, or only `ids`), giving back their
+    /// Hands back the rows of `ids` still processing under `token`, giving back their
     /// attempt: their handlers did not run (graceful shutdown, batch-mates of a suspect row, a
     /// row over its bucket's rate limit). Claimable again `after` from now, or as they were.
     fn release(
         &self,
         token: &ClaimToken,
-        ids: Option<&[i64]>,
+        ids: &[i64],
         after: Duration,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
         crate::engine::inbox::release_claimed(
             self,
             &self.queries().release,
             token,
-            ids,
+            Some(ids),
             Some(after),
         )
     }

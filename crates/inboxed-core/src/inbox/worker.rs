@@ -1,6 +1,6 @@
 //! The worker pool: claim loops that process stored rows, until shutdown.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -60,14 +60,23 @@ pub(super) struct Inner<S, H> {
     pub(super) handler: H,
     pub(super) config: WorkerConfig,
     pub(super) id: String,
-    /// Tokens of batches in flight, handed back if shutdown cuts them short.
-    pub(super) in_flight: Mutex<HashSet<ClaimToken>>,
+    /// Tokens of batches in flight with the ids of the rows claimed under each (recorded by
+    /// the claim before it lets shutdown in), handed back if shutdown cuts them short.
+    pub(super) in_flight: Mutex<HashMap<ClaimToken, Vec<i64>>>,
     /// Held shared by each claim while it runs, exclusively by shutdown before handing back.
     pub(super) claims: Arc<tokio::sync::RwLock<()>>,
     /// Rows per transaction for such a handler, adapted to contention (`batch.rs`).
     pub(super) group_size: std::sync::atomic::AtomicU32,
     /// How many claim loops run a batch at once (`pace.rs`).
     pub(super) pace: super::pace::Pace,
+}
+
+impl<S, H> Inner<S, H> {
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<ClaimToken, Vec<i64>>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl<S, H> Clone for Worker<S, H> {
@@ -210,7 +219,12 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
                 ordered: inner.config.ordered,
                 park: inner.config.on_dead == super::config::OnDead::Park,
             };
-            inner.store.claim_batch(&params).await
+            let claimed = inner.store.claim_batch(&params).await;
+            // Before the gate opens: shutdown hands back what it finds here.
+            if let (Ok(rows), Some(ids)) = (&claimed, inner.in_flight().get_mut(&token)) {
+                ids.extend(rows.iter().map(|r| r.id));
+            }
+            claimed
         });
         match claiming.await {
             Ok(claimed) => claimed,
@@ -241,20 +255,16 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         let others: Vec<i64> = rows[group..].iter().map(|r| r.id).collect();
         self.inner
             .store
-            .release(token, Some(&others), Duration::ZERO)
+            .release(token, &others, Duration::ZERO)
             .await?;
         rows.truncate(group);
         Ok(rows)
     }
 
     fn track(&self, token: ClaimToken, add: bool) {
-        let mut set = self
-            .inner
-            .in_flight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut set = self.inner.in_flight();
         if add {
-            set.insert(token);
+            set.insert(token, Vec::new());
         } else {
             set.remove(&token);
         }
@@ -343,18 +353,11 @@ impl<S: InboxStore, H: Handler<S::Db>> Worker<S, H> {
         // Claims already sent finish first (their tasks are not aborted), so that their rows
         // carry their token when it is handed back.
         let _no_claims = self.inner.claims.write().await;
-        let tokens: Vec<ClaimToken> = {
-            let mut set = self
-                .inner
-                .in_flight
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            set.drain().collect()
-        };
+        let tokens: Vec<(ClaimToken, Vec<i64>)> = self.inner.in_flight().drain().collect();
         // Every token is tried, whatever fails.
         let mut first_error = None;
-        for token in tokens {
-            if let Err(e) = self.inner.store.release(&token, None, Duration::ZERO).await {
+        for (token, ids) in tokens.iter().filter(|(_, ids)| !ids.is_empty()) {
+            if let Err(e) = self.inner.store.release(token, ids, Duration::ZERO).await {
                 warn!(error = %e, "could not hand back a cut-short batch; its lease will expire");
                 first_error.get_or_insert(e);
             }

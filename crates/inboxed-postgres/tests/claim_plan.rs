@@ -38,6 +38,38 @@ fn candidates(plan: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The server's plan for `sql` prepared as `name(types)` and run with `args`, under the plan
+/// mode `mode` (`EXPLAIN` with `options`), in a transaction rolled back after.
+async fn plan_of(
+    conn: &mut PgConnection,
+    (mode, options): (&str, &str),
+    (name, types, sql): (&str, &str, &str),
+    args: &str,
+) -> String {
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "SET LOCAL plan_cache_mode = {mode}; PREPARE {name}{types} AS {sql}"
+    )))
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN {options} EXECUTE {name}{args}"
+    )))
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect();
+    tx.rollback().await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DEALLOCATE {name}")))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    plan.join("\n")
+}
+
 /// The `rows=` of a plan line's actual figures.
 fn actual_rows(line: &str) -> i64 {
     let actual = &line[line.find("(actual").expect("an analyzed line")..];
@@ -62,25 +94,17 @@ async fn a_claim_reads_its_batch_not_the_backlog() {
         .render(include_str!("../sql/claim_batch.sql"));
     let mut conn = sqlx::PgConnection::connect(&db.locator).await.unwrap();
     for mode in ["force_custom_plan", "force_generic_plan"] {
-        let mut tx = conn.begin().await.unwrap();
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "SET LOCAL plan_cache_mode = {mode}; \
-             PREPARE claim(text, text, bytea, int, int8, int8, bool, bool) AS {claim}"
-        )))
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "EXPLAIN (ANALYZE) \
-             EXECUTE claim('ledger', 'w', '\\x00'::bytea, {LIMIT}, 30000, NULL, false, false)"
-        )))
-        .fetch_all(&mut *tx)
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-        let plan = plan.join("\n");
+        let plan = plan_of(
+            &mut conn,
+            (mode, "(ANALYZE)"),
+            (
+                "claim",
+                "(text, text, bytea, int, int8, int8, bool, bool)",
+                &claim,
+            ),
+            &format!("('ledger', 'w', '\\x00'::bytea, {LIMIT}, 30000, NULL, false, false)"),
+        )
+        .await;
         let part = candidates(&plan);
         assert!(
             !part.is_empty(),
@@ -105,11 +129,6 @@ async fn a_claim_reads_its_batch_not_the_backlog() {
             read <= 2 * LIMIT,
             "{mode}: the claim read {read} candidate rows for a batch of {LIMIT}:\n{plan}"
         );
-        tx.rollback().await.unwrap();
-        sqlx::raw_sql("DEALLOCATE claim")
-            .execute(&mut conn)
-            .await
-            .unwrap();
     }
     db.finish().await;
 }
@@ -240,30 +259,10 @@ async fn heartbeats_and_hand_backs_read_their_batch_under_stale_statistics() {
     ];
     let mut conn = PgConnection::connect(&db.locator).await.unwrap();
     for mode in ["force_custom_plan", "force_generic_plan"] {
-        for (name, sql, types, args) in &statements {
-            let mut tx = conn.begin().await.unwrap();
-            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                "SET LOCAL plan_cache_mode = {mode}; PREPARE {name}{types} AS {sql}"
-            )))
-            .execute(&mut *tx)
-            .await
-            .unwrap();
-            let plan: Vec<String> =
-                sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN EXECUTE {name}{args}")))
-                    .fetch_all(&mut *tx)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|r| r.get(0))
-                    .collect();
-            let plan = plan.join("\n");
-            tx.rollback().await.unwrap();
-            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DEALLOCATE {name}")))
-                .execute(&mut conn)
-                .await
-                .unwrap();
+        for &(name, ref sql, types, args) in &statements {
+            let plan = plan_of(&mut conn, (mode, ""), (name, types, sql), args).await;
             let reads_the_table = plan.contains("Seq Scan");
-            if *name == "by_token" {
+            if name == "by_token" {
                 assert!(
                     reads_the_table,
                     "{mode}: the token alone no longer reads the table here; the test no \

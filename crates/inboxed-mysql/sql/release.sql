@@ -1,8 +1,7 @@
 -- release: hands back rows a worker claimed but did not run (at shutdown, batch-mates of a
 -- suspect row, a row over its key's rate limit) and gives back their attempt.
--- $1 claim token, $2 ids (a JSON array; NULL: every row of the token, which the library
--- never sends), $3 delay (ms) before the rows are claimable again (0: as they were, so a row
--- handed back at shutdown keeps its place)
+-- $1 claim token, $2 ids (a JSON array), $3 delay (ms) before the rows are claimable again
+-- (0: as they were, so a row handed back at shutdown keeps its place)
 -- Through the claim token's index: only this claim's rows are examined (complete_batch.sql
 -- says why not `id IN (… JSON_TABLE …)`).
 UPDATE {{schema}}.`{{prefix}}inbox_messages`
@@ -11,4 +10,4 @@ SET status = 'pending', attempts = GREATEST(attempts - 1, 0), claim_token = NULL
     lease_expires_at = NULL, claimed_by = NULL,
     available_at = IF($3 > 0, FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000) + $3, available_at)
 WHERE claim_token = $1 AND status = 'processing'
-  AND ($2 IS NULL OR JSON_CONTAINS($2, CAST(id AS CHAR)))
+  AND JSON_CONTAINS($2, CAST(id AS CHAR))

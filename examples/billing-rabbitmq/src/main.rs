@@ -14,8 +14,8 @@
 //!
 //! `cargo run -p billing-rabbitmq -- consume` runs the consumer alone, as the service would run
 //! in production: on `BILLING_QUEUE` (default `inboxed-example-billing`) until SIGINT or
-//! SIGTERM, with `BILLING_MAX_ATTEMPTS` attempts a charge (default 5). `tests/chaos.rs` kills that process at random points while charges arrive, and
-//! audits the ledger of charges.
+//! SIGTERM, with `BILLING_MAX_ATTEMPTS` attempts a charge (default 5). `tests/chaos.rs` kills
+//! that process at random points while charges arrive, and audits the ledger of charges.
 
 use std::time::Duration;
 
